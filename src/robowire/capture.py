@@ -1,0 +1,191 @@
+"""Captures as the drivers see them: a sequence of timed, directed chunks of bytes.
+
+Readers here turn files into `Record`s, the same (time, direction, bytes) a live driver feeds a
+session, so that decoding a capture and listening live go through the same code:
+
+* `read_pcap`: pcap and pcapng (Ethernet, Linux cooked, raw IP and BSD loopback links; IPv4
+  and IPv6). UDP datagrams come out one per record; TCP segments are reassembled per direction
+  (in sequence order, retransmissions dropped) and come out in the order they were captured.
+* `read_stream`: a raw byte stream of one direction (a file, or "-" for stdin) in chunks.
+
+Records of one TCP direction carry that direction's id in `flow`, so a decoder keeps one
+buffer per flow.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO, Literal
+
+import dpkt
+
+from robowire.errors import ConfigError
+from robowire.protocols.base import Address
+
+Transport = Literal["tcp", "udp", "stream"]
+PCAP_MAGICS = {
+    b"\xd4\xc3\xb2\xa1",
+    b"\xa1\xb2\xc3\xd4",
+    b"\x4d\x3c\xb2\xa1",
+    b"\xa1\xb2\x3c\x4d",
+    b"\x0a\x0d\x0d\x0a",  # pcapng section header block
+}
+MAX_TCP_GAP = 1 << 20  # buffered out-of-order bytes per flow before we give up on a hole
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One chunk of captured traffic."""
+
+    data: bytes
+    time: float | None = None  # Unix epoch seconds, when the capture has it
+    transport: Transport = "stream"
+    src: Address | None = None
+    dst: Address | None = None
+    flow: str = "stream"  # "src>dst" for network records
+
+    @property
+    def direction(self) -> str:
+        return self.flow
+
+
+def is_pcap(path: str) -> bool:
+    if path == "-":
+        return False
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) in PCAP_MAGICS
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def open_input(path: str) -> BinaryIO:
+    """A binary file, or stdin for "-"; a missing file is one ConfigError line."""
+    if path == "-":
+        return sys.stdin.buffer
+    try:
+        return open(path, "rb")
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def read_stream(path: str, chunk_size: int = 1 << 16) -> Iterator[Record]:
+    """A raw one-direction byte stream in chunks (the decoder reassembles messages)."""
+    f = open_input(path)
+    try:
+        while chunk := f.read(chunk_size):
+            yield Record(chunk)
+    finally:
+        if f is not sys.stdin.buffer:
+            f.close()
+
+
+@dataclass(slots=True)
+class _TcpFlow:
+    next_seq: int | None = None
+    pending: dict[int, bytes] = field(default_factory=dict)
+
+    def accept(self, seq: int, syn: bool, payload: bytes) -> bytes:
+        """In-order bytes that this segment makes available."""
+        if syn:
+            self.next_seq = (seq + 1) & 0xFFFFFFFF
+            if not payload:
+                return b""
+            seq = self.next_seq
+        if self.next_seq is None:  # capture began mid-stream: start here
+            self.next_seq = seq
+        if payload:
+            self.pending[seq] = payload
+        out = bytearray()
+        while True:
+            for start, data in list(self.pending.items()):
+                offset = (self.next_seq - start) & 0xFFFFFFFF
+                if offset >= 1 << 31:  # segment starts in the future: keep waiting
+                    continue
+                del self.pending[start]
+                if offset < len(data):
+                    out += data[offset:]
+                    self.next_seq = (self.next_seq + len(data) - offset) & 0xFFFFFFFF
+                break
+            else:
+                break
+        if sum(len(d) for d in self.pending.values()) > MAX_TCP_GAP:
+            self.pending.clear()  # a hole that never fills: skip it rather than grow forever
+            self.next_seq = None
+        return bytes(out)
+
+
+def _link_packet(linktype: int, frame: bytes) -> dpkt.Packet | None:
+    """The IP packet inside a captured frame, or None if it is not IP."""
+    try:
+        if linktype == dpkt.pcap.DLT_EN10MB:
+            ip = dpkt.ethernet.Ethernet(frame).data
+        elif linktype == dpkt.pcap.DLT_LINUX_SLL:
+            ip = dpkt.sll.SLL(frame).data
+        elif linktype in (dpkt.pcap.DLT_NULL, dpkt.pcap.DLT_LOOP):
+            ip = dpkt.loopback.Loopback(frame).data
+        elif linktype in (dpkt.pcap.DLT_RAW, 101, 228, 229):
+            ip = dpkt.ip.IP(frame) if frame[:1] and frame[0] >> 4 == 4 else dpkt.ip6.IP6(frame)
+        else:
+            return None
+    except (dpkt.UnpackError, IndexError):
+        return None
+    return ip if isinstance(ip, dpkt.ip.IP | dpkt.ip6.IP6) else None
+
+
+def _address(ip: dpkt.Packet, which: str) -> str:
+    raw = getattr(ip, which)
+    family = socket.AF_INET if len(raw) == 4 else socket.AF_INET6
+    return socket.inet_ntop(family, raw)
+
+
+def read_pcap(path: str) -> Iterator[Record]:
+    """UDP datagrams and reassembled TCP bytes of a pcap/pcapng file, in capture order."""
+    f = open_input(path)
+    try:
+        try:
+            head = f.read(4)
+            f.seek(0)
+            reader = dpkt.pcapng.Reader(f) if head == b"\x0a\x0d\x0d\x0a" else dpkt.pcap.Reader(f)
+        except (ValueError, dpkt.UnpackError) as exc:
+            raise ConfigError(f"{path}: not a pcap/pcapng capture ({exc})") from None
+        linktype = reader.datalink()
+        flows: dict[str, _TcpFlow] = {}
+        for timestamp, frame in reader:
+            ip = _link_packet(linktype, frame)
+            if ip is None:
+                continue
+            segment = ip.data
+            src_ip, dst_ip = _address(ip, "src"), _address(ip, "dst")
+            if isinstance(segment, dpkt.udp.UDP):
+                src, dst = (src_ip, segment.sport), (dst_ip, segment.dport)
+                yield Record(
+                    bytes(segment.data),
+                    float(timestamp),
+                    "udp",
+                    src,
+                    dst,
+                    f"{src_ip}:{segment.sport}>{dst_ip}:{segment.dport}",
+                )
+            elif isinstance(segment, dpkt.tcp.TCP):
+                src, dst = (src_ip, segment.sport), (dst_ip, segment.dport)
+                flow = f"{src_ip}:{segment.sport}>{dst_ip}:{segment.dport}"
+                state = flows.setdefault(flow, _TcpFlow())
+                syn = bool(segment.flags & dpkt.tcp.TH_SYN)
+                data = state.accept(segment.seq, syn, bytes(segment.data))
+                if data:
+                    yield Record(data, float(timestamp), "tcp", src, dst, flow)
+    finally:
+        if f is not sys.stdin.buffer:
+            f.close()
+
+
+def read_capture(path: str) -> Iterator[Record]:
+    """pcap/pcapng if the file says so, otherwise a raw one-direction stream."""
+    if not Path(path).exists() and path != "-":
+        raise ConfigError(f"no such file: {path}")
+    return read_pcap(path) if is_pcap(path) else read_stream(path)

@@ -1,0 +1,43 @@
+"""The one error tree of robowire.
+
+    RobowireError
+    ├── DecodeError      bytes that are not a valid message (protocol, offset, reason)
+    ├── SessionError     a peer broke the session's rules (bad order, version mismatch, ...)
+    ├── TransportError   a socket could not be opened, or a peer went away
+    └── ConfigError      a bad URL, option or file given by the user
+
+Codecs raise DecodeError only; sessions never raise on bad bytes (they count and drop);
+the CLI turns any RobowireError into one line on stderr and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+
+class RobowireError(Exception):
+    """Base of every error robowire raises on purpose."""
+
+
+class DecodeError(RobowireError, ValueError):
+    """Bytes that do not decode: which protocol, where in the input, and why."""
+
+    def __init__(self, protocol: str, offset: int, reason: str) -> None:
+        super().__init__(f"{protocol}: {reason} (at byte {offset})")
+        self.protocol = protocol
+        self.offset = offset
+        self.reason = reason
+
+    def shifted(self, by: int) -> DecodeError:
+        """The same error with its offset moved by `by` bytes (for errors inside a larger input)."""
+        return DecodeError(self.protocol, self.offset + by, self.reason)
+
+
+class SessionError(RobowireError):
+    """A peer broke the rules of the protocol's session."""
+
+
+class TransportError(RobowireError, OSError):
+    """A socket could not be opened or a connection failed."""
+
+
+class ConfigError(RobowireError, ValueError):
+    """A URL, option or file given by the user is not usable."""

@@ -1,0 +1,7 @@
+"""The live world model (see `model` for the frame and the write/read API)."""
+
+from robowire.world.feed import ChangeFeed, Subscription
+from robowire.world.model import Device, LogEvent, Update, World
+from robowire.world.table import SourceTable
+
+__all__ = ["ChangeFeed", "Device", "LogEvent", "SourceTable", "Subscription", "Update", "World"]
