@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
 
 from robowire.protocols.base import Address, SessionStats
 from robowire.world import World
@@ -57,3 +58,15 @@ class Sim(Service):
     """A simulated device speaking a protocol on a real socket. `run` ignores the world."""
 
     role = "sim"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SimOptions:
+    """What `robowire sim PROTOCOL` passes to a protocol's `open_sim`."""
+
+    host: str = "127.0.0.1"
+    port: int | None = None  # None: the protocol's default port; 0: any free port
+    count: int | None = None  # how many devices (None: the simulator's default)
+    rate: float | None = None  # updates per second (None: the simulator's default)
+    seed: int = 0  # all randomness comes from this seed
+    options: dict[str, str] = field(default_factory=dict)  # protocol-specific --set k=v
