@@ -324,21 +324,59 @@ def record(urls: tuple[str, ...], output: str, duration: float | None) -> None:
     Example:
       robowire record spyglass://127.0.0.1:7870 -o run.mcap --duration 60
     """
-    fail("record: MCAP recording is not available in robowire yet")
+    from robowire.recording import McapRecorder
+
+    async def go() -> int:
+        gateway = Gateway()
+        gateway.add_sources(urls)
+        recorder = McapRecorder(output)
+        gateway.add(recorder)
+        progress = asyncio.create_task(_report_progress(recorder))
+        try:
+            await gateway.run(duration)
+        finally:
+            progress.cancel()
+        click.echo(f"record: {recorder.messages} messages written to {output}", err=True)
+        return gateway_exit_code(gateway)
+
+    run_async(go)
+
+
+async def _report_progress(recorder: Any) -> None:
+    """One status line on stderr every few seconds while a long recording runs."""
+    while True:
+        await asyncio.sleep(5)
+        click.echo(f"record: {recorder.messages} messages so far", err=True)
 
 
 @main.command()
 @click.argument("file", metavar="FILE")
 @click.option("--to", "target", default=None, metavar="URL", help="Serve the replay in a protocol.")
 @click.option("--speed", type=float, default=1.0, show_default=True, help="Replay speed factor.")
-def replay(file: str, target: str | None, speed: float) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print the replayed updates as JSON lines.")
+def replay(file: str, target: str | None, speed: float, as_json: bool) -> None:
     """Replay a recording into the live world (and optionally serve it).
 
     \b
     Example:
       robowire replay run.mcap --to vrpn://127.0.0.1:3883 --speed 2
     """
-    fail("replay: MCAP replay is not available in robowire yet")
+    from robowire.recording import McapSource
+
+    async def go() -> int:
+        gateway = Gateway()
+        endpoint = parse_endpoint(file)
+        if endpoint.protocol != "mcap":
+            raise ConfigError(f"{file}: replay reads robowire MCAP recordings (.mcap)")
+        source = McapSource(endpoint, speed=speed)
+        gateway.add(source)
+        if target is not None:
+            gateway.add(open_sink(target))
+        gateway.add(JsonLinesSink() if as_json else TableSink([source]))
+        await gateway.run()
+        return gateway_exit_code(gateway)
+
+    run_async(go)
 
 
 if __name__ == "__main__":

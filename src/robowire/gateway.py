@@ -24,6 +24,10 @@ log = logging.getLogger("robowire")
 def open_source(url: str | Endpoint) -> Source:
     """A source for a URL or file name (`robowire listen URL`)."""
     endpoint = parse_endpoint(url) if isinstance(url, str) else url
+    if endpoint.protocol == "mcap":
+        from robowire.recording import McapSource
+
+        return McapSource(endpoint)
     opener = glue_function(endpoint.protocol, "open_source", "listening")
     source = opener(endpoint)  # type: ignore[operator]
     assert isinstance(source, Source)
