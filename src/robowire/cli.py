@@ -11,6 +11,7 @@ import json
 import logging
 import sys
 from collections.abc import Callable, Coroutine, Iterator
+from pathlib import Path
 from typing import Any, NoReturn
 
 import click
@@ -171,6 +172,8 @@ def decode(protocol: str, file: str, as_json: bool) -> None:
     Example:
       robowire decode spyglass recording.rec | head
     """
+    if file != "-" and not Path(file).is_file():
+        fail(f"no such file: {file}")
     try:
         decoder = glue_function(protocol.lower(), "decode_capture", "decoding")
         lines: Iterator[dict[str, Any]] = decoder(file)  # type: ignore[operator]
