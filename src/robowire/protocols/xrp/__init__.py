@@ -1,0 +1,45 @@
+"""XRP: the WPILib `halsim_xrp` UDP protocol, robot side and WPILib side.
+
+codec      header, tagged blocks, every tag; a one-call fast path for the firmware's status
+session    sans-I/O robot session (firmware rules) and WPILib-side session (halsim_xrp rules)
+physics    vectorised differential-drive model of many XRP robots
+adapter    WPILib-side state -> world model (odometry pose, telemetry with units)
+sim        `robowire sim xrp`: simulated robots on UDP ports
+endpoints  CLI glue (listen, serve, sim, decode, `robowire xrp drive`)
+"""
+
+from robowire.protocols.xrp.codec import (
+    DEFAULT_PORT,
+    DIO,
+    NO_PERIOD,
+    Accel,
+    AnalogIn,
+    Encoder,
+    Gyro,
+    Packet,
+    Tag,
+    UnknownBlock,
+    XRPMotor,
+    XRPServo,
+    decode_packet,
+    decode_status,
+    encode_packet,
+)
+
+__all__ = [
+    "DEFAULT_PORT",
+    "DIO",
+    "NO_PERIOD",
+    "Accel",
+    "AnalogIn",
+    "Encoder",
+    "Gyro",
+    "Packet",
+    "Tag",
+    "UnknownBlock",
+    "XRPMotor",
+    "XRPServo",
+    "decode_packet",
+    "decode_status",
+    "encode_packet",
+]
