@@ -139,8 +139,8 @@ class Encoder:
     @property
     def period_seconds(self) -> float | None:
         """Seconds per count, negative when reversing; None without a period or divisor."""
-        if self.period is None or not self.divisor:
-            return None
+        if self.period is None or self.period >= NO_PERIOD - 1 or not self.divisor:
+            return None  # 0xFFFFFFFE is "no period" of the left encoder (direction bit flipped)
         seconds = (self.period >> 1) / self.divisor
         return seconds if self.period & 1 else -seconds
 

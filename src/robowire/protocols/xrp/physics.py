@@ -79,6 +79,7 @@ class Fleet:
         # calls closer than `quantum` to the last step are folded into the next one, so that
         # many robots ticking within a few ms share one vectorised step and one snapshot
         self.quantum = quantum
+        self.frozen = False  # True: something else moves the robots (the serve sink)
         self._snapshot: tuple[float, int, tuple[npt.NDArray[Any], ...]] | None = None
         self.arena = arena or Arena()
         self.lag = lag
@@ -106,6 +107,9 @@ class Fleet:
             return
         dt_total = now - self.time
         if dt_total <= 0.0 or dt_total < self.quantum:
+            return
+        if self.frozen:
+            self.time = now
             return
         steps = max(1, math.ceil(dt_total / MAX_STEP))
         dt = dt_total / steps

@@ -109,7 +109,7 @@ class StatusReceived:
 
 
 def _period_seconds(numerator: int, divisor: int) -> float | None:
-    if numerator == codec.NO_PERIOD or not divisor:
+    if numerator >= codec.NO_PERIOD - 1 or not divisor:  # left "no period" reads ...FE
         return None
     seconds = (numerator >> 1) / divisor
     return seconds if numerator & 1 else -seconds
