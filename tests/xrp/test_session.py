@@ -3,6 +3,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from robowire.protocols.base import PacketDropped
 from robowire.protocols.xrp import codec
@@ -186,3 +188,17 @@ def test_pair_robot_disables_when_client_stops() -> None:
     assert pair.fleet.command[0, 0] == 0.0
     assert pair.robot.state is RobotState.EXPIRED
     assert pair.now - stopped < 0.75
+
+
+@given(st.lists(st.binary(max_size=160), max_size=20))
+def test_sessions_never_raise_on_random_datagrams(datagrams: list[bytes]) -> None:
+    robot = RobotSession(Fleet(1))
+    client = ClientSession(ROBOT)
+    for k, data in enumerate(datagrams):
+        robot.feed_datagram(data, CLIENT, k * 0.01)
+        client.feed_datagram(data, ROBOT, k * 0.01)
+        robot.tick(k * 0.01)
+        client.tick(k * 0.01)
+    total = robot.stats.messages_in + robot.stats.dropped
+    assert total == len(datagrams)
+    assert client.stats.messages_in + client.stats.dropped == len(datagrams)
