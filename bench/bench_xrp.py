@@ -1,0 +1,254 @@
+"""XRP: status decode against a bare struct loop, command-to-sensor round trip on loopback,
+and the CPU share of 50 simulated robots at their real rates (all measured in this one run).
+
+1. decode: the firmware's 128-byte status datagram, decoded N times by a bare
+   `struct.unpack` loop (the floor), by the codec's fast status path, by the generic
+   block-by-block decoder (typed dataclasses), and by the WPILib-side session (seq rule +
+   status snapshot). Printed: datagrams/s and the ratio to the bare loop.
+2. round trip: our WPILib side (ClientSession) and our robot (RobotSession + physics, motor
+   lag set to 0 so that only the protocol and scheduling are timed) on 127.0.0.1 sockets.
+   The client flips motor 0 between +1 and -1; the time from sending the command to the first
+   status whose encoder rate has the new sign. The robot reports at 20 Hz, so the floor is
+   the wait for its next 50 ms status; printed as p50/p99 and as multiples of that period.
+3. fleet: `XrpSim` with 50 robots in a child process, each driven by a WPILib-side client at
+   50 Hz from this process; the child's CPU time over wall time, against the same for 1 robot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import statistics
+import time
+from multiprocessing.connection import Connection
+
+from robowire.protocols.base import Address
+from robowire.protocols.xrp import codec
+from robowire.protocols.xrp.client import start_client
+from robowire.protocols.xrp.physics import Fleet
+from robowire.protocols.xrp.session import (
+    STATUS_PERIOD,
+    ClientSession,
+    RobotSession,
+    StatusReceived,
+)
+from robowire.protocols.xrp.sim import XrpSim
+from robowire.service import SimOptions
+from robowire.transport import new_event_loop
+from robowire.transport.udp import run_datagram
+from robowire.world import World
+
+DECODES = 50_000
+ROUND_TRIPS = 60
+FLEET_SECONDS = 4.0
+
+
+# -- 1. decode ---------------------------------------------------------------------------------
+
+
+def _status_datagrams(n: int) -> list[bytes]:
+    fleet = Fleet(1)
+    robot = RobotSession(fleet)
+    fleet.counting[0] = True
+    fleet.command[0] = (0.5, -0.3, 0.2, 0.0)
+    out = []
+    for k in range(n):
+        fleet.advance(k * 0.05)
+        out.append(robot.status_datagram())
+    return out
+
+
+def _rate(fn: object, data: list[bytes]) -> float:
+    start = time.perf_counter()
+    fn(data)  # type: ignore[operator]
+    return len(data) / (time.perf_counter() - start)
+
+
+def bench_decode() -> None:
+    data = _status_datagrams(2000) * (DECODES // 2000)
+    unpack = codec.STATUS_STRUCT.unpack
+
+    def bare(items: list[bytes]) -> None:
+        for d in items:
+            unpack(d)
+
+    def fast(items: list[bytes]) -> None:
+        decode = codec.decode_status
+        for d in items:
+            decode(d)
+
+    def generic(items: list[bytes]) -> None:
+        decode = codec.decode_packet
+        for d in items:
+            decode(d)
+
+    def session(items: list[bytes]) -> None:
+        client = ClientSession(("r", 1))
+        feed = client.feed_datagram
+        for d in items:
+            client.last_seq = 0  # the list repeats its seqs; keep every datagram fresh
+            feed(d, ("r", 1), 0.0)
+
+    results = {}
+    for label, fn in (
+        ("bare struct.unpack loop", bare),
+        ("codec.decode_status (fast path)", fast),
+        ("codec.decode_packet (typed blocks)", generic),
+        ("ClientSession.feed_datagram", session),
+    ):
+        results[label] = max(_rate(fn, data) for _ in range(3))
+    base = results["bare struct.unpack loop"]
+    for label, rate in results.items():
+        print(f"   decode {label:36s} {rate:12,.0f}/s   {base / rate:5.2f}x the bare loop's time")
+
+
+# -- 2. round trip -----------------------------------------------------------------------------
+
+
+async def _round_trips() -> list[float]:
+    loop = asyncio.get_running_loop()
+    fleet = Fleet(1, lag=0.0, quantum=0.0)
+    robot = RobotSession(fleet)
+    bound: asyncio.Future[Address] = loop.create_future()
+    server = asyncio.create_task(
+        run_datagram(robot, lambda e: None, local_addr=("127.0.0.1", 0),
+                     on_listening=bound.set_result)
+    )  # fmt: skip
+    address = await bound
+    client = ClientSession(address)
+    client.enabled = True
+    waiting: dict[str, float] = {}
+    samples: list[float] = []
+    done = asyncio.Event()
+    sign = [1.0]
+
+    def on_events(events: list[object]) -> None:
+        for event in events:
+            if not isinstance(event, StatusReceived) or "sent" not in waiting:
+                continue
+            if event.status.encoder_rate(0) * sign[0] > 0:
+                samples.append(loop.time() - waiting.pop("sent"))
+                done.set()
+
+    task, driver = await start_client(client, on_events, address)
+    try:
+        await asyncio.sleep(0.3)
+        for k in range(ROUND_TRIPS + 5):
+            sign[0] = -sign[0]
+            done.clear()
+            client.set_motor(0, sign[0])
+            waiting["sent"] = loop.time()
+            client.send_now()
+            driver.flush()
+            await asyncio.wait_for(done.wait(), 2.0)
+            await asyncio.sleep(0.013 * (k % 4))  # spread the phase against the 50 ms timer
+    finally:
+        task.cancel()
+        server.cancel()
+        await asyncio.gather(task, server, return_exceptions=True)
+    return samples[5:]
+
+
+def bench_round_trip() -> None:
+    loop = new_event_loop()
+    try:
+        samples = loop.run_until_complete(_round_trips())
+    finally:
+        loop.close()
+    samples.sort()
+    p50 = statistics.median(samples)
+    p99 = samples[min(len(samples) - 1, round(0.99 * (len(samples) - 1)))]
+    print(
+        f"   round trip command -> physics -> status, {len(samples)} samples: "
+        f"p50 {p50 * 1e3:.1f} ms, p99 {p99 * 1e3:.1f} ms"
+    )
+    print(
+        f"   ratio to the robot's {STATUS_PERIOD * 1e3:.0f} ms status period: "
+        f"p50 {p50 / STATUS_PERIOD:.2f}x, p99 {p99 / STATUS_PERIOD:.2f}x"
+    )
+
+
+# -- 3. fleet CPU share ------------------------------------------------------------------------
+
+
+def _sim_child(count: int, seconds: float, conn: Connection) -> None:
+    async def run() -> None:
+        sim = XrpSim(SimOptions(port=0, count=count))
+        task = asyncio.create_task(sim.run(World()))
+        await sim.ready.wait()
+        conn.send(sim.addresses)
+        conn.recv()  # the clients are running
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        await asyncio.sleep(seconds)
+        cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+        sent = sum(r.stats.messages_out for r in sim.robots)
+        received = sum(r.stats.messages_in for r in sim.robots)
+        conn.send((cpu, wall, sent, received))
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    loop = new_event_loop()
+    try:
+        loop.run_until_complete(run())
+    finally:
+        loop.close()
+
+
+async def _drive_fleet(conn: Connection, count: int) -> tuple[float, float, int, int, int]:
+    addresses: list[Address] = conn.recv()
+    tasks = []
+    sessions = []
+    for address in addresses:
+        session = ClientSession(address)
+        session.enabled = True
+        session.set_motor(0, 0.5)
+        session.set_motor(1, -0.4)
+        task, _ = await start_client(session, lambda e: None, address)
+        tasks.append(task)
+        sessions.append(session)
+    await asyncio.sleep(0.5)
+    before = sum(s.stats.messages_in for s in sessions)
+    conn.send("go")
+    result = await asyncio.get_running_loop().run_in_executor(None, conn.recv)
+    statuses = sum(s.stats.messages_in for s in sessions) - before
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    cpu, wall, sent, received = result
+    return cpu, wall, sent, received, statuses
+
+
+def _fleet(count: int) -> tuple[float, float, int]:
+    parent, child = multiprocessing.get_context("spawn").Pipe()
+    proc = multiprocessing.get_context("spawn").Process(
+        target=_sim_child, args=(count, FLEET_SECONDS, child)
+    )
+    proc.start()
+    loop = new_event_loop()
+    try:
+        cpu, wall, _sent, _received, statuses = loop.run_until_complete(_drive_fleet(parent, count))
+    finally:
+        loop.close()
+        proc.join(10)
+    return cpu / wall, statuses / wall / count, count
+
+
+def bench_fleet() -> None:
+    share1, rate1, _ = _fleet(1)
+    share50, rate50, _ = _fleet(50)
+    print(f"   1 robot:   sim CPU share {share1 * 100:5.1f}%  status {rate1:5.1f} Hz per robot")
+    print(f"   50 robots: sim CPU share {share50 * 100:5.1f}%  status {rate50:5.1f} Hz per robot")
+    print(
+        f"   ratio 50 robots / 1 robot CPU {share50 / max(share1, 1e-9):5.1f}x "
+        f"({share50 / 50 * 100:.2f}% of a core per robot)"
+    )
+
+
+def main() -> None:
+    bench_decode()
+    bench_round_trip()
+    bench_fleet()
+
+
+if __name__ == "__main__":
+    main()
