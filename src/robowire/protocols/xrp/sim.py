@@ -10,6 +10,7 @@ Options (`--set k=v`): `arena_width`, `arena_height` (m), `line_radius`, `line_w
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 
 from robowire.errors import ConfigError
@@ -95,8 +96,8 @@ class XrpSim(Sim):
                 group.create_task(
                     run_datagram(
                         robot,
-                        lambda events, i=i: on_events(i, events),  # type: ignore[misc]
+                        functools.partial(on_events, i),
                         local_addr=(self.host, port),
-                        on_listening=lambda address, i=i: on_listening(i, address),  # type: ignore[misc]
+                        on_listening=functools.partial(on_listening, i),
                     )
                 )
