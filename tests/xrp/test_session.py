@@ -202,3 +202,27 @@ def test_sessions_never_raise_on_random_datagrams(datagrams: list[bytes]) -> Non
     total = robot.stats.messages_in + robot.stats.dropped
     assert total == len(datagrams)
     assert client.stats.messages_in + client.stats.dropped == len(datagrams)
+
+
+def test_client_drops_reply_from_wrong_port() -> None:
+    robot = RobotSession(Fleet(1))
+    client = ClientSession(ROBOT)
+    robot.seq = 1
+    events = client.feed_datagram(robot.status_datagram(), (ROBOT[0], ROBOT[1] + 1), 0.0)
+    assert isinstance(events[0], PacketDropped) and "not the robot" in events[0].reason
+    assert client.status is None and client.last_seq == 0
+
+
+def test_robot_wrap_dropout_until_watchdog_resets() -> None:
+    fleet = Fleet(1)
+    robot = RobotSession(fleet)
+    robot.feed_datagram(command(65534, left=0.5), CLIENT, 0.00)
+    robot.feed_datagram(command(65535, left=0.5), CLIENT, 0.02)
+    assert robot.enabled
+    for k, seq in enumerate((0, 1, 2, 3)):
+        events = robot.feed_datagram(command(seq, left=0.5), CLIENT, 0.04 + 0.02 * k)
+        assert isinstance(events[-1], PacketDropped)  # the firmware's wrap bug, kept
+    robot.tick(0.53)  # 500 ms after the last accepted packet
+    assert not robot.enabled and robot.max_seq == 0
+    robot.feed_datagram(command(30, left=0.5), CLIENT, 0.54)
+    assert robot.enabled and fleet.command[0, 0] == 0.5
