@@ -60,6 +60,7 @@ async def test_gateway_source_drives_robot_and_world_follows() -> None:
         run = asyncio.create_task(gateway.run(duration=3.0))
         await asyncio.wait_for(source.ready.wait(), 5)
         assert source.session is not None
+        await asyncio.sleep(0.2)  # the first status fixes the odometry's heading zero
         source.session.set_motor(0, -0.5)  # turn on the spot, counter-clockwise
         source.session.set_motor(1, -0.5)
         await asyncio.sleep(1.5)

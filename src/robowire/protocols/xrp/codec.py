@@ -208,11 +208,21 @@ def encode_packet(packet: Packet) -> bytes:
 # -- decoding ----------------------------------------------------------------------------------
 
 
-def _need(payload_size: int, needed: int, tag: Tag, offset: int) -> None:
-    if payload_size < needed:
-        raise DecodeError(
-            PROTOCOL, offset, f"{tag.name} block has {payload_size} payload bytes, needs {needed}"
-        )
+def _short(payload_size: int, needed: int, tag: int, offset: int) -> DecodeError:
+    return DecodeError(
+        PROTOCOL, offset, f"{Tag(tag).name} block has {payload_size} payload bytes, needs {needed}"
+    )
+
+
+# plain ints: comparing against IntEnum members costs an attribute lookup per block
+_MOTOR, _SERVO, _DIO, _ANALOG, _GYRO_TAG, _ACCEL_TAG, _ENCODER_TAG = (int(t) for t in Tag)
+_ID_VALUE_CLASSES: dict[int, type[XRPMotor] | type[XRPServo] | type[AnalogIn]] = {
+    _MOTOR: XRPMotor,
+    _SERVO: XRPServo,
+    _ANALOG: AnalogIn,
+}
+_unpack_id_f32 = _ID_F32.unpack_from
+_unpack_id_u8 = _ID_U8.unpack_from
 
 
 def decode_block(data: bytes, offset: int) -> tuple[Block, int]:
@@ -229,31 +239,36 @@ def decode_block(data: bytes, offset: int) -> tuple[Block, int]:
     start = offset + 2
     payload_size = size - 1
     block: Block
-    if tag == Tag.MOTOR or tag == Tag.SERVO or tag == Tag.ANALOG:
-        _need(payload_size, 5, Tag(tag), offset)
-        ident, value = _ID_F32.unpack_from(data, start)
-        cls = XRPMotor if tag == Tag.MOTOR else XRPServo if tag == Tag.SERVO else AnalogIn
+    cls = _ID_VALUE_CLASSES.get(tag)
+    if cls is not None:
+        if payload_size < 5:
+            raise _short(payload_size, 5, tag, offset)
+        ident, value = _unpack_id_f32(data, start)
         block = cls(id=ident, value=value)
-    elif tag == Tag.DIO:
-        _need(payload_size, 2, Tag.DIO, offset)
-        ident, value = _ID_U8.unpack_from(data, start)
-        block = DIO(id=ident, value=value)
-    elif tag == Tag.GYRO:
-        _need(payload_size, 24, Tag.GYRO, offset)
-        rx, ry, rz, ax, ay, az = _GYRO.unpack_from(data, start)
-        block = Gyro(rate_x=rx, rate_y=ry, rate_z=rz, angle_x=ax, angle_y=ay, angle_z=az)
-    elif tag == Tag.ACCEL:
-        _need(payload_size, 12, Tag.ACCEL, offset)
-        x, y, z = _ACCEL.unpack_from(data, start)
-        block = Accel(x=x, y=y, z=z)
-    elif tag == Tag.ENCODER:
-        _need(payload_size, 5, Tag.ENCODER, offset)
+    elif tag == _ENCODER_TAG:
         if payload_size >= 13:
             ident, count, period, divisor = _ENCODER.unpack_from(data, start)
             block = Encoder(id=ident, count=count, period=period, divisor=divisor)
-        else:
+        elif payload_size >= 5:
             ident, count = _ENCODER_LEGACY.unpack_from(data, start)
             block = Encoder(id=ident, count=count)
+        else:
+            raise _short(payload_size, 5, tag, offset)
+    elif tag == _DIO:
+        if payload_size < 2:
+            raise _short(payload_size, 2, tag, offset)
+        ident, value = _unpack_id_u8(data, start)
+        block = DIO(id=ident, value=value)
+    elif tag == _GYRO_TAG:
+        if payload_size < 24:
+            raise _short(payload_size, 24, tag, offset)
+        rx, ry, rz, ax, ay, az = _GYRO.unpack_from(data, start)
+        block = Gyro(rate_x=rx, rate_y=ry, rate_z=rz, angle_x=ax, angle_y=ay, angle_z=az)
+    elif tag == _ACCEL_TAG:
+        if payload_size < 12:
+            raise _short(payload_size, 12, tag, offset)
+        x, y, z = _ACCEL.unpack_from(data, start)
+        block = Accel(x=x, y=y, z=z)
     else:
         block = UnknownBlock(tag=tag, payload=bytes(data[start:end]))
     return block, end

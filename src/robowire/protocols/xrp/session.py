@@ -135,8 +135,13 @@ class RobotSession:
         status_period: float = STATUS_PERIOD,
         watchdog: float = WATCHDOG_TIMEOUT,
         divisor: int = DIVISOR,
+        status_phase: float | None = None,
     ) -> None:
         self.fleet = fleet
+        # None: the status timer starts with the first datagram (like one robot's free-running
+        # timer). A number: status times fall on phase + k * period, so that many robots of
+        # one fleet report together and share one physics step and sensor snapshot.
+        self.status_phase = status_phase
         self.index = index
         self.status_period = status_period
         self.watchdog = watchdog
@@ -156,8 +161,11 @@ class RobotSession:
     def feed_datagram(self, data: bytes, addr: Address, now: float) -> list[object]:
         self.stats.bytes_in += len(data)
         self.remote = addr  # before any check, as the firmware does
-        if self._next_status is None:
-            self._next_status = now  # the free-running status timer starts with a peer
+        if self._next_status is None:  # the free-running status timer starts with a peer
+            self._next_status = now
+            if self.status_phase is not None:
+                periods = math.ceil((now - self.status_phase) / self.status_period)
+                self._next_status = self.status_phase + periods * self.status_period
         events: list[object] = []
         self._expire_if_due(now, events)
         if len(data) < HEADER_SIZE:

@@ -60,7 +60,9 @@ class XrpSim(Sim):
             lag=_float_option(options.options, "lag", MOTOR_LAG),
         )
         self.fleet.button[:] = options.options.get("button", "0") == "1"
-        self.robots = [RobotSession(self.fleet, i) for i in range(self.count)]
+        # every robot reports on the same 50 ms grid: one physics step and sensor snapshot
+        # serve them all (a real robot's timer phase is arbitrary anyway)
+        self.robots = [RobotSession(self.fleet, i, status_phase=0.0) for i in range(self.count)]
         self.addresses: list[Address | None] = [None] * self.count
 
     async def run(self, world: World) -> None:
