@@ -1,0 +1,1 @@
+"""SpyGlass (ITM Lübeck wireless sensor network visualizer) packets, streams and files."""
