@@ -34,13 +34,12 @@ from typing import ClassVar, TypeAlias, cast
 import numpy as np
 
 from robowire.errors import DecodeError
-from robowire.protocols.spyglass.profile import (
-    DEFAULT_PROFILE,
-    REQUIRED_SYNTAX,
-    Interpretation,
-    SemanticProfile,
-    SyntaxType,
-)
+from robowire.protocols.spyglass.profile import DEFAULT_PROFILE as DEFAULT_PROFILE
+from robowire.protocols.spyglass.profile import REQUIRED_SYNTAX
+from robowire.protocols.spyglass.profile import Interpretation as Interpretation
+from robowire.protocols.spyglass.profile import SemanticProfile as SemanticProfile
+from robowire.protocols.spyglass.profile import SemanticRule as SemanticRule
+from robowire.protocols.spyglass.profile import SyntaxType as SyntaxType
 
 PROTOCOL = "spyglass"
 VERSION = 2
