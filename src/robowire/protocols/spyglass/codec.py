@@ -221,6 +221,25 @@ PACKET_TYPES: tuple[type[SpyglassPacket], ...] = (
 )
 
 
+_SYNTAX_OF_CLASS: dict[type[SpyglassPacket], SyntaxType] = {
+    StdPacket: SyntaxType.STD,
+    VariableListPacket: SyntaxType.VARIABLE,
+    NeighborhoodPacket: SyntaxType.UINT16_LIST,
+    NodeLinkPacket: SyntaxType.UINT16_LIST,
+    CoordinatesList2Packet: SyntaxType.INT16_LIST,
+    CoordinatesList3Packet: SyntaxType.INT16_LIST,
+    TrajectoryPacket2: SyntaxType.INT16_LIST,
+    TrajectoryPacket3: SyntaxType.INT16_LIST,
+}
+
+
+def syntax_type_of(packet: SpyglassPacket) -> SyntaxType:
+    """The syntax type a packet is sent with."""
+    if isinstance(packet, DataPacket):
+        return packet.syntax_type
+    return _SYNTAX_OF_CLASS[type(packet)]
+
+
 # -- decoding --------------------------------------------------------------------------------
 
 
