@@ -26,10 +26,13 @@ Only `DecodeError` is raised for bad bytes; `encode` raises `ValueError` for une
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import gc
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, TypeAlias, cast
+from typing import Any, ClassVar, TypeAlias
 
 import numpy as np
 
@@ -350,9 +353,36 @@ def decode(
             )
         values = np.frombuffer(payload, dtype).tolist()
     try:
-        return _build(head, payload, values, profile)
+        return _build(head[2], head[3:], payload, values, profile)
     except DecodeError as exc:
         raise exc.shifted(base) from None
+
+
+def _fast_constructor(cls: type[Any]) -> Callable[..., Any]:
+    """A positional constructor that skips the frozen dataclass __init__ (which goes through
+    object.__setattr__ per field and costs over twice as much). Only for values the decoder has
+    already checked; these classes have no __post_init__, so the result is the same object."""
+    names = [f.name for f in dataclasses.fields(cls)]
+    namespace: dict[str, Any] = {"new": object.__new__, "cls": cls}
+    body = []
+    for i, name in enumerate(names):
+        namespace[f"set{i}"] = getattr(cls, name).__set__
+        body.append(f"    set{i}(packet, a{i})")
+    args = ", ".join(f"a{i}" for i in range(len(names)))
+    source = (
+        f"def make({args}):\n    packet = new(cls)\n" + "\n".join(body) + "\n    return packet\n"
+    )
+    exec(source, namespace)
+    make: Callable[..., Any] = namespace["make"]
+    return make
+
+
+_NEW = {cls: _fast_constructor(cls) for cls in PACKET_TYPES}
+_NEW_NEIGHBORHOOD = _NEW[NeighborhoodPacket]
+_NEW_DATA = _NEW[DataPacket]
+_GC_PAUSE_FROM = 256  # packets per batch
+_BASE_FIELDS = ("semantic", "sender", "seconds", "ms", "x", "y", "z")
+Head: TypeAlias = tuple[int, int, int, int, int, int, int]  # semantic type .. z
 
 
 def decode_batch(
@@ -370,100 +400,132 @@ def decode_batch(
     count = len(starts)
     if count == 0:
         return []
+    with gc_paused(count):
+        return _decode_batch(buf, starts, end, profile)
+
+
+@contextlib.contextmanager
+def gc_paused(count: int) -> Iterator[None]:
+    """Pause the cyclic GC while building `count` packets (if that many).
+
+    Building many small acyclic objects triggers the GC over and over, costing as much as the
+    decoding itself; none of these objects can form a cycle, so it has nothing to find.
+    """
+    if count < _GC_PAUSE_FROM or not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def _decode_batch(
+    buf: bytes | bytearray | memoryview,
+    starts: Sequence[int],
+    end: int,
+    profile: SemanticProfile,
+) -> list[Packet | DecodeError]:
+    count = len(starts)
     raw = np.frombuffer(buf, np.uint8)
     begin = np.asarray(starts, dtype=np.intp)
     stop = np.empty_like(begin)
     stop[:-1] = begin[1:]
     stop[-1] = end
-    heads = raw[begin[:, None] + np.arange(HEADER_SIZE)].view(HEADER_DTYPE).ravel().tolist()
+    fields = raw[begin[:, None] + np.arange(HEADER_SIZE)].view(HEADER_DTYPE).ravel()
+    heads: list[Head] = list(zip(*(fields[name].tolist() for name in _BASE_FIELDS), strict=True))
     sizes = stop - begin - HEADER_SIZE
-    syntax = raw[begin + 3].astype(np.intp)
+    syntax = fields["syntax"].astype(np.intp)
     # Group packets by (syntax, payload size): each group's payloads are read in one call.
     key = syntax * 0x20000 + sizes
     order = np.argsort(key, kind="stable")
-    sorted_key = key[order]
-    cuts = np.flatnonzero(np.diff(sorted_key)) + 1
-    values: list[list[Number] | None] = [None] * count
-    payloads: list[bytes | None] = [None] * count
+    cuts = np.flatnonzero(np.diff(key[order])) + 1
+    table = profile._table
+    out: list[Packet | DecodeError | None] = [None] * count
     for group in np.split(order, cuts):
-        code = int(syntax[group[0]])
-        size = int(sizes[group[0]])
+        indices = group.tolist()
+        code = int(syntax[indices[0]])
+        size = int(sizes[indices[0]])
         dtype = DTYPES.get(code)
         if dtype is None or size % dtype.itemsize or size == 0:
-            for i in group.tolist():
-                payloads[i] = bytes(buf[starts[i] + HEADER_SIZE : int(stop[i])])
+            for i in indices:
+                payload = bytes(buf[starts[i] + HEADER_SIZE : int(stop[i])])
+                out[i] = _decode_one(code, heads[i], payload, profile, starts[i])
             continue
         block = raw[begin[group][:, None] + (HEADER_SIZE + np.arange(size))]
-        rows = block.view(dtype).tolist()
-        for i, row in zip(group.tolist(), rows, strict=True):
-            values[i] = row
-    out: list[Packet | DecodeError] = []
-    for i, head in enumerate(heads):
-        row = values[i]
-        payload = payloads[i]
-        try:
-            if row is None:
-                assert payload is not None
-                out.append(_decode_payload(head, payload, profile))
+        syntax_type = _SYNTAX_OF[code]
+        neighborhood_ok = code == SyntaxType.UINT16_LIST
+        for i, row in zip(indices, block.view(dtype).tolist(), strict=True):
+            head = heads[i]
+            meaning = table[head[0]]
+            # The two common cases inline; the rest (and every error) through _build.
+            if meaning is Interpretation.NEIGHBORHOOD and neighborhood_ok:
+                out[i] = _NEW_NEIGHBORHOOD(*head, tuple(row))
+            elif meaning is Interpretation.DATA or REQUIRED_SYNTAX[meaning] != code:
+                out[i] = _NEW_DATA(*head, syntax_type, tuple(row))
             else:
-                out.append(_build(head, b"", row, profile))
-        except DecodeError as exc:
-            out.append(exc.shifted(starts[i]))
-    return out
+                try:
+                    out[i] = _build(code, head, b"", row, profile)
+                except DecodeError as exc:
+                    out[i] = exc.shifted(starts[i])
+    return out  # type: ignore[return-value]  # every slot was filled above
 
 
-def _decode_payload(head: tuple[int, ...], payload: bytes, profile: SemanticProfile) -> Packet:
+def _decode_one(
+    code: int, head: Head, payload: bytes, profile: SemanticProfile, start: int
+) -> Packet | DecodeError:
     """The slow path of decode_batch: std, variable, empty or ragged payloads."""
-    dtype = DTYPES.get(head[2])
-    values: list[Number] | None = None
-    if dtype is not None:
-        if len(payload) % dtype.itemsize:
-            raise _error(
-                HEADER_SIZE,
-                f"{len(payload)} payload bytes are not a whole {SyntaxType(head[2]).name} list",
-            )
-        values = np.frombuffer(payload, dtype).tolist()
-    return _build(head, payload, values, profile)
+    try:
+        dtype = DTYPES.get(code)
+        values: list[Number] | None = None
+        if dtype is not None:
+            if len(payload) % dtype.itemsize:
+                raise _error(
+                    HEADER_SIZE,
+                    f"{len(payload)} payload bytes are not a whole {SyntaxType(code).name} list",
+                )
+            values = np.frombuffer(payload, dtype).tolist()
+        return _build(code, head, payload, values, profile)
+    except DecodeError as exc:
+        return exc.shifted(start)
 
 
 def _build(
-    head: tuple[int, ...], payload: bytes, values: list[Number] | None, profile: SemanticProfile
+    syntax: int,
+    head: Head,
+    payload: bytes,
+    values: list[Number] | None,
+    profile: SemanticProfile,
 ) -> Packet:
-    """The typed packet from a header tuple and its payload (values, for list syntaxes)."""
-    _, _, syntax, semantic, sender, seconds, ms, x, y, z = head
-    h = {
-        "semantic_type": semantic,
-        "sender": sender,
-        "seconds": seconds,
-        "milliseconds": ms,
-        "x": x,
-        "y": y,
-        "z": z,
-    }
+    """The typed packet from the header fields and its payload (values, for list syntaxes)."""
+    semantic = head[0]
+    new = _NEW
     if values is None:
         if syntax == SyntaxType.STD:
-            return StdPacket(**h, payload=payload)
-        return VariableListPacket(**h, items=decode_variable(payload, HEADER_SIZE))
+            return new[StdPacket](*head, payload)  # type: ignore[no-any-return]
+        return new[VariableListPacket](*head, decode_variable(payload, HEADER_SIZE))  # type: ignore[no-any-return]
     meaning = profile._table[semantic]
     if meaning is Interpretation.DATA or REQUIRED_SYNTAX[meaning] != syntax:
-        return DataPacket(**h, syntax_type=_SYNTAX_OF[syntax], values=tuple(values))
-    ints = cast(list[int], values)  # every interpreted syntax is an integer list
+        return new[DataPacket](*head, _SYNTAX_OF[syntax], tuple(values))  # type: ignore[no-any-return]
+    ints: list[int] = values  # type: ignore[assignment]  # interpreted syntaxes hold ints
     if meaning is Interpretation.NEIGHBORHOOD:
-        return NeighborhoodPacket(**h, neighbors=tuple(ints))
+        return new[NeighborhoodPacket](*head, tuple(ints))  # type: ignore[no-any-return]
     count = len(ints)
     if meaning is Interpretation.NODE_LINK:
         if not count:
             raise _error(HEADER_SIZE, "node-link packet without a destination node id")
-        return NodeLinkPacket(**h, destination=ints[0], values=tuple(ints[1:]))
+        return new[NodeLinkPacket](*head, ints[0], tuple(ints[1:]))  # type: ignore[no-any-return]
     if meaning is Interpretation.COORDINATES_2D:
         if count % 2:
             raise _error(HEADER_SIZE, f"{count} int16 values are not (x, y) pairs")
-        return CoordinatesList2Packet(**h, points=tuple(zip(ints[0::2], ints[1::2], strict=True)))
+        points2 = tuple(zip(ints[0::2], ints[1::2], strict=True))
+        return new[CoordinatesList2Packet](*head, points2)  # type: ignore[no-any-return]
     if meaning is Interpretation.COORDINATES_3D:
         if count % 3:
             raise _error(HEADER_SIZE, f"{count} int16 values are not (x, y, z) triples")
         points3 = tuple(zip(ints[0::3], ints[1::3], ints[2::3], strict=True))
-        return CoordinatesList3Packet(**h, points=points3)
+        return new[CoordinatesList3Packet](*head, points3)  # type: ignore[no-any-return]
     # Trajectories: x1,y1,(z1,)d1, ..., xn,yn(,zn): n >= 2 points, n - 1 durations.
     dims = 2 if meaning is Interpretation.TRAJECTORY_2D else 3
     step = dims + 1
@@ -474,9 +536,9 @@ def _build(
         raise _error(HEADER_SIZE, "negative trajectory duration")
     if dims == 2:
         points2 = tuple(zip(ints[0::3], ints[1::3], strict=True))
-        return TrajectoryPacket2(**h, points=points2, durations=durations)
+        return new[TrajectoryPacket2](*head, points2, durations)  # type: ignore[no-any-return]
     points3 = tuple(zip(ints[0::4], ints[1::4], ints[2::4], strict=True))
-    return TrajectoryPacket3(**h, points=points3, durations=durations)
+    return new[TrajectoryPacket3](*head, points3, durations)  # type: ignore[no-any-return]
 
 
 def decode_variable(payload: bytes, base: int = 0) -> tuple[tuple[SyntaxType, Number], ...]:

@@ -33,8 +33,10 @@ from robowire.protocols.spyglass.codec import (
     Packet,
     SemanticProfile,
     SpyglassPacket,
+    _fast_constructor,
     decode_batch,
     encode,
+    gc_paused,
     split,
 )
 
@@ -61,6 +63,9 @@ class PacketReceived:
 
     packet: Packet
     time: float
+
+
+_new_received = _fast_constructor(PacketReceived)  # the hot path skips the frozen __init__
 
 
 class SpyglassSession:
@@ -97,21 +102,22 @@ class SpyglassSession:
         events: list[object] = []
         received = 0
         base = self._buffer_offset
-        for i, item in enumerate(decode_batch(whole, starts, end, profile=self.profile)):
-            if isinstance(item, DecodeError):
-                self.stats.drop(item.reason)
-                stop = starts[i + 1] if i + 1 < len(starts) else end
-                events.append(
-                    PacketDropped(
-                        protocol=PROTOCOL,
-                        reason=item.reason,
-                        offset=base + item.offset,
-                        size=stop - starts[i],
+        with gc_paused(len(starts)):
+            for i, item in enumerate(decode_batch(whole, starts, end, profile=self.profile)):
+                if isinstance(item, DecodeError):
+                    self.stats.drop(item.reason)
+                    stop = starts[i + 1] if i + 1 < len(starts) else end
+                    events.append(
+                        PacketDropped(
+                            protocol=PROTOCOL,
+                            reason=item.reason,
+                            offset=base + item.offset,
+                            size=stop - starts[i],
+                        )
                     )
-                )
-            else:
-                events.append(PacketReceived(packet=item, time=now))
-                received += 1
+                else:
+                    events.append(_new_received(item, now))
+                    received += 1
         self.stats.messages_in += received
         del buffer[:end]
         self._buffer_offset += end
