@@ -28,17 +28,24 @@ ORIENTATION = "orientation"
 VELOCITY = "velocity"
 GEODETIC = "geodetic"
 LINKS = "links"
+SOURCE_TIME = "source_time"
 ATTRIBUTES = "attributes"
 
 
 @dataclass(frozen=True, slots=True)
 class Update:
-    """Some devices of one source changed. `fields` names what changed."""
+    """Some devices of one source changed. `fields` names what changed.
+
+    `values` holds a copy of what was written, row i for `slots[i]` (position (n,3), orientation
+    (n,4), velocity (n,3), geodetic (n,3), each telemetry field (n,), "source_time" (n,)), so a
+    subscriber that falls behind still sees each update's own values, not only the latest state.
+    """
 
     source: str
     slots: SlotArray
     fields: frozenset[str]
     receive_time: float
+    values: Mapping[str, FloatArray] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.slots)
@@ -146,26 +153,29 @@ class World:
         table = self.table(source)
         index = np.asarray(slots, dtype=np.intp)
         fields: set[str] = set(changed)
-        if position is not None:
-            table.position[index] = position
-            fields.add(POSITION)
+        written: dict[str, FloatArray] = {}
+        for name, column, data in (
+            (POSITION, table.position, position),
+            (ORIENTATION, table.orientation, orientation),
+            (VELOCITY, table.velocity, velocity),
+            (GEODETIC, table.geodetic, geodetic),
+        ):
+            if data is not None:
+                column[index] = data
+                written[name] = column[index]
         if orientation is not None:
-            table.orientation[index] = orientation
             table.has_orientation[index] = True
-            fields.add(ORIENTATION)
-        if velocity is not None:
-            table.velocity[index] = velocity
-            fields.add(VELOCITY)
-        if geodetic is not None:
-            table.geodetic[index] = geodetic
-            fields.add(GEODETIC)
         for name, (values, unit) in (telemetry or {}).items():
-            table.column(name, unit)[index] = values
-            fields.add(name)
+            column = table.column(name, unit)
+            column[index] = values
+            written[name] = column[index]
         if source_time is not None:
             table.source_time[index] = source_time
+            written[SOURCE_TIME] = table.source_time[index]
         table.receive_time[index] = receive_time
-        update = Update(source, index, frozenset(fields), receive_time)
+        fields.update(written)
+        fields.discard(SOURCE_TIME)
+        update = Update(source, index, frozenset(fields), receive_time, written)
         self.feed.publish(update)
         return update
 
@@ -253,6 +263,26 @@ class World:
         table = self.tables[update.source]
         for slot in update.slots:
             yield self._view(table, int(slot))
+
+    def update_json(self, update: Update) -> Iterator[dict[str, Any]]:
+        """One JSON-ready dict per device of an update, with the values that update wrote."""
+        table = self.tables[update.source]
+        changed = sorted(update.fields)
+        for row, slot in enumerate(update.slots):
+            line = self._view(table, int(slot)).to_json()
+            telemetry = line.get("telemetry", {})
+            for name, values in update.values.items():
+                value = values[row]
+                if name in table.telemetry:
+                    if not math.isnan(value):
+                        telemetry[name] = {"value": float(value), "unit": table.units[name]}
+                elif np.ndim(value) == 0:
+                    line[name] = _optional(float(value))
+                else:
+                    line[name] = _vector(value)
+            line["receive_time"] = update.receive_time
+            line["changed"] = changed
+            yield {k: v for k, v in line.items() if v is not None}
 
     def __len__(self) -> int:
         return sum(len(t) for t in self.tables.values())

@@ -1,0 +1,1 @@
+"""robowire benchmarks: `make bench` runs every `bench/bench_*.py` module's `main()`."""

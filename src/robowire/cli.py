@@ -1,0 +1,386 @@
+"""The `robowire` command.
+
+Every command has --help with an example; every error is one line on stderr and a non-zero
+exit; Ctrl-C ends a run cleanly. Protocol code is imported only when a command needs it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+from collections.abc import Callable, Coroutine, Iterator
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from robowire import __version__
+from robowire.endpoints import PROTOCOLS, glue, glue_function, parse_endpoint
+from robowire.errors import ConfigError, RobowireError
+from robowire.gateway import Gateway, open_sim, open_sink, open_source
+from robowire.service import SimOptions
+from robowire.sinks import JsonLinesSink, TableSink
+from robowire.transport import run as run_loop
+
+log = logging.getLogger("robowire")
+
+PROTOCOL_CHOICE = click.Choice(sorted(PROTOCOLS), case_sensitive=False)
+DURATION = click.option(
+    "--duration",
+    type=float,
+    default=None,
+    metavar="S",
+    help="Stop after S seconds (default: run until Ctrl-C).",
+)
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    click.echo(f"robowire: error: {message}", err=True)
+    sys.exit(code)
+
+
+def run_async(main: Callable[[], Coroutine[Any, Any, int | None]]) -> None:
+    """Run a command's coroutine; RobowireError -> one line; Ctrl-C -> quiet exit 130."""
+    try:
+        code = run_loop(main())
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except RobowireError as exc:
+        fail(str(exc))
+    sys.exit(code or 0)
+
+
+def gateway_exit_code(gateway: Gateway) -> int:
+    return 1 if gateway.failures else 0
+
+
+class RobowireGroup(click.Group):
+    """The main group; `robowire <protocol> ...` reaches a protocol's own subcommands."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None or cmd_name not in PROTOCOLS:
+            return command
+        try:
+            extra = getattr(glue(cmd_name), "command", None)
+        except ConfigError as exc:
+            fail(str(exc))
+        if not isinstance(extra, click.Command):
+            fail(f"{cmd_name}: has no subcommands")
+        return extra
+
+
+@click.group(cls=RobowireGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="robowire")
+@click.option("-v", "--verbose", count=True, help="More log lines (-vv: debug, with tracebacks).")
+def main(verbose: int) -> None:
+    """robowire: one toolkit and live gateway for VRPN, XRP, UgCS VSM, VRSP and SpyGlass.
+
+    \b
+    Example:
+      robowire demo                       # every simulator -> gateway -> live view
+      robowire sim spyglass --port 7870   # a simulated sensor network
+      robowire listen spyglass://127.0.0.1:7870 --json --count 5
+    """
+    level = [logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)]
+    logging.basicConfig(level=level, format="robowire: %(message)s", stream=sys.stderr)
+
+
+@main.command()
+@DURATION
+@click.option("--count", type=int, default=None, metavar="N", help="Devices per simulator.")
+def demo(duration: float | None, count: int | None) -> None:
+    """Run every simulator on loopback, listen to all of them and show the live world.
+
+    \b
+    Example:
+      robowire demo --duration 10
+    """
+
+    async def go() -> int:
+        sim = open_sim("spyglass", SimOptions(port=0, count=count))
+        gateway = Gateway()
+        gateway.add(sim)
+        task = asyncio.create_task(gateway.run(duration))
+        await sim.ready.wait()
+        assert sim.address is not None
+        host, port = sim.address
+        url = f"spyglass://{host}:{port}"
+        click.echo(f"demo: spyglass simulator on {url}; Ctrl-C ends the demo", err=True)
+        source = open_source(url)
+        gateway.add(source, TableSink([source]))
+        await task
+        return gateway_exit_code(gateway)
+
+    run_async(go)
+
+
+@main.command()
+@click.argument("urls", nargs=-1, required=True, metavar="URL...")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per world update.")
+@click.option(
+    "--count", type=int, default=None, metavar="N", help="With --json: stop after N lines."
+)
+@DURATION
+def listen(urls: tuple[str, ...], as_json: bool, count: int | None, duration: float | None) -> None:
+    """Listen to sources and show the live world (a table, or JSON lines).
+
+    \b
+    URL is a protocol endpoint or a file, e.g.:
+      spyglass://127.0.0.1:7870   vrpn://Tracker0@127.0.0.1:3883   xrp://127.0.0.1:3540
+      recording.rec               vrpn:capture.pcap
+    \b
+    Example:
+      robowire listen spyglass://127.0.0.1:7870 --json --count 3
+    """
+
+    async def go() -> int:
+        gateway = Gateway()
+        gateway.add_sources(urls)
+        sink = (
+            JsonLinesSink(count=count, on_done=gateway.stop)
+            if as_json
+            else TableSink(list(gateway.services))
+        )
+        gateway.add(sink)
+        await gateway.run(duration)
+        return gateway_exit_code(gateway)
+
+    run_async(go)
+
+
+@main.command()
+@click.argument("protocol", type=PROTOCOL_CHOICE)
+@click.argument("file", metavar="FILE")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    default=True,
+    help="JSON lines (the default; kept for scripts that say it).",
+)
+def decode(protocol: str, file: str, as_json: bool) -> None:
+    """Dissect a capture: every message as one JSON object a line.
+
+    FILE is a pcap/pcapng capture, a raw byte stream of one direction, a protocol's own
+    recording (SpyGlass .rec, XRP text capture), or - for stdin. Bad bytes give a line with
+    "error" and "offset", and decoding goes on.
+
+    \b
+    Example:
+      robowire decode spyglass recording.rec | head
+    """
+    if file != "-" and not Path(file).is_file():
+        fail(f"no such file: {file}")
+    try:
+        decoder = glue_function(protocol.lower(), "decode_capture", "decoding")
+        lines: Iterator[dict[str, Any]] = decoder(file)  # type: ignore[operator]
+        messages = errors = 0
+        for line in lines:
+            if "error" in line:
+                errors += 1
+            else:
+                messages += 1
+            click.echo(json.dumps(line, separators=(",", ":"), default=_json_default))
+    except RobowireError as exc:
+        fail(str(exc))
+    except BrokenPipeError:
+        sys.exit(0)
+    click.echo(f"decode: {messages} messages, {errors} errors", err=True)
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).hex()
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    return str(value)
+
+
+@main.command()
+@click.argument("protocol", type=PROTOCOL_CHOICE)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", type=int, default=None, help="Port (default: the protocol's own).")
+@click.option("--count", type=int, default=None, metavar="N", help="How many devices.")
+@click.option("--rate", type=float, default=None, metavar="HZ", help="Updates per second.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
+@click.option(
+    "--set",
+    "settings",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A protocol-specific setting (repeatable).",
+)
+@DURATION
+def sim(
+    protocol: str,
+    host: str,
+    port: int | None,
+    count: int | None,
+    rate: float | None,
+    seed: int,
+    settings: tuple[str, ...],
+    duration: float | None,
+) -> None:
+    """Run a simulated device that speaks PROTOCOL on a real socket.
+
+    \b
+    Example:
+      robowire sim spyglass --count 50 --port 7870
+    """
+    options: dict[str, str] = {}
+    for item in settings:
+        key, eq, value = item.partition("=")
+        if not eq:
+            fail(f"--set {item!r}: expected KEY=VALUE")
+        options[key] = value
+
+    async def go() -> int:
+        simulator = open_sim(
+            protocol.lower(),
+            SimOptions(host=host, port=port, count=count, rate=rate, seed=seed, options=options),
+        )
+        gateway = Gateway().add(simulator)
+        task = asyncio.create_task(gateway.run(duration))
+        ready = asyncio.create_task(simulator.ready.wait())
+        await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)
+        if simulator.address is not None:
+            click.echo(
+                f"{protocol} simulator listening on "
+                f"{simulator.address[0]}:{simulator.address[1]}; Ctrl-C ends it",
+                err=True,
+            )
+        ready.cancel()
+        await task
+        return gateway_exit_code(gateway)
+
+    run_async(go)
+
+
+def _serve(to: str, sources: tuple[str, ...], duration: float | None) -> None:
+    async def go() -> int:
+        gateway = Gateway()
+        sink = open_sink(to)
+        gateway.add_sources(sources)
+        gateway.add(sink)
+        task = asyncio.create_task(gateway.run(duration))
+        ready = asyncio.create_task(sink.ready.wait())
+        await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)
+        if sink.address is not None:
+            click.echo(
+                f"serving {parse_endpoint(to).protocol} on "
+                f"{sink.address[0]}:{sink.address[1]}; Ctrl-C ends it",
+                err=True,
+            )
+        ready.cancel()
+        await task
+        return gateway_exit_code(gateway)
+
+    run_async(go)
+
+
+@main.command()
+@click.argument("url")
+@click.option(
+    "--from",
+    "sources",
+    multiple=True,
+    required=True,
+    metavar="URL",
+    help="A source whose devices are served (repeatable).",
+)
+@DURATION
+def serve(url: str, sources: tuple[str, ...], duration: float | None) -> None:
+    """Offer the world, gathered from sources, to peers speaking URL's protocol.
+
+    \b
+    Example:
+      robowire serve spyglass://127.0.0.1:7871 --from recording.rec
+    """
+    _serve(url, sources, duration)
+
+
+@main.command()
+@click.argument("source")
+@click.option("--to", "target", required=True, metavar="URL", help="Where to offer it.")
+@DURATION
+def bridge(source: str, target: str, duration: float | None) -> None:
+    """Translate one source into another protocol, live.
+
+    \b
+    Example:
+      robowire bridge spyglass://127.0.0.1:7870 --to vrpn://127.0.0.1:3883
+    """
+    _serve(target, (source,), duration)
+
+
+@main.command()
+@click.argument("urls", nargs=-1, required=True, metavar="URL...")
+@click.option("-o", "--output", required=True, metavar="FILE.mcap", help="MCAP file to write.")
+@DURATION
+def record(urls: tuple[str, ...], output: str, duration: float | None) -> None:
+    """Record the world updates of sources into an MCAP file.
+
+    \b
+    Example:
+      robowire record spyglass://127.0.0.1:7870 -o run.mcap --duration 60
+    """
+    from robowire.recording import McapRecorder
+
+    async def go() -> int:
+        gateway = Gateway()
+        gateway.add_sources(urls)
+        recorder = McapRecorder(output)
+        gateway.add(recorder)
+        progress = asyncio.create_task(_report_progress(recorder))
+        try:
+            await gateway.run(duration)
+        finally:
+            progress.cancel()
+        click.echo(f"record: {recorder.messages} messages written to {output}", err=True)
+        return gateway_exit_code(gateway)
+
+    run_async(go)
+
+
+async def _report_progress(recorder: Any) -> None:
+    """One status line on stderr every few seconds while a long recording runs."""
+    while True:
+        await asyncio.sleep(5)
+        click.echo(f"record: {recorder.messages} messages so far", err=True)
+
+
+@main.command()
+@click.argument("file", metavar="FILE")
+@click.option("--to", "target", default=None, metavar="URL", help="Serve the replay in a protocol.")
+@click.option("--speed", type=float, default=1.0, show_default=True, help="Replay speed factor.")
+@click.option("--json", "as_json", is_flag=True, help="Print the replayed updates as JSON lines.")
+def replay(file: str, target: str | None, speed: float, as_json: bool) -> None:
+    """Replay a recording into the live world (and optionally serve it).
+
+    \b
+    Example:
+      robowire replay run.mcap --to vrpn://127.0.0.1:3883 --speed 2
+    """
+    from robowire.recording import McapSource
+
+    async def go() -> int:
+        gateway = Gateway()
+        endpoint = parse_endpoint(file)
+        if endpoint.protocol != "mcap":
+            raise ConfigError(f"{file}: replay reads robowire MCAP recordings (.mcap)")
+        source = McapSource(endpoint, speed=speed)
+        gateway.add(source)
+        if target is not None:
+            gateway.add(open_sink(target))
+        gateway.add(JsonLinesSink() if as_json else TableSink([source]))
+        await gateway.run()
+        return gateway_exit_code(gateway)
+
+    run_async(go)
+
+
+if __name__ == "__main__":
+    main()

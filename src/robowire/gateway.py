@@ -1,0 +1,120 @@
+"""The gateway: sources -> world -> sinks, opened from URLs, run until told to stop.
+
+It runs every service as its own task. A service that fails is logged in one line and the
+others go on: one broken peer never stops the rest. The run ends on `stop()`, when `duration`
+has passed, or when every source has finished (files read to the end) — then sinks get a
+moment to drain what the world published.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from robowire.endpoints import Endpoint, glue_function, parse_endpoint
+from robowire.errors import ConfigError, RobowireError
+from robowire.service import Service, Sim, SimOptions, Sink, Source
+from robowire.world import World
+
+log = logging.getLogger("robowire")
+
+
+def open_source(url: str | Endpoint) -> Source:
+    """A source for a URL or file name (`robowire listen URL`)."""
+    endpoint = parse_endpoint(url) if isinstance(url, str) else url
+    if endpoint.protocol == "mcap":
+        from robowire.recording import McapSource
+
+        return McapSource(endpoint)
+    opener = glue_function(endpoint.protocol, "open_source", "listening")
+    source = opener(endpoint)  # type: ignore[operator]
+    assert isinstance(source, Source)
+    return source
+
+
+def open_sink(url: str | Endpoint) -> Sink:
+    """A protocol server offering the world (`robowire serve URL`)."""
+    endpoint = parse_endpoint(url) if isinstance(url, str) else url
+    if endpoint.is_file:
+        raise ConfigError(f"{endpoint.raw}: serve needs a URL like {endpoint.protocol}://host:port")
+    opener = glue_function(endpoint.protocol, "open_sink", "serving")
+    sink = opener(endpoint)  # type: ignore[operator]
+    assert isinstance(sink, Sink)
+    return sink
+
+
+def open_sim(protocol: str, options: SimOptions) -> Sim:
+    """A simulated device of `protocol` (`robowire sim PROTOCOL`)."""
+    opener = glue_function(protocol, "open_sim", "the simulator")
+    sim = opener(options)  # type: ignore[operator]
+    assert isinstance(sim, Sim)
+    return sim
+
+
+@dataclass
+class Gateway:
+    """Runs services around one world. Services may be added before or during `run`."""
+
+    world: World = field(default_factory=World)
+    services: list[Service] = field(default_factory=list)
+    failures: list[tuple[Service, BaseException]] = field(default_factory=list)
+    drain_seconds: float = 0.2
+    _tasks: dict[asyncio.Task[None], Service] = field(default_factory=dict)
+    _stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    _running: bool = False
+
+    def add(self, *services: Service) -> Gateway:
+        for service in services:
+            self.services.append(service)
+            if self._running:
+                self._start(service)
+        return self
+
+    def add_sources(self, urls: Iterable[str]) -> Gateway:
+        return self.add(*(open_source(url) for url in urls))
+
+    def stop(self) -> None:
+        """End the run (safe to call from any callback on the loop, or before `run`)."""
+        self._stopping.set()
+
+    async def run(self, duration: float | None = None) -> None:
+        """Run until stopped, `duration` seconds passed, or every source finished."""
+        self._running = True
+        # sinks and servers first, so they subscribe to the feed before any source writes
+        for service in sorted(self.services, key=lambda s: isinstance(s, Source)):
+            self._start(service)
+        try:
+            async with asyncio.timeout(duration):
+                await self._stopping.wait()
+        except TimeoutError:
+            pass
+        finally:
+            self._running = False
+            tasks = list(self._tasks)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _start(self, service: Service) -> None:
+        task = asyncio.create_task(service.run(self.world), name=service.name)
+        self._tasks[task] = service
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        service = self._tasks.pop(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            self.failures.append((service, exc))
+            if isinstance(exc, RobowireError):
+                log.error("%s: %s", service.name, exc)
+            else:  # a bug, not bad input: keep the others running, say what broke
+                trace = exc if log.isEnabledFor(logging.DEBUG) else None
+                log.error(
+                    "%s stopped: %s: %s", service.name, type(exc).__name__, exc, exc_info=trace
+                )
+        if not self._running or not isinstance(service, Source):
+            return
+        if not any(isinstance(s, Source) for s in self._tasks.values()):
+            # every source has finished (files read): give sinks a moment to drain, then end
+            asyncio.get_running_loop().call_later(self.drain_seconds, self.stop)

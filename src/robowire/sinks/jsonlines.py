@@ -1,0 +1,69 @@
+"""`robowire listen --json`: one JSON object per device per world update, on a text stream."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from robowire.service import Sink
+from robowire.world import LogEvent, Update, World
+
+
+def update_lines(world: World, item: Update | LogEvent) -> list[dict[str, Any]]:
+    """The JSON objects for one feed item: a device view per touched device, or a log event."""
+    if isinstance(item, LogEvent):
+        return [
+            {
+                "source": item.source,
+                "device": item.device_id,
+                "log": item.text,
+                "level": item.level,
+                "time": item.time,
+            }
+        ]
+    return list(world.update_json(item))
+
+
+class JsonLinesSink(Sink):
+    """Writes world updates as JSON lines; stops the run after `count` lines if given."""
+
+    def __init__(
+        self,
+        out: TextIO | None = None,
+        *,
+        count: int | None = None,
+        on_done: Callable[[], None] | None = None,
+        queue: int = 100_000,
+    ) -> None:
+        super().__init__("json")
+        self.out = out if out is not None else sys.stdout
+        self.count = count
+        self.on_done = on_done
+        self.queue = queue
+        self.written = 0
+
+    def _write(self, world: World, items: list[Update | LogEvent]) -> bool:
+        """Write items; False once `count` lines are out."""
+        for item in items:
+            for line in update_lines(world, item):
+                if self.count is not None and self.written >= self.count:
+                    return False
+                self.out.write(json.dumps(line, separators=(",", ":")) + "\n")
+                self.written += 1
+        self.out.flush()
+        return self.count is None or self.written < self.count
+
+    async def run(self, world: World) -> None:
+        with world.feed.subscribe(self.queue) as sub:
+            self.ready.set()
+            try:
+                async for item in sub:
+                    if not self._write(world, [item, *sub.drain()]):
+                        break
+            finally:  # the run is ending: write what is already queued
+                self._write(world, sub.drain())
+                self.stats.dropped = sub.dropped
+        if self.on_done is not None:
+            self.on_done()

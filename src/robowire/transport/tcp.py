@@ -1,0 +1,188 @@
+"""TCP stream driver: one connection, one `StreamSession`, client or server side."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+from robowire.errors import TransportError
+from robowire.protocols.base import Address, StreamSession
+from robowire.transport.timer import DeadlineTimer
+
+log = logging.getLogger("robowire.transport")
+
+SessionFactory = Callable[[Address], StreamSession]
+OnEvents = Callable[["StreamDriver", list[object]], None]
+OnDriver = Callable[["StreamDriver"], None]
+
+
+class StreamDriver(asyncio.Protocol):
+    """Feeds one connection's bytes to its session and writes what the session wants sent.
+
+    The session is built when the connection is made, from the peer's address. Code that gives
+    the session something to send between reads (a sink pushing an update) calls `flush()`.
+    """
+
+    def __init__(
+        self,
+        session_factory: SessionFactory,
+        on_events: OnEvents,
+        *,
+        on_open: OnDriver | None = None,
+        on_close: OnDriver | None = None,
+    ) -> None:
+        self._session_factory = session_factory
+        self._on_events = on_events
+        self._on_open = on_open
+        self._on_close = on_close
+        self._loop = asyncio.get_running_loop()
+        self._transport: asyncio.Transport | None = None
+        self._timer = DeadlineTimer(self._loop, self._tick)
+        self.session: StreamSession | None = None
+        self.peer: Address = ("", 0)
+        self.closed: asyncio.Future[None] = self._loop.create_future()
+
+    # asyncio.Protocol callbacks
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        peer = transport.get_extra_info("peername")
+        if peer:
+            self.peer = (str(peer[0]), int(peer[1]))
+        self.session = self._session_factory(self.peer)
+        if self._on_open is not None:
+            self._on_open(self)
+        self.flush()
+
+    def data_received(self, data: bytes) -> None:
+        if self.session is not None:
+            self._after(self.session.feed(data, self._loop.time()))
+
+    def eof_received(self) -> bool:
+        if self.session is not None:
+            self._after(self.session.feed_eof(self._loop.time()))
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._timer.cancel()
+        self._transport = None
+        if not self.closed.done():
+            self.closed.set_result(None)
+        if self._on_close is not None:
+            self._on_close(self)
+
+    # driving the session
+
+    def _tick(self) -> None:
+        if self.session is not None:
+            self._after(self.session.tick(self._loop.time()))
+
+    def _after(self, events: list[object]) -> None:
+        self.flush()
+        if events:
+            self._on_events(self, events)
+
+    def flush(self) -> None:
+        """Write what the session has queued, close if it asks, and re-arm its timer."""
+        transport, session = self._transport, self.session
+        if transport is None or session is None:
+            return
+        data = session.data_to_send()
+        if data:
+            transport.write(data)
+        if session.close_expected():
+            self.close()
+            return
+        self._timer.arm(session.next_deadline())
+
+    @property
+    def connected(self) -> bool:
+        return self._transport is not None and not self._transport.is_closing()
+
+    def write_buffer_size(self) -> int:
+        """Bytes written but not yet sent: a sink skips a peer whose buffer keeps growing."""
+        return 0 if self._transport is None else self._transport.get_write_buffer_size()
+
+    def close(self) -> None:
+        self._timer.cancel()
+        if self._transport is not None:
+            self._transport.close()
+
+
+async def connect_stream(
+    host: str,
+    port: int,
+    session: StreamSession,
+    on_events: OnEvents,
+    *,
+    on_open: OnDriver | None = None,
+    timeout: float = 5.0,
+) -> None:
+    """Run one client connection until the peer or the session closes it (or cancellation).
+
+    Raises TransportError (one line) when the connection cannot be made.
+    """
+    loop = asyncio.get_running_loop()
+    try:
+        _, driver = await asyncio.wait_for(
+            loop.create_connection(
+                lambda: StreamDriver(lambda _peer: session, on_events, on_open=on_open), host, port
+            ),
+            timeout,
+        )
+    except (OSError, TimeoutError) as exc:
+        reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+        raise TransportError(f"cannot connect to {host}:{port}: {reason}") from None
+    try:
+        await asyncio.shield(driver.closed)
+    finally:
+        driver.close()
+
+
+async def serve_stream(
+    host: str,
+    port: int,
+    session_factory: SessionFactory,
+    on_events: OnEvents,
+    *,
+    on_listening: Callable[[Address], None] | None = None,
+    on_open: OnDriver | None = None,
+    on_close: OnDriver | None = None,
+) -> None:
+    """Accept connections, one session each, until cancelled; then close them all."""
+    loop = asyncio.get_running_loop()
+    drivers: set[StreamDriver] = set()
+
+    def opened(driver: StreamDriver) -> None:
+        drivers.add(driver)
+        log.info("connection from %s:%s", *driver.peer)
+        if on_open is not None:
+            on_open(driver)
+
+    def closed(driver: StreamDriver) -> None:
+        drivers.discard(driver)
+        if on_close is not None:
+            on_close(driver)
+
+    try:
+        server = await loop.create_server(
+            lambda: StreamDriver(session_factory, on_events, on_open=opened, on_close=closed),
+            host,
+            port,
+        )
+    except OSError as exc:
+        raise TransportError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sockname = server.sockets[0].getsockname()
+    if on_listening is not None:
+        on_listening((str(sockname[0]), int(sockname[1])))
+    try:
+        await asyncio.Future()  # until cancelled
+    finally:
+        server.close()
+        for driver in list(drivers):
+            driver.close()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(server.wait_closed(), 1.0)

@@ -1,0 +1,54 @@
+import asyncio
+import io
+import json
+
+import pytest
+
+from robowire.endpoints import parse_endpoint
+from robowire.errors import ConfigError
+from robowire.gateway import Gateway
+from robowire.recording import McapRecorder, McapSource, read_recording
+from robowire.service import Source
+from robowire.sinks import JsonLinesSink
+from robowire.world import World
+
+
+class Walk(Source):
+    async def run(self, world: World) -> None:
+        for i in range(10):
+            world.update_device(
+                self.name,
+                "n1",
+                receive_time=1000.0 + i * 0.01,
+                source_time=900.0 + i,
+                kind="sensor_node",
+                position=(i, 2 * i, 0),
+                telemetry={"temp": (20.0 + i, "Cel")},
+                links=["n2"],
+            )
+            await asyncio.sleep(0)
+        world.log(self.name, "n1", "done", time=1000.2)
+
+
+async def test_record_then_replay_gives_the_same_updates(tmp_path):
+    path = str(tmp_path / "run.mcap")
+    await asyncio.wait_for(Gateway().add(Walk("walk"), McapRecorder(path)).run(), 5)
+    recorded = [line for _, line in read_recording(path)]
+    assert [line["position"][0] for line in recorded if "position" in line] == list(range(10))
+
+    out = io.StringIO()
+    replay = McapSource(parse_endpoint(path), speed=100.0)
+    await asyncio.wait_for(Gateway().add(replay, JsonLinesSink(out)).run(), 5)
+    lines = [json.loads(x) for x in out.getvalue().splitlines()]
+    updates = [x for x in lines if "position" in x]
+    assert [u["position"] for u in updates] == [[i, 2 * i, 0] for i in range(10)]
+    assert updates[-1]["telemetry"]["temp"] == {"value": 29.0, "unit": "Cel"}
+    assert updates[-1]["links"] == ["n2"] and updates[-1]["source_time"] == 909.0
+    assert any(x.get("log") == "done" for x in lines)
+
+
+def test_a_file_that_is_not_mcap_is_one_config_error(tmp_path):
+    bad = tmp_path / "bad.mcap"
+    bad.write_bytes(b"not an mcap file at all")
+    with pytest.raises(ConfigError, match="not a readable MCAP recording"):
+        list(read_recording(str(bad)))

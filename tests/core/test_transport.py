@@ -1,0 +1,160 @@
+"""The drivers with small sessions: bytes flow both ways, timers fire, batches are batched."""
+
+import asyncio
+import socket
+
+import pytest
+
+from robowire.errors import TransportError
+from robowire.protocols.base import Address, SessionStats
+from robowire.transport import connect_stream, run_datagram, serve_stream
+from robowire.transport.udp import DatagramDriver
+
+
+class LineEcho:
+    """Echoes each line upper-cased; says 'tick' at a deadline; closes on 'bye'."""
+
+    def __init__(self, tick_at: float | None = None) -> None:
+        self.stats = SessionStats()
+        self.buffer = b""
+        self.out = b""
+        self.closing = False
+        self.tick_at = tick_at
+        self.ticks = 0
+
+    def feed(self, data: bytes, now: float) -> list[object]:
+        self.buffer += data
+        events: list[object] = []
+        while b"\n" in self.buffer:
+            line, self.buffer = self.buffer.split(b"\n", 1)
+            events.append(line)
+            if line == b"bye":
+                self.closing = True
+            self.out += line.upper() + b"\n"
+        return events
+
+    def feed_eof(self, now: float) -> list[object]:
+        return ["eof"]
+
+    def tick(self, now: float) -> list[object]:
+        self.ticks += 1
+        self.tick_at = None
+        self.out += b"tick\n"
+        return ["ticked"]
+
+    def data_to_send(self) -> bytes:
+        out, self.out = self.out, b""
+        return out
+
+    def next_deadline(self) -> float | None:
+        return self.tick_at
+
+    def close_expected(self) -> bool:
+        return self.closing
+
+
+class Script(LineEcho):
+    """Client: says hello at once and 'later' at its deadline; says bye once it heard LATER."""
+
+    def feed(self, data: bytes, now: float) -> list[object]:
+        self.buffer += data
+        lines = []
+        while b"\n" in self.buffer:
+            line, self.buffer = self.buffer.split(b"\n", 1)
+            lines.append(line)
+            if line == b"LATER":
+                self.out += b"bye\n"
+        return lines
+
+    def tick(self, now: float) -> list[object]:
+        self.tick_at = None
+        self.out += b"later\n"
+        return ["ticked"]
+
+
+async def test_tcp_server_and_client_drive_sessions():
+    server_events: list[object] = []
+    listening: asyncio.Future[Address] = asyncio.get_running_loop().create_future()
+    server = asyncio.create_task(
+        serve_stream(
+            "127.0.0.1",
+            0,
+            lambda peer: LineEcho(),
+            lambda driver, events: server_events.extend(events),
+            on_listening=listening.set_result,
+        )
+    )
+    host, port = await listening
+
+    loop = asyncio.get_running_loop()
+    client = Script(tick_at=loop.time() + 0.05)
+    client.out = b"hello\n"
+    client_events: list[object] = []
+    # returns when the server closes the connection after "bye"
+    await asyncio.wait_for(
+        connect_stream(host, port, client, lambda d, events: client_events.extend(events)), 5
+    )
+    server.cancel()
+    await asyncio.gather(server, return_exceptions=True)
+    assert server_events == [b"hello", b"later", b"bye"]
+    assert client_events == [b"HELLO", "ticked", b"LATER", b"BYE", "eof"]
+
+
+async def test_tcp_connect_refused_is_one_transport_error():
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    with pytest.raises(TransportError, match=f"cannot connect to 127.0.0.1:{port}"):
+        await connect_stream("127.0.0.1", port, LineEcho(), lambda d, e: None)
+
+
+class Counter:
+    """Counts datagrams; answers each to its sender."""
+
+    def __init__(self) -> None:
+        self.stats = SessionStats()
+        self.replies: list[tuple[bytes, Address | None]] = []
+        self.batches: list[int] = []
+
+    def feed_datagram(self, data: bytes, addr: Address, now: float) -> list[object]:
+        self.stats.messages_in += 1
+        self.replies.append((b"ack:" + data, addr))
+        return [data]
+
+    def tick(self, now: float) -> list[object]:
+        return []
+
+    def datagrams_to_send(self) -> list[tuple[bytes, Address | None]]:
+        out, self.replies = self.replies, []
+        return out
+
+    def next_deadline(self) -> float | None:
+        return None
+
+
+async def test_udp_driver_reads_a_burst_in_few_wakeups_and_replies():
+    session = Counter()
+    events: list[object] = []
+    opened: asyncio.Future[DatagramDriver] = asyncio.get_running_loop().create_future()
+    task = asyncio.create_task(
+        run_datagram(session, events.extend, local_addr=("127.0.0.1", 0), on_open=opened.set_result)
+    )
+    driver = await opened
+    address = driver.sock.getsockname()
+
+    sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sender.bind(("127.0.0.1", 0))
+    sender.settimeout(2)
+    for i in range(2000):  # a burst queued in the kernel before the loop gets to run
+        sender.sendto(b"%d" % i, address)
+    for _ in range(100):
+        if len(events) == 2000:
+            break
+        await asyncio.sleep(0.01)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert events == [b"%d" % i for i in range(2000)]
+    assert driver.wakeups < 200  # batched: many datagrams per wake-up
+    assert sender.recvfrom(100)[0] == b"ack:0"
+    sender.close()
