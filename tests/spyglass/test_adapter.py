@@ -6,9 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from robowire.errors import ConfigError
 from robowire.protocols.spyglass import codec as c
 from robowire.protocols.spyglass import rec
 from robowire.protocols.spyglass.adapter import SpyglassAdapter, object_id
+from robowire.protocols.spyglass.session import SpyglassSession
 from robowire.world import World
 
 SRC = "spyglass@test"
@@ -168,3 +170,24 @@ def test_demo_recording_into_the_world() -> None:
     assert len(linked) == 49 and all(len(d.links) <= 5 for d in linked)
     assert sum("data.20" in d.telemetry for d in nodes) == 97
     assert "polyline.30" in world.device(SRC, "150").attributes
+
+
+def test_options_and_session_events() -> None:
+    adapter = SpyglassAdapter.from_options(
+        SRC, {"scale": "0.5", "offset": "1,2,3", "profile": "20=data:temp:Cel"}
+    )
+    session = SpyglassSession.from_options({"max_size": "255"})
+    assert session.max_size == 255
+    data = c.DataPacket(
+        semantic_type=20, syntax_type=c.SyntaxType.UINT8_LIST, values=(9,), **head(3)
+    )
+    world = World()
+    assert adapter.apply_events(world, session.feed(c.encode(data), 0.0), T0) == 1
+    node = world.device(SRC, "3")
+    assert node.telemetry == {"temp": (9.0, "Cel")}
+    assert node.position == (6.0, -8.0, 4.5)
+    for bad in ({"scale": "x"}, {"offset": "1,2"}, {"profile": "10=nothing"}):
+        with pytest.raises(ConfigError, match="spyglass"):
+            SpyglassAdapter.from_options(SRC, bad)
+    with pytest.raises(ConfigError):
+        SpyglassSession.from_options({"max_size": "5"})

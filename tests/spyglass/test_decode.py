@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import socket
+import tempfile
 from collections import Counter
 from pathlib import Path
 
 import dpkt
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from robowire.errors import ConfigError
 from robowire.protocols.spyglass import codec as c
 from robowire.protocols.spyglass.decode import decode_capture, looks_like_rec
 
@@ -142,3 +146,17 @@ def test_pcap_tcp_reassembled_and_udp(tmp_path: Path) -> None:
     ]
     assert out[0]["direction"] == "127.0.0.1:5000>127.0.0.2:7870"
     assert out[1]["direction"] == "127.0.0.1:6000>127.0.0.2:7870"
+
+
+@given(st.binary(max_size=300), st.sampled_from([".rec", ".bin"]))
+@settings(max_examples=60)
+def test_random_files_give_only_dicts(data: bytes, suffix: str) -> None:
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / f"random{suffix}"
+        path.write_bytes(data)
+        try:
+            for item in decode_capture(str(path)):
+                assert "type" in item or "error" in item
+                json.dumps(item)
+        except ConfigError as exc:  # the shared pcap reader on a file with a pcap magic
+            assert "not a pcap" in str(exc)

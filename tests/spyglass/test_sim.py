@@ -6,7 +6,9 @@ import itertools
 from collections import Counter
 
 import numpy as np
+import pytest
 
+from robowire.errors import ConfigError
 from robowire.protocols.spyglass import codec as c
 from robowire.protocols.spyglass.session import PacketReceived, SpyglassSession
 from robowire.protocols.spyglass.sim import SensorNetworkSim, SimConfig
@@ -86,3 +88,17 @@ def test_trajectories_chain_and_session_accepts_the_stream() -> None:
         for earlier, later in itertools.pairwise(trajectories):
             assert later.points[0] == earlier.points[-1]
             assert later.time >= earlier.time + sum(earlier.durations) - 0.25
+
+
+def test_config_from_options() -> None:
+    config = SimConfig.from_options(50, {"area": "400,300", "radio_range": "80", "objects": "3"})
+    assert (config.nodes, config.area, config.radio_range, config.objects) == (
+        50,
+        (400.0, 300.0),
+        80.0,
+        3,
+    )
+    assert SimConfig.from_options() == SimConfig()
+    for bad in ({"bogus": "1"}, {"radio_range": "far"}, {"area": "1"}, {"area": "0,5"}):
+        with pytest.raises(ConfigError, match="spyglass sim"):
+            SimConfig.from_options(None, bad)

@@ -23,13 +23,14 @@ trajectories) are converted the same way as header positions, so that they share
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from robowire.errors import ConfigError
 from robowire.protocols.spyglass.codec import (
     DEFAULT_PROFILE,
     CoordinatesList2Packet,
@@ -44,6 +45,7 @@ from robowire.protocols.spyglass.codec import (
     TrajectoryPacket3,
     VariableListPacket,
 )
+from robowire.protocols.spyglass.session import PacketReceived, profile_option
 from robowire.units import COUNT
 from robowire.world import SourceTable, World
 from robowire.world.model import ATTRIBUTES, LINKS
@@ -86,6 +88,19 @@ class SpyglassAdapter:
         self._clock_offset = 0.0  # source time - receive time, from the latest packet
         self._node_slots: dict[int, int] = {}
         self._table: SourceTable | None = None
+
+    @classmethod
+    def from_options(cls, source: str, options: Mapping[str, str]) -> SpyglassAdapter:
+        """From URL options: `scale` ("0.1" or "sx,sy,sz" metres per unit), `offset`
+        ("x,y,z" metres), `profile` (see `SemanticProfile.parse`). Others are ignored."""
+        try:
+            scale = [float(v) for v in options.get("scale", "1").split(",")]
+            offset = [float(v) for v in options.get("offset", "0,0,0").split(",")]
+            if len(scale) not in (1, 3) or len(offset) != 3:
+                raise ValueError("scale takes 1 or 3 numbers, offset 3")
+        except ValueError as exc:
+            raise ConfigError(f"spyglass: bad scale/offset option: {exc}") from None
+        return cls(source, profile=profile_option(options), scale=scale, offset=offset)
 
     def to_enu(self, units: Any) -> FloatArray:
         """SpyGlass units (..., 3) -> ENU metres."""
@@ -149,6 +164,12 @@ class SpyglassAdapter:
             position=positions[last],
             changed=changed,
         )
+
+    def apply_events(self, world: World, events: Iterable[object], receive_time: float) -> int:
+        """Apply the packets of a session's events (PacketReceived); returns how many."""
+        packets = [e.packet for e in events if isinstance(e, PacketReceived)]
+        self.apply(world, packets, receive_time)
+        return len(packets)
 
     def _data(
         self,

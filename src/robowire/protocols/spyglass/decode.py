@@ -85,11 +85,11 @@ def decode_capture(
     path: str, *, profile: SemanticProfile = DEFAULT_PROFILE
 ) -> Iterator[dict[str, Any]]:
     """One dict per packet (or per error) of a `.rec`, pcap/pcapng or raw stream file."""
-    if path != "-" and _is_pcap(path):
-        yield from _decode_records(read_pcap(path), profile)
-        return
     if path.lower().endswith(".rec"):
         yield from decode_rec(path, profile=profile)
+        return
+    if path != "-" and _is_pcap(path):
+        yield from _decode_records(read_pcap(path), profile)
         return
     f = open_input(path)
     head = f.peek(4)[:4] if hasattr(f, "peek") else b""

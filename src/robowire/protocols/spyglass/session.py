@@ -21,10 +21,10 @@ States (all state logic is here):
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from robowire.errors import DecodeError, SessionError
+from robowire.errors import ConfigError, DecodeError, SessionError
 from robowire.protocols.base import ConnectionLost, PacketDropped, SessionStats
 from robowire.protocols.spyglass.codec import (
     DEFAULT_PROFILE,
@@ -85,6 +85,15 @@ class SpyglassSession:
         self._need = 4  # bytes the buffer must hold before it is worth splitting again
         self._out: list[bytes] = []
         self.close_reason = ""
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str]) -> SpyglassSession:
+        """From URL options: `profile` (see `SemanticProfile.parse`), `max_size` (bytes)."""
+        try:
+            max_size = int(options.get("max_size", MAX_PACKET_SIZE))
+            return cls(profile=profile_option(options), max_size=max_size)
+        except ValueError as exc:
+            raise ConfigError(f"spyglass: bad option: {exc}") from None
 
     # -- receiving ---------------------------------------------------------------------------
 
@@ -210,6 +219,17 @@ class SpyglassSession:
     def close_expected(self) -> bool:
         """True once the framing was lost or the peer closed: the driver closes the socket."""
         return self.state is State.CLOSED
+
+
+def profile_option(options: Mapping[str, str]) -> SemanticProfile:
+    """The semantic profile named by a `profile` option (default: the demo profile)."""
+    text = options.get("profile")
+    if not text:
+        return DEFAULT_PROFILE
+    try:
+        return SemanticProfile.parse(text)
+    except ValueError as exc:
+        raise ConfigError(f"spyglass: {exc}") from None
 
 
 def frame(packets: Iterable[SpyglassPacket]) -> bytes:

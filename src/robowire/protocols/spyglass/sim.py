@@ -17,12 +17,16 @@ seed gives the same bytes every run.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from robowire.errors import ConfigError
 from robowire.protocols.spyglass.codec import (
     CoordinatesList2Packet,
     DataPacket,
@@ -54,6 +58,38 @@ class SimConfig:
     max_altitude: int = 40
     coordinates_period: float = 10.0
     first_id: int = 1  # node ids are first_id .. first_id + nodes - 1
+
+    @classmethod
+    def from_options(
+        cls, count: int | None = None, options: Mapping[str, str] | None = None
+    ) -> SimConfig:
+        """From `robowire sim` options: `count` = nodes; `--set` keys are the field names,
+        pairs as "a,b" (e.g. area=400,300 speed=1,3). ConfigError on unknown keys or values."""
+        values: dict[str, Any] = {}
+        if count is not None:
+            values["nodes"] = count
+        known = {f.name: f for f in dataclasses.fields(cls)}
+        for key, text in (options or {}).items():
+            spec = known.get(key)
+            if spec is None:
+                raise ConfigError(
+                    f"spyglass sim: unknown option {key!r} (known: {', '.join(known)})"
+                )
+            default = getattr(cls(), key)
+            try:
+                if isinstance(default, tuple):
+                    kind = type(default[0])
+                    values[key] = tuple(kind(v) for v in text.split(","))
+                    if len(values[key]) != 2:
+                        raise ValueError("two values wanted")
+                else:
+                    values[key] = type(default)(text)
+            except ValueError as exc:
+                raise ConfigError(f"spyglass sim: bad value {text!r} for {key}: {exc}") from None
+        try:
+            return cls(**values)
+        except ValueError as exc:
+            raise ConfigError(f"spyglass sim: {exc}") from None
 
     def __post_init__(self) -> None:
         if not 1 <= self.nodes <= 0xFFFF - self.first_id:
