@@ -102,3 +102,14 @@ def test_config_from_options() -> None:
     for bad in ({"bogus": "1"}, {"radio_range": "far"}, {"area": "1"}, {"area": "0,5"}):
         with pytest.raises(ConfigError, match="spyglass sim"):
             SimConfig.from_options(None, bad)
+
+
+def test_next_deadline_says_when_packets_fall_due() -> None:
+    sim = SensorNetworkSim(np.random.default_rng(4))
+    assert sim.next_deadline() is None
+    sim.step(T0)
+    for _ in range(50):
+        deadline = sim.next_deadline()
+        assert deadline is not None and deadline > T0
+        assert sim.step(deadline - 1e-3) == [] or deadline - 1e-3 <= T0
+        assert sim.step(deadline) != []

@@ -38,6 +38,7 @@ from robowire.protocols.spyglass.codec import (
 )
 
 NEIGHBORHOOD, DATA, COORDINATES, TRAJECTORY = 10, 20, 30, 40
+_EPSILON = 1e-6  # seconds
 FloatArray = npt.NDArray[np.float64]
 
 
@@ -173,7 +174,7 @@ class SensorNetworkSim:
         self._elapsed += dt
         if dt:
             self._move(dt)
-        t = self._elapsed
+        t = self._elapsed + _EPSILON  # a deadline from next_deadline() is due despite rounding
         seconds, millis = time_fields(now)
         grid = np.rint(self.positions).astype(np.int64)
         header = {"seconds": seconds, "milliseconds": millis, "z": 0}
@@ -243,6 +244,19 @@ class SensorNetworkSim:
                 np.array([self._next_coordinates]), cfg.coordinates_period, t
             )[0]
         return out
+
+    def next_deadline(self) -> float | None:
+        """The `now` at which the next packet falls due (None before the first step): a server
+        can sleep until then instead of polling."""
+        if self._start is None:
+            return None
+        due = min(
+            float(self._next_neighborhood.min()),
+            float(self._next_data.min()),
+            float(self._next_trajectory.min()) if self._objects else math.inf,
+            self._next_coordinates,
+        )
+        return self._start + due
 
     def _trajectory(self, k: int, grid: npt.NDArray[np.int64], header: dict[str, int]) -> bytes:
         """A new trajectory for object k, starting where its last one ended."""
