@@ -293,27 +293,38 @@ class VrpnSession:
 
     def send_poses(
         self,
-        sender: str,
+        sender: str | Sequence[str],
         sensors: npt.ArrayLike,
         positions: npt.ArrayLike,
         quaternions_xyzw: npt.ArrayLike,
         *,
-        time: float | None = None,
+        time: float | npt.ArrayLike | None = None,
         reliable: bool = False,
     ) -> bool:
-        """Queue n Pos_Quat reports in one vectorised step (the server's hot path)."""
-        sender_id = self.register_sender(sender)
+        """Queue n Pos_Quat reports in one vectorised step (the server's hot path).
+
+        `sender` is one name for all rows, or one name per row; `time` one or one per row.
+        """
+        if isinstance(sender, str):
+            sender_ids: int | list[int] = self.register_sender(sender)
+        else:
+            sender_ids = [self.register_sender(name) for name in sender]
         type_id = self.register_type("vrpn_Tracker Pos_Quat")
         if self.state is not State.CONNECTED:
             return False
         sensor = np.asarray(sensors, dtype=np.int32).reshape(-1)
         n = sensor.size
         frames = np.zeros(n, dtype=POSE_FRAME)
-        sec, usec = self._header_time(time)
+        if time is None or isinstance(time, float | int):
+            frames["sec"], frames["usec"] = self._header_time(time)
+        else:
+            t = np.maximum(np.asarray(time, dtype=np.float64).reshape(-1), 0.0)
+            sec = np.floor(t)
+            usec = np.minimum(np.rint((t - sec) * 1e6), 999_999)
+            frames["sec"] = sec.astype(np.uint64) & 0xFFFFFFFF
+            frames["usec"] = usec.astype(np.uint32)
         frames["length"] = HEADER_SIZE + 64
-        frames["sec"] = sec
-        frames["usec"] = usec
-        frames["sender"] = sender_id
+        frames["sender"] = sender_ids
         frames["type"] = type_id
         frames["sensor"] = sensor
         frames["sensor2"] = sensor
