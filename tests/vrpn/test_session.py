@@ -161,15 +161,31 @@ def test_ping_pong_and_liveness() -> None:
 def test_silent_server_warns_then_closes() -> None:
     client, server = pair()
     pump(client, server)
+    client.tick(0.0)
+    client_events, _ = pump(client, server)
+    assert any(isinstance(e, PongReceived) for e in client_events)
+    assert client.next_deadline() == 5.0  # keepalive: the next cycle
     events: list[object] = []
-    now = 0.0
-    while not client.close_expected() and now < 20:
+    now = 5.0
+    while not client.close_expected() and now < 30:
         events += client.tick(now)
-        client.data_to_send()  # the pings go nowhere
+        client.data_to_send()  # the pings go nowhere now
         now += 0.5
     assert any(isinstance(e, PeerSilent) for e in events)
     lost = [e for e in events if isinstance(e, ConnectionLost)]
-    assert lost and "no pong" in lost[0].reason and 10 <= now <= 11
+    assert lost and "no pong" in lost[0].reason and 15 <= now <= 16
+
+
+def test_a_server_without_the_device_is_only_warned_about() -> None:
+    client = VrpnSession(Role.CLIENT, ping_senders=["Missing"])
+    server = VrpnSession(Role.SERVER, senders=["Tracker0"])
+    pump(client, server)
+    events: list[object] = []
+    for step in range(60):
+        events += client.tick(step * 0.5)
+        pump(client, server)
+    assert any(isinstance(e, PeerSilent) for e in events)
+    assert not client.close_expected()
 
 
 def test_server_pongs_only_its_devices() -> None:

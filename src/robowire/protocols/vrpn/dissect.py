@@ -114,6 +114,15 @@ class StreamDecoder:
             buf.clear()
         return out
 
+    def finish(self) -> list[dict[str, Any]]:
+        """At the end of the capture: bytes left over are a truncated message."""
+        if not self._buf:
+            return []
+        left, self._buf = len(self._buf), bytearray()
+        return [
+            self._error(f"capture ends inside a message ({left} bytes left)", self._offset, None)
+        ]
+
     def _resync(self, buf: bytearray, pos: int) -> int:
         while pos < len(buf) and not _plausible(buf, pos):
             pos += RESYNC_STEP
@@ -182,6 +191,8 @@ def decode_records(records: Iterable[Record]) -> Iterator[dict[str, Any]]:
         if decoder is None:
             decoder = streams[record.flow] = StreamDecoder(record.flow)
         yield from decoder.feed(record.data, record.time)
+    for decoder in streams.values():
+        yield from decoder.finish()
 
 
 def _names_for_udp(record: Record, streams: dict[str, StreamDecoder]) -> Names:

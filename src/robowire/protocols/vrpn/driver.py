@@ -100,11 +100,7 @@ class VrpnLink(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._timer.cancel()
         self._transport = None
-        if (
-            self.session is not None
-            and not self.session.close_expected()
-            and not self._closed_here
-        ):
+        if self.session is not None and not self.session.close_expected() and not self._closed_here:
             self._after(self.session.feed_eof(self._loop.time()))
         self._close_udp()
         if not self.closed.done():

@@ -131,7 +131,7 @@ class VrpnSource(Source):
 
 def _vrpn_name(text: str) -> str:
     """A device id as a VRPN sender name clients can type in `Name@host` (no '@', ':')."""
-    name = re.sub(r"[^A-Za-z0-9_.\-/]", "_", text)[:MAX_NAME]
+    name = re.sub(r"[^A-Za-z0-9_.\-]", "_", text)[:MAX_NAME]
     return name or "device"
 
 
@@ -182,17 +182,21 @@ class VrpnSink(Sink):
         )
         subscription = world.feed.subscribe()
         task = asyncio.create_task(self.server.run(self.host, self.port, self.listening))
+        wait: asyncio.Future[Update | LogEvent] | None = None
         try:
             while True:
                 wait = asyncio.ensure_future(subscription.get())
                 done, _ = await asyncio.wait([wait, task], return_when=asyncio.FIRST_COMPLETED)
                 if task in done:
-                    wait.cancel()
                     task.result()  # raises the server's TransportError
                     return
                 items = [wait.result(), *subscription.drain()]
                 self._forward(world, items)
         finally:
+            if wait is not None:
+                wait.cancel()
+                with contextlib.suppress(BaseException):
+                    await wait
             subscription.close()
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

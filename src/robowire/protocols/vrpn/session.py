@@ -185,6 +185,7 @@ class VrpnSession:
         self._ping_started: float | None = None
         self._ping_next: float | None = None
         self._warned = False
+        self._answered = False
         self.register_sender(CONTROL_SENDER)
         for name in CONNECTION_EVENT_TYPES:
             self.register_type(name)
@@ -387,7 +388,9 @@ class VrpnSession:
             self._ping_started = now
             self._warned = False
         silent = now - self._ping_started
-        if silent >= PING_FAIL:
+        if silent >= PING_FAIL and self._answered:
+            # it answered before on this connection and went quiet: treat it as gone. A server
+            # that never answers (no such device) is only warned about, as C++ clients do.
             return [self._fail(f"no pong from the server for {silent:.0f} s")]
         if silent >= PING_WARN and not self._warned:
             self._warned = True
@@ -607,6 +610,7 @@ class VrpnSession:
         elif isinstance(message, Pong) and self._ping_started is not None:
             events.append(PongReceived(sender=sender, round_trip=self._now - self._ping_started))
             self._ping_started = None
+            self._answered = True
             self._ping_next = self._now + self._keepalive if self._keepalive > 0 else None
         events.append(
             MessageReceived(
