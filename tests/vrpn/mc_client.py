@@ -1,0 +1,36 @@
+"""Run the real C++ VRPN client bundled in PyPI `motioncapture` (a subprocess of the tests).
+
+Usage: python mc_client.py HOSTNAME FRAMES
+Prints one JSON line per frame with the rigid bodies it saw: name -> [x, y, z, qw, qx, qy, qz].
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import motioncapture
+
+
+def main() -> None:
+    hostname, frames = sys.argv[1], int(sys.argv[2])
+    mc = motioncapture.connect("vrpn", {"hostname": hostname})
+    start = time.monotonic()
+    for _ in range(frames):
+        mc.waitForNextFrame()
+        bodies = {
+            name: [
+                *(float(v) for v in body.position),
+                float(body.rotation.w),
+                float(body.rotation.x),
+                float(body.rotation.y),
+                float(body.rotation.z),
+            ]
+            for name, body in mc.rigidBodies.items()
+        }
+        print(json.dumps({"t": time.monotonic() - start, "bodies": bodies}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
