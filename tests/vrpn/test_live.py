@@ -305,3 +305,23 @@ async def test_udp_datagrams_are_decoded_with_sender_names(sim: VrpnSim, tmp_pat
     assert not [r for r in decoded if "error" in r]
     udp = [r for r in decoded if r["direction"] == "s:3>c:4"]
     assert udp and {r["sender"] for r in udp} >= {"Tracker0"}
+
+
+@pytest.mark.parametrize("scheme", ["vrpn", "vrpn+tcp"])
+def test_on_uvloop(scheme: str) -> None:
+    """The CLI runs on uvloop, whose transports differ from asyncio's: run a pair there."""
+    from robowire.transport import run
+
+    async def main() -> int:
+        sim = open_sim(SimOptions(port=0, rate=100))
+        sim_task = await started(sim)
+        host, port = sim.address  # type: ignore[misc]
+        source = open_source(parse_endpoint(f"{scheme}://Tracker0@{host}:{port}"))
+        source_task = await started(source)
+        try:
+            await wait_for(lambda: source.stats.messages_in > 20)
+            return source.stats.messages_in
+        finally:
+            await stop(source_task, sim_task)
+
+    assert run(main()) > 20

@@ -13,6 +13,7 @@ import contextlib
 import logging
 import socket
 from collections.abc import Callable
+from typing import cast
 
 from robowire.errors import DecodeError, TransportError
 from robowire.protocols.base import Address
@@ -63,8 +64,8 @@ class VrpnLink(asyncio.Protocol):
     # -- asyncio callbacks -----------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # uvloop's transports are not asyncio.Transport subclasses, but behave as one
+        self._transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername") or ("", 0)
         local = transport.get_extra_info("sockname") or ("127.0.0.1", 0)
         self.peer = (str(peer[0]), int(peer[1]))
