@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from robowire.protocols.base import ConnectionLost, PacketDropped
 from robowire.protocols.vrpn import (
@@ -312,3 +314,17 @@ def test_golden_server_stream_into_client_session(captures: Path, chunk: int) ->
     assert [(s, k, " ".join(t.split())) for s, k, t in got] == [
         (s, k, " ".join(t.split())) for s, k, t in expected
     ]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=400), st.booleans())
+def test_random_bytes_never_raise_from_a_session(data: bytes, after_cookie: bool) -> None:
+    session = VrpnSession(Role.SERVER, senders=["Tracker0"], udp_inbound=("127.0.0.1", 5000))
+    prefix = encode_cookie() if after_cookie else b""
+    events = session.feed(prefix + data, 0.0)
+    events += session.feed_datagram(data, ("127.0.0.1", 1), 0.0)
+    events += session.tick(1.0)
+    for event in events:
+        assert isinstance(
+            event, Connected | ConnectionLost | PacketDropped | MessageReceived | TrackerReports
+        ) or type(event).__name__ in {"Described", "PongReceived"}
