@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from robowire.protocols.base import ConnectionLost, PacketDropped
 from robowire.protocols.vrpn import (
     ButtonChange,
+    ButtonStates,
     Connected,
     MessageReceived,
     PeerSilent,
@@ -328,3 +329,20 @@ def test_random_bytes_never_raise_from_a_session(data: bytes, after_cookie: bool
         assert isinstance(
             event, Connected | ConnectionLost | PacketDropped | MessageReceived | TrackerReports
         ) or type(event).__name__ in {"Described", "PongReceived"}
+
+
+def test_a_big_message_fed_byte_by_byte_is_not_rescanned_each_time() -> None:
+    client, server = pair()
+    pump(client, server)
+    server.send("Button0", ButtonStates(states=tuple(range(256))))
+    data = server.data_to_send()
+    events: list[object] = []
+    for i in range(len(data)):
+        events += client.feed(data[i : i + 1], 0.0)
+    (message,) = [e for e in events if isinstance(e, MessageReceived)]
+    assert message.message.states == tuple(range(256))  # type: ignore[union-attr]
+    bad = struct.pack(">IIIiiI", 1 << 30, 0, 0, 0, 0, 0)
+    lost: list[object] = []
+    for i in range(len(bad)):
+        lost += client.feed(bad[i : i + 1], 0.0)
+    assert isinstance(lost[-1], ConnectionLost)

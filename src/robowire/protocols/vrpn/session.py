@@ -31,6 +31,7 @@ from robowire.protocols.vrpn.codec import (
     COOKIE_SIZE,
     HEADER_SIZE,
     LOCAL_COOKIE,
+    MAX_LENGTH,
     MAX_REMOTE_ID,
     PROTOCOL,
     Cookie,
@@ -172,6 +173,7 @@ class VrpnSession:
         self._remote_senders: dict[int, str] = {}
         self._remote_types: dict[int, str] = {}
         self._in = bytearray()
+        self._need = 0  # bytes the buffered partial message needs before it is worth a scan
         self._tcp_out = bytearray()
         self._udp_out: list[bytes] = []
         self._tcp_seq = 0
@@ -426,6 +428,8 @@ class VrpnSession:
         self.stats.bytes_in += len(data)
         if self._in:
             self._in += data
+            if len(self._in) < self._need:  # the next message is not whole yet: wait
+                return []
             work = bytes(self._in)
             self._in.clear()
         else:
@@ -461,6 +465,7 @@ class VrpnSession:
             return events
         if index.end < len(work):
             self._in += work[index.end :]
+            self._need = _bytes_needed(self._in)
         return events
 
     def feed_datagram(self, data: bytes, addr: Address, now: float) -> list[object]:
@@ -659,6 +664,16 @@ class VrpnSession:
             self._remote_senders.clear()
             self._remote_types.clear()
         # LOG_DESCRIPTION: robowire never writes VRPN log files; accepted and ignored
+
+
+def _bytes_needed(buf: bytearray) -> int:
+    """Length of the whole message that starts `buf` (header + padded body), if known."""
+    if len(buf) < HEADER_SIZE:
+        return HEADER_SIZE
+    length = int.from_bytes(buf[:4], "big")
+    if not HEADER_SIZE <= length <= MAX_LENGTH:
+        return 0  # a bad length: let the next scan report it at once
+    return HEADER_SIZE + ((length - HEADER_SIZE + 7) & ~7)
 
 
 def pack_frames(frames: Iterable[tuple[int, int, bytes]]) -> bytes:
