@@ -22,7 +22,7 @@ from robowire.protocols.vrpn.endpoints import decode_capture, open_sim, open_sin
 from robowire.protocols.vrpn.services import VrpnSink, VrpnSource
 from robowire.protocols.vrpn.sim import VrpnSim
 from robowire.service import Service, SimOptions
-from robowire.world import World
+from robowire.world import LogEvent, World
 
 from .test_session import client_reports, printed_reports
 
@@ -216,6 +216,17 @@ async def test_sink_serves_world_devices(scheme: str) -> None:
         assert device.source_time is not None and device.source_time >= 1_700_000_000.0
         analog = client_world.device(source.name, "drone_1")
         assert analog.telemetry["channel_0"][0] == 11.0
+        logs = client_world.feed.subscribe()
+        world.log("test", "drone 1", "low battery", time=1_700_000_001.0, level="warning")
+        got: list[LogEvent] = []
+        await wait_for(
+            lambda: bool(got.extend(e for e in logs.drain() if isinstance(e, LogEvent))) or got
+        )
+        assert (got[0].device_id, got[0].text, got[0].level) == (
+            "drone_1",
+            "low battery",
+            "warning",
+        )
         assert "drone_0/0" not in client_world.table(source.name).ids  # asked for drone_1 only
     finally:
         await stop(feeder, source_task, sink_task)

@@ -17,7 +17,7 @@ from robowire.protocols.base import Address, ConnectionLost, PacketDropped
 from robowire.protocols.vrpn.adapter import VrpnAdapter
 from robowire.protocols.vrpn.codec import DEFAULT_PORT, MAX_NAME, MAX_REMOTE_ID
 from robowire.protocols.vrpn.driver import VrpnLink, connect
-from robowire.protocols.vrpn.messages import AnalogChannel
+from robowire.protocols.vrpn.messages import AnalogChannel, TextMessage
 from robowire.protocols.vrpn.registry import TrackerReports
 from robowire.protocols.vrpn.server import VrpnServer
 from robowire.protocols.vrpn.session import (
@@ -210,7 +210,8 @@ class VrpnSink(Sink):
         quats: list[Any] = []
         times: list[float] = []
         for item in items:
-            if not isinstance(item, Update):
+            if isinstance(item, LogEvent):
+                self._text(item)
                 continue
             table = world.tables.get(item.source)
             if table is None:
@@ -246,6 +247,16 @@ class VrpnSink(Sink):
                 senders, sensors, np.array(positions), np.array(quats), time=np.array(times)
             )
             self.reports_sent += len(senders)
+
+    def _text(self, event: LogEvent) -> None:
+        """World log events go out as VRPN text messages from the device's tracker name."""
+        assert self.server is not None
+        known = self._names.get((event.source, event.device_id))
+        name = known[0] if known is not None else _vrpn_name(event.device_id)
+        severity = {"warning": 1, "error": 2}.get(event.level, 0)
+        self.server.broadcast(
+            name, TextMessage(text=event.text, severity=severity), time=event.time
+        )
 
     def _analog(
         self, table: Any, source: str, device_id: str, slot: int, name: str, fields: list[str]
