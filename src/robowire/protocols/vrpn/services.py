@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from robowire.endpoints import Endpoint
-from robowire.errors import ConfigError, TransportError
+from robowire.errors import ConfigError, SessionError, TransportError
 from robowire.protocols.base import Address, ConnectionLost, PacketDropped
 from robowire.protocols.vrpn.adapter import VrpnAdapter
 from robowire.protocols.vrpn.codec import DEFAULT_PORT, MAX_NAME, MAX_REMOTE_ID
@@ -21,6 +21,7 @@ from robowire.protocols.vrpn.messages import AnalogChannel, TextMessage
 from robowire.protocols.vrpn.registry import TrackerReports
 from robowire.protocols.vrpn.server import VrpnServer
 from robowire.protocols.vrpn.session import (
+    VERSION_MISMATCH,
     MessageReceived,
     PeerSilent,
     PongReceived,
@@ -94,7 +95,8 @@ class VrpnSource(Source):
                     case PeerSilent(seconds=seconds):
                         log.warning("%s: no pong from the server for %.0f s", self.name, seconds)
                     case ConnectionLost(reason=reason):
-                        log.warning("%s: %s", self.name, reason)
+                        if not reason.startswith(VERSION_MISMATCH):
+                            log.warning("%s: %s; reconnecting", self.name, reason)
                     case PongReceived():
                         pass
 
@@ -126,6 +128,9 @@ class VrpnSource(Source):
             finally:
                 link.close()
             self.link = None
+            reason = link.session.close_reason if link.session is not None else ""
+            if reason.startswith(VERSION_MISMATCH):
+                raise SessionError(f"{self.host}:{self.port}: {reason}")  # retrying cannot help
             await asyncio.sleep(min(self.retry, 0.2))
 
 

@@ -69,6 +69,9 @@ UDP_MTU = 1472  # the C++ UDP out-buffer: one datagram carries whole messages up
 PING_INTERVAL = 1.0
 PING_WARN = 3.0
 PING_FAIL = 10.0
+COOKIE_TIMEOUT = 10.0
+VERSION_MISMATCH = "VRPN major version mismatch"
+PEER_CLOSED = "peer closed the connection"
 
 
 class Role(Enum):
@@ -158,7 +161,7 @@ class VrpnSession:
         clock_offset: float = 0.0,
         ping_senders: Sequence[str] = (),
         keepalive: float = 5.0,
-        now: float = 0.0,
+        now: float | None = None,
     ) -> None:
         self.role = role
         self.state = State.AWAIT_COOKIE
@@ -198,7 +201,9 @@ class VrpnSession:
         for name in (*senders, *ping_senders):
             self.register_sender(name)
         self._tcp_out += encode_cookie(LOCAL_COOKIE)
-        self._now = now
+        # the cookie timer starts at `now`, or at the first tick/feed if the builder had no clock
+        self._now = 0.0 if now is None else now
+        self._cookie_deadline = None if now is None else now + COOKIE_TIMEOUT
 
     # -- names and ids ---------------------------------------------------------------------
 
@@ -377,10 +382,21 @@ class VrpnSession:
     # -- timers -----------------------------------------------------------------------------
 
     def next_deadline(self) -> float | None:
+        if self.state is State.AWAIT_COOKIE:
+            return self._cookie_deadline
         return self._ping_next if self.state is State.CONNECTED else None
 
-    def tick(self, now: float) -> list[object]:
+    def _start_clock(self, now: float) -> None:
         self._now = now
+        if self._cookie_deadline is None:
+            self._cookie_deadline = now + COOKIE_TIMEOUT
+
+    def tick(self, now: float) -> list[object]:
+        self._start_clock(now)
+        assert self._cookie_deadline is not None
+        if self.state is State.AWAIT_COOKIE and now >= self._cookie_deadline:
+            # C++ peers block on a short cookie; we give up on that one connection instead
+            return [self._fail(f"no VRPN cookie from the peer within {COOKIE_TIMEOUT:g} s")]
         if self.state is not State.CONNECTED or self._ping_next is None:
             return []
         if now < self._ping_next:
@@ -410,7 +426,7 @@ class VrpnSession:
             return []
         self.state = State.CLOSED
         self._closing = True
-        self.close_reason = "peer closed the connection"
+        self.close_reason = PEER_CLOSED
         return [ConnectionLost(reason=self.close_reason)]
 
     def _fail(self, reason: str) -> ConnectionLost:
@@ -422,7 +438,7 @@ class VrpnSession:
 
     def feed(self, data: bytes, now: float) -> list[object]:
         """TCP bytes from the peer. Never raises; a broken stream ends in ConnectionLost."""
-        self._now = now
+        self._start_clock(now)
         if self.state is State.CLOSED:
             return []
         self.stats.bytes_in += len(data)
@@ -448,7 +464,7 @@ class VrpnSession:
             if not cookie.compatible_with(LOCAL_COOKIE):
                 return [
                     self._fail(
-                        f"VRPN major version mismatch: peer speaks {cookie.version!r}, "
+                        f"{VERSION_MISMATCH}: peer speaks {cookie.version!r}, "
                         f"robowire speaks {LOCAL_COOKIE.version!r}"
                     )
                 ]
