@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from robowire.errors import DecodeError
 from robowire.protocols import vrpn
-from robowire.protocols.vrpn import codec, imager, messages
+from robowire.protocols.vrpn import codec, imager, messages, system
 from robowire.protocols.vrpn.dissect import StreamDecoder, decode_records
 from robowire.protocols.vrpn.registry import ALL_BODY_TYPES, BODY_TYPES
 
@@ -185,22 +185,22 @@ def test_round_trip(cls: type[messages.Body]) -> None:
 @settings(max_examples=60, deadline=None)
 @given(st.integers(0, 1999), text.filter(bool), st.sampled_from([-1, -2]))
 def test_description_round_trip(ident: int, name: str, kind: int) -> None:
-    cls = messages.SenderDescription if kind == -1 else messages.TypeDescription
+    cls = system.SenderDescription if kind == -1 else system.TypeDescription
     message = cls(id=ident, name=name)
     frame = vrpn.encode_frame(message.header_sender, message.TYPE, message.encode())
     got = vrpn.decode_frame(frame)
     assert got is not None
-    assert messages.decode_system(got[0].type, got[0].sender, got[0].body) == message
+    assert system.decode_system(got[0].type, got[0].sender, got[0].body) == message
 
 
 def test_system_round_trips() -> None:
     for message in (
-        messages.UdpDescription(port=55324, host="127.0.0.1"),
-        messages.LogDescription(mode=3, incoming_name="in.vrpn", outgoing_name="out.vrpn"),
-        messages.DisconnectMessage(),
+        system.UdpDescription(port=55324, host="127.0.0.1"),
+        system.LogDescription(mode=3, incoming_name="in.vrpn", outgoing_name="out.vrpn"),
+        system.DisconnectMessage(),
     ):
         body = message.encode()
-        assert messages.decode_system(message.TYPE, message.header_sender, body) == message
+        assert system.decode_system(message.TYPE, message.header_sender, body) == message
 
 
 DECODERS = [cls.decode for cls in ALL_BODY_TYPES]
@@ -217,7 +217,7 @@ def test_random_bytes_raise_only_decode_error(data: bytes, system_type: int) -> 
         with contextlib.suppress(DecodeError):
             cls.decode(data)
     with contextlib.suppress(DecodeError):
-        messages.decode_system(system_type, 5, data)
+        system.decode_system(system_type, 5, data)
     decoder = StreamDecoder("test")
     decoder.feed(data)
 

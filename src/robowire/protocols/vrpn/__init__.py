@@ -51,15 +51,12 @@ from robowire.protocols.vrpn.messages import (
     ButtonChange,
     ButtonStates,
     DialUpdate,
-    DisconnectMessage,
-    LogDescription,
     Ping,
     Pong,
     PoserRequestPosQuat,
     PoserRequestRelativePosQuat,
     PoserRequestRelativeVelocity,
     PoserRequestVelocity,
-    SenderDescription,
     TextMessage,
     TrackerAcceleration,
     TrackerPosQuat,
@@ -72,8 +69,6 @@ from robowire.protocols.vrpn.messages import (
     TrackerUnitToSensor,
     TrackerVelocity,
     TrackerWorkspace,
-    TypeDescription,
-    UdpDescription,
 )
 from robowire.protocols.vrpn.registry import BODY_TYPES, TrackerReports, decode_body
 from robowire.protocols.vrpn.session import (
@@ -85,6 +80,14 @@ from robowire.protocols.vrpn.session import (
     Role,
     State,
     VrpnSession,
+)
+from robowire.protocols.vrpn.system import (
+    DisconnectMessage,
+    LogDescription,
+    SenderDescription,
+    TypeDescription,
+    UdpDescription,
+    decode_system,
 )
 
 __all__ = [
@@ -155,6 +158,7 @@ __all__ = [
     "decode_datagram",
     "decode_frame",
     "decode_lob",
+    "decode_system",
     "encode_cookie",
     "encode_frame",
     "encode_lob",

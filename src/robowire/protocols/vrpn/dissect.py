@@ -27,13 +27,13 @@ from robowire.protocols.vrpn.codec import (
     decode_frame,
     decode_lob,
 )
-from robowire.protocols.vrpn.messages import (
+from robowire.protocols.vrpn.registry import decode_body
+from robowire.protocols.vrpn.system import (
     SenderDescription,
     TypeDescription,
     UdpDescription,
     decode_system,
 )
-from robowire.protocols.vrpn.registry import decode_body
 
 RESYNC_STEP = 8
 _MAX_BUFFER = 4 * MAX_LENGTH

@@ -194,3 +194,46 @@ def gather_reports(
     first = (offsets + HEADER_SIZE + 8) // 8
     values = doubles[first[:, None] + np.arange(count)].astype(np.float64)
     return sensor, values
+
+
+_HEADER_DTYPE = [
+    ("length", ">u4"),
+    ("sec", ">u4"),
+    ("usec", ">u4"),
+    ("sender", ">i4"),
+    ("type", ">i4"),
+    ("seq", ">u4"),
+]
+POSE_FRAME = np.dtype(
+    [*_HEADER_DTYPE, ("sensor", ">i4"), ("sensor2", ">i4"), ("pos", ">f8", 3), ("quat", ">f8", 4)]
+)
+"""One whole Pos_Quat message (88 bytes, no padding needed): the batch encoder's layout."""
+
+
+def encode_pose_frames(
+    sender: int | npt.ArrayLike,
+    type_id: int,
+    sensors: npt.ArrayLike,
+    positions: npt.ArrayLike,
+    quaternions_xyzw: npt.ArrayLike,
+    *,
+    time: float | npt.ArrayLike,
+    first_seq: int,
+) -> npt.NDArray[np.void]:
+    """n whole Pos_Quat messages (header and body) built in one vectorised step."""
+    sensor = np.asarray(sensors, dtype=np.int32).reshape(-1)
+    n = sensor.size
+    frames = np.zeros(n, dtype=POSE_FRAME)
+    t = np.maximum(np.asarray(time, dtype=np.float64).reshape(-1), 0.0)
+    sec = np.floor(t)
+    frames["sec"] = sec.astype(np.uint64) & 0xFFFFFFFF
+    frames["usec"] = np.minimum(np.rint((t - sec) * 1e6), 999_999).astype(np.uint32)
+    frames["length"] = HEADER_SIZE + 64
+    frames["sender"] = sender
+    frames["type"] = type_id
+    frames["seq"] = np.arange(first_seq, first_seq + n) & 0xFFFFFFFF
+    frames["sensor"] = sensor
+    frames["sensor2"] = sensor  # the filler repeats the sensor, as C++ writes it
+    frames["pos"] = np.asarray(positions, dtype=np.float64).reshape(n, 3)
+    frames["quat"] = np.asarray(quaternions_xyzw, dtype=np.float64).reshape(n, 4)
+    return frames

@@ -3,7 +3,7 @@
 State table (all state logic lives in this class):
 
     AWAIT_COOKIE --peer cookie, same major--> CONNECTED --peer closed / fatal--> CLOSED
-    AWAIT_COOKIE --bad cookie / other major--> CLOSED
+    AWAIT_COOKIE --bad cookie / other major / none within 10 s--> CLOSED
 
 Both sides write their cookie at once (the session queues it when built), then, once the
 peer's cookie is accepted: [UDP_DESCRIPTION in UDP+TCP mode] -> sender descriptions ->
@@ -19,7 +19,6 @@ Time: `now` is monotonic seconds; header timestamps are `now + clock_offset` unl
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from enum import Enum
 
 import numpy as np
@@ -45,25 +44,43 @@ from robowire.protocols.vrpn.codec import (
     scan,
     split_time,
 )
-from robowire.protocols.vrpn.messages import (
-    Body,
-    Ping,
-    Pong,
+from robowire.protocols.vrpn.events import (
+    Connected,
+    Described,
+    MessageReceived,
+    PeerSilent,
+    PongReceived,
+)
+from robowire.protocols.vrpn.messages import Body, Ping, Pong
+from robowire.protocols.vrpn.registry import (
+    BASE_TYPES,
+    CONNECTION_EVENT_TYPES,
+    CONTROL_SENDER,
+    POSE_FRAME,
+    REPORT_KINDS,
+    TrackerReports,
+    decode_body,
+    encode_pose_frames,
+    gather_reports,
+)
+from robowire.protocols.vrpn.system import (
     SenderDescription,
     SystemMessage,
     TypeDescription,
     UdpDescription,
     decode_system,
 )
-from robowire.protocols.vrpn.registry import (
-    BASE_TYPES,
-    CONNECTION_EVENT_TYPES,
-    CONTROL_SENDER,
-    REPORT_KINDS,
-    TrackerReports,
-    decode_body,
-    gather_reports,
-)
+
+__all__ = [
+    "Connected",
+    "Described",
+    "MessageReceived",
+    "PeerSilent",
+    "PongReceived",
+    "Role",
+    "State",
+    "VrpnSession",
+]
 
 UDP_MTU = 1472  # the C++ UDP out-buffer: one datagram carries whole messages up to this
 PING_INTERVAL = 1.0
@@ -85,67 +102,7 @@ class State(Enum):
     CLOSED = "closed"
 
 
-# -- events --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Connected:
-    """The peer's cookie was accepted; descriptions went out."""
-
-    cookie: Cookie
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MessageReceived:
-    """One user message from the peer, with names resolved through its descriptions.
-
-    `message` is the typed body, or the raw Frame for a type robowire does not know.
-    """
-
-    sender: str
-    type: str
-    message: Body | Frame
-    time: float  # the sender's header timestamp, Unix seconds
-    channel: str  # "tcp" or "udp"
-    order: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Described:
-    """The peer described one of its senders or types (name first seen or renamed)."""
-
-    kind: str  # "sender" or "type"
-    id: int
-    name: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PongReceived:
-    sender: str
-    round_trip: float
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PeerSilent:
-    """No pong for a while: a warning (VRPN clients print one after 3 s)."""
-
-    seconds: float
-
-
 # -- the session -----------------------------------------------------------------------------
-
-_HEADER_DTYPE = [
-    ("length", ">u4"),
-    ("sec", ">u4"),
-    ("usec", ">u4"),
-    ("sender", ">i4"),
-    ("type", ">i4"),
-    ("seq", ">u4"),
-]
-POSE_FRAME = np.dtype(
-    [*_HEADER_DTYPE, ("sensor", ">i4"), ("sensor2", ">i4"), ("pos", ">f8", 3), ("quat", ">f8", 4)]
-)
-"""One whole Pos_Quat message (88 bytes, no padding needed): the batch encoder's layout."""
 
 
 class VrpnSession:
@@ -320,34 +277,22 @@ class VrpnSession:
         type_id = self.register_type("vrpn_Tracker Pos_Quat")
         if self.state is not State.CONNECTED:
             return False
-        sensor = np.asarray(sensors, dtype=np.int32).reshape(-1)
-        n = sensor.size
-        frames = np.zeros(n, dtype=POSE_FRAME)
+        udp = not reliable and self.peer_udp is not None
+        seq = self._udp_seq if udp else self._tcp_seq
         if time is None or isinstance(time, float | int):
-            frames["sec"], frames["usec"] = self._header_time(time)
-        else:
-            t = np.maximum(np.asarray(time, dtype=np.float64).reshape(-1), 0.0)
-            sec = np.floor(t)
-            usec = np.minimum(np.rint((t - sec) * 1e6), 999_999)
-            frames["sec"] = sec.astype(np.uint64) & 0xFFFFFFFF
-            frames["usec"] = usec.astype(np.uint32)
-        frames["length"] = HEADER_SIZE + 64
-        frames["sender"] = sender_ids
-        frames["type"] = type_id
-        frames["sensor"] = sensor
-        frames["sensor2"] = sensor
-        frames["pos"] = np.asarray(positions, dtype=np.float64).reshape(n, 3)
-        frames["quat"] = np.asarray(quaternions_xyzw, dtype=np.float64).reshape(n, 4)
-        if reliable or self.peer_udp is None:
-            frames["seq"] = np.arange(self._tcp_seq, self._tcp_seq + n) & 0xFFFFFFFF
-            self._tcp_seq += n
-            self._tcp_out += frames.tobytes()
-        else:
-            frames["seq"] = np.arange(self._udp_seq, self._udp_seq + n) & 0xFFFFFFFF
+            time = self._now + self.clock_offset if time is None else float(time)
+        frames = encode_pose_frames(
+            sender_ids, type_id, sensors, positions, quaternions_xyzw, time=time, first_seq=seq
+        )
+        n = len(frames)
+        raw = frames.tobytes()
+        if udp:
             self._udp_seq += n
-            raw = frames.tobytes()
             size = POSE_FRAME.itemsize
             self._udp_out.extend(raw[i : i + size] for i in range(0, len(raw), size))
+        else:
+            self._tcp_seq += n
+            self._tcp_out += raw
         self.stats.messages_out += n
         return True
 
@@ -690,10 +635,3 @@ def _bytes_needed(buf: bytearray) -> int:
     if not HEADER_SIZE <= length <= MAX_LENGTH:
         return 0  # a bad length: let the next scan report it at once
     return HEADER_SIZE + ((length - HEADER_SIZE + 7) & ~7)
-
-
-def pack_frames(frames: Iterable[tuple[int, int, bytes]]) -> bytes:
-    """Frames (sender, type, body) back to back with sequence numbers from 0 (tests, tools)."""
-    return b"".join(
-        encode_frame(sender, type_, body, seq=i) for i, (sender, type_, body) in enumerate(frames)
-    )
