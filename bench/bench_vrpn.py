@@ -102,7 +102,7 @@ def decode_bench() -> None:
 # -- serve --------------------------------------------------------------------------------------
 
 
-def _serve_process(port_queue: Any, result_queue: Any, seconds: float) -> None:
+def _serve_process(port_queue: Any, result_queue: Any, seconds: float, phases: int) -> None:
     from robowire.protocols.vrpn.sim import VrpnSim
     from robowire.service import SimOptions
     from robowire.transport import run
@@ -113,16 +113,23 @@ def _serve_process(port_queue: Any, result_queue: Any, seconds: float) -> None:
         task = asyncio.create_task(sim.run(World()))
         await sim.ready.wait()
         port_queue.put(sim.address[1] if sim.address else 0)
-        go = await asyncio.to_thread(port_queue.get)  # the clients are connected: start timing
-        assert go == "go"
-        frames0, cpu0, wall0 = sim.frames, time.process_time(), time.perf_counter()
-        await asyncio.sleep(seconds)
-        frames, cpu, wall = (
-            sim.frames - frames0,
-            time.process_time() - cpu0,
-            time.perf_counter() - wall0,
-        )
-        result_queue.put({"frames": frames, "cpu": cpu, "wall": wall})
+        for _ in range(phases):
+            go = await asyncio.to_thread(port_queue.get)  # a client is connected: time it
+            assert go == "go"
+            assert sim.server is not None
+            links = list(sim.server.connected())
+            skipped0 = sum(link.skipped for link in links)
+            frames0, cpu0, wall0 = sim.frames, time.process_time(), time.perf_counter()
+            await asyncio.sleep(seconds)
+            result_queue.put(
+                {
+                    "frames": sim.frames - frames0,
+                    "cpu": time.process_time() - cpu0,
+                    "wall": time.perf_counter() - wall0,
+                    "skipped": sum(link.skipped for link in links) - skipped0,
+                    "clients": len(links),
+                }
+            )
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
 
@@ -132,19 +139,18 @@ def _serve_process(port_queue: Any, result_queue: Any, seconds: float) -> None:
 MC_SCRIPT = Path(__file__).resolve().parents[1] / "tests" / "vrpn" / "mc_client.py"
 
 
-async def our_client(port: int, started: asyncio.Event, stop: asyncio.Event) -> dict[str, float]:
+async def our_client(port: int, port_queue: Any, result_queue: Any) -> dict[str, Any]:
+    """Our client (UDP+TCP) for one timed phase: count every tracker report it decodes."""
     from robowire.protocols.vrpn.driver import connect
 
-    counts = {"reports": 0, "first": 0.0, "last": 0.0}
+    counts = {"reports": 0}
     timing = {"on": False}
-    loop = asyncio.get_running_loop()
 
     def on_events(_link: Any, events: list[object]) -> None:
-        if not timing["on"]:
-            return
-        for event in events:
-            if isinstance(event, TrackerReports):
-                counts["reports"] += len(event)
+        if timing["on"]:
+            for event in events:
+                if isinstance(event, TrackerReports):
+                    counts["reports"] += len(event)
 
     link = await connect(
         "127.0.0.1",
@@ -153,13 +159,16 @@ async def our_client(port: int, started: asyncio.Event, stop: asyncio.Event) -> 
         on_events,
         udp=True,
     )
-    await started.wait()
+    await asyncio.sleep(1.0)  # connected and described
+    port_queue.put("go")
     timing["on"] = True
-    counts["first"] = loop.time()
-    await stop.wait()
-    counts["last"] = loop.time()
+    t0 = time.perf_counter()
+    result = await asyncio.to_thread(result_queue.get, True, SERVE_SECONDS + 20)
+    timing["on"] = False
+    span = time.perf_counter() - t0
+    udp = link.session is not None and link.session.peer_udp is not None
     link.close()
-    return counts
+    return {**result, "seen": counts["reports"], "span": span, "udp": udp}
 
 
 def serve_bench() -> None:
@@ -168,61 +177,60 @@ def serve_bench() -> None:
     except ImportError:
         print("   serve: skipped, PyPI motioncapture (the C++ client) is not installed")
         return
+    from robowire.transport import run
+
     ctx = multiprocessing.get_context("spawn")
     port_queue, result_queue = ctx.Queue(), ctx.Queue()
-    server = ctx.Process(target=_serve_process, args=(port_queue, result_queue, SERVE_SECONDS))
+    server = ctx.Process(target=_serve_process, args=(port_queue, result_queue, SERVE_SECONDS, 2))
     server.start()
     port = port_queue.get(timeout=20)
+    print(
+        f"   serve {SENSORS} sensors at {RATE:.0f} Hz (Pos_Quat), {SERVE_SECONDS:.0f} s per client:"
+    )
+
+    # phase 1: the real C++ client, TCP-only so that "delivered" is exact: TCP loses nothing,
+    # and a client that did not keep up would fill our buffer and make the server skip it
     mc = subprocess.Popen(
-        [sys.executable, str(MC_SCRIPT), f"127.0.0.1:{port}", "0", str(SERVE_SECONDS + 2)],
+        [sys.executable, str(MC_SCRIPT), f"tcp://127.0.0.1:{port}", "0", str(SERVE_SECONDS + 2)],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
     )
-
-    async def main() -> dict[str, float]:
-        started, stop = asyncio.Event(), asyncio.Event()
-        task = asyncio.create_task(our_client(port, started, stop))
-        await asyncio.sleep(2.0)  # both clients connected and described
-        port_queue.put("go")
-        started.set()
-        t0 = time.perf_counter()
-        result = await asyncio.to_thread(result_queue.get, True, SERVE_SECONDS + 20)
-        stop.set()
-        counts = await task
-        counts["wall"] = time.perf_counter() - t0
-        counts.update({f"server_{k}": v for k, v in result.items()})
-        return counts
-
-    from robowire.transport import run
-
-    counts = run(main())
+    time.sleep(1.5)
+    port_queue.put("go")
+    cpp = result_queue.get(timeout=SERVE_SECONDS + 20)
     out, _ = mc.communicate(timeout=60)
-    server.join(10)
     frames = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-    # motioncapture keeps only the latest report per body and polls in a loop: count its polls
-    # and the polls that brought a fresh pose, from its first pose on
     first = next((i for i, f in enumerate(frames) if "Tracker0" in f["bodies"]), len(frames))
     window = frames[first:]
     fresh = sum(1 for f in window if "Tracker0" in f["bodies"])
-    mc_span = window[-1]["t"] - window[0]["t"] if len(window) > 1 else float("nan")
-    sent_rate = counts["server_frames"] / counts["server_wall"]
-    ours = counts["reports"] / SENSORS / (counts["last"] - counts["first"])
-    print(f"   serve {SENSORS} sensors at {RATE:.0f} Hz for {SERVE_SECONDS:.0f} s (UDP+TCP):")
-    print(f"     rate sent by our server           {sent_rate:8.1f} updates/s per sensor")
+    span = window[-1]["t"] - window[0]["t"] if len(window) > 1 else float("nan")
+    sent = cpp["frames"] / cpp["wall"]
+    delivered = (cpp["frames"] * SENSORS - cpp["skipped"]) / SENSORS / cpp["wall"]
+    print(f"     C++ client (motioncapture, TCP-only): rate sent {sent:7.1f}/s per sensor")
     print(
-        f"     robowire client saw               {ours:8.1f} updates/s per sensor"
-        f"  ({ours / sent_rate:.1%} of sent)"
+        f"       delivered to it and read            {delivered:7.1f}/s per sensor"
+        f"  ({delivered / sent:.1%}; {cpp['skipped']} reports skipped as congested)"
     )
-    ok = mc_span == mc_span and mc_span > 0
-    mc_rate = fresh / mc_span if ok else float("nan")
-    polls = len(window) / mc_span if ok else float("nan")
     print(
-        f"     C++ client (motioncapture) saw    {mc_rate:8.1f} fresh poses/s of Tracker0"
-        f"  (it polled {polls:.0f}/s and keeps only the latest report per poll)"
+        f"       its poll loop saw                   {fresh / span:7.1f} fresh poses/s"
+        f"  ({len(window) / span:.0f} polls/s, it keeps the latest report per poll)"
     )
-    share = counts["server_cpu"] / counts["server_wall"]
-    print(f"     server CPU share                  {share:8.1%} of one core")
+    print(f"       server CPU share                    {cpp['cpu'] / cpp['wall']:7.1%} of one core")
+
+    # phase 2: robowire's own client, UDP+TCP, counting every report it decodes
+    ours = run(our_client(port, port_queue, result_queue))
+    server.join(10)
+    sent = ours["frames"] / ours["wall"]
+    seen = ours["seen"] / SENSORS / ours["span"]
+    mode = "UDP+TCP" if ours["udp"] else "TCP (no UDP description came)"
+    print(f"     robowire client ({mode}):        rate sent {sent:7.1f}/s per sensor")
+    print(
+        f"       decoded by it                       {seen:7.1f}/s per sensor ({seen / sent:.1%})"
+    )
+    print(
+        f"       server CPU share                    {ours['cpu'] / ours['wall']:7.1%} of one core"
+    )
 
 
 def main() -> None:
