@@ -19,6 +19,7 @@ import multiprocessing
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -190,16 +191,26 @@ def serve_bench() -> None:
 
     # phase 1: the real C++ client, TCP-only so that "delivered" is exact: TCP loses nothing,
     # and a client that did not keep up would fill our buffer and make the server skip it
-    mc = subprocess.Popen(
-        [sys.executable, str(MC_SCRIPT), f"tcp://127.0.0.1:{port}", "0", str(SERVE_SECONDS + 2)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    time.sleep(1.5)
-    port_queue.put("go")
-    cpp = result_queue.get(timeout=SERVE_SECONDS + 20)
-    out, _ = mc.communicate(timeout=60)
+    # its output goes to a file: a pipe nobody reads would fill and stall its poll loop
+    with tempfile.TemporaryFile("w+") as output:
+        mc = subprocess.Popen(
+            [
+                sys.executable,
+                str(MC_SCRIPT),
+                f"tcp://127.0.0.1:{port}",
+                "0",
+                str(SERVE_SECONDS + 2),
+            ],
+            stdout=output,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        time.sleep(1.5)
+        port_queue.put("go")
+        cpp = result_queue.get(timeout=SERVE_SECONDS + 20)
+        mc.wait(timeout=60)
+        output.seek(0)
+        out = output.read()
     frames = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     first = next((i for i, f in enumerate(frames) if "Tracker0" in f["bodies"]), len(frames))
     window = frames[first:]
