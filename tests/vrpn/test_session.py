@@ -390,3 +390,25 @@ def codec_name(name: str) -> bytes:
     from robowire.protocols.vrpn.codec import encode_name
 
     return encode_name(name)
+
+
+def test_golden_client_stream_into_our_server_session(captures: Path) -> None:
+    """The real vrpn_print_devices bytes: our server maps its ids and pongs its 5 pings."""
+    from robowire.protocols.vrpn.dissect import StreamDecoder
+
+    data = (captures / "tcp_tracker.c2s.bin").read_bytes()
+    server = VrpnSession(
+        Role.SERVER, senders=["Tracker0", "Button0", "Dial0"], types=SERVER_TYPE_NAMES
+    )
+    events = server.feed(data, 0.0)
+    assert isinstance(events[0], Connected) and server.stats.dropped == 0
+    pings = [e for e in events if isinstance(e, MessageReceived)]
+    assert [(p.sender, p.type) for p in pings] == [("Tracker0", "vrpn_Base ping_message")] * 5
+    assert server.remote_types[16] == "vrpn_Base ping_message"
+    out = StreamDecoder("ours").feed(server.data_to_send())
+    assert all("error" not in r for r in out)
+    pongs = [r for r in out if r["type"] == "vrpn_Base pong_message"]
+    assert len(pongs) == 5 and {r["sender"] for r in pongs} == {"Tracker0"}
+    # the client's names we did not have were registered and described back to it
+    described = {r["name"] for r in out if r["type"] == "SENDER_DESCRIPTION"}
+    assert {"Jsonnet", "vrpn_Forwarder_Brain"} <= described
