@@ -412,3 +412,22 @@ def test_golden_client_stream_into_our_server_session(captures: Path) -> None:
     # the client's names we did not have were registered and described back to it
     described = {r["name"] for r in out if r["type"] == "SENDER_DESCRIPTION"}
     assert {"Jsonnet", "vrpn_Forwarder_Brain"} <= described
+
+
+def test_sequence_numbers_count_per_channel_from_zero() -> None:
+    from robowire.protocols.vrpn import decode_datagram, scan
+
+    client = VrpnSession(Role.CLIENT, udp_inbound=("127.0.0.1", 40002))
+    server = VrpnSession(Role.SERVER, senders=["Tracker0"], udp_inbound=("127.0.0.1", 40001))
+    client.feed(server.data_to_send(), 0.0)
+    first_tcp = server.feed(client.data_to_send(), 0.0) and server.data_to_send()
+    tcp_index = scan(first_tcp)
+    assert tcp_index.seq.tolist() == list(range(len(tcp_index)))  # descriptions count too
+    assert tcp_index.type[0] == -3  # UDP_DESCRIPTION first in UDP+TCP mode
+    server.send_poses("Tracker0", [0, 1], np.zeros((2, 3)), np.zeros((2, 4)))
+    server.send("Tracker0", TrackerWorkspace())
+    ((datagram, _),) = server.datagrams_to_send()
+    assert [f.seq for f in decode_datagram(datagram)] == [0, 1]
+    # two new type descriptions (Pos_Quat, Workspace), then the Workspace: TCP goes on counting
+    n = len(tcp_index)
+    assert scan(server.data_to_send()).seq.tolist() == [n, n + 1, n + 2]
