@@ -8,6 +8,7 @@ import json
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -372,3 +373,71 @@ async def test_silent_peer_is_dropped_and_others_served(
         await wait_for(lambda: source.stats.messages_in > 10)
     finally:
         await stop(task)
+
+
+def write_pcap(path: Path, packets: list[tuple[str, Address, Address, bytes]]) -> None:
+    """A little Ethernet/IPv4 pcap: ("tcp"|"udp", src, dst, payload), TCP with running seqs."""
+    import dpkt
+
+    seqs: dict[tuple[Address, Address], int] = {}
+    with path.open("wb") as f:
+        writer = dpkt.pcap.Writer(f)
+        for i, (kind, src, dst, payload) in enumerate(packets):
+            if kind == "tcp":
+                seq = seqs.get((src, dst), 1000)
+                seqs[(src, dst)] = seq + len(payload)
+                segment: Any = dpkt.tcp.TCP(
+                    sport=src[1], dport=dst[1], seq=seq, flags=dpkt.tcp.TH_ACK, data=payload
+                )
+                proto = dpkt.ip.IP_PROTO_TCP
+            else:
+                segment = dpkt.udp.UDP(sport=src[1], dport=dst[1], data=payload)
+                segment.ulen = 8 + len(payload)
+                proto = dpkt.ip.IP_PROTO_UDP
+            ip = dpkt.ip.IP(
+                src=socket.inet_aton(src[0]), dst=socket.inet_aton(dst[0]), p=proto, data=segment
+            )
+            ip.len = len(bytes(ip))
+            frame = dpkt.ethernet.Ethernet(type=dpkt.ethernet.ETH_TYPE_IP, data=ip)
+            writer.writepkt(bytes(frame), ts=1000.0 + i * 0.001)
+
+
+async def test_decode_a_udp_tcp_pcap_resolves_datagram_names(sim: VrpnSim, tmp_path: Path) -> None:
+    """A UDP+TCP session written as pcap: datagrams are named via the UDP descriptions."""
+    host, port = sim.address  # type: ignore[misc]
+    packets: list[tuple[str, Address, Address, bytes]] = []
+    ends: dict[str, Address] = {}
+
+    class Tap(VrpnSession):
+        def feed(self, data: bytes, now: float) -> list[object]:
+            packets.append(("tcp", ends["server"], ends["client"], data))
+            return super().feed(data, now)
+
+        def data_to_send(self) -> bytes:
+            data = super().data_to_send()
+            if data:
+                packets.append(("tcp", ends["client"], ends["server"], data))
+            return data
+
+        def feed_datagram(self, data: bytes, addr: Address, now: float) -> list[object]:
+            packets.append(("udp", addr, ends["udp"], data))
+            return super().feed_datagram(data, addr, now)
+
+    def make(peer: Address, udp: Address | None) -> VrpnSession:
+        assert udp is not None
+        ends.update(server=peer, client=("127.0.0.1", 40000), udp=udp)
+        return Tap(Role.CLIENT, udp_inbound=udp)
+
+    link = await connect(host, port, make, lambda _l, _e: None, udp=True)
+    await wait_for(lambda: sum(p[0] == "udp" for p in packets) > 5)
+    link.close()
+    capture = tmp_path / "udp.pcap"
+    write_pcap(capture, packets)
+    decoded = list(decode_capture(str(capture)))
+    assert not [r for r in decoded if "error" in r]
+    udp_records = [r for r in decoded if r["direction"].endswith(f">127.0.0.1:{ends['udp'][1]}")]
+    assert udp_records
+    assert "vrpn_Tracker Pos_Quat" in {r["type"] for r in udp_records}
+    assert all(r["sender"] in {"Tracker0", "Analog0"} for r in udp_records)
+    udp_desc = [r for r in decoded if r["type"] == "UDP_DESCRIPTION"]
+    assert len(udp_desc) == 2  # each side announced where it receives
