@@ -190,6 +190,7 @@ async def feed_world(world: World, stop_after: int = 400) -> None:
                 receive_time=1_700_000_000.0 + k * 0.01,
                 position=(i, k * 0.01, 2.0),
                 orientation=(0.0, 0.0, 0.0, 1.0),  # w x y z: 180 deg about z
+                velocity=(0.0, 1.0, 0.0),
                 telemetry={"battery": (12.0 - i, "V")},
             )
         await asyncio.sleep(0.005)
@@ -212,6 +213,8 @@ async def test_sink_serves_world_devices(scheme: str) -> None:
         device = client_world.device(source.name, "drone_1/0")
         assert device.position is not None and device.position[0] == 1.0
         assert device.orientation == (0.0, 0.0, 0.0, 1.0)
+        await wait_for(lambda: client_world.device(source.name, "drone_1/0").velocity is not None)
+        assert client_world.device(source.name, "drone_1/0").velocity == (0.0, 1.0, 0.0)
         assert device.source_time is not None and device.source_time >= 1_700_000_000.0
         analog = client_world.device(source.name, "drone_1")
         assert analog.telemetry["channel_0"][0] == 11.0

@@ -17,7 +17,7 @@ from robowire.protocols.base import Address, ConnectionLost, PacketDropped
 from robowire.protocols.vrpn.adapter import VrpnAdapter
 from robowire.protocols.vrpn.codec import DEFAULT_PORT, MAX_NAME, MAX_REMOTE_ID
 from robowire.protocols.vrpn.driver import VrpnLink, connect
-from robowire.protocols.vrpn.messages import AnalogChannel, TextMessage
+from robowire.protocols.vrpn.messages import AnalogChannel, TextMessage, TrackerVelocity
 from robowire.protocols.vrpn.registry import TrackerReports
 from robowire.protocols.vrpn.server import VrpnServer
 from robowire.protocols.vrpn.session import (
@@ -141,8 +141,9 @@ def _vrpn_name(text: str) -> str:
 
 
 class VrpnSink(Sink):
-    """Serves the world: each device is a tracker (sensor 0) named after it, and its numeric
-    telemetry the channels of an analog device of the same name. `?tracker=NAME` serves
+    """Serves the world: each device is a tracker (sensor 0) named after it (pose as Pos_Quat,
+    velocity as Velocity), and its numeric telemetry the channels of an analog device of the
+    same name. `?tracker=NAME` serves
     every device as a sensor of one tracker instead."""
 
     def __init__(self, endpoint: Endpoint) -> None:
@@ -244,6 +245,17 @@ class VrpnSink(Sink):
                         float(values["source_time"][row]) if "source_time" in values else math.nan
                     )
                     times.append(item.receive_time if math.isnan(when) else when)
+                if "velocity" in values and not np.isnan(values["velocity"][row]).any():
+                    velocity = values["velocity"][row]
+                    self.server.broadcast(
+                        target[0],
+                        TrackerVelocity(
+                            sensor=target[1],
+                            velocity=(float(velocity[0]), float(velocity[1]), float(velocity[2])),
+                        ),
+                        time=item.receive_time,
+                        reliable=False,
+                    )
                 telemetry = [f for f in item.fields if f in table.telemetry]
                 if telemetry and not self.single:
                     self._analog(table, item.source, table.ids[slot], slot, target[0], telemetry)
