@@ -24,7 +24,6 @@ from robowire.protocols.vrpn.session import (
     VERSION_MISMATCH,
     MessageReceived,
     PeerSilent,
-    PongReceived,
     Role,
     VrpnSession,
 )
@@ -97,8 +96,6 @@ class VrpnSource(Source):
                     case ConnectionLost(reason=reason):
                         if not reason.startswith(VERSION_MISMATCH):
                             log.warning("%s: %s; reconnecting", self.name, reason)
-                    case PongReceived():
-                        pass
 
         failed = False
         while True:
@@ -113,7 +110,7 @@ class VrpnSource(Source):
                 )
             except TransportError as exc:
                 if not failed:
-                    log.warning("%s: %s; retrying every %.0f s", self.name, exc, self.retry)
+                    log.warning("%s: %s; retrying every %g s", self.name, exc, self.retry)
                     failed = True
                 await asyncio.sleep(self.retry)
                 continue
