@@ -29,6 +29,7 @@ SessionFactory = Callable[[Address, Address | None], VrpnSession]
 OnEvents = Callable[["VrpnLink", list[object]], None]
 OnLink = Callable[["VrpnLink"], None]
 
+MAX_CLIENTS = 256  # like vrpn_MAX_ENDPOINTS: more clients are turned away
 LOB_INTERVAL = 2.0  # the C++ client re-sends its connection request every 2 s
 SLOW_PEER_BYTES = 1 << 20  # a peer this far behind gets no more low-latency data
 
@@ -290,6 +291,10 @@ async def serve(
     pending: set[Address] = set()
 
     def opened(link: VrpnLink) -> None:
+        if len(links) >= MAX_CLIENTS:
+            log.warning("VRPN: %d clients already; turning %s:%s away", MAX_CLIENTS, *link.peer)
+            link.close()
+            return
         links.add(link)
         log.info("VRPN client %s:%s connected", *link.peer)
         if on_open is not None:
@@ -329,6 +334,9 @@ async def serve(
             return
         if target in pending:
             return  # a repeated request while we connect (or are connected) back
+        if len(pending) >= MAX_CLIENTS:
+            log.warning("VRPN: too many connection requests; ignoring %s:%s", *target)
+            return
         pending.add(target)
         task = loop.create_task(connect_back(target))
         tasks.add(task)
