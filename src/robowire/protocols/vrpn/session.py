@@ -38,7 +38,6 @@ from robowire.protocols.vrpn.codec import (
     FrameIndex,
     SystemType,
     decode_cookie,
-    decode_datagram,
     encode_cookie,
     encode_frame,
     scan,
@@ -435,18 +434,16 @@ class VrpnSession:
         if self.state is not State.CONNECTED:
             return []
         self.stats.bytes_in += len(data)
-        try:
-            decode_datagram(data)  # validates framing: no partial message may be used
-        except DecodeError as exc:
-            self.stats.drop(exc.reason)
-            return [
-                PacketDropped(
-                    protocol=PROTOCOL, reason=exc.reason, offset=exc.offset, size=len(data)
-                )
-            ]
-        events: list[object] = []
         work = bytes(data)
         index = scan(work, 0)
+        if index.error is not None or index.end != len(work):
+            # whole messages only: a datagram with a truncated or bad one is dropped whole
+            reason = index.error.reason if index.error else "truncated message in datagram"
+            self.stats.drop(reason)
+            return [
+                PacketDropped(protocol=PROTOCOL, reason=reason, offset=index.end, size=len(work))
+            ]
+        events: list[object] = []
         self._dispatch(work, index, "udp", events)
         return events
 
