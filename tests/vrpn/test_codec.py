@@ -280,3 +280,15 @@ def vrpn_capture(captures: Path) -> Any:
     from robowire.capture import read_capture
 
     return read_capture(str(captures / "tcp_tracker.pcap"))
+
+
+def test_dissector_shows_connection_requests() -> None:
+    from robowire.capture import Record
+
+    records = [
+        Record(b"127.0.0.1 58523\0", 1.0, "udp", ("127.0.0.1", 5), ("127.0.0.1", 3883), "c>s"),
+        Record(b"myhost 80\0", 2.0, "udp", ("127.0.0.1", 5), ("127.0.0.1", 3883), "c>s"),
+    ]
+    ok, bad = list(decode_records(records))
+    assert (ok["type"], ok["host"], ok["port"]) == ("connection_request", "127.0.0.1", 58523)
+    assert "port 80" in bad["error"]

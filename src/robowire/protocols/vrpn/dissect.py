@@ -20,6 +20,7 @@ from robowire.protocols.vrpn.codec import (
     HEADER_SIZE,
     MAGIC_PREFIX,
     MAX_LENGTH,
+    MAX_LOB,
     MAX_REMOTE_ID,
     Frame,
     SystemType,
@@ -209,10 +210,21 @@ def _names_for_udp(record: Record, streams: dict[str, StreamDecoder]) -> Names:
     return Names()
 
 
+def _looks_like_lob(data: bytes) -> bool:
+    """A connection request is short printable 'host port' text ending in one NUL."""
+    text = data[:-1]
+    return (
+        data.endswith(b"\0")
+        and 3 <= len(data) <= MAX_LOB
+        and b" " in text
+        and all(0x20 < c < 0x7F or c == 0x20 for c in text)
+    )
+
+
 def _decode_udp(record: Record, streams: dict[str, StreamDecoder]) -> Iterator[dict[str, Any]]:
     data = record.data
     base = {"direction": record.flow, "time": record.time}
-    if data[:1].isdigit() and data.endswith(b"\0") and len(data) < 128:
+    if _looks_like_lob(data):
         try:
             host, port = decode_lob(data)
         except DecodeError as exc:
