@@ -68,15 +68,15 @@ class VrpnServer:
         )  # its cookie timer starts at the driver's first tick
 
     def add_device(self, name: str) -> None:
-        """A new device: every connected client gets its description now."""
+        """A new device: connected clients get its description now, the others at connect."""
         if name in self.devices:
             return
         self.devices.append(name)
-        for link in self.connected():
-            assert link.session is not None
-            link.session.register_sender(name)
-            link.session.devices.add(name)
-            link.flush()
+        for link in list(self.links):
+            if link.session is not None:
+                link.session.register_sender(name)
+                link.session.devices.add(name)
+                link.flush()
 
     def connected(self) -> list[VrpnLink]:
         return [
