@@ -134,14 +134,27 @@ class VrpnServer:
     # -- broadcasting -----------------------------------------------------------------------
 
     def broadcast(
-        self, sender: str, message: Body, *, time: float | None = None, reliable: bool = True
+        self,
+        sender: str,
+        message: Body,
+        *,
+        time: float | None = None,
+        reliable: bool = True,
+        flush: bool = True,
     ) -> None:
+        """Send to every connected client; `flush=False` queues it for one `flush()` later,
+        so that one frame's messages share TCP writes and UDP datagrams."""
         for link in self.connected():
             assert link.session is not None
             if not reliable and link.congested:
                 link.skipped += 1
                 continue
             link.session.send(sender, message, time=time, reliable=reliable)
+            if flush:
+                link.flush()
+
+    def flush(self) -> None:
+        for link in self.connected():
             link.flush()
 
     def broadcast_poses(
@@ -152,6 +165,7 @@ class VrpnServer:
         quaternions_xyzw: npt.ArrayLike,
         *,
         time: float | npt.ArrayLike | None = None,
+        flush: bool = True,
     ) -> None:
         for link in self.connected():
             assert link.session is not None
@@ -159,4 +173,5 @@ class VrpnServer:
                 link.skipped += 1
                 continue
             link.session.send_poses(sender, sensors, positions, quaternions_xyzw, time=time)
-            link.flush()
+            if flush:
+                link.flush()

@@ -252,15 +252,22 @@ class VrpnSink(Sink):
                         ),
                         time=item.receive_time,
                         reliable=False,
+                        flush=False,
                     )
                 telemetry = [f for f in item.fields if f in table.telemetry]
                 if telemetry and not self.single:
                     self._analog(table, item.source, table.ids[slot], slot, target[0], telemetry)
         if senders:
             self.server.broadcast_poses(
-                senders, sensors, np.array(positions), np.array(quats), time=np.array(times)
+                senders,
+                sensors,
+                np.array(positions),
+                np.array(quats),
+                time=np.array(times),
+                flush=False,
             )
             self.reports_sent += len(senders)
+        self.server.flush()
 
     def _text(self, event: LogEvent) -> None:
         """World log events go out as VRPN text messages from the device's tracker name."""
@@ -281,4 +288,4 @@ class VrpnSink(Sink):
             if field not in channels and len(channels) < 128:
                 channels.append(field)
         values = tuple(float(table.telemetry[f][slot]) for f in channels)
-        self.server.broadcast(name, AnalogChannel(channels=values), reliable=False)
+        self.server.broadcast(name, AnalogChannel(channels=values), reliable=False, flush=False)

@@ -117,7 +117,9 @@ class VrpnSim(Sim):
                 t = now - start
                 wall = clock.wall(now)
                 position, quaternion, velocity, acceleration = sensor_poses(t, self.count)
-                server.broadcast_poses(self.tracker, sensors, position, quaternion, time=wall)
+                server.broadcast_poses(
+                    self.tracker, sensors, position, quaternion, time=wall, flush=False
+                )
                 if not self.pose_only:
                     for k in range(self.count):
                         server.broadcast(
@@ -127,6 +129,7 @@ class VrpnSim(Sim):
                             ),
                             time=wall,
                             reliable=False,
+                            flush=False,
                         )
                         server.broadcast(
                             self.tracker,
@@ -137,7 +140,9 @@ class VrpnSim(Sim):
                             ),
                             time=wall,
                             reliable=False,
+                            flush=False,
                         )
+                server.flush()  # one frame: one TCP write / few datagrams per client
                 self.frames += 1
                 self.stats.messages_out += self.count
                 if now >= next_analog:
