@@ -444,3 +444,20 @@ async def test_decode_a_udp_tcp_pcap_resolves_datagram_names(sim: VrpnSim, tmp_p
     assert all(r["sender"] in {"Tracker0", "Analog0"} for r in udp_records)
     udp_desc = [r for r in decoded if r["type"] == "UDP_DESCRIPTION"]
     assert len(udp_desc) == 2  # each side announced where it receives
+
+
+async def test_sink_single_tracker_mode() -> None:
+    world = World()
+    sink = open_sink(parse_endpoint("vrpn://127.0.0.1:0?tracker=All"))
+    sink_task = await started(sink, world)
+    host, port = sink.address  # type: ignore[misc]
+    out = World()
+    source = open_source(parse_endpoint(f"vrpn+tcp://All@{host}:{port}"))
+    source_task = await started(source, out)
+    feeder = asyncio.create_task(feed_world(world))
+    try:
+        await wait_for(lambda: {"All/0", "All/1", "All/2"} <= set(out.table(source.name).ids))
+        positions = {out.device(source.name, f"All/{i}").position[0] for i in range(3)}  # type: ignore[index]
+        assert positions == {0.0, 1.0, 2.0}
+    finally:
+        await stop(feeder, source_task, sink_task)
