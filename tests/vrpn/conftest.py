@@ -4,14 +4,12 @@ from pathlib import Path
 
 import pytest
 
-CAPTURES = Path(__file__).resolve().parents[2].parent.parent / "shared" / "captures" / "vrpn"
-for candidate in (
-    Path(__file__).resolve().parents[2] / ".." / "shared" / "captures" / "vrpn",
+# shared/ sits beside the checkout (../shared) in CI and in the lead's tree
+_CANDIDATES = (
+    Path(__file__).resolve().parents[2].parent / "shared" / "captures" / "vrpn",
     Path("/work/shared/captures/vrpn"),
-):
-    if candidate.exists():
-        CAPTURES = candidate.resolve()
-        break
+)
+CAPTURES = next((c for c in _CANDIDATES if c.exists()), _CANDIDATES[0])
 
 
 @pytest.fixture(scope="session")
