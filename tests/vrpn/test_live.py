@@ -461,3 +461,14 @@ async def test_sink_single_tracker_mode() -> None:
         assert positions == {0.0, 1.0, 2.0}
     finally:
         await stop(feeder, source_task, sink_task)
+
+
+async def test_client_asks_for_an_update_rate(sim: VrpnSim) -> None:
+    host, port = sim.address  # type: ignore[misc]
+    assert sim.rate == 200
+    source = open_source(parse_endpoint(f"vrpn+tcp://Tracker0@{host}:{port}?rate=50"))
+    task = await started(source)
+    try:
+        await wait_for(lambda: sim.rate == 50)
+    finally:
+        await stop(task)

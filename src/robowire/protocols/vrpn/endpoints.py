@@ -21,7 +21,8 @@ command = None
 def open_source(endpoint: Endpoint) -> Source:
     """`vrpn://Tracker0@host:3883` (UDP+TCP) or `vrpn+tcp://Tracker0,Analog0@host` (TCP only).
 
-    Options: `?time=sender|receive` (which time becomes the source time), `?retry=SECONDS`.
+    Options: `?time=sender|receive` (which time becomes the source time), `?retry=SECONDS`,
+    `?rate=HZ` (ask the trackers for that update rate once connected).
     """
     return VrpnSource(endpoint)
 

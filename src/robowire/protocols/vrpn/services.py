@@ -17,11 +17,17 @@ from robowire.protocols.base import Address, ConnectionLost, PacketDropped
 from robowire.protocols.vrpn.adapter import VrpnAdapter
 from robowire.protocols.vrpn.codec import DEFAULT_PORT, MAX_NAME, MAX_REMOTE_ID
 from robowire.protocols.vrpn.driver import VrpnLink, connect
-from robowire.protocols.vrpn.messages import AnalogChannel, TextMessage, TrackerVelocity
+from robowire.protocols.vrpn.messages import (
+    AnalogChannel,
+    TextMessage,
+    TrackerSetUpdateRate,
+    TrackerVelocity,
+)
 from robowire.protocols.vrpn.registry import TrackerReports
 from robowire.protocols.vrpn.server import VrpnServer
 from robowire.protocols.vrpn.session import (
     VERSION_MISMATCH,
+    Connected,
     MessageReceived,
     PeerSilent,
     Role,
@@ -62,6 +68,10 @@ class VrpnSource(Source):
             self.retry = float(endpoint.option("retry", str(RETRY_SECONDS)))
         except ValueError:
             raise ConfigError(f"{endpoint.raw}: retry must be seconds") from None
+        try:
+            self.update_rate = float(endpoint.option("rate", "0"))
+        except ValueError:
+            raise ConfigError(f"{endpoint.raw}: rate must be updates per second") from None
         self.connections = 0
         self.link: VrpnLink | None = None
 
@@ -86,6 +96,12 @@ class VrpnSource(Source):
                 match event:
                     case TrackerReports():
                         self.stats.messages_in += len(event)
+                    case Connected() if self.update_rate > 0 and link.session is not None:
+                        # ask each tracker for this rate, as vrpn_Tracker_Remote can
+                        for name in self.devices:
+                            rate = TrackerSetUpdateRate(rate=self.update_rate)
+                            link.session.send(name, rate)
+                        link.flush()
                     case MessageReceived():
                         self.stats.messages_in += 1
                     case PacketDropped():
