@@ -7,6 +7,7 @@ exit; Ctrl-C ends a run cleanly. Protocol code is imported only when a command n
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import sys
@@ -88,6 +89,13 @@ def main(verbose: int) -> None:
     logging.basicConfig(level=level, format="robowire: %(message)s", stream=sys.stderr)
 
 
+# Every landed simulator, and the URL that listens to it.
+DEMO_SIMS = {
+    "spyglass": "spyglass://{host}:{port}",
+    "vrpn": "vrpn://Tracker0,Analog0,Button0,Dial0@{host}:{port}",
+}
+
+
 @main.command()
 @DURATION
 @click.option("--count", type=int, default=None, metavar="N", help="Devices per simulator.")
@@ -100,17 +108,19 @@ def demo(duration: float | None, count: int | None) -> None:
     """
 
     async def go() -> int:
-        sim = open_sim("spyglass", SimOptions(port=0, count=count))
         gateway = Gateway()
-        gateway.add(sim)
+        sims = [(name, open_sim(name, SimOptions(port=0, count=count))) for name in DEMO_SIMS]
+        gateway.add(*(sim for _, sim in sims))
         task = asyncio.create_task(gateway.run(duration))
-        await sim.ready.wait()
-        assert sim.address is not None
-        host, port = sim.address
-        url = f"spyglass://{host}:{port}"
-        click.echo(f"demo: spyglass simulator on {url}; Ctrl-C ends the demo", err=True)
-        source = open_source(url)
-        gateway.add(source, TableSink([source]))
+        sources = []
+        for name, sim in sims:
+            await sim.ready.wait()
+            assert sim.address is not None
+            url = DEMO_SIMS[name].format(host=sim.address[0], port=sim.address[1])
+            click.echo(f"demo: {name} simulator on {url}", err=True)
+            sources.append(open_source(url))
+        click.echo("demo: Ctrl-C ends the demo", err=True)
+        gateway.add(*sources, TableSink(sources))
         await task
         return gateway_exit_code(gateway)
 
@@ -358,20 +368,24 @@ async def _report_progress(recorder: Any) -> None:
 @click.option("--speed", type=float, default=1.0, show_default=True, help="Replay speed factor.")
 @click.option("--json", "as_json", is_flag=True, help="Print the replayed updates as JSON lines.")
 def replay(file: str, target: str | None, speed: float, as_json: bool) -> None:
-    """Replay a recording into the live world (and optionally serve it).
+    """Replay a recording (robowire .mcap, SpyGlass .rec) into the live world with its
+    recorded pacing, and optionally serve it.
 
     \b
     Example:
       robowire replay run.mcap --to vrpn://127.0.0.1:3883 --speed 2
+      robowire replay recording.rec --json --speed 10
     """
-    from robowire.recording import McapSource
+    if speed <= 0:
+        fail("--speed must be positive")
 
     async def go() -> int:
         gateway = Gateway()
         endpoint = parse_endpoint(file)
-        if endpoint.protocol != "mcap":
-            raise ConfigError(f"{file}: replay reads robowire MCAP recordings (.mcap)")
-        source = McapSource(endpoint, speed=speed)
+        if not endpoint.is_file:
+            raise ConfigError(f"{file}: replay reads files (.mcap, .rec, PROTOCOL:capture.pcap)")
+        # every file source paces itself by its recorded times when given a speed
+        source = open_source(dataclasses.replace(endpoint, options={"speed": str(speed)}))
         gateway.add(source)
         if target is not None:
             gateway.add(open_sink(target))

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
+from typing import cast
 
 from robowire.errors import TransportError
 from robowire.protocols.base import Address, StreamSession
@@ -47,8 +48,8 @@ class StreamDriver(asyncio.Protocol):
     # asyncio.Protocol callbacks
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # uvloop's TCP transport implements asyncio.Transport without subclassing it
+        self._transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         if peer:
             self.peer = (str(peer[0]), int(peer[1]))

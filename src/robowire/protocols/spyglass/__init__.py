@@ -58,10 +58,9 @@ from robowire.protocols.spyglass.rec import (
     rec_records,
     write_rec,
 )
+from robowire.protocols.spyglass.services import DEFAULT_PORT
 from robowire.protocols.spyglass.session import PacketReceived, SpyglassSession, frame
 from robowire.protocols.spyglass.sim import SensorNetworkSim, SimConfig
-
-DEFAULT_PORT = 7870  # robowire's own choice: SpyGlass itself has no network listener
 
 __all__ = [
     "DEFAULT_PORT",

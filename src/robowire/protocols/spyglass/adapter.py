@@ -116,7 +116,8 @@ class SpyglassAdapter:
 
     def apply(self, world: World, packets: Sequence[Packet], receive_time: float) -> None:
         """Write a batch of packets received at `receive_time` (Unix seconds): one world update
-        for all nodes, plus one per trajectory object."""
+        per set of changed fields (nodes that sent the same kinds of packet share one), plus
+        one per trajectory object."""
         if not packets:
             return
         table = world.table(self.source)
@@ -125,9 +126,10 @@ class SpyglassAdapter:
         times = heads[:, 3] + heads[:, 4] / 1000.0
         positions = self.to_enu(heads[:, :3])
         self._clock_offset = float(times[-1]) - receive_time
-        changed: set[str] = set()
+        changed_by_slot: dict[int, set[str]] = {}
         for i, packet in enumerate(packets):
             slot = int(slots[i])
+            changed = changed_by_slot.setdefault(slot, set())
             match packet:
                 case NeighborhoodPacket():
                     own = packet.sender
@@ -156,14 +158,19 @@ class SpyglassAdapter:
         # Last packet of each node wins: keep only the last index per slot.
         _, first_from_end = np.unique(slots[::-1], return_index=True)
         last = len(slots) - 1 - first_from_end
-        world.update(
-            self.source,
-            slots[last],
-            receive_time=receive_time,
-            source_time=times[last],
-            position=positions[last],
-            changed=changed,
-        )
+        groups: dict[frozenset[str], list[int]] = {}
+        for i in last.tolist():
+            groups.setdefault(frozenset(changed_by_slot[int(slots[i])]), []).append(i)
+        for fields, rows in groups.items():
+            index = np.array(rows, dtype=np.intp)
+            world.update(
+                self.source,
+                slots[index],
+                receive_time=receive_time,
+                source_time=times[index],
+                position=positions[index],
+                changed=fields,
+            )
 
     def apply_events(self, world: World, events: Iterable[object], receive_time: float) -> int:
         """Apply the packets of a session's events (PacketReceived); returns how many."""
