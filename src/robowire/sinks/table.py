@@ -21,7 +21,7 @@ MAX_ROWS = 30
 COLUMNS = (
     ("source", "left", (8, 24)),
     ("device", "left", (6, 16)),
-    ("kind", "left", (4, 11)),
+    ("kind", "left", (4, 12)),
     ("x m", "right", (7, 9)),
     ("y m", "right", (7, 9)),
     ("z m", "right", (7, 9)),
