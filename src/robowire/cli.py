@@ -21,7 +21,7 @@ from robowire import __version__
 from robowire.endpoints import PROTOCOLS, glue, glue_function, parse_endpoint
 from robowire.errors import ConfigError, RobowireError
 from robowire.gateway import Gateway, open_sim, open_sink, open_source
-from robowire.service import SimOptions
+from robowire.service import Service, SimOptions
 from robowire.sinks import JsonLinesSink, TableSink
 from robowire.transport import run as run_loop
 
@@ -253,18 +253,7 @@ def sim(
             SimOptions(host=host, port=port, count=count, rate=rate, seed=seed, options=options),
         )
         gateway = Gateway().add(simulator)
-        task = asyncio.create_task(gateway.run(duration))
-        ready = asyncio.create_task(simulator.ready.wait())
-        await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)
-        if simulator.address is not None:
-            click.echo(
-                f"{protocol} simulator listening on "
-                f"{simulator.address[0]}:{simulator.address[1]}; Ctrl-C ends it",
-                err=True,
-            )
-        ready.cancel()
-        await task
-        return gateway_exit_code(gateway)
+        return await _run_announced(gateway, simulator, duration, f"{protocol} simulator listening")
 
     run_async(go)
 
@@ -275,20 +264,26 @@ def _serve(to: str, sources: tuple[str, ...], duration: float | None) -> None:
         sink = open_sink(to)
         gateway.add_sources(sources)
         gateway.add(sink)
-        task = asyncio.create_task(gateway.run(duration))
-        ready = asyncio.create_task(sink.ready.wait())
-        await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)
-        if sink.address is not None:
-            click.echo(
-                f"serving {parse_endpoint(to).protocol} on "
-                f"{sink.address[0]}:{sink.address[1]}; Ctrl-C ends it",
-                err=True,
-            )
-        ready.cancel()
-        await task
-        return gateway_exit_code(gateway)
+        return await _run_announced(
+            gateway, sink, duration, f"serving {parse_endpoint(to).protocol}"
+        )
 
     run_async(go)
+
+
+async def _run_announced(
+    gateway: Gateway, server: Service, duration: float | None, what: str
+) -> int:
+    """Run the gateway; once `server` listens, say where (its port may have been 0)."""
+    task = asyncio.create_task(gateway.run(duration))
+    ready = asyncio.create_task(server.ready.wait())
+    await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)
+    if server.address is not None:
+        host, port = server.address
+        click.echo(f"{what} on {host}:{port}; Ctrl-C ends it", err=True)
+    ready.cancel()
+    await task
+    return gateway_exit_code(gateway)
 
 
 @main.command()
