@@ -103,6 +103,7 @@ async def test_sink_serves_world_devices_as_spyglass_nodes_and_a_snapshot_to_lat
     (tracker,) = [p for s, p in by_sender.items() if s not in (7, 9)]
     assert isinstance(tracker, NeighborhoodPacket)
     assert (tracker.x, tracker.y, tracker.z) == (124, -200, 50)
+    assert {(p.seconds, p.milliseconds) for p in snapshot} == {(100, 0)}  # when it was seen
     assert by_sender[7].neighbors == (9,) and (by_sender[7].x, by_sender[7].y) == (1000, 2000)
 
     # a live change: a telemetry value becomes a float data packet at the node's position

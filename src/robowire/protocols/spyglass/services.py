@@ -355,6 +355,7 @@ class SpyglassSink(Sink):
         times = values.get("source_time")
         if times is None:
             times = table.source_time[slots]
+        times = np.where(np.isnan(times), table.receive_time[slots], times)
         telemetry = [
             (name, code)
             for name in sorted(fields & table.telemetry.keys())
@@ -366,8 +367,7 @@ class SpyglassSink(Sink):
             sender = self.numbers(update.source, table.ids[slot])
             if sender is None:
                 continue
-            when = float(times[row])
-            seconds, millis = time_fields(update.receive_time if math.isnan(when) else when)
+            seconds, millis = time_fields(float(times[row]))
             x, y, z = units[row]
             header = {"sender": sender, "seconds": seconds, "milliseconds": millis}
             header |= {"x": x, "y": y, "z": z}
