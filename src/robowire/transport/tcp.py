@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 from collections.abc import Callable
 from typing import cast
 
@@ -50,6 +51,10 @@ class StreamDriver(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's TCP transport implements asyncio.Transport without subclassing it
         self._transport = cast(asyncio.Transport, transport)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:  # live telemetry: send each write now, not after Nagle's delay
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         peer = transport.get_extra_info("peername")
         if peer:
             self.peer = (str(peer[0]), int(peer[1]))
