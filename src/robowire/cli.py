@@ -7,6 +7,7 @@ exit; Ctrl-C ends a run cleanly. Protocol code is imported only when a command n
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import sys
@@ -20,7 +21,7 @@ from robowire import __version__
 from robowire.endpoints import PROTOCOLS, glue, glue_function, parse_endpoint
 from robowire.errors import ConfigError, RobowireError
 from robowire.gateway import Gateway, open_sim, open_sink, open_source
-from robowire.service import SimOptions
+from robowire.service import Service, SimOptions
 from robowire.sinks import JsonLinesSink, TableSink
 from robowire.transport import run as run_loop
 
@@ -88,6 +89,13 @@ def main(verbose: int) -> None:
     logging.basicConfig(level=level, format="robowire: %(message)s", stream=sys.stderr)
 
 
+# Every landed simulator, and the URL that listens to it.
+DEMO_SIMS = {
+    "spyglass": "spyglass://{host}:{port}",
+    "vrpn": "vrpn://Tracker0,Analog0,Button0,Dial0@{host}:{port}",
+}
+
+
 @main.command()
 @DURATION
 @click.option("--count", type=int, default=None, metavar="N", help="Devices per simulator.")
@@ -100,17 +108,19 @@ def demo(duration: float | None, count: int | None) -> None:
     """
 
     async def go() -> int:
-        sim = open_sim("spyglass", SimOptions(port=0, count=count))
         gateway = Gateway()
-        gateway.add(sim)
+        sims = [(name, open_sim(name, SimOptions(port=0, count=count))) for name in DEMO_SIMS]
+        gateway.add(*(sim for _, sim in sims))
         task = asyncio.create_task(gateway.run(duration))
-        await sim.ready.wait()
-        assert sim.address is not None
-        host, port = sim.address
-        url = f"spyglass://{host}:{port}"
-        click.echo(f"demo: spyglass simulator on {url}; Ctrl-C ends the demo", err=True)
-        source = open_source(url)
-        gateway.add(source, TableSink([source]))
+        sources = []
+        for name, sim in sims:
+            await sim.ready.wait()
+            assert sim.address is not None
+            url = DEMO_SIMS[name].format(host=sim.address[0], port=sim.address[1])
+            click.echo(f"demo: {name} simulator on {url}", err=True)
+            sources.append(open_source(url))
+        click.echo("demo: Ctrl-C ends the demo", err=True)
+        gateway.add(*sources, TableSink(sources))
         await task
         return gateway_exit_code(gateway)
 
@@ -243,18 +253,7 @@ def sim(
             SimOptions(host=host, port=port, count=count, rate=rate, seed=seed, options=options),
         )
         gateway = Gateway().add(simulator)
-        task = asyncio.create_task(gateway.run(duration))
-        ready = asyncio.create_task(simulator.ready.wait())
-        await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)
-        if simulator.address is not None:
-            click.echo(
-                f"{protocol} simulator listening on "
-                f"{simulator.address[0]}:{simulator.address[1]}; Ctrl-C ends it",
-                err=True,
-            )
-        ready.cancel()
-        await task
-        return gateway_exit_code(gateway)
+        return await _run_announced(gateway, simulator, duration, f"{protocol} simulator listening")
 
     run_async(go)
 
@@ -265,20 +264,26 @@ def _serve(to: str, sources: tuple[str, ...], duration: float | None) -> None:
         sink = open_sink(to)
         gateway.add_sources(sources)
         gateway.add(sink)
-        task = asyncio.create_task(gateway.run(duration))
-        ready = asyncio.create_task(sink.ready.wait())
-        await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)
-        if sink.address is not None:
-            click.echo(
-                f"serving {parse_endpoint(to).protocol} on "
-                f"{sink.address[0]}:{sink.address[1]}; Ctrl-C ends it",
-                err=True,
-            )
-        ready.cancel()
-        await task
-        return gateway_exit_code(gateway)
+        return await _run_announced(
+            gateway, sink, duration, f"serving {parse_endpoint(to).protocol}"
+        )
 
     run_async(go)
+
+
+async def _run_announced(
+    gateway: Gateway, server: Service, duration: float | None, what: str
+) -> int:
+    """Run the gateway; once `server` listens, say where (its port may have been 0)."""
+    task = asyncio.create_task(gateway.run(duration))
+    ready = asyncio.create_task(server.ready.wait())
+    await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)
+    if server.address is not None:
+        host, port = server.address
+        click.echo(f"{what} on {host}:{port}; Ctrl-C ends it", err=True)
+    ready.cancel()
+    await task
+    return gateway_exit_code(gateway)
 
 
 @main.command()
@@ -358,20 +363,24 @@ async def _report_progress(recorder: Any) -> None:
 @click.option("--speed", type=float, default=1.0, show_default=True, help="Replay speed factor.")
 @click.option("--json", "as_json", is_flag=True, help="Print the replayed updates as JSON lines.")
 def replay(file: str, target: str | None, speed: float, as_json: bool) -> None:
-    """Replay a recording into the live world (and optionally serve it).
+    """Replay a recording (robowire .mcap, SpyGlass .rec) into the live world with its
+    recorded pacing, and optionally serve it.
 
     \b
     Example:
       robowire replay run.mcap --to vrpn://127.0.0.1:3883 --speed 2
+      robowire replay recording.rec --json --speed 10
     """
-    from robowire.recording import McapSource
+    if speed <= 0:
+        fail("--speed must be positive")
 
     async def go() -> int:
         gateway = Gateway()
         endpoint = parse_endpoint(file)
-        if endpoint.protocol != "mcap":
-            raise ConfigError(f"{file}: replay reads robowire MCAP recordings (.mcap)")
-        source = McapSource(endpoint, speed=speed)
+        if not endpoint.is_file:
+            raise ConfigError(f"{file}: replay reads files (.mcap, .rec, PROTOCOL:capture.pcap)")
+        # every file source paces itself by its recorded times when given a speed
+        source = open_source(dataclasses.replace(endpoint, options={"speed": str(speed)}))
         gateway.add(source)
         if target is not None:
             gateway.add(open_sink(target))

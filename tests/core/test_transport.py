@@ -158,3 +158,11 @@ async def test_udp_driver_reads_a_burst_in_few_wakeups_and_replies():
     assert driver.wakeups < 200  # batched: many datagrams per wake-up
     assert sender.recvfrom(100)[0] == b"ack:0"
     sender.close()
+
+
+def test_drivers_work_on_the_loop_the_cli_uses():
+    """The CLI runs on uvloop when installed; its transports are not asyncio's own classes."""
+    from robowire.transport.loop import run
+
+    run(test_tcp_server_and_client_drive_sessions())
+    run(test_udp_driver_reads_a_burst_in_few_wakeups_and_replies())

@@ -7,6 +7,7 @@ import math
 import time
 from collections.abc import Iterable
 
+from rich import box
 from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
@@ -16,33 +17,67 @@ from robowire.service import Service, Sink
 from robowire.world import Device, World
 
 MAX_ROWS = 30
+# (header, justification, (min width, max width)): positions stay readable on 80 columns
+COLUMNS = (
+    ("source", "left", (8, 24)),
+    ("device", "left", (6, 16)),
+    ("kind", "left", (4, 12)),
+    ("x m", "right", (7, 9)),
+    ("y m", "right", (7, 9)),
+    ("z m", "right", (7, 9)),
+    ("links", "right", (5, 5)),
+    ("telemetry", "left", (9, 40)),
+    ("age s", "right", (5, 6)),
+)
 
 
 def _fmt(value: float) -> str:
-    return "—" if math.isnan(value) else f"{value:8.2f}"
+    return "—" if math.isnan(value) else f"{value:.2f}"
+
+
+def _row_order(device: Device) -> tuple[str, int, str]:
+    number = device.device_id
+    return (device.source, int(number) if number.isdecimal() else -1, number)
+
+
+def _fair_share(devices: list[Device], rows: int) -> list[Device]:
+    """At most `rows` devices, every source getting its turn (a 1000-node network must not
+    hide the three trackers), ordered so that rows stay put and a moving value is easy to
+    follow."""
+    by_source: dict[str, list[Device]] = {}
+    for device in sorted(devices, key=_row_order):
+        by_source.setdefault(device.source, []).append(device)
+    shown: list[Device] = []
+    queues = [iter(group) for group in by_source.values()]
+    while queues and len(shown) < rows:
+        for queue in list(queues):
+            turn = next(queue, None)
+            if turn is None:
+                queues.remove(queue)
+            elif len(shown) < rows:
+                shown.append(turn)
+    return sorted(shown, key=_row_order)
 
 
 def device_table(world: World, services: Iterable[Service] = (), max_rows: int = MAX_ROWS) -> Group:
     """A table of the most recently updated devices, and a line of per-service counters."""
-    table = Table(expand=False, header_style="bold")
-    for name, justify in (
-        ("source", "left"),
-        ("device", "left"),
-        ("kind", "left"),
-        ("x m", "right"),
-        ("y m", "right"),
-        ("z m", "right"),
-        ("links", "right"),
-        ("telemetry", "left"),
-        ("age s", "right"),
-    ):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
-    devices: list[Device] = sorted(world.devices(), key=lambda d: -(d.receive_time or 0.0))
+    table = Table(expand=False, header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
+    for name, justify, width in COLUMNS:
+        table.add_column(
+            name,
+            justify=justify,  # type: ignore[arg-type]
+            no_wrap=True,
+            min_width=width[0],
+            max_width=width[1],
+            overflow="ellipsis",
+        )
+    devices = list(world.devices())
+    shown = _fair_share(devices, max_rows)
     now = time.time()
-    for device in devices[:max_rows]:
+    for device in shown:
         x, y, z = device.position or (math.nan, math.nan, math.nan)
         telemetry = ", ".join(
-            f"{k}={v:g}{'' if u in ('1', '') else ' ' + u}"
+            f"{k}={v:.4g}{'' if u in ('1', '') else ' ' + u}"
             for k, (v, u) in list(device.telemetry.items())[:3]
         )
         age = "" if device.receive_time is None else f"{max(0.0, now - device.receive_time):.1f}"

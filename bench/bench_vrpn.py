@@ -1,0 +1,253 @@
+"""VRPN: decode speed against a bare struct loop, and a 10-sensor 1 kHz server to two clients.
+
+Decode: one in-memory stream (cookie, descriptions, N Pos_Quat reports) fed in 64 KiB reads
+(a) to robowire's client session (reports out as numpy columns, names resolved), (b) through
+the codec's vectorised scan + gather alone, and (c) to a bare `struct.unpack_from` loop over
+the same bytes that only unpacks each 88-byte message. Printed: reports/s and the ratios.
+
+Serve: `robowire sim vrpn` with 10 sensors at 1 kHz (Pos_Quat only) in its own process for
+10 s, read at the same time by the real C++ client in PyPI `motioncapture` (a subprocess) and
+by robowire's own client, both in UDP+TCP mode. Printed: per client the update rate it saw
+against the rate sent, and the server process's CPU share.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import multiprocessing
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from robowire.protocols.vrpn import Role, VrpnSession, encode_cookie, encode_frame, scan
+from robowire.protocols.vrpn.codec import encode_name
+from robowire.protocols.vrpn.registry import TrackerReports, gather_reports
+
+REPORTS = 300_000
+SENSORS = 10
+RATE = 1000.0
+SERVE_SECONDS = 10.0
+
+
+def build_stream(count: int) -> bytes:
+    head = encode_cookie()
+    head += encode_frame(0, -1, encode_name("VRPN Control"))
+    head += encode_frame(1, -1, encode_name("Tracker0"))
+    head += encode_frame(4, -2, encode_name("vrpn_Tracker Pos_Quat"))
+    rng = np.random.default_rng(0)
+    bodies = [
+        struct.pack(">ii3d4d", i % SENSORS, i % SENSORS, *rng.normal(size=3), 0, 0, 0, 1)
+        for i in range(1000)
+    ]
+    frames = [encode_frame(1, 4, bodies[i % 1000], sec=1, usec=i % 1_000_000) for i in range(count)]
+    return head + b"".join(frames)
+
+
+def chunks(data: bytes, size: int = 1 << 16) -> list[bytes]:
+    return [data[i : i + size] for i in range(0, len(data), size)]
+
+
+def best_of(runs: int, work: Any) -> float:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        work()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def decode_bench() -> None:
+    stream = build_stream(REPORTS)
+    reads = chunks(stream)
+    body_start = 24 + 48 + 40 + 56  # cookie and the three descriptions
+
+    def session() -> None:
+        client = VrpnSession(Role.CLIENT)
+        got = 0
+        for data in reads:
+            for event in client.feed(data, 0.0):
+                if isinstance(event, TrackerReports):
+                    got += len(event)
+        assert got == REPORTS, got
+
+    def codec_only() -> None:
+        index = scan(stream, body_start)
+        sensor, values = gather_reports(stream, index.offsets, "vrpn_Tracker Pos_Quat")
+        assert len(sensor) == REPORTS and values.shape == (REPORTS, 7)
+
+    message = struct.Struct(">IIIiiIii3d4d")
+
+    def bare() -> None:
+        unpack = message.unpack_from
+        out = [unpack(stream, offset) for offset in range(body_start, len(stream), 88)]
+        assert len(out) == REPORTS
+
+    t_session = best_of(3, session)
+    t_codec = best_of(3, codec_only)
+    t_bare = best_of(3, bare)
+    print(f"   decode {REPORTS} Pos_Quat reports from memory (64 KiB reads), best of 3:")
+    print(f"     client session (names, numpy columns) {REPORTS / t_session:>12,.0f} reports/s")
+    print(f"     codec scan + gather only              {REPORTS / t_codec:>12,.0f} reports/s")
+    print(f"     bare struct.unpack_from loop          {REPORTS / t_bare:>12,.0f} reports/s")
+    print(f"     ratio session / bare struct loop      {t_bare / t_session:>12.2f} x")
+    print(f"     ratio codec / bare struct loop        {t_bare / t_codec:>12.2f} x")
+
+
+# -- serve --------------------------------------------------------------------------------------
+
+
+def _serve_process(port_queue: Any, result_queue: Any, seconds: float, phases: int) -> None:
+    from robowire.protocols.vrpn.sim import VrpnSim
+    from robowire.service import SimOptions
+    from robowire.transport import run
+    from robowire.world import World
+
+    async def main() -> None:
+        sim = VrpnSim(SimOptions(port=0, count=SENSORS, rate=RATE, options={"reports": "pos"}))
+        task = asyncio.create_task(sim.run(World()))
+        await sim.ready.wait()
+        port_queue.put(sim.address[1] if sim.address else 0)
+        for _ in range(phases):
+            go = await asyncio.to_thread(port_queue.get)  # a client is connected: time it
+            assert go == "go"
+            assert sim.server is not None
+            links = list(sim.server.connected())
+            skipped0 = sum(link.skipped for link in links)
+            frames0, cpu0, wall0 = sim.frames, time.process_time(), time.perf_counter()
+            await asyncio.sleep(seconds)
+            result_queue.put(
+                {
+                    "frames": sim.frames - frames0,
+                    "cpu": time.process_time() - cpu0,
+                    "wall": time.perf_counter() - wall0,
+                    "skipped": sum(link.skipped for link in links) - skipped0,
+                    "clients": len(links),
+                }
+            )
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    run(main())
+
+
+MC_SCRIPT = Path(__file__).resolve().parents[1] / "tests" / "vrpn" / "mc_client.py"
+
+
+async def our_client(port: int, port_queue: Any, result_queue: Any) -> dict[str, Any]:
+    """Our client (UDP+TCP) for one timed phase: count every tracker report it decodes."""
+    from robowire.protocols.vrpn.driver import connect
+
+    counts = {"reports": 0}
+    timing = {"on": False}
+
+    def on_events(_link: Any, events: list[object]) -> None:
+        if timing["on"]:
+            for event in events:
+                if isinstance(event, TrackerReports):
+                    counts["reports"] += len(event)
+
+    link = await connect(
+        "127.0.0.1",
+        port,
+        lambda _p, udp: VrpnSession(Role.CLIENT, udp_inbound=udp),
+        on_events,
+        udp=True,
+    )
+    await asyncio.sleep(1.0)  # connected and described
+    port_queue.put("go")
+    timing["on"] = True
+    t0 = time.perf_counter()
+    result = await asyncio.to_thread(result_queue.get, True, SERVE_SECONDS + 20)
+    timing["on"] = False
+    span = time.perf_counter() - t0
+    udp = link.session is not None and link.session.peer_udp is not None
+    link.close()
+    return {**result, "seen": counts["reports"], "span": span, "udp": udp}
+
+
+def serve_bench() -> None:
+    try:
+        import motioncapture  # noqa: F401
+    except ImportError:
+        print("   serve: skipped, PyPI motioncapture (the C++ client) is not installed")
+        return
+    from robowire.transport import run
+
+    ctx = multiprocessing.get_context("spawn")
+    port_queue, result_queue = ctx.Queue(), ctx.Queue()
+    server = ctx.Process(target=_serve_process, args=(port_queue, result_queue, SERVE_SECONDS, 2))
+    server.start()
+    port = port_queue.get(timeout=20)
+    print(
+        f"   serve {SENSORS} sensors at {RATE:.0f} Hz (Pos_Quat), {SERVE_SECONDS:.0f} s per client:"
+    )
+
+    # phase 1: the real C++ client, TCP-only so that "delivered" is exact: TCP loses nothing,
+    # and a client that did not keep up would fill our buffer and make the server skip it
+    # its output goes to a file: a pipe nobody reads would fill and stall its poll loop
+    with tempfile.TemporaryFile("w+") as output:
+        mc = subprocess.Popen(
+            [
+                sys.executable,
+                str(MC_SCRIPT),
+                f"tcp://127.0.0.1:{port}",
+                "0",
+                str(SERVE_SECONDS + 2),
+            ],
+            stdout=output,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        time.sleep(1.5)
+        port_queue.put("go")
+        cpp = result_queue.get(timeout=SERVE_SECONDS + 20)
+        mc.wait(timeout=60)
+        output.seek(0)
+        out = output.read()
+    frames = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    first = next((i for i, f in enumerate(frames) if "Tracker0" in f["bodies"]), len(frames))
+    window = frames[first:]
+    fresh = sum(1 for f in window if "Tracker0" in f["bodies"])
+    span = window[-1]["t"] - window[0]["t"] if len(window) > 1 else float("nan")
+    sent = cpp["frames"] / cpp["wall"]
+    delivered = (cpp["frames"] * SENSORS - cpp["skipped"]) / SENSORS / cpp["wall"]
+    print(f"     C++ client (motioncapture, TCP-only): rate sent {sent:7.1f}/s per sensor")
+    print(
+        f"       delivered to it and read            {delivered:7.1f}/s per sensor"
+        f"  ({delivered / sent:.1%}; {cpp['skipped']} reports skipped as congested)"
+    )
+    print(
+        f"       its poll loop saw                   {fresh / span:7.1f} fresh poses/s"
+        f"  ({len(window) / span:.0f} polls/s, it keeps the latest report per poll)"
+    )
+    print(f"       server CPU share                    {cpp['cpu'] / cpp['wall']:7.1%} of one core")
+
+    # phase 2: robowire's own client, UDP+TCP, counting every report it decodes
+    ours = run(our_client(port, port_queue, result_queue))
+    server.join(10)
+    sent = ours["frames"] / ours["wall"]
+    seen = ours["seen"] / SENSORS / ours["span"]
+    mode = "UDP+TCP" if ours["udp"] else "TCP (no UDP description came)"
+    print(f"     robowire client ({mode}):        rate sent {sent:7.1f}/s per sensor")
+    print(
+        f"       decoded by it                       {seen:7.1f}/s per sensor ({seen / sent:.1%})"
+    )
+    print(
+        f"       server CPU share                    {ours['cpu'] / ours['wall']:7.1%} of one core"
+    )
+
+
+def main() -> None:
+    decode_bench()
+    serve_bench()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,637 @@
+"""SpyGlass packets <-> bytes. Pure functions: no I/O, no clocks.
+
+A packet is a 19-byte big-endian header followed by a payload:
+
+    offset  type     field
+    0       uint16   length = total bytes - 2 (everything after the length field)
+    2       uint8    version, always 2
+    3       uint8    syntax type (0 std, 1..6 fixed-size lists, 7 variable list)
+    4       uint8    semantic type (a routing key; its meaning comes from a `SemanticProfile`)
+    5       uint16   sender node id
+    7       uint32   time, Unix seconds
+    11      uint16   milliseconds of that time
+    13      int16x3  sender position x, y, z (unitless; see adapter for the world frame)
+
+There is no packet-type field: the kind of packet (neighbourhood, trajectory, ...) follows from
+the syntax type plus what the semantic type means, which is configuration, not wire. The
+default profile is the one of the demo recording shipped with SpyGlass.
+
+Entry points:
+* `decode(buf)` one whole packet; `encode(packet)` its bytes.
+* `split(buf, offset)` finds the packets of a self-delimited stream (packets back to back),
+  checking each header before trusting its length; `decode_batch` decodes many at once with
+  vectorised numpy reads; `next_packet(buf, offset)` is the one-at-a-time form.
+Only `DecodeError` is raised for bad bytes; `encode` raises `ValueError` for unencodable values.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import gc
+import struct
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeAlias
+
+import numpy as np
+
+from robowire.errors import DecodeError
+from robowire.protocols.spyglass.profile import DEFAULT_PROFILE as DEFAULT_PROFILE
+from robowire.protocols.spyglass.profile import REQUIRED_SYNTAX
+from robowire.protocols.spyglass.profile import Interpretation as Interpretation
+from robowire.protocols.spyglass.profile import SemanticProfile as SemanticProfile
+from robowire.protocols.spyglass.profile import SemanticRule as SemanticRule
+from robowire.protocols.spyglass.profile import SyntaxType as SyntaxType
+
+PROTOCOL = "spyglass"
+VERSION = 2
+HEADER = struct.Struct(">HBBBHIHhhh")
+HEADER_SIZE = HEADER.size  # 19
+MIN_LENGTH = HEADER_SIZE - 2  # smallest legal length field (empty payload)
+MAX_PACKET_SIZE = 0xFFFF + 2  # the uint16 length field allows 65 537 bytes in all
+WISEBED_PREFIX = 0x6F  # iSense/WISEBED UART message type "SpyGlass packet" (111)
+_LENGTH = struct.Struct(">H")
+
+
+# numpy big-endian element type of each fixed-size list syntax (also the variable-list tags).
+DTYPES: dict[int, np.dtype[np.generic]] = {
+    SyntaxType.UINT8_LIST: np.dtype(">u1"),
+    SyntaxType.UINT16_LIST: np.dtype(">u2"),
+    SyntaxType.INT16_LIST: np.dtype(">i2"),
+    SyntaxType.UINT32_LIST: np.dtype(">u4"),
+    SyntaxType.INT64_LIST: np.dtype(">i8"),
+    SyntaxType.FLOAT_LIST: np.dtype(">f4"),
+}
+_STRUCT_CODES = {1: "B", 2: "H", 3: "h", 4: "I", 5: "q", 6: "f"}
+_ITEM_SIZES = {code: dtype.itemsize for code, dtype in DTYPES.items()}
+_VARIABLE_ITEMS = {code: struct.Struct(">" + c) for code, c in _STRUCT_CODES.items()}
+_VALID_SYNTAX = bytes(1 if code <= SyntaxType.VARIABLE else 0 for code in range(256))
+_SYNTAX_OF = tuple(SyntaxType(code) for code in range(8))
+
+# The header as a numpy record, for reading many headers in one call.
+HEADER_DTYPE = np.dtype(
+    {
+        "names": [
+            "length",
+            "version",
+            "syntax",
+            "semantic",
+            "sender",
+            "seconds",
+            "ms",
+            "x",
+            "y",
+            "z",
+        ],
+        "formats": [">u2", "u1", "u1", "u1", ">u2", ">u4", ">u2", ">i2", ">i2", ">i2"],
+        "offsets": [0, 2, 3, 4, 5, 7, 11, 13, 15, 17],
+        "itemsize": HEADER_SIZE,
+    }
+)
+
+Number: TypeAlias = int | float
+
+
+# -- packets ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SpyglassPacket:
+    """Header fields shared by every packet, in wire units (int16 position, s + ms time)."""
+
+    TYPE: ClassVar[str] = "SpyGlass-Packet"
+
+    semantic_type: int
+    sender: int
+    seconds: int = 0
+    milliseconds: int = 0
+    x: int = 0
+    y: int = 0
+    z: int = 0
+
+    @property
+    def time(self) -> float:
+        """The sender's time stamp as Unix seconds."""
+        return self.seconds + self.milliseconds / 1000.0
+
+    @property
+    def position(self) -> tuple[int, int, int]:
+        return (self.x, self.y, self.z)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StdPacket(SpyglassPacket):
+    """Syntax 0 ("std"): no payload semantics, the payload bytes are kept as they are."""
+
+    TYPE: ClassVar[str] = "Std-Packet"
+    payload: bytes = b""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DataPacket(SpyglassPacket):
+    """A list of numbers of one syntax type (1..6); the generic reading of any semantic type."""
+
+    TYPE: ClassVar[str] = "Data-Packet"
+    syntax_type: SyntaxType
+    values: tuple[Number, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VariableListPacket(SpyglassPacket):
+    """Syntax 7: a sequence of (type tag 1..6, value of that type) items."""
+
+    TYPE: ClassVar[str] = "Variable-List-Packet"
+    items: tuple[tuple[SyntaxType, Number], ...] = ()
+
+    @property
+    def values(self) -> tuple[Number, ...]:
+        return tuple(value for _, value in self.items)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NeighborhoodPacket(SpyglassPacket):
+    """uint16 list: the ids of the sender's neighbour nodes."""
+
+    TYPE: ClassVar[str] = "Neighborhood-Packet"
+    neighbors: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeLinkPacket(SpyglassPacket):
+    """uint16 list: a link sender -> `destination`; `values` is the rest (first one = value)."""
+
+    TYPE: ClassVar[str] = "Node-Link-Packet"
+    destination: int
+    values: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CoordinatesList2Packet(SpyglassPacket):
+    """int16 list of (x, y) points: a polyline, independent of node positions."""
+
+    TYPE: ClassVar[str] = "Coordinates-List-Packet-2"
+    points: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CoordinatesList3Packet(SpyglassPacket):
+    """int16 list of (x, y, z) points."""
+
+    TYPE: ClassVar[str] = "Coordinates-List-Packet-3"
+    points: tuple[tuple[int, int, int], ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrajectoryPacket2(SpyglassPacket):
+    """int16 list x1,y1,d1, ..., xn,yn: n >= 2 points, d = seconds from one point to the next."""
+
+    TYPE: ClassVar[str] = "Trajectory-Packet-2"
+    points: tuple[tuple[int, int], ...]
+    durations: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrajectoryPacket3(SpyglassPacket):
+    """int16 list x1,y1,z1,d1, ..., xn,yn,zn: n >= 2 points, d = seconds to the next point."""
+
+    TYPE: ClassVar[str] = "Trajectory-Packet-3"
+    points: tuple[tuple[int, int, int], ...]
+    durations: tuple[int, ...]
+
+
+Packet: TypeAlias = (
+    StdPacket
+    | DataPacket
+    | VariableListPacket
+    | NeighborhoodPacket
+    | NodeLinkPacket
+    | CoordinatesList2Packet
+    | CoordinatesList3Packet
+    | TrajectoryPacket2
+    | TrajectoryPacket3
+)
+PACKET_TYPES: tuple[type[SpyglassPacket], ...] = (
+    StdPacket,
+    DataPacket,
+    VariableListPacket,
+    NeighborhoodPacket,
+    NodeLinkPacket,
+    CoordinatesList2Packet,
+    CoordinatesList3Packet,
+    TrajectoryPacket2,
+    TrajectoryPacket3,
+)
+
+
+_SYNTAX_OF_CLASS: dict[type[SpyglassPacket], SyntaxType] = {
+    StdPacket: SyntaxType.STD,
+    VariableListPacket: SyntaxType.VARIABLE,
+    NeighborhoodPacket: SyntaxType.UINT16_LIST,
+    NodeLinkPacket: SyntaxType.UINT16_LIST,
+    CoordinatesList2Packet: SyntaxType.INT16_LIST,
+    CoordinatesList3Packet: SyntaxType.INT16_LIST,
+    TrajectoryPacket2: SyntaxType.INT16_LIST,
+    TrajectoryPacket3: SyntaxType.INT16_LIST,
+}
+
+
+def syntax_type_of(packet: SpyglassPacket) -> SyntaxType:
+    """The syntax type a packet is sent with."""
+    if isinstance(packet, DataPacket):
+        return packet.syntax_type
+    return _SYNTAX_OF_CLASS[type(packet)]
+
+
+# -- decoding --------------------------------------------------------------------------------
+
+
+def _error(offset: int, reason: str) -> DecodeError:
+    return DecodeError(PROTOCOL, offset, reason)
+
+
+def check_header(buf: bytes | bytearray | memoryview, offset: int = 0) -> None:
+    """Raise DecodeError if the header at `offset` cannot start a packet (needs 4 bytes)."""
+    if buf[offset + 2] != VERSION:
+        raise _error(offset + 2, f"version {buf[offset + 2]}, expected {VERSION}")
+    if not _VALID_SYNTAX[buf[offset + 3]]:
+        raise _error(offset + 3, f"unknown syntax type {buf[offset + 3]}")
+
+
+def _check_length(length: int, offset: int, max_size: int) -> None:
+    if length < MIN_LENGTH:
+        raise _error(offset, f"length field {length} is shorter than the header ({MIN_LENGTH})")
+    if length + 2 > max_size:
+        raise _error(offset, f"packet of {length + 2} bytes exceeds the limit of {max_size}")
+
+
+def split(
+    buf: bytes | bytearray | memoryview, offset: int = 0, *, max_size: int = MAX_PACKET_SIZE
+) -> tuple[list[int], int, DecodeError | None]:
+    """The whole packets of a self-delimited stream: (start offsets, end, error).
+
+    Packets run from each start to the next one (the last to `end`); bytes after `end` are an
+    incomplete packet. `error` is set when the header at `end` is broken (bad length, version
+    or syntax type): the framing is lost there and nothing after it can be trusted.
+    """
+    starts: list[int] = []
+    size = len(buf)
+    try:
+        while offset + 4 <= size:
+            length = (buf[offset] << 8) | buf[offset + 1]
+            if length < MIN_LENGTH or length + 2 > max_size:
+                _check_length(length, offset, max_size)
+            check_header(buf, offset)
+            if offset + length + 2 > size:
+                break
+            starts.append(offset)
+            offset += length + 2
+    except DecodeError as exc:
+        return starts, offset, exc
+    return starts, offset, None
+
+
+def next_packet(
+    buf: bytes | bytearray | memoryview,
+    offset: int = 0,
+    *,
+    max_size: int = MAX_PACKET_SIZE,
+    profile: SemanticProfile = DEFAULT_PROFILE,
+) -> tuple[Packet, int] | None:
+    """The packet at `offset` of a self-delimited stream and the bytes it used, or None for
+    "need more". A broken header or payload raises DecodeError (offsets into `buf`)."""
+    if len(buf) - offset < 4:
+        return None
+    length = _LENGTH.unpack_from(buf, offset)[0]
+    _check_length(length, offset, max_size)
+    check_header(buf, offset)
+    if len(buf) - offset < length + 2:
+        return None
+    data = bytes(buf[offset : offset + length + 2])
+    try:
+        return decode(data, profile=profile), length + 2
+    except DecodeError as exc:
+        raise exc.shifted(offset) from None
+
+
+def decode(
+    buf: bytes | bytearray | memoryview,
+    *,
+    profile: SemanticProfile = DEFAULT_PROFILE,
+    strict_length: bool = True,
+    wisebed: bool = False,
+    max_size: int = MAX_PACKET_SIZE,
+) -> Packet:
+    """One whole packet (the buffer holds exactly one).
+
+    `strict_length`: the length field must equal len(buf) - 2 (what SpyGlass checks); False
+    trusts the buffer and ignores the field. `wisebed`: the packet starts with the 0x6F byte
+    WISEBED/iSense put in front of SpyGlass packets, which is checked and stripped.
+    """
+    base = 0
+    if wisebed:
+        if not buf or buf[0] != WISEBED_PREFIX:
+            raise _error(0, "missing WISEBED 0x6F prefix")
+        base = 1
+    size = len(buf) - base
+    if size > max_size:
+        raise _error(base, f"packet of {size} bytes exceeds the limit of {max_size}")
+    if size < HEADER_SIZE:
+        raise _error(base, f"{size} bytes are too short for the {HEADER_SIZE}-byte header")
+    head = HEADER.unpack_from(buf, base)
+    check_header(buf, base)
+    if strict_length and head[0] != size - 2:
+        raise _error(base, f"length field {head[0]} does not match {size - 2} bytes after it")
+    payload = bytes(buf[base + HEADER_SIZE :])
+    values: list[Number] | None = None
+    dtype = DTYPES.get(head[2])
+    if dtype is not None:
+        if len(payload) % dtype.itemsize:
+            raise _error(
+                base + HEADER_SIZE,
+                f"{len(payload)} payload bytes are not a whole {SyntaxType(head[2]).name} list",
+            )
+        values = np.frombuffer(payload, dtype).tolist()
+    try:
+        return _build(head[2], head[3:], payload, values, profile)
+    except DecodeError as exc:
+        raise exc.shifted(base) from None
+
+
+def _fast_constructor(cls: type[Any]) -> Callable[..., Any]:
+    """A positional constructor that skips the frozen dataclass __init__ (which goes through
+    object.__setattr__ per field and costs over twice as much). Only for values the decoder has
+    already checked; these classes have no __post_init__, so the result is the same object."""
+    names = [f.name for f in dataclasses.fields(cls)]
+    namespace: dict[str, Any] = {"new": object.__new__, "cls": cls}
+    body = []
+    for i, name in enumerate(names):
+        namespace[f"set{i}"] = getattr(cls, name).__set__
+        body.append(f"    set{i}(packet, a{i})")
+    args = ", ".join(f"a{i}" for i in range(len(names)))
+    source = (
+        f"def make({args}):\n    packet = new(cls)\n" + "\n".join(body) + "\n    return packet\n"
+    )
+    exec(source, namespace)
+    make: Callable[..., Any] = namespace["make"]
+    return make
+
+
+_NEW = {cls: _fast_constructor(cls) for cls in PACKET_TYPES}
+_NEW_NEIGHBORHOOD = _NEW[NeighborhoodPacket]
+_NEW_DATA = _NEW[DataPacket]
+_GC_PAUSE_FROM = 256  # packets per batch
+_BASE_FIELDS = ("semantic", "sender", "seconds", "ms", "x", "y", "z")
+Head: TypeAlias = tuple[int, int, int, int, int, int, int]  # semantic type .. z
+
+
+def decode_batch(
+    buf: bytes | bytearray | memoryview,
+    starts: Sequence[int],
+    end: int,
+    *,
+    profile: SemanticProfile = DEFAULT_PROFILE,
+) -> list[Packet | DecodeError]:
+    """Decode the packets `split` found (headers already checked), vectorised per payload shape.
+
+    Returns one entry per start: the packet, or the DecodeError (offset into `buf`) of a packet
+    whose payload does not fit its syntax or semantic type.
+    """
+    count = len(starts)
+    if count == 0:
+        return []
+    with gc_paused(count):
+        return _decode_batch(buf, starts, end, profile)
+
+
+@contextlib.contextmanager
+def gc_paused(count: int) -> Iterator[None]:
+    """Pause the cyclic GC while building `count` packets (if that many).
+
+    Building many small acyclic objects triggers the GC over and over, costing as much as the
+    decoding itself; none of these objects can form a cycle, so it has nothing to find.
+    """
+    if count < _GC_PAUSE_FROM or not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def _decode_batch(
+    buf: bytes | bytearray | memoryview,
+    starts: Sequence[int],
+    end: int,
+    profile: SemanticProfile,
+) -> list[Packet | DecodeError]:
+    count = len(starts)
+    raw = np.frombuffer(buf, np.uint8)
+    begin = np.asarray(starts, dtype=np.intp)
+    stop = np.empty_like(begin)
+    stop[:-1] = begin[1:]
+    stop[-1] = end
+    fields = raw[begin[:, None] + np.arange(HEADER_SIZE)].view(HEADER_DTYPE).ravel()
+    heads: list[Head] = list(zip(*(fields[name].tolist() for name in _BASE_FIELDS), strict=True))
+    sizes = stop - begin - HEADER_SIZE
+    syntax = fields["syntax"].astype(np.intp)
+    # Group packets by (syntax, payload size): each group's payloads are read in one call.
+    key = syntax * 0x20000 + sizes
+    order = np.argsort(key, kind="stable")
+    cuts = np.flatnonzero(np.diff(key[order])) + 1
+    table = profile._table
+    out: list[Packet | DecodeError | None] = [None] * count
+    for group in np.split(order, cuts):
+        indices = group.tolist()
+        code = int(syntax[indices[0]])
+        size = int(sizes[indices[0]])
+        dtype = DTYPES.get(code)
+        if dtype is None or size % dtype.itemsize or size == 0:
+            for i in indices:
+                payload = bytes(buf[starts[i] + HEADER_SIZE : int(stop[i])])
+                out[i] = _decode_one(code, heads[i], payload, profile, starts[i])
+            continue
+        block = raw[begin[group][:, None] + (HEADER_SIZE + np.arange(size))]
+        syntax_type = _SYNTAX_OF[code]
+        neighborhood_ok = code == SyntaxType.UINT16_LIST
+        for i, row in zip(indices, block.view(dtype).tolist(), strict=True):
+            head = heads[i]
+            meaning = table[head[0]]
+            # The two common cases inline; the rest (and every error) through _build.
+            if meaning is Interpretation.NEIGHBORHOOD and neighborhood_ok:
+                out[i] = _NEW_NEIGHBORHOOD(*head, tuple(row))
+            elif meaning is Interpretation.DATA or REQUIRED_SYNTAX[meaning] != code:
+                out[i] = _NEW_DATA(*head, syntax_type, tuple(row))
+            else:
+                try:
+                    out[i] = _build(code, head, b"", row, profile)
+                except DecodeError as exc:
+                    out[i] = exc.shifted(starts[i])
+    return out  # type: ignore[return-value]  # every slot was filled above
+
+
+def _decode_one(
+    code: int, head: Head, payload: bytes, profile: SemanticProfile, start: int
+) -> Packet | DecodeError:
+    """The slow path of decode_batch: std, variable, empty or ragged payloads."""
+    try:
+        dtype = DTYPES.get(code)
+        values: list[Number] | None = None
+        if dtype is not None:
+            if len(payload) % dtype.itemsize:
+                raise _error(
+                    HEADER_SIZE,
+                    f"{len(payload)} payload bytes are not a whole {SyntaxType(code).name} list",
+                )
+            values = np.frombuffer(payload, dtype).tolist()
+        return _build(code, head, payload, values, profile)
+    except DecodeError as exc:
+        return exc.shifted(start)
+
+
+def _build(
+    syntax: int,
+    head: Head,
+    payload: bytes,
+    values: list[Number] | None,
+    profile: SemanticProfile,
+) -> Packet:
+    """The typed packet from the header fields and its payload (values, for list syntaxes)."""
+    semantic = head[0]
+    new = _NEW
+    if values is None:
+        if syntax == SyntaxType.STD:
+            return new[StdPacket](*head, payload)  # type: ignore[no-any-return]
+        return new[VariableListPacket](*head, decode_variable(payload, HEADER_SIZE))  # type: ignore[no-any-return]
+    meaning = profile._table[semantic]
+    if meaning is Interpretation.DATA or REQUIRED_SYNTAX[meaning] != syntax:
+        return new[DataPacket](*head, _SYNTAX_OF[syntax], tuple(values))  # type: ignore[no-any-return]
+    ints: list[int] = values  # type: ignore[assignment]  # interpreted syntaxes hold ints
+    if meaning is Interpretation.NEIGHBORHOOD:
+        return new[NeighborhoodPacket](*head, tuple(ints))  # type: ignore[no-any-return]
+    count = len(ints)
+    if meaning is Interpretation.NODE_LINK:
+        if not count:
+            raise _error(HEADER_SIZE, "node-link packet without a destination node id")
+        return new[NodeLinkPacket](*head, ints[0], tuple(ints[1:]))  # type: ignore[no-any-return]
+    if meaning is Interpretation.COORDINATES_2D:
+        if count % 2:
+            raise _error(HEADER_SIZE, f"{count} int16 values are not (x, y) pairs")
+        points2 = tuple(zip(ints[0::2], ints[1::2], strict=True))
+        return new[CoordinatesList2Packet](*head, points2)  # type: ignore[no-any-return]
+    if meaning is Interpretation.COORDINATES_3D:
+        if count % 3:
+            raise _error(HEADER_SIZE, f"{count} int16 values are not (x, y, z) triples")
+        points3 = tuple(zip(ints[0::3], ints[1::3], ints[2::3], strict=True))
+        return new[CoordinatesList3Packet](*head, points3)  # type: ignore[no-any-return]
+    # Trajectories: x1,y1,(z1,)d1, ..., xn,yn(,zn): n >= 2 points, n - 1 durations.
+    dims = 2 if meaning is Interpretation.TRAJECTORY_2D else 3
+    step = dims + 1
+    if count < dims * 2 + 1 or (count - dims) % step:
+        raise _error(HEADER_SIZE, f"{count} int16 values are not a {dims}-D trajectory")
+    durations = tuple(ints[dims::step])
+    if min(durations) < 0:
+        raise _error(HEADER_SIZE, "negative trajectory duration")
+    if dims == 2:
+        points2 = tuple(zip(ints[0::3], ints[1::3], strict=True))
+        return new[TrajectoryPacket2](*head, points2, durations)  # type: ignore[no-any-return]
+    points3 = tuple(zip(ints[0::4], ints[1::4], ints[2::4], strict=True))
+    return new[TrajectoryPacket3](*head, points3, durations)  # type: ignore[no-any-return]
+
+
+def decode_variable(payload: bytes, base: int = 0) -> tuple[tuple[SyntaxType, Number], ...]:
+    """(tag, value) items of a variable-list payload; `base` shifts error offsets."""
+    items: list[tuple[SyntaxType, Number]] = []
+    offset = 0
+    size = len(payload)
+    while offset < size:
+        tag = payload[offset]
+        item = _VARIABLE_ITEMS.get(tag)
+        if item is None:
+            raise _error(base + offset, f"unknown variable-list type tag {tag}")
+        if offset + 1 + item.size > size:
+            raise _error(base + offset, f"variable-list item of type {tag} is cut off")
+        items.append((_SYNTAX_OF[tag], item.unpack_from(payload, offset + 1)[0]))
+        offset += 1 + item.size
+    return tuple(items)
+
+
+# -- encoding --------------------------------------------------------------------------------
+
+
+def _pack_list(syntax: int, values: Sequence[Number]) -> bytes:
+    try:
+        return struct.pack(f">{len(values)}{_STRUCT_CODES[syntax]}", *values)
+    except struct.error as exc:
+        raise ValueError(f"{SyntaxType(syntax).name} value out of range: {exc}") from None
+
+
+def _payload(packet: SpyglassPacket) -> tuple[int, bytes]:
+    """(syntax type, payload bytes) of a packet."""
+    match packet:
+        case StdPacket():
+            return SyntaxType.STD, packet.payload
+        case DataPacket():
+            if packet.syntax_type not in _STRUCT_CODES:
+                raise ValueError(f"a DataPacket cannot have syntax type {packet.syntax_type!r}")
+            return packet.syntax_type, _pack_list(packet.syntax_type, packet.values)
+        case VariableListPacket():
+            out = bytearray()
+            for tag, value in packet.items:
+                if tag not in _STRUCT_CODES:
+                    raise ValueError(f"variable-list tag {tag} is not 1..6")
+                out.append(tag)
+                out += _pack_list(tag, (value,))
+            return SyntaxType.VARIABLE, bytes(out)
+        case NeighborhoodPacket():
+            return SyntaxType.UINT16_LIST, _pack_list(2, packet.neighbors)
+        case NodeLinkPacket():
+            return SyntaxType.UINT16_LIST, _pack_list(2, (packet.destination, *packet.values))
+        case CoordinatesList2Packet() | CoordinatesList3Packet():
+            coords = [v for point in packet.points for v in point]
+            return SyntaxType.INT16_LIST, _pack_list(3, coords)
+        case TrajectoryPacket2() | TrajectoryPacket3():
+            points, durations = packet.points, packet.durations
+            if len(points) < 2 or len(durations) != len(points) - 1:
+                raise ValueError("a trajectory needs n >= 2 points and n - 1 durations")
+            if min(durations) < 0:
+                raise ValueError("trajectory durations must be >= 0")
+            flat: list[int] = []
+            for point, duration in zip(points, durations, strict=False):
+                flat += [*point, duration]
+            flat += points[-1]
+            return SyntaxType.INT16_LIST, _pack_list(3, flat)
+    raise TypeError(f"not a SpyGlass packet: {packet!r}")
+
+
+def encode(packet: SpyglassPacket, *, wisebed: bool = False) -> bytes:
+    """The bytes of one packet (with the WISEBED 0x6F prefix if asked)."""
+    syntax, payload = _payload(packet)
+    total = HEADER_SIZE + len(payload)
+    if total > MAX_PACKET_SIZE:
+        raise ValueError(f"packet of {total} bytes exceeds the limit of {MAX_PACKET_SIZE}")
+    try:
+        head = HEADER.pack(
+            total - 2,
+            VERSION,
+            syntax,
+            packet.semantic_type,
+            packet.sender,
+            packet.seconds,
+            packet.milliseconds,
+            packet.x,
+            packet.y,
+            packet.z,
+        )
+    except struct.error as exc:
+        raise ValueError(f"header field out of range: {exc}") from None
+    prefix = b"\x6f" if wisebed else b""
+    return prefix + head + payload
+
+
+def time_fields(unix_time: float) -> tuple[int, int]:
+    """(seconds, milliseconds) header fields for a Unix time."""
+    millis = round(unix_time * 1000.0)
+    return millis // 1000, millis % 1000

@@ -1,0 +1,237 @@
+"""The sans-I/O session of one SpyGlass byte stream (a TCP connection, or a replayed file).
+
+SpyGlass has no handshake and no replies: the stream is packets back to back, each delimited by
+its own uint16 length field. Both roles use the same `SpyglassSession`:
+
+* receiving (a source): `feed(data, now)` returns a `PacketReceived` per packet. A packet whose
+  header is broken (wrong version, unknown syntax type, impossible length) means the framing
+  can no longer be trusted: `PacketDropped`, then `ConnectionLost`, and `close_expected()`
+  turns True. A packet whose header is fine but whose payload does not fit its syntax or
+  semantic type is dropped on its own (`PacketDropped`) and the stream goes on.
+* sending (a server / sink / simulator): `send(packet)` or `send_encoded(data)`, then the
+  driver writes `data_to_send()`. Peers never answer, so whatever they send is decoded and
+  can be ignored.
+
+States (all state logic is here):
+
+    OPEN --framing lost--> CLOSED
+    OPEN --peer EOF------> CLOSED
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from robowire.errors import ConfigError, DecodeError, SessionError
+from robowire.protocols.base import ConnectionLost, PacketDropped, SessionStats
+from robowire.protocols.spyglass.codec import (
+    DEFAULT_PROFILE,
+    MAX_PACKET_SIZE,
+    PROTOCOL,
+    Packet,
+    SemanticProfile,
+    SpyglassPacket,
+    _fast_constructor,
+    decode_batch,
+    encode,
+    gc_paused,
+    split,
+)
+
+
+class State(enum.Enum):
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+class Trigger(enum.Enum):
+    FRAMING_LOST = "framing lost"
+    EOF = "eof"
+
+
+TRANSITIONS: dict[State, dict[Trigger, State]] = {
+    State.OPEN: {Trigger.FRAMING_LOST: State.CLOSED, Trigger.EOF: State.CLOSED},
+    State.CLOSED: {Trigger.FRAMING_LOST: State.CLOSED, Trigger.EOF: State.CLOSED},
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PacketReceived:
+    """One decoded packet and the (monotonic) time the driver gave with its last byte."""
+
+    packet: Packet
+    time: float
+
+
+_new_received = _fast_constructor(PacketReceived)  # the hot path skips the frozen __init__
+
+
+class SpyglassSession:
+    """One SpyGlass stream, either direction (see the module docstring)."""
+
+    def __init__(
+        self, *, profile: SemanticProfile = DEFAULT_PROFILE, max_size: int = MAX_PACKET_SIZE
+    ) -> None:
+        if not 19 <= max_size <= MAX_PACKET_SIZE:
+            raise ValueError(f"max_size must be within 19..{MAX_PACKET_SIZE}")
+        self.profile = profile
+        self.max_size = max_size
+        self.state = State.OPEN
+        self.stats = SessionStats()
+        self._buffer = bytearray()
+        self._buffer_offset = 0  # stream offset of _buffer[0]
+        self._need = 4  # bytes the buffer must hold before it is worth splitting again
+        self._out: list[bytes] = []
+        self.close_reason = ""
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str]) -> SpyglassSession:
+        """From URL options: `profile` (see `SemanticProfile.parse`), `max_size` (bytes)."""
+        try:
+            max_size = int(options.get("max_size", MAX_PACKET_SIZE))
+            return cls(profile=profile_option(options), max_size=max_size)
+        except ValueError as exc:
+            raise ConfigError(f"spyglass: bad option: {exc}") from None
+
+    # -- receiving ---------------------------------------------------------------------------
+
+    def feed(self, data: bytes, now: float) -> list[object]:
+        """Bytes received; returns PacketReceived / PacketDropped / ConnectionLost events."""
+        self.stats.bytes_in += len(data)
+        if self.state is State.CLOSED or not data:
+            return []
+        buffer = self._buffer
+        buffer += data
+        if len(buffer) < self._need:
+            return []
+        whole = bytes(buffer)
+        starts, end, error = split(whole, 0, max_size=self.max_size)
+        events: list[object] = []
+        received = 0
+        base = self._buffer_offset
+        with gc_paused(len(starts)):
+            for i, item in enumerate(decode_batch(whole, starts, end, profile=self.profile)):
+                if isinstance(item, DecodeError):
+                    self.stats.drop(item.reason)
+                    stop = starts[i + 1] if i + 1 < len(starts) else end
+                    events.append(
+                        PacketDropped(
+                            protocol=PROTOCOL,
+                            reason=item.reason,
+                            offset=base + item.offset,
+                            size=stop - starts[i],
+                        )
+                    )
+                else:
+                    events.append(_new_received(item, now))
+                    received += 1
+        self.stats.messages_in += received
+        del buffer[:end]
+        self._buffer_offset += end
+        if error is not None:
+            self.stats.drop(error.reason)
+            self.stats.extra["framing_lost"] = self.stats.extra.get("framing_lost", 0) + 1
+            events.append(
+                PacketDropped(
+                    protocol=PROTOCOL,
+                    reason=error.reason,
+                    offset=self._buffer_offset + error.offset - end,
+                    size=len(buffer),
+                )
+            )
+            self._lose(f"SpyGlass stream framing lost: {error.reason}")
+            events.append(ConnectionLost(reason=self.close_reason))
+            return events
+        self._need = (((buffer[0] << 8) | buffer[1]) + 2) if len(buffer) >= 4 else 4
+        return events
+
+    def feed_eof(self, now: float) -> list[object]:
+        """The peer closed its side; a packet cut off there is dropped."""
+        events: list[object] = []
+        if self.state is State.OPEN and self._buffer:
+            reason = f"stream ended inside a packet ({len(self._buffer)} bytes buffered)"
+            self.stats.drop(reason)
+            events.append(
+                PacketDropped(
+                    protocol=PROTOCOL,
+                    reason=reason,
+                    offset=self._buffer_offset,
+                    size=len(self._buffer),
+                )
+            )
+        if self.state is State.OPEN:
+            self._move(Trigger.EOF)
+            self.close_reason = "peer closed the stream"
+            events.append(ConnectionLost(reason=self.close_reason))
+        self._buffer.clear()
+        return events
+
+    def _lose(self, reason: str) -> None:
+        self._move(Trigger.FRAMING_LOST)
+        self.close_reason = reason
+        self._buffer.clear()
+
+    def _move(self, trigger: Trigger) -> None:
+        try:
+            self.state = TRANSITIONS[self.state][trigger]
+        except KeyError:
+            raise SessionError(f"SpyGlass session: {trigger.value} in state {self.state}") from None
+
+    # -- sending -----------------------------------------------------------------------------
+
+    def send(self, packet: SpyglassPacket) -> None:
+        """Queue one packet (ValueError if it cannot be encoded or exceeds max_size)."""
+        data = encode(packet)
+        if len(data) > self.max_size:
+            raise ValueError(f"packet of {len(data)} bytes exceeds the limit of {self.max_size}")
+        self._queue(data)
+
+    def send_many(self, packets: Iterable[SpyglassPacket]) -> None:
+        for packet in packets:
+            self.send(packet)
+
+    def send_encoded(self, data: bytes) -> None:
+        """Queue bytes that are already one or more whole encoded packets (from `encode`)."""
+        self._queue(data)
+
+    def _queue(self, data: bytes) -> None:
+        self._out.append(data)
+        self.stats.messages_out += 1
+        self.stats.bytes_out += len(data)
+
+    def data_to_send(self) -> bytes:
+        """Bytes to write now, in order (empty if none)."""
+        out = b"".join(self._out)
+        self._out.clear()
+        return out
+
+    # -- timers and lifetime -----------------------------------------------------------------
+
+    def tick(self, now: float) -> list[object]:
+        """SpyGlass has no timers."""
+        return []
+
+    def next_deadline(self) -> float | None:
+        return None
+
+    def close_expected(self) -> bool:
+        """True once the framing was lost or the peer closed: the driver closes the socket."""
+        return self.state is State.CLOSED
+
+
+def profile_option(options: Mapping[str, str]) -> SemanticProfile:
+    """The semantic profile named by a `profile` option (default: the demo profile)."""
+    text = options.get("profile")
+    if not text:
+        return DEFAULT_PROFILE
+    try:
+        return SemanticProfile.parse(text)
+    except ValueError as exc:
+        raise ConfigError(f"spyglass: {exc}") from None
+
+
+def frame(packets: Iterable[SpyglassPacket]) -> bytes:
+    """Packets encoded back to back: the self-delimited stream the TCP transport carries."""
+    return b"".join(encode(p) for p in packets)

@@ -1,0 +1,289 @@
+"""A simulated mobile sensor network that speaks SpyGlass: the pure model, no sockets, no clocks.
+
+`SensorNetworkSim(rng, config).step(now)` advances the model to `now` and returns the packets
+(encoded bytes) that fall due, in the default semantic profile of the demo recording:
+
+* sem 10, uint16 list: each node's neighbourhood (nodes within radio range), once a period;
+* sem 20, uint8 list: each node's temperature reading (a smooth field plus noise), in degC;
+* sem 40, int16 list: 3-D trajectories of flying objects, each reported by one node, a new
+  trajectory when the last one ends;
+* sem 30, int16 list: now and then a 2-D coordinates list (the network's bounding box).
+
+Nodes do random-waypoint motion (pick a point, go at a random speed, pause, repeat) inside the
+area. `now` is the Unix time stamped into headers (the caller's clock); the model only uses
+differences of it. Everything random comes from the `numpy.random.Generator` passed in, so a
+seed gives the same bytes every run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from robowire.errors import ConfigError
+from robowire.protocols.spyglass.codec import (
+    CoordinatesList2Packet,
+    DataPacket,
+    NeighborhoodPacket,
+    SyntaxType,
+    TrajectoryPacket3,
+    encode,
+    time_fields,
+)
+
+NEIGHBORHOOD, DATA, COORDINATES, TRAJECTORY = 10, 20, 30, 40
+_EPSILON = 1e-6  # seconds
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SimConfig:
+    """The simulated network; distances in SpyGlass units (1 unit = 1 m by default)."""
+
+    nodes: int = 30
+    area: tuple[float, float] = (200.0, 200.0)  # x from 0 to area[0], y from 0 to area[1]
+    radio_range: float = 50.0
+    speed: tuple[float, float] = (0.5, 2.0)  # units per second, uniform
+    max_pause: float = 5.0  # seconds at each waypoint, uniform 0..max_pause
+    neighborhood_period: float = 1.0
+    data_period: float = 2.0
+    objects: int = 2  # objects on 3-D trajectories (at most one per node)
+    legs: int = 3  # legs per trajectory packet
+    leg_seconds: tuple[int, int] = (5, 15)
+    max_altitude: int = 40
+    coordinates_period: float = 10.0
+    first_id: int = 1  # node ids are first_id .. first_id + nodes - 1
+
+    @classmethod
+    def from_options(
+        cls, count: int | None = None, options: Mapping[str, str] | None = None
+    ) -> SimConfig:
+        """From `robowire sim` options: `count` = nodes; `--set` keys are the field names,
+        pairs as "a,b" (e.g. area=400,300 speed=1,3). ConfigError on unknown keys or values."""
+        values: dict[str, Any] = {}
+        if count is not None:
+            values["nodes"] = count
+        known = {f.name: f for f in dataclasses.fields(cls)}
+        for key, text in (options or {}).items():
+            spec = known.get(key)
+            if spec is None:
+                raise ConfigError(
+                    f"spyglass sim: unknown option {key!r} (known: {', '.join(known)})"
+                )
+            default = getattr(cls(), key)
+            try:
+                if isinstance(default, tuple):
+                    kind = type(default[0])
+                    values[key] = tuple(kind(v) for v in text.split(","))
+                    if len(values[key]) != 2:
+                        raise ValueError("two values wanted")
+                else:
+                    values[key] = type(default)(text)
+            except ValueError as exc:
+                raise ConfigError(f"spyglass sim: bad value {text!r} for {key}: {exc}") from None
+        try:
+            return cls(**values)
+        except ValueError as exc:
+            raise ConfigError(f"spyglass sim: {exc}") from None
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.nodes <= 0xFFFF - self.first_id:
+            raise ValueError("nodes must be between 1 and the uint16 id space")
+        if not all(0 < a <= 0x7FFF for a in self.area):
+            raise ValueError("the area must fit int16 coordinates")
+
+
+class SensorNetworkSim:
+    """The model; see the module docstring."""
+
+    def __init__(self, rng: np.random.Generator, config: SimConfig | None = None) -> None:
+        self.config = cfg = config or SimConfig()
+        self.rng = rng
+        n = cfg.nodes
+        self.ids = np.arange(cfg.first_id, cfg.first_id + n)
+        self._area = np.array(cfg.area, dtype=np.float64)
+        self.positions: FloatArray = rng.uniform(0.0, 1.0, (n, 2)) * self._area
+        self._targets: FloatArray = rng.uniform(0.0, 1.0, (n, 2)) * self._area
+        self._speeds: FloatArray = rng.uniform(*cfg.speed, n)
+        self._pause_left: FloatArray = np.zeros(n)
+        # Phases spread each node's packets over the period instead of one burst a second.
+        self._next_neighborhood = rng.uniform(0.0, cfg.neighborhood_period, n)
+        self._next_data = rng.uniform(0.0, cfg.data_period, n)
+        self._objects = min(cfg.objects, n)
+        self._object_at = [
+            np.append(rng.uniform(0.0, 1.0, 2) * self._area, 0.0) for _ in range(self._objects)
+        ]
+        self._next_trajectory = np.zeros(self._objects)
+        self._next_coordinates = 0.0
+        self._start: float | None = None
+        self._elapsed = 0.0
+
+    # -- model -------------------------------------------------------------------------------
+
+    def _move(self, dt: float) -> None:
+        """Random waypoint, vectorised over nodes."""
+        cfg, rng = self.config, self.rng
+        pausing = self._pause_left > 0
+        self._pause_left[pausing] = np.maximum(self._pause_left[pausing] - dt, 0.0)
+        moving = ~pausing
+        delta = self._targets - self.positions
+        distance = np.hypot(delta[:, 0], delta[:, 1])
+        travel = self._speeds * dt
+        arrived = moving & (distance <= travel)
+        going = moving & ~arrived
+        step = (travel[going] / distance[going])[:, None] * delta[going]
+        self.positions[going] += step
+        self.positions[arrived] = self._targets[arrived]
+        count = int(arrived.sum())
+        if count:
+            self._targets[arrived] = rng.uniform(0.0, 1.0, (count, 2)) * self._area
+            self._speeds[arrived] = rng.uniform(*cfg.speed, count)
+            self._pause_left[arrived] = rng.uniform(0.0, cfg.max_pause, count)
+
+    def neighbors(self) -> npt.NDArray[np.bool_]:
+        """(n, n) adjacency: which nodes are within radio range of each other."""
+        delta = self.positions[:, None, :] - self.positions[None, :, :]
+        squared = np.einsum("ijk,ijk->ij", delta, delta)
+        adjacent: npt.NDArray[np.bool_] = squared <= self.config.radio_range**2
+        np.fill_diagonal(adjacent, False)
+        return adjacent
+
+    def temperature(self, positions: FloatArray) -> FloatArray:
+        """The smooth temperature field (degC) at some positions, at the current sim time."""
+        u = positions / self._area
+        drift = 2.0 * math.sin(2.0 * math.pi * self._elapsed / 600.0)
+        wave = np.sin(2.0 * math.pi * u[:, 0]) * np.cos(2.0 * math.pi * u[:, 1])
+        return 20.0 + 6.0 * wave + 4.0 * u[:, 1] + drift
+
+    # -- packets -----------------------------------------------------------------------------
+
+    def step(self, now: float) -> list[bytes]:
+        """Advance to `now` and return the encoded packets due, in time order per kind."""
+        cfg = self.config
+        if self._start is None:
+            self._start = now
+            dt = 0.0
+        else:
+            dt = max(0.0, now - self._start - self._elapsed)
+        self._elapsed += dt
+        if dt:
+            self._move(dt)
+        t = self._elapsed + _EPSILON  # a deadline from next_deadline() is due despite rounding
+        seconds, millis = time_fields(now)
+        grid = np.rint(self.positions).astype(np.int64)
+        header = {"seconds": seconds, "milliseconds": millis, "z": 0}
+        out: list[bytes] = []
+
+        due = np.flatnonzero(self._next_neighborhood <= t)
+        if due.size:
+            adjacent = self.neighbors()
+            for i in due.tolist():
+                out.append(
+                    encode(
+                        NeighborhoodPacket(
+                            semantic_type=NEIGHBORHOOD,
+                            sender=int(self.ids[i]),
+                            x=int(grid[i, 0]),
+                            y=int(grid[i, 1]),
+                            neighbors=tuple(self.ids[adjacent[i]].tolist()),
+                            **header,
+                        )
+                    )
+                )
+            self._next_neighborhood[due] = _next(
+                self._next_neighborhood[due], cfg.neighborhood_period, t
+            )
+
+        due = np.flatnonzero(self._next_data <= t)
+        if due.size:
+            noise = self.rng.normal(0.0, 0.3, due.size)
+            readings = np.clip(np.rint(self.temperature(self.positions[due]) + noise), 0, 255)
+            for i, value in zip(due.tolist(), readings.astype(int).tolist(), strict=True):
+                out.append(
+                    encode(
+                        DataPacket(
+                            semantic_type=DATA,
+                            sender=int(self.ids[i]),
+                            x=int(grid[i, 0]),
+                            y=int(grid[i, 1]),
+                            syntax_type=SyntaxType.UINT8_LIST,
+                            values=(value,),
+                            **header,
+                        )
+                    )
+                )
+            self._next_data[due] = _next(self._next_data[due], cfg.data_period, t)
+
+        for k in np.flatnonzero(self._next_trajectory <= t).tolist():
+            out.append(self._trajectory(k, grid, header))
+
+        if self._next_coordinates <= t:
+            low = np.floor(self.positions.min(axis=0)).astype(int).tolist()
+            high = np.ceil(self.positions.max(axis=0)).astype(int).tolist()
+            box = ((low[0], low[1]), (high[0], low[1]), (high[0], high[1]), (low[0], high[1]))
+            reporter = len(self.ids) - 1
+            out.append(
+                encode(
+                    CoordinatesList2Packet(
+                        semantic_type=COORDINATES,
+                        sender=int(self.ids[reporter]),
+                        x=int(grid[reporter, 0]),
+                        y=int(grid[reporter, 1]),
+                        points=(*box, box[0]),
+                        **header,
+                    )
+                )
+            )
+            self._next_coordinates = _next(
+                np.array([self._next_coordinates]), cfg.coordinates_period, t
+            )[0]
+        return out
+
+    def next_deadline(self) -> float | None:
+        """The `now` at which the next packet falls due (None before the first step): a server
+        can sleep until then instead of polling."""
+        if self._start is None:
+            return None
+        due = min(
+            float(self._next_neighborhood.min()),
+            float(self._next_data.min()),
+            float(self._next_trajectory.min()) if self._objects else math.inf,
+            self._next_coordinates,
+        )
+        return self._start + due
+
+    def _trajectory(self, k: int, grid: npt.NDArray[np.int64], header: dict[str, int]) -> bytes:
+        """A new trajectory for object k, starting where its last one ended."""
+        cfg, rng = self.config, self.rng
+        start = self._object_at[k]
+        points = [start]
+        for _ in range(cfg.legs):
+            xy = rng.uniform(0.0, 1.0, 2) * self._area
+            points.append(np.append(xy, rng.uniform(0.0, cfg.max_altitude)))
+        path = np.rint(np.array(points)).astype(int)
+        durations = rng.integers(cfg.leg_seconds[0], cfg.leg_seconds[1] + 1, cfg.legs)
+        self._object_at[k] = path[-1].astype(np.float64)
+        self._next_trajectory[k] = self._elapsed + float(durations.sum())
+        return encode(
+            TrajectoryPacket3(
+                semantic_type=TRAJECTORY,
+                sender=int(self.ids[k]),
+                x=int(grid[k, 0]),
+                y=int(grid[k, 1]),
+                points=tuple((int(a), int(b), int(c)) for a, b, c in path.tolist()),
+                durations=tuple(durations.tolist()),
+                **header,
+            )
+        )
+
+
+def _next(due: FloatArray, period: float, now: float) -> FloatArray:
+    """The next due times after `now`, keeping each node's phase (no catch-up bursts)."""
+    missed = np.floor((now - due) / period) + 1.0
+    return due + missed * period

@@ -1,0 +1,177 @@
+"""A VRPN server application: many clients, one set of devices, broadcast to all.
+
+Shared by the serve sink and the simulator. It builds one session per client with the
+device names registered in a stable order, answers pings (the session does), replies to the
+tracker's requests, and broadcasts reports to every connected client, skipping low-latency
+data for a client whose TCP buffer keeps growing (it would only fall further behind).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+import numpy.typing as npt
+
+from robowire.protocols.base import Address, ConnectionLost, PacketDropped, SessionStats
+from robowire.protocols.vrpn.driver import VrpnLink, serve
+from robowire.protocols.vrpn.messages import (
+    Body,
+    TextMessage,
+    TrackerRequestToRoom,
+    TrackerRequestUnitToSensor,
+    TrackerRequestWorkspace,
+    TrackerToRoom,
+    TrackerUnitToSensor,
+    TrackerWorkspace,
+)
+from robowire.protocols.vrpn.registry import SERVER_TYPE_NAMES
+from robowire.protocols.vrpn.session import Connected, MessageReceived, Role, VrpnSession
+
+log = logging.getLogger("robowire.vrpn")
+
+
+class VrpnServer:
+    """Devices served to every client; subclasses or callers hook connect and messages."""
+
+    def __init__(
+        self,
+        devices: Sequence[str] = (),
+        *,
+        clock_offset: float = 0.0,
+        on_connect: Callable[[VrpnLink], None] | None = None,
+        on_message: Callable[[VrpnLink, MessageReceived], None] | None = None,
+        sensors: Callable[[str], int] | None = None,
+        workspace: tuple[tuple[float, float, float], tuple[float, float, float]] = (
+            (-10.0, -10.0, 0.0),
+            (10.0, 10.0, 5.0),
+        ),
+    ) -> None:
+        self.devices: list[str] = list(devices)
+        self.clock_offset = clock_offset
+        self.links: set[VrpnLink] = set()
+        self.stats = SessionStats()
+        self.on_connect = on_connect
+        self.on_message = on_message
+        self.sensor_count = sensors or (lambda _name: 1)
+        self.workspace = workspace
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    def make_session(self, peer: Address, udp_inbound: Address | None) -> VrpnSession:
+        return VrpnSession(
+            Role.SERVER,
+            senders=self.devices,
+            types=SERVER_TYPE_NAMES,
+            udp_inbound=udp_inbound,
+            clock_offset=self.clock_offset,
+        )  # its cookie timer starts at the driver's first tick
+
+    def add_device(self, name: str) -> None:
+        """A new device: connected clients get its description now, the others at connect."""
+        if name in self.devices:
+            return
+        self.devices.append(name)
+        for link in list(self.links):
+            if link.session is not None:
+                link.session.register_sender(name)
+                link.session.devices.add(name)
+                link.flush()
+
+    def connected(self) -> list[VrpnLink]:
+        return [
+            link
+            for link in self.links
+            if link.session is not None and link.session.peer_cookie is not None
+        ]
+
+    async def run(self, host: str, port: int, on_listening: Callable[[Address], None]) -> None:
+        await serve(
+            host,
+            port,
+            self.make_session,
+            self._events,
+            on_listening=on_listening,
+            on_open=self.links.add,
+            on_close=self.links.discard,
+        )
+
+    # -- events from clients ----------------------------------------------------------------
+
+    def _events(self, link: VrpnLink, events: list[object]) -> None:
+        session = link.session
+        assert session is not None
+        for event in events:
+            match event:
+                case MessageReceived():
+                    self.stats.messages_in += 1
+                    self._message(link, session, event)
+                case Connected():
+                    if self.on_connect is not None:
+                        self.on_connect(link)
+                case PacketDropped():
+                    self.stats.drop(event.reason)
+                case ConnectionLost():
+                    pass  # the driver logs the close once, with its reason
+        link.flush()
+
+    def _message(self, link: VrpnLink, session: VrpnSession, event: MessageReceived) -> None:
+        device = event.sender
+        match event.message:
+            case TrackerRequestToRoom():
+                session.send(device, TrackerToRoom())
+            case TrackerRequestUnitToSensor():
+                for sensor in range(self.sensor_count(device)):
+                    session.send(device, TrackerUnitToSensor(sensor=sensor))
+            case TrackerRequestWorkspace():
+                low, high = self.workspace
+                session.send(device, TrackerWorkspace(minimum=low, maximum=high))
+            case TextMessage(text=text):
+                log.info("VRPN client %s:%s says: %s", *link.peer, text)
+        if self.on_message is not None:
+            self.on_message(link, event)
+
+    # -- broadcasting -----------------------------------------------------------------------
+
+    def broadcast(
+        self,
+        sender: str,
+        message: Body,
+        *,
+        time: float | None = None,
+        reliable: bool = True,
+        flush: bool = True,
+    ) -> None:
+        """Send to every connected client; `flush=False` queues it for one `flush()` later,
+        so that one frame's messages share TCP writes and UDP datagrams."""
+        for link in self.connected():
+            assert link.session is not None
+            if not reliable and link.congested:
+                link.skipped += 1
+                continue
+            link.session.send(sender, message, time=time, reliable=reliable)
+            if flush:
+                link.flush()
+
+    def flush(self) -> None:
+        for link in self.connected():
+            link.flush()
+
+    def broadcast_poses(
+        self,
+        sender: str | Sequence[str],
+        sensors: npt.ArrayLike,
+        positions: npt.ArrayLike,
+        quaternions_xyzw: npt.ArrayLike,
+        *,
+        time: float | npt.ArrayLike | None = None,
+        flush: bool = True,
+    ) -> None:
+        for link in self.connected():
+            assert link.session is not None
+            if link.congested:
+                link.skipped += 1
+                continue
+            link.session.send_poses(sender, sensors, positions, quaternions_xyzw, time=time)
+            if flush:
+                link.flush()

@@ -1,0 +1,105 @@
+"""The commands as separate processes on real loopback sockets, on the event loop the CLI
+really uses (uvloop): sim -> listen --json, serve, decode, replay, and the demo."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+ROBOWIRE = [sys.executable, "-m", "robowire.cli"]
+DEMO_REC = Path(__file__).parents[1] / "spyglass" / "data" / "recording-2009-05-28.rec"
+
+
+def robowire(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*ROBOWIRE, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "COLUMNS": "160"},
+    )
+
+
+@contextmanager
+def server(*args: str) -> Iterator[str]:
+    """Start `robowire sim|serve ... --port 0`-style servers; yields "host:port" it printed."""
+    process = subprocess.Popen([*ROBOWIRE, *args], stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stderr is not None
+        line = process.stderr.readline()
+        found = re.search(r"on (127\.0\.0\.1:\d+); Ctrl-C ends it", line)
+        assert found, line
+        yield found.group(1)
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:  # Ctrl-C is a clean end: the shell's 130, no traceback
+            assert process.wait(10) == 130
+            assert process.stderr is not None
+            assert "Traceback" not in process.stderr.read()
+        finally:
+            if process.poll() is None:
+                process.kill()
+
+
+@pytest.mark.parametrize(
+    "protocol, url",
+    [
+        ("spyglass", "spyglass://{}"),
+        ("vrpn", "vrpn://Tracker0@{}"),
+        ("vrpn", "vrpn+tcp://Tracker0@{}"),
+    ],
+)
+def test_sim_then_listen_json(protocol, url):
+    with server("sim", protocol, "--port", "0", "--count", "4", "--rate", "20") as address:
+        run = robowire("listen", url.format(address), "--json", "--count", "8")
+    assert run.returncode == 0, run.stderr
+    lines = [json.loads(line) for line in run.stdout.splitlines()]
+    assert len(lines) == 8
+    for line in lines:
+        assert line["source"] == f"{protocol}@{address}"
+        assert len(line["position"]) == 3 and line["receive_time"] > 1.7e9
+
+
+def test_serve_offers_one_protocol_to_another():
+    with (
+        server("sim", "spyglass", "--port", "0", "--count", "3", "--rate", "20") as sim,
+        server("serve", "vrpn+tcp://127.0.0.1:0", "--from", f"spyglass://{sim}") as vrpn,
+    ):
+        run = robowire("listen", f"vrpn+tcp://1,2,3@{vrpn}", "--json", "--count", "6")
+    assert run.returncode == 0, run.stderr
+    # each node is a tracker (pose) and an analog device (its data values) of the same name
+    devices = {json.loads(line)["device"] for line in run.stdout.splitlines()}
+    assert devices and devices <= {"1/0", "2/0", "3/0", "1", "2", "3"}
+
+
+def test_decode_reads_the_original_spyglass_recording_without_errors():
+    run = robowire("decode", "spyglass", str(DEMO_REC))
+    assert run.returncode == 0
+    lines = [json.loads(line) for line in run.stdout.splitlines()]
+    assert len(lines) == 3773 and not any("error" in line for line in lines)
+    assert "3773 messages, 0 errors" in run.stderr
+
+
+def test_replay_of_a_rec_file_ends_by_itself():
+    run = robowire("replay", str(DEMO_REC), "--json", "--speed", "100000")
+    assert run.returncode == 0, run.stderr
+    sources = {json.loads(line)["source"] for line in run.stdout.splitlines()}
+    assert sources == {f"spyglass:{DEMO_REC}"}
+
+
+def test_demo_shows_every_landed_simulator():
+    run = robowire("demo", "--duration", "4", "--count", "3")
+    assert run.returncode == 0, run.stderr
+    counts = dict(re.findall(r"^(\w+)@127\.0\.0\.1:\d+: (\d+) messages in", run.stdout, re.M))
+    assert set(counts) == {"spyglass", "vrpn"}, run.stdout
+    assert all(int(n) > 0 for n in counts.values())
+    assert "Tracker0/0" in run.stdout and "sensor_node" in run.stdout
