@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -115,3 +116,32 @@ def test_cli_sim_and_drive() -> None:
 def test_drive_help_has_example() -> None:
     result = CliRunner().invoke(main, ["xrp", "drive", "--help"])
     assert result.exit_code == 0 and "robowire xrp drive" in result.output
+
+
+def test_cli_sim_then_listen_json() -> None:
+    env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    sim = subprocess.Popen(
+        [sys.executable, "-m", "robowire.cli", "sim", "xrp", "--port", "0", "--count", "3",
+         "--duration", "20"],
+        env=env, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert sim.stderr is not None
+        line = sim.stderr.readline()
+        found = re.search(r"on (127\.0\.0\.1:\d+); Ctrl-C ends it", line)
+        assert found, line
+        address = found.group(1)
+        url = f"xrp://{address}?enable=1&left=0.5&right=0.5"
+        run = subprocess.run(
+            [sys.executable, "-m", "robowire.cli", "listen", url, "--json", "--count", "12"],
+            env=env, capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+    finally:
+        sim.terminate()
+        sim.wait(10)
+    assert run.returncode == 0, run.stderr
+    lines = [json.loads(x) for x in run.stdout.splitlines()]
+    assert len(lines) == 12
+    assert all(x["source"] == f"xrp@{address}" and x["device"] == "xrp" for x in lines)
+    assert lines[-1]["position"][0] > 0.0  # driving forward along +x
+    assert lines[-1]["telemetry"]["enabled"]["value"] == 1.0

@@ -23,7 +23,8 @@ DEFAULT_PORT: int = _DEFAULT_PORT
 
 
 def open_source(endpoint: Endpoint) -> Source:
-    """`xrp://host:3540`: we are the WPILib side (`?enable=1` sends the enable byte)."""
+    """`xrp://host:3540`: we are the WPILib side (`?enable=1` sends the enable byte,
+    `&left=0.3&right=0.2` drives the wheels)."""
     return XrpSource(endpoint)
 
 

@@ -2,7 +2,8 @@
 
 Source: we are the WPILib side. The robot streams status only to whoever sent it the latest
 datagram, so the source sends commands at 50 Hz too: disabled, motors off, unless the URL
-says `?enable=1` (then it sends the control byte 1 with motors still off). Running it next to a
+says `?enable=1` (then it sends the control byte 1) and `&left=E&right=E` (wheel efforts
+-1..1, forward positive; they move the robot only while enabled). Running it next to a
 real WPILib program steals the robot's replies from that program.
 
 Sink: an XRP robot on a UDP port whose sensors mirror one world device, so WPILib code can
@@ -21,12 +22,18 @@ import logging
 import math
 
 from robowire.endpoints import Endpoint
+from robowire.errors import ConfigError
 from robowire.protocols.base import PacketDropped
 from robowire.protocols.xrp.adapter import XrpAdapter
 from robowire.protocols.xrp.client import resolve, start_client
 from robowire.protocols.xrp.codec import DEFAULT_PORT
 from robowire.protocols.xrp.physics import COUNTS_PER_METRE, TRACK_WIDTH, Fleet
-from robowire.protocols.xrp.session import ClientSession, RobotSession, StatusReceived
+from robowire.protocols.xrp.session import (
+    ClientSession,
+    RobotSession,
+    StatusReceived,
+    wheel_values,
+)
 from robowire.protocols.xrp.sim import arena_from
 from robowire.service import Sink, Source
 from robowire.timebase import WallClock
@@ -45,6 +52,12 @@ class XrpSource(Source):
         self.port = endpoint.port_or(DEFAULT_PORT)
         super().__init__(f"xrp@{self.host}:{self.port}")
         self.enable = endpoint.option("enable", "0") == "1"
+        try:
+            self.efforts = tuple(
+                min(1.0, max(-1.0, float(endpoint.option(side, "0")))) for side in ("left", "right")
+            )
+        except ValueError:
+            raise ConfigError(f"{endpoint.raw}: left and right must be efforts -1..1") from None
         self.session: ClientSession | None = None
 
     async def run(self, world: World) -> None:
@@ -53,6 +66,9 @@ class XrpSource(Source):
         remote = resolve(self.host, self.port)
         session = self.session = ClientSession(remote)
         session.enabled = self.enable
+        motor_left, motor_right = wheel_values(*self.efforts)
+        session.set_motor(0, motor_left)
+        session.set_motor(1, motor_right)
         adapter = XrpAdapter(world, self.name)
 
         def on_events(events: list[object]) -> None:
