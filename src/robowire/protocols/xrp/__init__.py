@@ -25,6 +25,8 @@ from robowire.protocols.xrp.codec import (
     decode_status,
     encode_packet,
 )
+from robowire.protocols.xrp.physics import Arena, Fleet
+from robowire.protocols.xrp.session import ClientSession, RobotSession, RobotStatus
 
 __all__ = [
     "DEFAULT_PORT",
@@ -32,9 +34,14 @@ __all__ = [
     "NO_PERIOD",
     "Accel",
     "AnalogIn",
+    "Arena",
+    "ClientSession",
     "Encoder",
+    "Fleet",
     "Gyro",
     "Packet",
+    "RobotSession",
+    "RobotStatus",
     "Tag",
     "UnknownBlock",
     "XRPMotor",
