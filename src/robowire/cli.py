@@ -93,6 +93,7 @@ def main(verbose: int) -> None:
 DEMO_SIMS = {
     "spyglass": "spyglass://{host}:{port}",
     "vrpn": "vrpn://Tracker0,Analog0,Button0,Dial0@{host}:{port}",
+    "xrp": "xrp://{host}:{port}?enable=1&left=0.3&right=0.2",  # a robot driving a wide circle
 }
 
 
