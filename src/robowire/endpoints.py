@@ -72,6 +72,16 @@ class Endpoint:
     def option(self, name: str, default: str) -> str:
         return self.options.get(name, default)
 
+    def float_option(self, name: str, default: float) -> float:
+        """A non-negative number option (seconds, a speed, a rate), or ConfigError."""
+        try:
+            value = float(self.options.get(name, default))
+        except ValueError:
+            raise ConfigError(f"{self.raw}: {name} must be a number") from None
+        if not value >= 0:
+            raise ConfigError(f"{self.raw}: {name} must not be negative")
+        return value
+
     def __str__(self) -> str:
         return self.raw
 

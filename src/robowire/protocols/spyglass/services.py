@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from robowire.capture import Record, read_capture
+from robowire.capture import Record, batches, read_capture
 from robowire.endpoints import Endpoint
 from robowire.errors import ConfigError, DecodeError, RobowireError, TransportError
 from robowire.protocols.base import ConnectionLost, PacketDropped
@@ -48,19 +48,8 @@ log = logging.getLogger("robowire.spyglass")
 DEFAULT_PORT = 7870  # robowire's own choice: SpyGlass itself has no network listener
 RETRY_SECONDS = 1.0
 ADVANCE_PERIOD = 0.1  # seconds between moves of trajectory objects
-FILE_BATCH = 1024  # records applied to the world at once when a file is read unpaced
 MAX_BUFFERED = 1 << 20  # bytes a slow viewer may have pending before its packets are dropped
 FIRST_FREE_SEMANTIC = 100  # telemetry without a profile entry gets semantic types from here
-
-
-def _float_option(endpoint: Endpoint, name: str, default: float) -> float:
-    try:
-        value = float(endpoint.option(name, str(default)))
-    except ValueError:
-        raise ConfigError(f"{endpoint.raw}: {name} must be a number") from None
-    if not value >= 0:
-        raise ConfigError(f"{endpoint.raw}: {name} must not be negative")
-    return value
 
 
 class SpyglassSource(Source):
@@ -78,8 +67,8 @@ class SpyglassSource(Source):
         super().__init__(name)
         self.adapter = SpyglassAdapter.from_options(self.name, endpoint.options)
         SpyglassSession.from_options(endpoint.options)  # options are checked before the run
-        self.retry = _float_option(endpoint, "retry", RETRY_SECONDS)
-        self.speed = _float_option(endpoint, "speed", 0.0)
+        self.retry = endpoint.float_option("retry", RETRY_SECONDS)
+        self.speed = endpoint.float_option("speed", 0.0)
         self.connections = 0
         self.clock = WallClock()
 
@@ -114,13 +103,8 @@ class SpyglassSource(Source):
             self.adapter.advance(world, self.clock.wall(loop.time()))
 
     async def _follow(self, world: World) -> None:
-        loop = asyncio.get_running_loop()
-
         def on_events(_driver: StreamDriver, events: list[object]) -> None:
-            received = self.adapter.apply_events(world, events, self.clock.wall(loop.time()))
-            self.stats.messages_in += received
-            if received != len(events):
-                self._count(events)
+            self._apply(world, events)
 
         failed = False
         while True:
@@ -145,38 +129,26 @@ class SpyglassSource(Source):
         loop = asyncio.get_running_loop()
         assert self.endpoint.path is not None
         sessions: dict[str, SpyglassSession] = {}
-        pending: list[object] = []
-        first: tuple[float, float] | None = None  # (record time, loop time) of the first record
-
-        def apply() -> None:
-            received = self.adapter.apply_events(world, pending, self.clock.wall(loop.time()))
-            self.stats.messages_in += received
-            if received != len(pending):
-                self._count(pending)
-            pending.clear()
-
         self.ready.set()
         try:
-            for count, record in enumerate(file_records(self.endpoint.path), 1):
-                if self.speed > 0 and record.time is not None:
-                    if first is None:
-                        first = (record.time, loop.time())
-                    delay = first[1] + (record.time - first[0]) / self.speed - loop.time()
-                    if delay > 0:
-                        apply()
-                        await asyncio.sleep(delay)
-                session = sessions.get(record.flow)
-                if session is None:
-                    session = sessions[record.flow] = self._session()
-                pending += session.feed(record.data, loop.time())
-                if count % FILE_BATCH == 0:
-                    apply()
-                    await asyncio.sleep(0)
+            async for batch in batches(file_records(self.endpoint.path), self.speed):
+                events: list[object] = []
+                for record in batch:
+                    session = sessions.get(record.flow)
+                    if session is None:
+                        session = sessions[record.flow] = self._session()
+                    events += session.feed(record.data, loop.time())
+                self._apply(world, events)
         except DecodeError as exc:  # a file that is not what it claims stops the read
             raise RobowireError(f"{self.endpoint.path}: {exc}") from None
-        for session in sessions.values():
-            pending += session.feed_eof(loop.time())
-        apply()
+        self._apply(world, [e for s in sessions.values() for e in s.feed_eof(loop.time())])
+
+    def _apply(self, world: World, events: list[object]) -> None:
+        now = self.clock.wall(asyncio.get_running_loop().time())
+        received = self.adapter.apply_events(world, events, now)
+        self.stats.messages_in += received
+        if received != len(events):
+            self._count(events)
 
 
 def file_records(path: str) -> Iterator[Record]:
