@@ -210,7 +210,7 @@ def _names_for_udp(record: Record, streams: dict[str, StreamDecoder]) -> Names:
     return Names()
 
 
-def _looks_like_lob(data: bytes) -> bool:
+def looks_like_lob(data: bytes) -> bool:
     """A connection request is short printable 'host port' text ending in one NUL."""
     text = data[:-1]
     return (
@@ -224,7 +224,7 @@ def _looks_like_lob(data: bytes) -> bool:
 def _decode_udp(record: Record, streams: dict[str, StreamDecoder]) -> Iterator[dict[str, Any]]:
     data = record.data
     base = {"direction": record.flow, "time": record.time}
-    if _looks_like_lob(data):
+    if looks_like_lob(data):
         try:
             host, port = decode_lob(data)
         except DecodeError as exc:

@@ -9,6 +9,7 @@ from robowire.capture import read_capture
 from robowire.endpoints import Endpoint
 from robowire.protocols.vrpn.codec import DEFAULT_PORT as _DEFAULT_PORT
 from robowire.protocols.vrpn.dissect import decode_records
+from robowire.protocols.vrpn.file_source import VrpnFileSource
 from robowire.protocols.vrpn.services import VrpnSink, VrpnSource
 from robowire.protocols.vrpn.sim import VrpnSim
 from robowire.service import Sim, SimOptions, Sink, Source
@@ -19,11 +20,14 @@ command = None
 
 
 def open_source(endpoint: Endpoint) -> Source:
-    """`vrpn://Tracker0@host:3883` (UDP+TCP) or `vrpn+tcp://Tracker0,Analog0@host` (TCP only).
+    """`vrpn://Tracker0@host:3883` (UDP+TCP) or `vrpn+tcp://Tracker0,Analog0@host` (TCP only),
+    or a capture file `vrpn:capture.pcap` (pcap/pcapng, or a raw stream from the server).
 
     Options: `?time=sender|receive` (which time becomes the source time), `?retry=SECONDS`,
     `?rate=HZ` (ask the trackers for that update rate once connected).
     """
+    if endpoint.is_file:
+        return VrpnFileSource(endpoint)
     return VrpnSource(endpoint)
 
 
