@@ -82,6 +82,14 @@ def _text_datagrams(path: str) -> Iterator[tuple[bytes, str, float | None] | dic
             f.close()
 
 
+def capture_datagrams(path: str) -> Iterator[tuple[bytes, str, float | None] | dict[str, Any]]:
+    """(data, direction, time) per datagram of a pcap/pcapng or text capture; a text line
+    that is not a datagram comes out as an error dict."""
+    if path != "-" and is_pcap(path):
+        return _pcap_datagrams(path)
+    return _text_datagrams(path)
+
+
 def decode_capture(path: str) -> Iterator[dict[str, Any]]:
     """Every datagram of a pcap/pcapng capture or of an XRP text capture."""
     if path != "-" and is_pcap(path):

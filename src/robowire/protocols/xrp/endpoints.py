@@ -14,6 +14,7 @@ from robowire.endpoints import Endpoint
 from robowire.errors import RobowireError
 from robowire.protocols.xrp.codec import DEFAULT_PORT as _DEFAULT_PORT
 from robowire.protocols.xrp.decode import decode_capture as _decode_capture
+from robowire.protocols.xrp.file_source import XrpFileSource
 from robowire.protocols.xrp.services import XrpSink, XrpSource
 from robowire.protocols.xrp.sim import XrpSim
 from robowire.service import Sim, SimOptions, Sink, Source
@@ -24,7 +25,10 @@ DEFAULT_PORT: int = _DEFAULT_PORT
 
 def open_source(endpoint: Endpoint) -> Source:
     """`xrp://host:3540`: we are the WPILib side (`?enable=1` sends the enable byte,
-    `&left=0.3&right=0.2` drives the wheels)."""
+    `&left=0.3&right=0.2` drives the wheels). A capture file (`xrp:capture.txt`, pcap/pcapng)
+    replays what the WPILib side saw."""
+    if endpoint.is_file:
+        return XrpFileSource(endpoint)
     return XrpSource(endpoint)
 
 
