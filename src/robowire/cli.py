@@ -141,7 +141,7 @@ def listen(urls: tuple[str, ...], as_json: bool, count: int | None, duration: fl
     \b
     URL is a protocol endpoint or a file, e.g.:
       spyglass://127.0.0.1:7870   vrpn://Tracker0@127.0.0.1:3883   xrp://127.0.0.1:3540
-      recording.rec               vrpn:capture.pcap
+      recording.rec               vrpn:capture.pcap              xrp:capture.txt
     \b
     Example:
       robowire listen spyglass://127.0.0.1:7870 --json --count 3
