@@ -17,6 +17,9 @@ import pytest
 
 ROBOWIRE = [sys.executable, "-m", "robowire.cli"]
 DEMO_REC = Path(__file__).parents[1] / "spyglass" / "data" / "recording-2009-05-28.rec"
+# shared/ sits beside the checkout (../shared) in CI and in the lead's tree
+_SHARED = (Path(__file__).resolve().parents[2].parent / "shared", Path("/work/shared"))
+CAPTURES = next((c / "captures" for c in _SHARED if (c / "captures").exists()), None)
 
 
 def robowire(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
@@ -79,6 +82,17 @@ def test_serve_offers_one_protocol_to_another():
     # each node is a tracker (pose) and an analog device (its data values) of the same name
     devices = {json.loads(line)["device"] for line in run.stdout.splitlines()}
     assert devices and devices <= {"1/0", "2/0", "3/0", "1", "2", "3"}
+
+
+@pytest.mark.parametrize("capture", ["vrpn:vrpn/tcp_tracker.pcap", "xrp:xrp/capture_normal.txt"])
+def test_listen_to_a_capture_file(capture):
+    if CAPTURES is None:
+        pytest.skip("shared/captures is not beside this checkout")
+    protocol, _, path = capture.partition(":")
+    run = robowire("listen", f"{protocol}:{CAPTURES / path}", "--json", "--count", "3")
+    assert run.returncode == 0, run.stderr
+    lines = [json.loads(line) for line in run.stdout.splitlines()]
+    assert len(lines) == 3 and all(x["source"] == f"{protocol}:{CAPTURES / path}" for x in lines)
 
 
 def test_decode_reads_the_original_spyglass_recording_without_errors():

@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -96,15 +94,3 @@ async def test_paced_replay_follows_the_capture_clock(captures):
     await read_into_world(captures / "tcp_tracker.pcap", speed="4")
     elapsed = loop.time() - start
     assert 1.58 / 4 * 0.9 <= elapsed < 1.58 / 4 + 1.5  # the capture spans 1.59 s
-
-
-def test_listen_to_a_capture_from_the_command_line(captures):
-    url = f"vrpn:{captures / 'tcp_tracker.pcap'}"
-    run = subprocess.run(
-        [sys.executable, "-m", "robowire.cli", "listen", url, "--json", "--count", "3"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    assert run.returncode == 0, run.stderr
-    assert len(run.stdout.splitlines()) == 3

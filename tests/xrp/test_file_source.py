@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -68,15 +66,3 @@ async def test_bad_lines_are_counted_and_skipped(captures, tmp_path):
     assert not gateway.failures
     assert source.stats.dropped == 3  # two lines that are not datagrams, status seq 0
     assert source.stats.messages_in > 100
-
-
-def test_listen_to_a_capture_from_the_command_line(captures):
-    url = f"xrp:{captures / 'capture_normal.txt'}"
-    run = subprocess.run(
-        [sys.executable, "-m", "robowire.cli", "listen", url, "--json", "--count", "3"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    assert run.returncode == 0, run.stderr
-    assert len(run.stdout.splitlines()) == 3
