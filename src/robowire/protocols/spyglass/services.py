@@ -80,8 +80,8 @@ class SpyglassSource(Source):
             if isinstance(event, PacketDropped):
                 self.stats.drop(event.reason)
                 log.debug("%s: %s", self.name, event.reason)
-            elif isinstance(event, ConnectionLost):
-                log.warning("%s: %s", self.name, event.reason)
+            elif isinstance(event, ConnectionLost):  # _follow reconnects; a file ends
+                log.info("%s: %s", self.name, event.reason)
 
     async def run(self, world: World) -> None:
         advancing = asyncio.create_task(self._advance(world))
@@ -122,7 +122,7 @@ class SpyglassSource(Source):
             failed = False
             self.connections += 1
             self.stats.bytes_in += session.stats.bytes_in
-            log.info("%s: %s; reconnecting", self.name, session.close_reason or "connection closed")
+            log.info("%s: reconnecting", self.name)
             await asyncio.sleep(self.retry)
 
     async def _read_file(self, world: World) -> None:
