@@ -45,6 +45,7 @@ class StreamDriver(asyncio.Protocol):
         self.session: StreamSession | None = None
         self.peer: Address = ("", 0)
         self.closed: asyncio.Future[None] = self._loop.create_future()
+        self._ended = False  # the peer's EOF was fed, or we closed the connection ourselves
 
     # asyncio.Protocol callbacks
 
@@ -58,9 +59,17 @@ class StreamDriver(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if peer:
             self.peer = (str(peer[0]), int(peer[1]))
-        self.session = self._session_factory(self.peer)
+        self.session = self._new_session(transport)
         if self._on_open is not None:
             self._on_open(self)
+        self._start()
+
+    def _new_session(self, transport: asyncio.BaseTransport) -> StreamSession:
+        """The session of this connection (subclasses with more sockets set those up here)."""
+        return self._session_factory(self.peer)
+
+    def _start(self) -> None:
+        """Send what the new session queued (subclasses may start its clock instead)."""
         self.flush()
 
     def data_received(self, data: bytes) -> None:
@@ -68,6 +77,7 @@ class StreamDriver(asyncio.Protocol):
             self._after(self.session.feed(data, self._loop.time()))
 
     def eof_received(self) -> bool:
+        self._ended = True
         if self.session is not None:
             self._after(self.session.feed_eof(self._loop.time()))
         return False
@@ -75,6 +85,10 @@ class StreamDriver(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._timer.cancel()
         self._transport = None
+        session = self.session
+        if session is not None and not self._ended and not session.close_expected():
+            self._ended = True  # reset without an EOF: the session learns the peer is gone
+            self._after(session.feed_eof(self._loop.time()))
         if not self.closed.done():
             self.closed.set_result(None)
         if self._on_close is not None:
@@ -113,6 +127,7 @@ class StreamDriver(asyncio.Protocol):
         return 0 if self._transport is None else self._transport.get_write_buffer_size()
 
     def close(self) -> None:
+        self._ended = True
         self._timer.cancel()
         if self._transport is not None:
             self._transport.close()

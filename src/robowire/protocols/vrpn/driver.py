@@ -19,7 +19,8 @@ from robowire.errors import DecodeError, TransportError
 from robowire.protocols.base import Address
 from robowire.protocols.vrpn.codec import decode_lob, encode_lob
 from robowire.protocols.vrpn.session import PEER_CLOSED, VrpnSession
-from robowire.transport.timer import DeadlineTimer
+from robowire.transport.tcp import OnDriver, StreamDriver
+from robowire.transport.tcp import OnEvents as StreamOnEvents
 from robowire.transport.udp import MAX_DATAGRAM, open_udp_socket
 
 log = logging.getLogger("robowire.vrpn")
@@ -34,8 +35,10 @@ LOB_INTERVAL = 2.0  # the C++ client re-sends its connection request every 2 s
 SLOW_PEER_BYTES = 1 << 20  # a peer this far behind gets no more low-latency data
 
 
-class VrpnLink(asyncio.Protocol):
-    """One VRPN connection: a TCP transport and an optional UDP socket, one session."""
+class VrpnLink(StreamDriver):
+    """One VRPN connection: the shared TCP stream driver plus an optional UDP socket."""
+
+    session: VrpnSession | None
 
     def __init__(
         self,
@@ -46,35 +49,22 @@ class VrpnLink(asyncio.Protocol):
         on_open: OnLink | None = None,
         on_close: OnLink | None = None,
     ) -> None:
+        # the callbacks get this VrpnLink, which is the StreamDriver they are called with
+        super().__init__(
+            lambda peer: session_factory(peer, None),  # TCP only; _new_session adds UDP
+            cast(StreamOnEvents, on_events),
+            on_open=cast(OnDriver | None, on_open),
+            on_close=cast(OnDriver | None, on_close),
+        )
         self._factory = session_factory
-        self._on_events = on_events
         self._udp_wanted = udp
-        self._on_open = on_open
-        self._on_close = on_close
-        self._loop = asyncio.get_running_loop()
-        self._timer = DeadlineTimer(self._loop, self._tick)
-        self._transport: asyncio.Transport | None = None
         self.sock: socket.socket | None = udp if isinstance(udp, socket.socket) else None
-        self.session: VrpnSession | None = None
-        self.peer: Address = ("", 0)
-        self.closed: asyncio.Future[None] = self._loop.create_future()
         self.send_errors = 0
         self.skipped = 0
-        self._closed_here = False
         self.lob_target: Address | None = None  # the address a lob asked us to connect to
 
-    # -- asyncio callbacks -----------------------------------------------------------------
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # uvloop's transports are not asyncio.Transport subclasses, but behave as one
-        self._transport = cast(asyncio.Transport, transport)
-        peer = transport.get_extra_info("peername") or ("", 0)
+    def _new_session(self, transport: asyncio.BaseTransport) -> VrpnSession:
         local = transport.get_extra_info("sockname") or ("127.0.0.1", 0)
-        self.peer = (str(peer[0]), int(peer[1]))
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         inbound: Address | None = None
         if self._udp_wanted is not False:
             if self.sock is None:
@@ -86,30 +76,14 @@ class VrpnLink(asyncio.Protocol):
                 name = self.sock.getsockname()
                 inbound = (str(local[0]), int(name[1]))
                 self._loop.add_reader(self.sock.fileno(), self._readable)
-        self.session = self._factory(self.peer, inbound)
-        if self._on_open is not None:
-            self._on_open(self)
+        return self._factory(self.peer, inbound)
+
+    def _start(self) -> None:
         self._tick()  # starts the session's clock (its cookie timer) and flushes
 
-    def data_received(self, data: bytes) -> None:
-        if self.session is not None:
-            self._after(self.session.feed(data, self._loop.time()))
-
-    def eof_received(self) -> bool:
-        if self.session is not None:
-            self._after(self.session.feed_eof(self._loop.time()))
-        return False
-
     def connection_lost(self, exc: Exception | None) -> None:
-        self._timer.cancel()
-        self._transport = None
-        if self.session is not None and not self.session.close_expected() and not self._closed_here:
-            self._after(self.session.feed_eof(self._loop.time()))
         self._close_udp()
-        if not self.closed.done():
-            self.closed.set_result(None)
-        if self._on_close is not None:
-            self._on_close(self)
+        super().connection_lost(exc)
 
     def _readable(self) -> None:
         sock, session = self.sock, self.session
@@ -127,49 +101,25 @@ class VrpnLink(asyncio.Protocol):
             events += session.feed_datagram(data, (str(addr[0]), int(addr[1])), now)
         self._after(events)
 
-    # -- driving the session ---------------------------------------------------------------
-
-    def _tick(self) -> None:
-        if self.session is not None:
-            self._after(self.session.tick(self._loop.time()))
-
-    def _after(self, events: list[object]) -> None:
-        self.flush()
-        if events:
-            self._on_events(self, events)
-
     def flush(self) -> None:
-        """Write queued TCP bytes and datagrams, close if the session asks, re-arm the timer."""
-        transport, session = self._transport, self.session
-        if session is None:
-            return
-        data = session.data_to_send()
-        if transport is not None and data:
-            transport.write(data)
-        datagrams = session.datagrams_to_send()
-        if datagrams and self.sock is not None:
-            for datagram, addr in datagrams:
+        """Send queued datagrams, then what the stream driver does: TCP bytes, close, timer."""
+        session = self.session
+        if session is not None and self.sock is not None:
+            for datagram, addr in session.datagrams_to_send():
                 try:
                     if addr is not None:
                         self.sock.sendto(datagram, addr)
                 except OSError:  # full buffer or unreachable peer: UDP may lose it
                     self.send_errors += 1
-        if session.close_expected():
-            self.close()
-            return
-        self._timer.arm(session.next_deadline())
+        super().flush()
 
     @property
     def congested(self) -> bool:
         """True when TCP bytes pile up for this peer: skip its low-latency data for now."""
-        transport = self._transport
-        return transport is None or transport.get_write_buffer_size() > SLOW_PEER_BYTES
+        return not self.connected or self.write_buffer_size() > SLOW_PEER_BYTES
 
     def close(self) -> None:
-        self._closed_here = True
-        self._timer.cancel()
-        if self._transport is not None:
-            self._transport.close()
+        super().close()
         self._close_udp()
 
     def _close_udp(self) -> None:
