@@ -60,7 +60,8 @@ def _fair_share(devices: list[Device], rows: int) -> list[Device]:
 
 
 def device_table(world: World, services: Iterable[Service] = (), max_rows: int = MAX_ROWS) -> Group:
-    """A table of the most recently updated devices, and a line of per-service counters."""
+    """A table of the devices (each source gets its share of `max_rows`), and a line of
+    counters per service."""
     table = Table(expand=False, header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
     for name, justify, width in COLUMNS:
         table.add_column(
