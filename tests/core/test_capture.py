@@ -1,0 +1,51 @@
+"""Capture readers: pcapng reads like pcap; file sources batch and pace records."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import dpkt
+import pytest
+
+from robowire.capture import Record, batches, read_capture, read_pcap
+
+_SHARED = (Path(__file__).resolve().parents[2].parent / "shared", Path("/work/shared"))
+VRPN_PCAP = next(
+    (c / "captures/vrpn/tcp_tracker.pcap" for c in _SHARED if (c / "captures").exists()), None
+)
+
+
+def test_pcapng_gives_the_same_records_as_pcap(tmp_path):
+    if VRPN_PCAP is None:
+        pytest.skip("shared/captures is not beside this checkout")
+    converted = tmp_path / "same.pcapng"
+    with open(VRPN_PCAP, "rb") as f, open(converted, "wb") as out:
+        reader = dpkt.pcap.Reader(f)
+        writer = dpkt.pcapng.Writer(out, linktype=reader.datalink())
+        for timestamp, frame in reader:
+            writer.writepkt(frame, ts=timestamp)
+    original = list(read_pcap(str(VRPN_PCAP)))
+    again = list(read_capture(str(converted)))
+    assert len(original) > 10
+    assert [(r.data, r.flow, r.transport) for r in again] == [
+        (r.data, r.flow, r.transport) for r in original
+    ]
+    assert all(abs(a.time - b.time) < 1e-5 for a, b in zip(again, original, strict=True))
+
+
+async def test_batches_unpaced_come_in_bulk():
+    records = [Record(bytes([i % 256]), time=float(i)) for i in range(2500)]
+    sizes = [len(b) async for b in batches(records)]
+    assert sizes == [1024, 1024, 452]
+
+
+async def test_batches_paced_follow_record_times_divided_by_speed():
+    records = [Record(b"x", time=t) for t in (100.0, 100.0, 100.4, 100.8)]
+    loop = asyncio.get_running_loop()
+    seen: list[tuple[int, float]] = []
+    start = loop.time()
+    async for batch in batches(records, speed=2.0):
+        seen.append((len(batch), loop.time() - start))
+    assert [n for n, _ in seen] == [2, 1, 1]
+    assert seen[1][1] == pytest.approx(0.2, abs=0.05) and seen[2][1] == pytest.approx(0.4, abs=0.05)
