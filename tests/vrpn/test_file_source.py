@@ -5,12 +5,16 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import re
+import socket
 from pathlib import Path
 
+import dpkt
 import numpy as np
 
+from robowire.capture import read_capture
 from robowire.endpoints import parse_endpoint
 from robowire.gateway import Gateway, open_source
+from robowire.protocols.vrpn.session import Role, VrpnSession
 from robowire.world import Update
 
 NUMBER = r"\s*(-?\d+\.\d+)"
@@ -94,3 +98,63 @@ async def test_paced_replay_follows_the_capture_clock(captures):
     await read_into_world(captures / "tcp_tracker.pcap", speed="4")
     elapsed = loop.time() - start
     assert 1.58 / 4 * 0.9 <= elapsed < 1.58 / 4 + 1.5  # the capture spans 1.59 s
+
+
+def _frame(src: tuple[str, int], dst: tuple[str, int], payload: bytes, seq: int | None) -> bytes:
+    """An Ethernet frame of one UDP datagram (seq None) or TCP segment."""
+    segment: dpkt.Packet
+    if seq is None:
+        segment = dpkt.udp.UDP(sport=src[1], dport=dst[1], data=payload)
+        segment.ulen = 8 + len(payload)
+        proto = dpkt.ip.IP_PROTO_UDP
+    else:
+        segment = dpkt.tcp.TCP(sport=src[1], dport=dst[1], seq=seq, flags=dpkt.tcp.TH_ACK)
+        segment.data = payload
+        proto = dpkt.ip.IP_PROTO_TCP
+    ip = dpkt.ip.IP(
+        src=socket.inet_aton(src[0]), dst=socket.inet_aton(dst[0]), p=proto, data=segment
+    )
+    ip.len = len(bytes(ip))
+    return bytes(dpkt.ethernet.Ethernet(type=dpkt.ethernet.ETH_TYPE_IP, data=ip))
+
+
+async def test_udp_reports_reach_the_connection_that_announced_the_port(tmp_path):
+    """UDP+TCP mode: datagrams to the port the client announced belong to its connection."""
+    client_tcp, server_tcp = ("10.0.0.2", 40000), ("10.0.0.1", 3883)
+    client_udp, server_udp = ("10.0.0.2", 5000), ("10.0.0.1", 6000)
+    client = VrpnSession(Role.CLIENT, udp_inbound=client_udp, now=0.0)
+    server = VrpnSession(Role.SERVER, senders=["Tracker0"], now=0.0)
+    path = tmp_path / "udp.pcap"
+    seqs = {"c": 1000, "s": 9000}
+    with path.open("wb") as f:
+        writer = dpkt.pcap.Writer(f)
+        when = 1.7e9
+
+        def tcp(side: str, data: bytes) -> None:
+            nonlocal when
+            if data:
+                src, dst = (client_tcp, server_tcp) if side == "c" else (server_tcp, client_tcp)
+                writer.writepkt(_frame(src, dst, data, seqs[side]), ts=when)
+                seqs[side] += len(data)
+                when += 0.01
+
+        for _ in range(3):  # cookies, descriptions, names announced back
+            up = client.data_to_send()
+            server.feed(up, 0.0)
+            tcp("c", up)
+            down = server.data_to_send()
+            client.feed(down, 0.0)
+            tcp("s", down)
+        assert server.peer_udp == client_udp
+        for step in range(5):  # poses go by UDP (TCP carries only the type's first description)
+            server.send_poses("Tracker0", [0], [[step, 2.0, 3.0]], [[0.0, 0.0, 0.0, 1.0]])
+            tcp("s", server.data_to_send())
+            for datagram, _ in server.datagrams_to_send():
+                writer.writepkt(_frame(server_udp, client_udp, datagram, None), ts=when)
+                when += 0.01
+    assert sum(r.transport == "udp" for r in read_capture(str(path))) == 5
+    gateway, poses = await read_into_world(path)
+    (source,) = gateway.services
+    device = gateway.world.device(source.name, "Tracker0/0")
+    assert device is not None and device.position == (4.0, 2.0, 3.0)
+    assert poses == 5 and source.stats.dropped == 0, source.stats.last_drop_reason
