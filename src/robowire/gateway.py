@@ -12,6 +12,7 @@ import asyncio
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from robowire.endpoints import Endpoint, glue_function, parse_endpoint
 from robowire.errors import ConfigError, RobowireError
@@ -24,6 +25,8 @@ log = logging.getLogger("robowire")
 def open_source(url: str | Endpoint) -> Source:
     """A source for a URL or file name (`robowire listen URL`)."""
     endpoint = parse_endpoint(url) if isinstance(url, str) else url
+    if endpoint.is_file and endpoint.path != "-" and not Path(str(endpoint.path)).is_file():
+        raise ConfigError(f"no such file: {endpoint.path}")  # said before anything starts
     if endpoint.protocol == "mcap":
         from robowire.recording import McapSource
 

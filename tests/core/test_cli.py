@@ -24,6 +24,8 @@ def test_every_command_has_help_with_an_example(command):
         (["listen", "ftp://host"], "unknown scheme 'ftp'"),
         (["listen", "capture.pcap"], "cannot tell the protocol"),
         (["decode", "spyglass", "/no/such/file.rec"], "no such file"),
+        (["listen", "vrpn:/no/such/capture.pcap"], "no such file: /no/such/capture.pcap"),
+        (["replay", "/no/such/run.mcap"], "no such file: /no/such/run.mcap"),
         (["sim", "spyglass", "--set", "novalue"], "expected KEY=VALUE"),
     ],
 )
@@ -32,6 +34,7 @@ def test_errors_are_one_line_without_traceback(args, words):
         [sys.executable, "-m", "robowire.cli", *args], capture_output=True, text=True, timeout=60
     )
     assert run.returncode != 0
+    assert run.stdout == ""  # nothing started: no table, no half output
     assert run.stderr.count("\n") == 1, run.stderr
     assert words in run.stderr and "Traceback" not in run.stderr
 
