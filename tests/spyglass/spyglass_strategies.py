@@ -1,12 +1,24 @@
-"""Hypothesis strategies for SpyGlass packets of every type and syntax type."""
+"""Shared by the SpyGlass tests: hypothesis strategies for packets of every type and syntax
+type, the original tool's recording, and a sample data packet."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from hypothesis import strategies as st
 
 from robowire.protocols.spyglass import codec as c
+
+DEMO = Path(__file__).parent / "data" / "recording-2009-05-28.rec"
+DATA = c.DataPacket(
+    semantic_type=20,
+    sender=7,
+    seconds=100,
+    milliseconds=5,
+    syntax_type=c.SyntaxType.UINT8_LIST,
+    values=(21,),
+)
 
 u8 = st.integers(0, 0xFF)
 u16 = st.integers(0, 0xFFFF)

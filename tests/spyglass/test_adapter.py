@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from spyglass_strategies import DEMO
 
 from robowire.errors import ConfigError
 from robowire.protocols.spyglass import codec as c
@@ -14,7 +13,6 @@ from robowire.protocols.spyglass.session import SpyglassSession
 from robowire.world import World
 
 SRC = "spyglass@test"
-DEMO = Path(__file__).parent / "data" / "recording-2009-05-28.rec"
 T0 = 1_000_000
 
 

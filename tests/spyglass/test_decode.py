@@ -11,20 +11,12 @@ from pathlib import Path
 import dpkt
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from spyglass_strategies import DATA, DEMO
 
 from robowire.errors import ConfigError
 from robowire.protocols.spyglass import codec as c
 from robowire.protocols.spyglass.decode import decode_capture, looks_like_rec
 
-DEMO = Path(__file__).parent / "data" / "recording-2009-05-28.rec"
-DATA = c.DataPacket(
-    semantic_type=20,
-    sender=7,
-    seconds=100,
-    milliseconds=5,
-    syntax_type=c.SyntaxType.UINT8_LIST,
-    values=(21,),
-)
 TRAJECTORY = c.TrajectoryPacket3(
     semantic_type=40, sender=1, points=((0, 0, 0), (1, 2, 3)), durations=(4,)
 )

@@ -8,10 +8,10 @@ import dataclasses
 import io
 import json
 import math
-from pathlib import Path
 from typing import Any
 
 import numpy as np
+from spyglass_strategies import DEMO
 
 from robowire.endpoints import parse_endpoint
 from robowire.gateway import Gateway, open_sim, open_sink, open_source
@@ -22,7 +22,6 @@ from robowire.service import SimOptions
 from robowire.sinks import JsonLinesSink
 from robowire.world import World
 
-DEMO = Path(__file__).parent / "data" / "recording-2009-05-28.rec"
 RADIO_RANGE = 50.0  # the simulator's default
 # A node moves at most 2 units/s and reports its neighbourhood once a second; both ends of a
 # link are rounded to whole units: a reported neighbour can be this much beyond radio range.

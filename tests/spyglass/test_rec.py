@@ -10,13 +10,11 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from spyglass_strategies import PROFILE, packets
+from spyglass_strategies import DEMO, PROFILE, packets
 
 from robowire.errors import DecodeError
 from robowire.protocols.spyglass import codec as c
 from robowire.protocols.spyglass import rec
-
-DEMO = Path(__file__).parent / "data" / "recording-2009-05-28.rec"
 
 
 def test_demo_recording_golden() -> None:

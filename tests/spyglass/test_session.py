@@ -2,26 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from hypothesis import given
 from hypothesis import strategies as st
-from spyglass_strategies import PROFILE, packets
+from spyglass_strategies import DATA, DEMO, PROFILE, packets
 
 from robowire.protocols.base import ConnectionLost, PacketDropped
 from robowire.protocols.spyglass import codec as c
 from robowire.protocols.spyglass import rec
 from robowire.protocols.spyglass.session import PacketReceived, SpyglassSession, State, frame
 
-DEMO = Path(__file__).parent / "data" / "recording-2009-05-28.rec"
-DATA = c.DataPacket(
-    semantic_type=20,
-    sender=7,
-    seconds=100,
-    milliseconds=5,
-    syntax_type=c.SyntaxType.UINT8_LIST,
-    values=(21,),
-)
 NEIGHBOURS = c.NeighborhoodPacket(semantic_type=10, sender=7, neighbors=(1, 2, 3))
 # Header fine, payload wrong for a 3-D trajectory (sem 40): 3 int16 values.
 BAD_TRAJECTORY = bytes.fromhex("0017 02 03 28 0001 00000000 0000 0000 0000 0000 0001 0002 0003")

@@ -4,14 +4,13 @@ recording as a self-delimited stream, a client session decodes every packet."""
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
+
+from spyglass_strategies import DEMO
 
 from robowire.protocols.base import ConnectionLost
 from robowire.protocols.spyglass import rec
 from robowire.protocols.spyglass.session import PacketReceived, SpyglassSession
 from robowire.transport.tcp import StreamDriver, connect_stream, serve_stream
-
-DEMO = Path(__file__).parent / "data" / "recording-2009-05-28.rec"
 
 
 async def test_demo_recording_over_tcp() -> None:
