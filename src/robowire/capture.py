@@ -16,15 +16,16 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import struct
 import sys
 from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Literal
+from typing import Any, BinaryIO, Literal
 
 import dpkt
 
-from robowire.errors import ConfigError
+from robowire.errors import ConfigError, DecodeError
 from robowire.protocols.base import Address
 
 Transport = Literal["tcp", "udp", "stream"]
@@ -144,8 +145,27 @@ def _address(ip: dpkt.Packet, which: str) -> str:
     return socket.inet_ntop(family, raw)
 
 
+def _frames(reader: Any, f: BinaryIO) -> Iterator[tuple[float, bytes]]:
+    """The reader's (time, frame) pairs; a file cut inside a record is one DecodeError at the
+    end of the last whole record, after every record before it."""
+    offset = f.tell() if f.seekable() else 0
+    frames = iter(reader)
+    while True:
+        try:
+            timestamp, frame = next(frames)
+        except StopIteration:
+            return
+        except (dpkt.NeedData, dpkt.UnpackError, struct.error, ValueError) as exc:
+            reason = f"capture cut or damaged here ({exc or 'truncated'})"
+            raise DecodeError("pcap", offset, reason) from None
+        offset = f.tell() if f.seekable() else offset
+        yield timestamp, frame
+
+
 def read_pcap(path: str) -> Iterator[Record]:
-    """UDP datagrams and reassembled TCP bytes of a pcap/pcapng file, in capture order."""
+    """UDP datagrams and reassembled TCP bytes of a pcap/pcapng file, in capture order.
+
+    A file cut or damaged part-way gives every record before the damage, then DecodeError."""
     f = open_input(path)
     try:
         try:
@@ -156,7 +176,7 @@ def read_pcap(path: str) -> Iterator[Record]:
             raise ConfigError(f"{path}: not a pcap/pcapng capture ({exc})") from None
         linktype = reader.datalink()
         flows: dict[str, _TcpFlow] = {}
-        for timestamp, frame in reader:
+        for timestamp, frame in _frames(reader, f):
             ip = _link_packet(linktype, frame)
             if ip is None:
                 continue
@@ -200,25 +220,31 @@ async def batches(records: Iterable[Record], speed: float = 0.0) -> AsyncIterato
 
     `speed` 0: as fast as they decode, `BATCH` records at a time, yielding to the event loop
     between batches. `speed` > 0: the recorded pacing divided by `speed` (a batch is what falls
-    due before the next wait); records without a time are not waited for.
+    due before the next wait); records without a time are not waited for. A reader's
+    DecodeError (a cut file) comes after the batch of the records before it.
     """
     loop = asyncio.get_running_loop()
     first: tuple[float, float] | None = None  # (record time, loop time) of the first record
     batch: list[Record] = []
-    for record in records:
-        if speed > 0 and record.time is not None:
-            if first is None:
-                first = (record.time, loop.time())
-            delay = first[1] + (record.time - first[0]) / speed - loop.time()
-            if delay > 0:
-                if batch:
-                    yield batch
-                    batch = []
-                await asyncio.sleep(delay)
-        batch.append(record)
-        if len(batch) >= BATCH:
+    try:
+        for record in records:
+            if speed > 0 and record.time is not None:
+                if first is None:
+                    first = (record.time, loop.time())
+                delay = first[1] + (record.time - first[0]) / speed - loop.time()
+                if delay > 0:
+                    if batch:
+                        yield batch
+                        batch = []
+                    await asyncio.sleep(delay)
+            batch.append(record)
+            if len(batch) >= BATCH:
+                yield batch
+                batch = []
+                await asyncio.sleep(0)
+    except DecodeError:  # damage ends the records: hand over the whole ones before it first
+        if batch:
             yield batch
-            batch = []
-            await asyncio.sleep(0)
+        raise
     if batch:
         yield batch

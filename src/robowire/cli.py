@@ -10,15 +10,16 @@ import asyncio
 import dataclasses
 import json
 import logging
+import signal
 import sys
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, NoReturn
 
 import click
 
-from robowire import __version__
-from robowire.endpoints import PROTOCOLS, glue, glue_function, parse_endpoint
+from robowire import __version__, protocols
+from robowire.endpoints import parse_endpoint
 from robowire.errors import ConfigError, RobowireError
 from robowire.gateway import Gateway, open_sim, open_sink, open_source
 from robowire.service import Service, SimOptions
@@ -27,7 +28,7 @@ from robowire.transport import run as run_loop
 
 log = logging.getLogger("robowire")
 
-PROTOCOL_CHOICE = click.Choice(sorted(PROTOCOLS), case_sensitive=False)
+PROTOCOL_CHOICE = click.Choice(protocols.names(), case_sensitive=False)
 DURATION = click.option(
     "--duration",
     type=float,
@@ -60,15 +61,19 @@ def gateway_exit_code(gateway: Gateway) -> int:
 class RobowireGroup(click.Group):
     """The main group; `robowire <protocol> ...` reaches a protocol's own subcommands."""
 
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        own = super().list_commands(ctx)
+        return own + [p.name for p in protocols.landed() if p.command is not None]
+
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         command = super().get_command(ctx, cmd_name)
-        if command is not None or cmd_name not in PROTOCOLS:
+        if command is not None or cmd_name not in protocols.names():
             return command
         try:
-            extra = getattr(glue(cmd_name), "command", None)
+            extra = protocols.get(cmd_name).command
         except ConfigError as exc:
             fail(str(exc))
-        if not isinstance(extra, click.Command):
+        if extra is None:
             fail(f"{cmd_name}: has no subcommands")
         return extra
 
@@ -85,6 +90,9 @@ def main(verbose: int) -> None:
       robowire sim spyglass --port 7870   # a simulated sensor network
       robowire listen spyglass://127.0.0.1:7870 --json --count 5
     """
+    # Ctrl-C (SIGINT) ends every command cleanly, also when a script started us in the
+    # background, where the shell set SIGINT to be ignored
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     level = [logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)]
     logging.basicConfig(level=level, format="robowire: %(message)s", stream=sys.stderr)
 
@@ -177,7 +185,8 @@ def decode(protocol: str, file: str, as_json: bool) -> None:
 
     FILE is a pcap/pcapng capture, a raw byte stream of one direction, a protocol's own
     recording (SpyGlass .rec, XRP text capture), or - for stdin. Bad bytes give a line with
-    "error" and "offset", and decoding goes on.
+    "error" and "offset", and decoding goes on; the exit status is 1 when any line was an
+    error or nothing decoded, 0 when every byte was understood.
 
     \b
     Example:
@@ -185,11 +194,9 @@ def decode(protocol: str, file: str, as_json: bool) -> None:
     """
     if file != "-" and not Path(file).is_file():
         fail(f"no such file: {file}")
+    messages = errors = 0
     try:
-        decoder = glue_function(protocol.lower(), "decode_capture", "decoding")
-        lines: Iterator[dict[str, Any]] = decoder(file)  # type: ignore[operator]
-        messages = errors = 0
-        for line in lines:
+        for line in protocols.get(protocol.lower()).dissect(file):
             if "error" in line:
                 errors += 1
             else:
@@ -200,6 +207,8 @@ def decode(protocol: str, file: str, as_json: bool) -> None:
     except BrokenPipeError:
         sys.exit(0)
     click.echo(f"decode: {messages} messages, {errors} errors", err=True)
+    if errors or not messages:  # the one rule for every protocol: clean input, or exit 1
+        sys.exit(1)
 
 
 def _json_default(value: object) -> object:

@@ -8,40 +8,19 @@ A URL's scheme names the protocol. A file is named by its path: `.rec` is SpyGla
 a robowire recording; any other file takes the protocol as a `name:` prefix. Options ride in
 the query string (`vrpn://Tracker0@host?time=receive`).
 
-Each protocol package has an `endpoints` module (the CLI glue) loaded only when its protocol
-is used; `glue()` turns a protocol that has not landed yet into one clear ConfigError. More
-protocols can be added from other distributions through the `robowire.protocols` entry point.
+The scheme names the protocol (`vrpn+tcp` is VRPN's too); which protocols exist, and what
+each accepts, is the registry's business (`robowire.protocols`).
 """
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Collection
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from pathlib import Path
-from types import ModuleType
 from urllib.parse import parse_qsl, urlsplit
 
 from robowire.errors import ConfigError
-
-PROTOCOLS: dict[str, str] = {
-    "spyglass": "robowire.protocols.spyglass.endpoints",
-    "vrpn": "robowire.protocols.vrpn.endpoints",
-    "xrp": "robowire.protocols.xrp.endpoints",
-    "ugcs": "robowire.protocols.ugcs.endpoints",
-    "vrsp": "robowire.protocols.vrsp.endpoints",
-}
-"""Protocol name -> module of its CLI glue."""
-
-SCHEMES: dict[str, str] = {
-    "spyglass": "spyglass",
-    "vrpn": "vrpn",
-    "vrpn+tcp": "vrpn",
-    "xrp": "xrp",
-    "ugcs": "ugcs",
-    "vrsp": "vrsp",
-}
-"""URL scheme -> protocol name."""
+from robowire.protocols import names, protocol_of_scheme
 
 FILE_SUFFIXES: dict[str, str] = {".rec": "spyglass", ".mcap": "mcap"}
 """File suffix -> protocol name, for files named without a `protocol:` prefix."""
@@ -82,6 +61,15 @@ class Endpoint:
             raise ConfigError(f"{self.raw}: {name} must not be negative")
         return value
 
+    def check_options(self, known: Collection[str], role: str) -> None:
+        """ConfigError naming the first option `role` does not know (a typo is never ignored)."""
+        for name in self.options:
+            if name not in known:
+                allowed = ", ".join(sorted(known)) or "none"
+                raise ConfigError(
+                    f"{self.raw}: unknown option {name!r} for {role} (known: {allowed})"
+                )
+
     def __str__(self) -> str:
         return self.raw
 
@@ -91,9 +79,9 @@ def parse_endpoint(text: str) -> Endpoint:
     if "://" in text:
         parts = urlsplit(text)
         scheme = parts.scheme.lower()
-        protocol = SCHEMES.get(scheme)
+        protocol = protocol_of_scheme(scheme)
         if protocol is None:
-            known = ", ".join(sorted(SCHEMES))
+            known = ", ".join(names())
             raise ConfigError(f"unknown scheme {scheme!r} in {text!r} (known: {known})")
         try:
             port = parts.port
@@ -109,7 +97,7 @@ def parse_endpoint(text: str) -> Endpoint:
             options=dict(parse_qsl(parts.query)),
         )
     prefix, colon, rest = text.partition(":")
-    if colon and prefix.lower() in PROTOCOLS and rest:
+    if colon and prefix.lower() in names() and rest:
         return Endpoint(raw=text, protocol=prefix.lower(), scheme="file", path=rest)
     protocol = FILE_SUFFIXES.get(Path(text).suffix.lower())
     if protocol is not None:
@@ -118,29 +106,3 @@ def parse_endpoint(text: str) -> Endpoint:
         f"cannot tell the protocol of {text!r}: use a URL like spyglass://host:port, "
         "or name a file as PROTOCOL:FILE (e.g. vrpn:capture.pcap)"
     )
-
-
-def glue(protocol: str) -> ModuleType:
-    """The `endpoints` module of a protocol, imported on first use."""
-    module_name = PROTOCOLS.get(protocol)
-    if module_name is None:
-        for ep in entry_points(group="robowire.protocols"):
-            if ep.name == protocol:
-                module_name = ep.value
-                break
-    if module_name is None:
-        raise ConfigError(f"unknown protocol {protocol!r} (known: {', '.join(PROTOCOLS)})")
-    try:
-        return importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name and module_name.startswith(exc.name):
-            raise ConfigError(f"{protocol}: not available in robowire yet") from None
-        raise ConfigError(f"{protocol}: needs the missing package {exc.name!r}") from None
-
-
-def glue_function(protocol: str, name: str, role: str) -> object:
-    """One function of a protocol's glue, or a ConfigError if that role has not landed."""
-    function = getattr(glue(protocol), name, None)
-    if function is None:
-        raise ConfigError(f"{protocol}: {role} is not available in robowire yet")
-    return function

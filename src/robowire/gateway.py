@@ -1,9 +1,11 @@
 """The gateway: sources -> world -> sinks, opened from URLs, run until told to stop.
 
-It runs every service as its own task. A service that fails is logged in one line and the
-others go on: one broken peer never stops the rest. The run ends on `stop()`, when `duration`
-has passed, or when every source has finished (files read to the end) — then sinks get a
-moment to drain what the world published.
+It runs every service as its own task. Broken peers are a session's business (counted and
+dropped, never raised). A service that fails is logged in one line: a failed source leaves the
+others running (the exit status says it failed); a failed sink or simulator (a port in use, a
+file that cannot be written) ends the run, since the command cannot do its job without it.
+The run ends on `stop()`, when `duration` has passed, or when every source has finished
+(files read to the end); then sinks get a moment to drain what the world published.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from robowire.endpoints import Endpoint, glue_function, parse_endpoint
+from robowire import protocols
+from robowire.endpoints import Endpoint, parse_endpoint
 from robowire.errors import ConfigError, RobowireError
+from robowire.protocols.base import WireProtocol
 from robowire.service import Service, Sim, SimOptions, Sink, Source
 from robowire.world import World
 
@@ -30,11 +34,15 @@ def open_source(url: str | Endpoint) -> Source:
     if endpoint.protocol == "mcap":
         from robowire.recording import McapSource
 
+        endpoint.check_options({"speed"}, "a recording")
         return McapSource(endpoint)
-    opener = glue_function(endpoint.protocol, "open_source", "listening")
-    source = opener(endpoint)  # type: ignore[operator]
-    assert isinstance(source, Source)
-    return source
+    protocol = protocols.get(endpoint.protocol)
+    if endpoint.is_file:
+        endpoint.check_options(protocol.file_options, f"{protocol.title} files")
+    else:
+        _check_scheme(protocol, endpoint)
+        endpoint.check_options(protocol.source_options, f"a {protocol.title} source")
+    return protocol.open_source(endpoint)
 
 
 def open_sink(url: str | Endpoint) -> Sink:
@@ -42,18 +50,30 @@ def open_sink(url: str | Endpoint) -> Sink:
     endpoint = parse_endpoint(url) if isinstance(url, str) else url
     if endpoint.is_file:
         raise ConfigError(f"{endpoint.raw}: serve needs a URL like {endpoint.protocol}://host:port")
-    opener = glue_function(endpoint.protocol, "open_sink", "serving")
-    sink = opener(endpoint)  # type: ignore[operator]
-    assert isinstance(sink, Sink)
-    return sink
+    protocol = protocols.get(endpoint.protocol)
+    if protocol.open_sink is None:
+        raise ConfigError(f"{protocol.name}: serving is not available in robowire yet")
+    _check_scheme(protocol, endpoint)
+    endpoint.check_options(protocol.sink_options, f"a {protocol.title} server")
+    return protocol.open_sink(endpoint)
 
 
-def open_sim(protocol: str, options: SimOptions) -> Sim:
-    """A simulated device of `protocol` (`robowire sim PROTOCOL`)."""
-    opener = glue_function(protocol, "open_sim", "the simulator")
-    sim = opener(options)  # type: ignore[operator]
-    assert isinstance(sim, Sim)
-    return sim
+def open_sim(name: str, options: SimOptions) -> Sim:
+    """A simulated device of protocol `name` (`robowire sim PROTOCOL`)."""
+    protocol = protocols.get(name)
+    if protocol.open_sim is None:
+        raise ConfigError(f"{protocol.name}: the simulator is not available in robowire yet")
+    for key in options.options:
+        if key not in protocol.sim_settings:
+            known = ", ".join(sorted(protocol.sim_settings)) or "none"
+            raise ConfigError(f"{name} sim: unknown setting {key!r} (known: {known})")
+    return protocol.open_sim(options)
+
+
+def _check_scheme(protocol: WireProtocol, endpoint: Endpoint) -> None:
+    if endpoint.scheme not in protocol.schemes:
+        known = ", ".join(f"{s}://" for s in protocol.schemes)
+        raise ConfigError(f"{endpoint.raw}: {protocol.title} speaks {known}")
 
 
 @dataclass
@@ -108,7 +128,11 @@ class Gateway:
     def _finished(self, task: asyncio.Task[None]) -> None:
         service = self._tasks.pop(task)
         if not task.cancelled() and (exc := task.exception()) is not None:
+            while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+                exc = exc.exceptions[0]  # a TaskGroup's failure: say what really broke
             self.failures.append((service, exc))
+            if not isinstance(service, Source):
+                self.stop()  # the server or simulator the command is for is gone: end the run
             if isinstance(exc, RobowireError):
                 log.error("%s: %s", service.name, exc)
             else:  # a bug, not bad input: keep the others running, say what broke

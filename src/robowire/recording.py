@@ -8,10 +8,9 @@ so a replay reproduces the original pacing (scaled by `speed`). Any MCAP tool (F
 
 from __future__ import annotations
 
-import asyncio
+import dataclasses
 import json
-import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -19,10 +18,12 @@ from mcap.exceptions import McapError
 from mcap.reader import make_reader
 from mcap.writer import Writer
 
+from robowire.capture import Record
 from robowire.endpoints import Endpoint
 from robowire.errors import ConfigError
-from robowire.service import Sink, Source
-from robowire.world import LogEvent, World
+from robowire.service import CaptureSource, Sink
+from robowire.sinks.jsonlines import log_line
+from robowire.world import LogEvent, Update, World
 
 TOPIC_PREFIX = "/robowire/"
 LOG_TOPIC = "/robowire/log"
@@ -50,93 +51,81 @@ class McapRecorder(Sink):
         self.path = path
         self.queue = queue
         self.messages = 0
+        self._channels: dict[str, int] = {}
+        self._stream: IO[bytes]
+        self._writer: Writer
+        self._schema = 0
 
     async def run(self, world: World) -> None:
         try:
-            stream: IO[bytes] = open(self.path, "wb")  # noqa: SIM115 - closed below
+            self._stream = open(self.path, "wb")  # noqa: SIM115 - closed in finish()
         except OSError as exc:
             raise ConfigError(f"cannot write {self.path}: {exc.strerror}") from None
-        writer = Writer(stream)
-        writer.start(profile="", library="robowire")
-        schema = writer.register_schema("robowire.DeviceUpdate", "jsonschema", SCHEMA)
-        channels: dict[str, int] = {}
+        self._writer = Writer(self._stream)
+        self._writer.start(profile="", library="robowire")
+        self._schema = self._writer.register_schema("robowire.DeviceUpdate", "jsonschema", SCHEMA)
+        await super().run(world)
 
-        def channel(topic: str) -> int:
-            if topic not in channels:
-                channels[topic] = writer.register_channel(topic, "json", schema)
-            return channels[topic]
+    def _channel(self, topic: str) -> int:
+        channel = self._channels.get(topic)
+        if channel is None:
+            channel = self._channels[topic] = self._writer.register_channel(
+                topic, "json", self._schema
+            )
+        return channel
 
-        def write(items: list[Any]) -> None:
-            for item in items:
-                if isinstance(item, LogEvent):
-                    lines = [
-                        {
-                            "source": item.source,
-                            "device": item.device_id,
-                            "log": item.text,
-                            "level": item.level,
-                            "time": item.time,
-                        }
-                    ]
-                    topic, stamp = LOG_TOPIC, item.time
-                else:
-                    lines = list(world.update_json(item))
-                    topic, stamp = TOPIC_PREFIX + item.source, item.receive_time
-                nanos = int(stamp * 1e9)
-                for line in lines:
-                    line.pop("changed", None)
-                    writer.add_message(channel(topic), nanos, json.dumps(line).encode(), nanos)
-                    self.messages += 1
+    def write(self, world: World, items: list[Update | LogEvent]) -> bool:
+        for item in items:
+            if isinstance(item, LogEvent):
+                lines = [log_line(item)]
+                topic, stamp = LOG_TOPIC, item.time
+            else:
+                lines = list(world.update_json(item))
+                topic, stamp = TOPIC_PREFIX + item.source, item.receive_time
+            nanos = int(stamp * 1e9)
+            for line in lines:
+                line.pop("changed", None)
+                self._writer.add_message(
+                    self._channel(topic), nanos, json.dumps(line).encode(), nanos
+                )
+                self.messages += 1
+        return True
 
-        with world.feed.subscribe(self.queue) as sub:
-            self.ready.set()
-            try:
-                async for item in sub:
-                    write([item, *sub.drain()])
-            finally:
-                write(sub.drain())
-                self.stats.dropped = sub.dropped
-                writer.finish()  # type: ignore[no-untyped-call]
-                stream.close()
+    def finish(self, world: World) -> None:
+        self._writer.finish()  # type: ignore[no-untyped-call]
+        self._stream.close()
 
 
 def read_recording(path: str) -> Iterator[tuple[float, dict[str, Any]]]:
     """(log time in seconds, JSON object) for every message of a robowire recording."""
+    for record in recording_records(path):
+        assert record.time is not None
+        yield record.time, json.loads(record.data)
+
+
+def recording_records(path: str) -> Iterator[Record]:
+    """The messages of a robowire recording as capture records (time = log time)."""
     if not Path(path).is_file():
         raise ConfigError(f"no such file: {path}")
     with open(path, "rb") as stream:
         try:
             for _schema, channel, message in make_reader(stream).iter_messages(log_time_order=True):
                 if channel.topic.startswith(TOPIC_PREFIX):
-                    yield message.log_time / 1e9, json.loads(message.data)
+                    yield Record(message.data, message.log_time / 1e9, flow=channel.topic)
         except (McapError, ValueError, KeyError) as exc:
             raise ConfigError(f"{path}: not a readable MCAP recording ({exc})") from None
 
 
-class McapSource(Source):
-    """Replays a recording into the world with its original pacing divided by `speed`."""
+class RecordingAdapter:
+    """Recorded JSON objects (what `listen --json` prints) back into the world."""
 
-    def __init__(self, endpoint: Endpoint, speed: float = 1.0) -> None:
-        super().__init__(f"replay:{endpoint.path}")
-        assert endpoint.path is not None
-        self.path = endpoint.path
-        self.speed = float(endpoint.option("speed", str(speed)))
-        if self.speed <= 0:
-            raise ConfigError("replay speed must be positive")
+    def __init__(self, world: World) -> None:
+        self.world = world
 
-    async def run(self, world: World) -> None:
-        loop = asyncio.get_running_loop()
-        start_wall: float | None = None
-        start_loop = loop.time()
-        for stamp, line in read_recording(self.path):
-            if start_wall is None:
-                start_wall = stamp
-            delay = start_loop + (stamp - start_wall) / self.speed - loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            self.stats.messages_in += 1
+    def apply(self, events: Sequence[dict[str, Any]], receive_time: float) -> int:
+        for line in events:
             if "log" in line:
-                world.log(
+                self.world.log(
                     line["source"],
                     line["device"],
                     line["log"],
@@ -144,10 +133,10 @@ class McapSource(Source):
                     level=line.get("level", "info"),
                 )
                 continue
-            world.update_device(
+            self.world.update_device(
                 line["source"],
                 line["device"],
-                receive_time=time.time(),
+                receive_time=receive_time,
                 kind=line.get("kind", "device"),
                 name=line.get("name"),
                 source_time=line.get("source_time"),
@@ -161,3 +150,23 @@ class McapSource(Source):
                 attributes=line.get("attributes"),
                 links=line.get("links"),
             )
+        return len(events)
+
+
+class McapSource(CaptureSource):
+    """Replays a recording into the world, with its recorded pacing divided by `?speed=`
+    (1 unless given; `replay --speed` sets it)."""
+
+    def __init__(self, endpoint: Endpoint, speed: float = 1.0) -> None:
+        if "speed" not in endpoint.options:
+            options = {**endpoint.options, "speed": str(speed)}
+            endpoint = dataclasses.replace(endpoint, options=options)
+        super().__init__("replay", endpoint, recording_records)
+        if self.speed <= 0:
+            raise ConfigError("replay speed must be positive")
+
+    def new_adapter(self, world: World) -> RecordingAdapter:
+        return RecordingAdapter(world)
+
+    def feed(self, record: Record, now: float) -> list[dict[str, Any]]:
+        return [json.loads(record.data)]

@@ -1,8 +1,20 @@
-"""What the gateway runs: sources (protocol -> world), sinks (world -> protocol) and simulators.
+"""What the gateway runs, and the templates every protocol builds its services on.
 
 Each is a `Service`: `run(world)` does the work until it is finished (a file ended) or
 cancelled (Ctrl-C, --duration). Servers set `address` and `ready` once they listen, so callers
 that asked for port 0 can learn the port.
+
+The templates own the loops, so that each loop exists once (python-can's `recv` /
+`_recv_internal` split):
+
+* `Source` owns reconnecting with backoff and the counters: a protocol writes `new_adapter`
+  and `connect` (one connection, until it ends) and hands session events to `deliver`.
+* `CaptureSource` is the capture driver: it reads a capture's records (pcap/pcapng, raw
+  streams, text captures, `.rec`) through the protocol's sessions, in batches, optionally at
+  the recorded pace. A protocol writes `new_adapter` and `new_session` (or `feed`).
+* `Sink` owns the subscription: it pulls what changed when it is ready (as soon as something
+  did, or at most `max_rate` times a second) and hands it to `write`; a protocol server runs
+  in `serve` beside it.
 """
 
 from __future__ import annotations
@@ -10,12 +22,22 @@ from __future__ import annotations
 import asyncio
 import logging
 from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from robowire.protocols.base import Address, SessionStats
-from robowire.world import World
+from robowire.capture import Record, batches
+from robowire.endpoints import Endpoint
+from robowire.errors import DecodeError, TransportError
+from robowire.protocols.base import Adapter, Address, ConnectionLost, PacketDropped, SessionStats
+from robowire.timebase import WallClock
+from robowire.world import LogEvent, Update, World
+from robowire.world.feed import DEFAULT_QUEUE
 
 log = logging.getLogger("robowire")
+
+RETRY_SECONDS = 1.0  # first wait before reconnecting
+MAX_RETRY_SECONDS = 8.0  # the backoff doubles up to this (or `retry`, if that is longer)
 
 
 class Service(ABC):
@@ -43,15 +65,196 @@ class Service(ABC):
 
 
 class Source(Service):
-    """Writes what it receives into the world under the source id `self.name`."""
+    """Writes what a peer sends into the world under the source id `self.name`.
+
+    The template: `run` builds the adapter, then calls `connect` again and again. `connect`
+    raises TransportError when it cannot connect (the template waits, doubling the wait up to
+    `MAX_RETRY_SECONDS`, and says so once, with the reason), calls `connected()` once it is up,
+    and returns when that connection has ended (the template reconnects after `retry`).
+    """
 
     role = "source"
 
+    def __init__(self, name: str, *, retry: float = RETRY_SECONDS) -> None:
+        super().__init__(name)
+        self.retry = retry
+        self.connections = 0
+        self.clock = WallClock()
+        self.adapter: Adapter[Any] | None = None
+        self._failing = False
+
+    def new_adapter(self, world: World) -> Adapter[Any]:
+        """The adapter that writes this source's events into `world`."""
+        raise NotImplementedError
+
+    async def connect(self, world: World) -> None:
+        """One connection, from connecting to its end (see the class docstring)."""
+        raise NotImplementedError(f"{type(self).__name__} reads a file, it does not connect")
+
+    def connected(self) -> None:
+        """Call when a connection is up: counts it, says so after failures, sets `ready`."""
+        self.connections += 1
+        if self._failing:
+            log.warning("%s: connected", self.name)
+        elif self.connections > 1:
+            log.info("%s: reconnected", self.name)
+        self._failing = False
+        self.ready.set()
+
+    def deliver(self, events: Sequence[object], now: float) -> None:
+        """Session events (read at monotonic `now`) into the world, and into the counters."""
+        if self.adapter is None:
+            return
+        self.stats.messages_in += self.adapter.apply(events, self.clock.wall(now))
+        for event in events:
+            if isinstance(event, PacketDropped):
+                self.stats.drop(event.reason)
+                log.debug("%s: %s", self.name, event)
+            elif isinstance(event, ConnectionLost):
+                log.info("%s: %s", self.name, event.reason)
+
+    async def run(self, world: World) -> None:
+        self.adapter = self.new_adapter(world)
+        delay = self.retry
+        while True:
+            try:
+                await self.connect(world)
+            except TransportError as exc:
+                if not self._failing:
+                    log.warning("%s: %s; retrying until it answers", self.name, exc)
+                    self._failing = True
+                await asyncio.sleep(delay)
+                delay = min(2 * delay, max(self.retry, MAX_RETRY_SECONDS))
+                continue
+            delay = self.retry
+            log.info("%s: connection ended; reconnecting", self.name)
+            await asyncio.sleep(self.retry)
+
+
+class CaptureSource(Source):
+    """A capture file read to its end through the protocol's own sessions.
+
+    Records come from `read` (the protocol's capture reader) in batches; each batch is fed
+    through `feed` and delivered as one world update. `speed` (a file option, and what
+    `replay --speed` sets) paces the records at their recorded times divided by `speed`;
+    0 reads as fast as they decode. Damage at the end of a file (a cut record) is one drop,
+    after every whole record before it.
+    """
+
+    def __init__(self, protocol: str, endpoint: Endpoint, read: Any) -> None:
+        assert endpoint.path is not None
+        super().__init__(f"{protocol}:{endpoint.path}")
+        self.path = endpoint.path
+        self.speed = endpoint.float_option("speed", 0.0)
+        self._read = read
+        self.sessions: dict[str, Any] = {}
+
+    def records(self) -> Iterator[Record]:
+        """The capture's records (a protocol may filter or annotate them here)."""
+        records: Iterator[Record] = self._read(self.path)
+        return records
+
+    def new_session(self, record: Record) -> Any:
+        """A session for the flow `record` starts (one per TCP direction or datagram flow)."""
+        raise NotImplementedError
+
+    def session_for(self, record: Record) -> Any | None:
+        """The session that gets `record`; None drops it (counted)."""
+        session = self.sessions.get(record.flow)
+        if session is None:
+            session = self.sessions[record.flow] = self.new_session(record)
+        return session
+
+    def feed(self, record: Record, now: float) -> list[Any]:
+        """One record through its session: datagrams as datagrams, stream bytes as bytes."""
+        session = self.session_for(record)
+        if session is None:
+            self.stats.drop(f"{record.flow}: no session takes this record")
+            return []
+        if record.transport == "udp":
+            events: list[Any] = session.feed_datagram(record.data, record.src or ("", 0), now)
+            return events
+        events = session.feed(record.data, now)
+        return events
+
+    def finish(self, now: float) -> list[Any]:
+        """The file ended: what the sessions say at the end of their streams."""
+        return [
+            e for s in self.sessions.values() if hasattr(s, "feed_eof") for e in s.feed_eof(now)
+        ]
+
+    async def run(self, world: World) -> None:
+        loop = asyncio.get_running_loop()
+        self.adapter = self.new_adapter(world)
+        self.ready.set()
+        try:
+            async for batch in batches(self.records(), self.speed):
+                now = loop.time()
+                events: list[Any] = []
+                for record in batch:
+                    events += self.feed(record, now)
+                self.deliver(events, now)
+        except DecodeError as exc:  # the file is cut or damaged here: the rest is lost
+            self.stats.drop(exc.reason)
+            log.warning("%s: %s", self.name, exc)
+        self.deliver(self.finish(loop.time()), loop.time())
+
 
 class Sink(Service):
-    """Offers the world to peers in some protocol."""
+    """Offers the world to peers (or a file, or a screen).
+
+    The template: `run` subscribes to the world, starts `serve` (the protocol's server, if it
+    has one) and then pulls what changed, as soon as something did or, with `max_rate`, at most
+    that many times a second, and hands it to `write`. It ends when `write` returns False, when
+    the server fails (its error is raised) or when cancelled; `finish` runs last either way.
+    """
 
     role = "sink"
+    queue: int = DEFAULT_QUEUE  # feed items held for this sink before the oldest are dropped
+    max_rate: float | None = None  # pulls per second; None: whenever something changed
+
+    async def serve(self) -> None:
+        """Run this sink's server until cancelled (calling `listening` once bound); raise
+        TransportError if it cannot. The default has no server: it is ready at once."""
+        self.ready.set()
+        await asyncio.Future()
+
+    def write(self, world: World, items: list[Update | LogEvent]) -> bool:
+        """Send or show what changed; return False once this sink has done its job."""
+        raise NotImplementedError
+
+    def finish(self, world: World) -> None:
+        """The run is over: flush and close (called once, after the last `write`)."""
+
+    async def run(self, world: World) -> None:
+        with world.feed.subscribe(self.queue) as subscription:
+            server: asyncio.Future[Any] = asyncio.create_task(self.serve())
+            waiting: asyncio.Future[Any] | None = None
+            try:
+                going = True
+                while going:
+                    if self.max_rate:
+                        done, _ = await asyncio.wait([server], timeout=1.0 / self.max_rate)
+                        items = subscription.drain()
+                    else:
+                        waiting = asyncio.ensure_future(subscription.get())
+                        done, _ = await asyncio.wait(
+                            {waiting, server}, return_when=asyncio.FIRST_COMPLETED
+                        )
+                        items = [waiting.result(), *subscription.drain()] if waiting.done() else []
+                        waiting = None
+                    if server in done:
+                        server.result()  # raises what stopped the server
+                        return
+                    going = self.write(world, items)
+            finally:
+                if waiting is not None:
+                    waiting.cancel()
+                server.cancel()
+                await asyncio.gather(server, return_exceptions=True)
+                self.write(world, subscription.drain())  # what arrived while ending
+                self.stats.dropped += subscription.dropped
+                self.finish(world)
 
 
 class Sim(Service):

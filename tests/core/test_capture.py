@@ -10,15 +10,10 @@ import pytest
 
 from robowire.capture import Record, batches, read_capture, read_pcap
 
-_SHARED = (Path(__file__).resolve().parents[2].parent / "shared", Path("/work/shared"))
-VRPN_PCAP = next(
-    (c / "captures/vrpn/tcp_tracker.pcap" for c in _SHARED if (c / "captures").exists()), None
-)
+VRPN_PCAP = Path(__file__).parents[1] / "data" / "captures" / "vrpn" / "tcp_tracker.pcap"
 
 
 def test_pcapng_gives_the_same_records_as_pcap(tmp_path):
-    if VRPN_PCAP is None:
-        pytest.skip("shared/captures is not beside this checkout")
     converted = tmp_path / "same.pcapng"
     with open(VRPN_PCAP, "rb") as f, open(converted, "wb") as out:
         reader = dpkt.pcap.Reader(f)

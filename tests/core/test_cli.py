@@ -40,13 +40,13 @@ def test_errors_are_one_line_without_traceback(args, words):
 
 
 def test_a_protocol_that_has_not_landed_says_so():
-    from robowire.endpoints import PROTOCOLS, glue
+    from robowire import protocols
     from robowire.errors import ConfigError
 
     missing = []
-    for name in PROTOCOLS:
+    for name in protocols.names():
         try:
-            glue(name)
+            protocols.get(name)
         except ConfigError as exc:
             missing.append((name, str(exc)))
     for name, message in missing:

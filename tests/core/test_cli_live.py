@@ -16,10 +16,8 @@ from pathlib import Path
 import pytest
 
 ROBOWIRE = [sys.executable, "-m", "robowire.cli"]
-DEMO_REC = Path(__file__).parents[1] / "spyglass" / "data" / "recording-2009-05-28.rec"
-# shared/ sits beside the checkout (../shared) in CI and in the lead's tree
-_SHARED = (Path(__file__).resolve().parents[2].parent / "shared", Path("/work/shared"))
-CAPTURES = next((c / "captures" for c in _SHARED if (c / "captures").exists()), None)
+DEMO_REC = Path(__file__).parents[1] / "data" / "spyglass" / "recording-2009-05-28.rec"
+CAPTURES = Path(__file__).parents[1] / "data" / "captures"
 
 
 def robowire(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
@@ -86,8 +84,6 @@ def test_serve_offers_one_protocol_to_another():
 
 @pytest.mark.parametrize("capture", ["vrpn:vrpn/tcp_tracker.pcap", "xrp:xrp/capture_normal.txt"])
 def test_listen_to_a_capture_file(capture):
-    if CAPTURES is None:
-        pytest.skip("shared/captures is not beside this checkout")
     protocol, _, path = capture.partition(":")
     run = robowire("listen", f"{protocol}:{CAPTURES / path}", "--json", "--count", "3")
     assert run.returncode == 0, run.stderr

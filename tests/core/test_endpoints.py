@@ -1,6 +1,7 @@
 import pytest
 
-from robowire.endpoints import glue, parse_endpoint
+from robowire import protocols
+from robowire.endpoints import parse_endpoint
 from robowire.errors import ConfigError
 
 
@@ -42,4 +43,4 @@ def test_bad_endpoints_are_one_line_config_errors(text, words):
 
 def test_unknown_protocol():
     with pytest.raises(ConfigError, match="unknown protocol"):
-        glue("carrier-pigeon")
+        protocols.get("carrier-pigeon")

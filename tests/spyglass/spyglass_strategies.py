@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from robowire.protocols.spyglass import codec as c
 
-DEMO = Path(__file__).parent / "data" / "recording-2009-05-28.rec"
+DEMO = Path(__file__).parents[1] / "data" / "spyglass" / "recording-2009-05-28.rec"
 DATA = c.DataPacket(
     semantic_type=20,
     sender=7,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from robowire.endpoints import glue, parse_endpoint
+from robowire import protocols
+from robowire.endpoints import parse_endpoint
 from robowire.errors import ConfigError
 from robowire.protocols.vrpn import endpoints
 from robowire.protocols.vrpn.services import VrpnSink, VrpnSource
@@ -13,9 +14,10 @@ from robowire.service import SimOptions
 
 
 def test_glue_names() -> None:
-    assert glue("vrpn") is endpoints
-    assert endpoints.NAME == "vrpn" and endpoints.DEFAULT_PORT == 3883
-    assert endpoints.command is None
+    vrpn = protocols.get("vrpn")
+    assert vrpn.open_source is endpoints.open_source
+    assert vrpn.name == "vrpn" and vrpn.default_port == 3883
+    assert vrpn.command is None
 
 
 def test_source_urls() -> None:

@@ -4,16 +4,11 @@ from pathlib import Path
 
 import pytest
 
-# shared/ sits beside the checkout (../shared) in CI and in the lead's tree
-_CANDIDATES = (
-    Path(__file__).resolve().parents[2].parent / "shared" / "captures" / "xrp",
-    Path("/work/shared/captures/xrp"),
-)
-CAPTURES = next((c for c in _CANDIDATES if c.exists()), _CANDIDATES[0])
+# the golden captures live in the repository (tests/data/README.md says where they came from)
+CAPTURES = Path(__file__).parents[1] / "data" / "captures" / "xrp"
 
 
 @pytest.fixture(scope="session")
 def captures() -> Path:
-    if not CAPTURES.exists():
-        pytest.skip("shared/captures/xrp is not beside this checkout")
+    assert CAPTURES.is_dir(), f"golden captures missing: {CAPTURES}"  # fails, never skips
     return CAPTURES

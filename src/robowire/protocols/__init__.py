@@ -1,10 +1,78 @@
-"""One package per protocol, each of the same shape.
+"""The protocol registry: one package per protocol, each of the same shape.
 
-    protocols/<name>/codec.py      bytes <-> typed messages (pure functions)
-    protocols/<name>/session.py    sans-I/O state machine per role
-    protocols/<name>/adapter.py    messages <-> world-model updates
-    protocols/<name>/sim.py        a simulated device speaking the protocol
-    protocols/<name>/endpoints.py  CLI glue: open_source / open_sink / open_sim / decode_capture
+    protocols/<name>/codec.py      bytes <-> typed messages (pure functions; messages.py beside
+                                   it where a protocol has many)
+    protocols/<name>/events.py     the protocol's typed event union
+    protocols/<name>/session.py    sans-I/O state machine per role (session_<role>.py if large)
+    protocols/<name>/adapter.py    events -> world updates, and world -> wire for the sinks
+    protocols/<name>/model.py      the pure simulator (physics, mobility, motion)
+    protocols/<name>/services.py   asyncio source, sink and simulator on the shared templates
+    protocols/<name>/dissect.py    `robowire decode <name> FILE`
+    protocols/<name>/__init__.py   exports `PROTOCOL`, the package's `WireProtocol`
 
-The shared pieces every package uses live in `protocols.base`.
+A new protocol is one package plus one line in `REGISTRY`. Packages are imported only when
+their protocol is used; more can come from other distributions through the
+`robowire.protocols` entry point group (`name = "module:attribute"`).
 """
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import entry_points
+
+from robowire.errors import ConfigError
+from robowire.protocols.base import WireProtocol
+
+REGISTRY: dict[str, str] = {
+    "spyglass": "robowire.protocols.spyglass:PROTOCOL",
+    "vrpn": "robowire.protocols.vrpn:PROTOCOL",
+    "xrp": "robowire.protocols.xrp:PROTOCOL",
+    "ugcs": "robowire.protocols.ugcs:PROTOCOL",
+    "vrsp": "robowire.protocols.vrsp:PROTOCOL",
+}
+"""Protocol name -> "module:attribute" of its `WireProtocol`."""
+
+
+def names() -> list[str]:
+    """Every protocol robowire knows of, landed or not, in a stable order."""
+    extra = [ep.name for ep in entry_points(group="robowire.protocols")]
+    return [*REGISTRY, *(n for n in extra if n not in REGISTRY)]
+
+
+def protocol_of_scheme(scheme: str) -> str | None:
+    """The protocol a URL scheme names: `vrpn` and `vrpn+tcp` are both VRPN's."""
+    name = scheme.lower().partition("+")[0]
+    return name if name in names() else None
+
+
+def get(name: str) -> WireProtocol:
+    """The `WireProtocol` of `name`, imported on first use; ConfigError if it is not there."""
+    target = REGISTRY.get(name)
+    if target is None:
+        target = next(
+            (ep.value for ep in entry_points(group="robowire.protocols") if ep.name == name), None
+        )
+    if target is None:
+        raise ConfigError(f"unknown protocol {name!r} (known: {', '.join(names())})")
+    module_name, _, attribute = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and module_name.startswith(exc.name):
+            raise ConfigError(f"{name}: not available in robowire yet") from None
+        raise ConfigError(f"{name}: needs the missing package {exc.name!r}") from None
+    protocol = getattr(module, attribute or "PROTOCOL", None)
+    if not isinstance(protocol, WireProtocol):
+        raise ConfigError(f"{name}: {target} is not a robowire protocol")
+    return protocol
+
+
+def landed() -> list[WireProtocol]:
+    """Every protocol that can be used now (for help texts and the demo)."""
+    found = []
+    for name in names():
+        try:
+            found.append(get(name))
+        except ConfigError:
+            continue
+    return found

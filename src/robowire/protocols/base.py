@@ -1,24 +1,48 @@
-"""What every protocol package shares: the sans-I/O session contract and its common events.
+"""What every protocol package shares: the protocol contract, the session contract, and the
+events every session can emit.
 
-A session is a state machine. The driver (transport/) gives it bytes or datagrams and the
-current monotonic time, then asks what to send and when to call `tick` next:
+**The protocol contract.** Each package's `__init__` exports one `WireProtocol`, the object the
+registry (`robowire.protocols`) hands to the gateway and the CLI: its name, default port, URL
+schemes, the options each role accepts, and the functions that open a source, a sink or a
+simulator, dissect a capture and read a capture's records.
 
-    events = session.feed(data, now)          # stream sessions (TCP)
+**The session contract.** A session is a sans-I/O state machine. The driver (transport/) gives
+it bytes or datagrams and the current monotonic time, then asks what to send and when to call
+`tick` next:
+
+    events = session.feed(data, now)               # stream sessions (TCP)
     events = session.feed_datagram(d, addr, now)   # datagram sessions (UDP)
-    events += session.tick(now)               # at or after next_deadline()
-    out = session.data_to_send()              # bytes / datagrams to write, possibly empty
+    events += session.tick(now)                    # at or after next_deadline()
+    out = session.data_to_send()                   # bytes / datagrams to write, possibly empty
 
-`feed` never raises on bad bytes: it counts the error in `stats`, returns a `PacketDropped`
-event and goes on (or, where the stream cannot resync, returns `ConnectionLost` and sets
-`close_expected()`).
+Each protocol has its own typed event union (`protocols/<name>/events.py`), which includes the
+two shared events below. `feed` never raises on bad bytes: it counts the error in `stats`,
+returns a `PacketDropped` event and goes on (or, where the stream cannot resync, returns
+`ConnectionLost` and sets `close_expected()`).
+
+**The adapter contract.** An adapter is bound to the world and its source name when it is
+built; `apply(events, receive_time)` writes what the events say into the world and returns how
+many protocol messages it took in. The world -> wire direction (what sinks send) lives in the
+same module.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    import click
+
+    from robowire.capture import Record
+    from robowire.endpoints import Endpoint
+    from robowire.service import Sim, SimOptions, Sink, Source
 
 Address = tuple[str, int]
+
+E = TypeVar("E")
+E_contra = TypeVar("E_contra", contravariant=True)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -58,20 +82,20 @@ class SessionStats:
         self.last_drop_reason = reason
 
 
-class StreamSession(Protocol):
+class StreamSession(Protocol[E]):
     """A session over one byte stream (one TCP connection)."""
 
     stats: SessionStats
 
-    def feed(self, data: bytes, now: float) -> list[object]:
+    def feed(self, data: bytes, now: float) -> list[E]:
         """Bytes received; returns the events they complete. Never raises on bad bytes."""
         ...
 
-    def feed_eof(self, now: float) -> list[object]:
+    def feed_eof(self, now: float) -> list[E]:
         """The peer closed its side."""
         ...
 
-    def tick(self, now: float) -> list[object]:
+    def tick(self, now: float) -> list[E]:
         """Time passed; run timers (keep-alives, watchdogs, periodic sends)."""
         ...
 
@@ -88,19 +112,52 @@ class StreamSession(Protocol):
         ...
 
 
-class DatagramSession(Protocol):
+class DatagramSession(Protocol[E]):
     """A session over datagrams (UDP)."""
 
     stats: SessionStats
 
-    def feed_datagram(self, data: bytes, addr: Address, now: float) -> list[object]:
+    def feed_datagram(self, data: bytes, addr: Address, now: float) -> list[E]:
         """One datagram received from `addr`. Never raises on bad bytes."""
         ...
 
-    def tick(self, now: float) -> list[object]: ...
+    def tick(self, now: float) -> list[E]: ...
 
     def datagrams_to_send(self) -> list[tuple[bytes, Address | None]]:
         """Datagrams to send now, each with its destination (None = the connected peer)."""
         ...
 
     def next_deadline(self) -> float | None: ...
+
+
+class Adapter(Protocol[E_contra]):
+    """Session events -> world updates, for one source (the world is bound at construction)."""
+
+    def apply(self, events: Sequence[E_contra], receive_time: float) -> int:
+        """Write what `events` say into the world; returns how many messages were taken in."""
+        ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WireProtocol:
+    """One protocol as the gateway and the CLI see it (see the module docstring).
+
+    `open_sink` / `open_sim` are None where the protocol has no such role yet; the `*_options`
+    sets name every URL query option (or `--set` key) the role accepts, so a typo is one clear
+    error instead of a silently ignored setting.
+    """
+
+    name: str
+    title: str
+    default_port: int
+    schemes: tuple[str, ...]
+    open_source: Callable[[Endpoint], Source]
+    dissect: Callable[[str], Iterator[dict[str, Any]]]
+    read_capture: Callable[[str], Iterator[Record]]
+    open_sink: Callable[[Endpoint], Sink] | None = None
+    open_sim: Callable[[SimOptions], Sim] | None = None
+    source_options: frozenset[str] = frozenset()
+    file_options: frozenset[str] = frozenset({"speed"})
+    sink_options: frozenset[str] = frozenset()
+    sim_settings: frozenset[str] = frozenset()
+    command: click.Command | None = None

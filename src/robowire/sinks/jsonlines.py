@@ -11,18 +11,21 @@ from robowire.service import Sink
 from robowire.world import LogEvent, Update, World
 
 
+def log_line(event: LogEvent) -> dict[str, Any]:
+    """The JSON object of a log event."""
+    return {
+        "source": event.source,
+        "device": event.device_id,
+        "log": event.text,
+        "level": event.level,
+        "time": event.time,
+    }
+
+
 def update_lines(world: World, item: Update | LogEvent) -> list[dict[str, Any]]:
     """The JSON objects for one feed item: a device view per touched device, or a log event."""
     if isinstance(item, LogEvent):
-        return [
-            {
-                "source": item.source,
-                "device": item.device_id,
-                "log": item.text,
-                "level": item.level,
-                "time": item.time,
-            }
-        ]
+        return [log_line(item)]
     return list(world.update_json(item))
 
 
@@ -44,7 +47,7 @@ class JsonLinesSink(Sink):
         self.queue = queue
         self.written = 0
 
-    def _write(self, world: World, items: list[Update | LogEvent]) -> bool:
+    def write(self, world: World, items: list[Update | LogEvent]) -> bool:
         """Write items; False once `count` lines are out."""
         for item in items:
             for line in update_lines(world, item):
@@ -55,15 +58,6 @@ class JsonLinesSink(Sink):
         self.out.flush()
         return self.count is None or self.written < self.count
 
-    async def run(self, world: World) -> None:
-        with world.feed.subscribe(self.queue) as sub:
-            self.ready.set()
-            try:
-                async for item in sub:
-                    if not self._write(world, [item, *sub.drain()]):
-                        break
-            finally:  # the run is ending: write what is already queued
-                self._write(world, sub.drain())
-                self.stats.dropped = sub.dropped
+    def finish(self, world: World) -> None:
         if self.on_done is not None:
             self.on_done()

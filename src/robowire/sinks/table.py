@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import math
 import time
 from collections.abc import Iterable
@@ -14,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from robowire.service import Service, Sink
-from robowire.world import Device, World
+from robowire.world import Device, LogEvent, Update, World
 
 MAX_ROWS = 30
 # (header, justification, (min width, max width)): positions stay readable on 80 columns
@@ -119,19 +118,20 @@ class TableSink(Sink):
         super().__init__("table")
         self.services = list(services)
         self.refresh_hz = refresh_hz
+        self.max_rate = refresh_hz  # redraw at this rate whether or not anything changed
+        self.queue = 1  # it draws the world's state, not the updates
         self.console = console or Console()
 
     async def run(self, world: World) -> None:
-        with Live(
+        self._live = Live(
             device_table(world, self.services),
             console=self.console,
             refresh_per_second=self.refresh_hz,
             transient=False,
-        ) as live:
-            self.ready.set()
-            try:
-                while True:
-                    await asyncio.sleep(1.0 / self.refresh_hz)
-                    live.update(device_table(world, self.services))
-            finally:
-                live.update(device_table(world, self.services))
+        )
+        with self._live:
+            await super().run(world)
+
+    def write(self, world: World, items: list[Update | LogEvent]) -> bool:
+        self._live.update(device_table(world, self.services))
+        return True

@@ -7,7 +7,7 @@ import contextlib
 import logging
 import socket
 from collections.abc import Callable
-from typing import cast
+from typing import Any, cast
 
 from robowire.errors import TransportError
 from robowire.protocols.base import Address, StreamSession
@@ -15,8 +15,8 @@ from robowire.transport.timer import DeadlineTimer
 
 log = logging.getLogger("robowire.transport")
 
-SessionFactory = Callable[[Address], StreamSession]
-OnEvents = Callable[["StreamDriver", list[object]], None]
+SessionFactory = Callable[[Address], StreamSession[Any]]
+OnEvents = Callable[["StreamDriver", list[Any]], None]
 OnDriver = Callable[["StreamDriver"], None]
 
 
@@ -42,7 +42,7 @@ class StreamDriver(asyncio.Protocol):
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
         self._timer = DeadlineTimer(self._loop, self._tick)
-        self.session: StreamSession | None = None
+        self.session: StreamSession[Any] | None = None
         self.peer: Address = ("", 0)
         self.closed: asyncio.Future[None] = self._loop.create_future()
         self._ended = False  # the peer's EOF was fed, or we closed the connection ourselves
@@ -64,7 +64,7 @@ class StreamDriver(asyncio.Protocol):
             self._on_open(self)
         self._start()
 
-    def _new_session(self, transport: asyncio.BaseTransport) -> StreamSession:
+    def _new_session(self, transport: asyncio.BaseTransport) -> StreamSession[Any]:
         """The session of this connection (subclasses with more sockets set those up here)."""
         return self._session_factory(self.peer)
 
@@ -100,7 +100,7 @@ class StreamDriver(asyncio.Protocol):
         if self.session is not None:
             self._after(self.session.tick(self._loop.time()))
 
-    def _after(self, events: list[object]) -> None:
+    def _after(self, events: list[Any]) -> None:
         self.flush()
         if events:
             self._on_events(self, events)
@@ -136,7 +136,7 @@ class StreamDriver(asyncio.Protocol):
 async def connect_stream(
     host: str,
     port: int,
-    session: StreamSession,
+    session: StreamSession[Any],
     on_events: OnEvents,
     *,
     on_open: OnDriver | None = None,

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import socket
 from collections.abc import Callable
+from typing import Any, TypeVar
 
 from robowire.errors import TransportError
 from robowire.protocols.base import Address, DatagramSession
@@ -19,10 +20,44 @@ from robowire.transport.timer import DeadlineTimer
 
 log = logging.getLogger("robowire.transport")
 
+E = TypeVar("E")
+
 MAX_DATAGRAM = 65_535
 RECEIVE_BUFFER = 4 << 20  # ask the kernel for room to absorb bursts while Python is busy
 
-OnEvents = Callable[[list[object]], None]
+OnEvents = Callable[[list[Any]], None]
+
+
+def receive_datagrams(
+    sock: socket.socket, session: DatagramSession[E], now: float, limit: int
+) -> list[E]:
+    """Read what the kernel has queued (at most `limit` datagrams) into `session`: the one
+    receive loop every UDP socket of robowire uses."""
+    events: list[E] = []
+    recvfrom, feed = sock.recvfrom, session.feed_datagram
+    for _ in range(limit):
+        try:
+            data, addr = recvfrom(MAX_DATAGRAM)
+        except BlockingIOError:
+            break
+        except OSError:  # ICMP port unreachable reported on a connected socket
+            continue
+        events.extend(feed(data, (str(addr[0]), int(addr[1])), now))
+    return events
+
+
+def send_datagrams(sock: socket.socket, datagrams: list[tuple[bytes, Address | None]]) -> int:
+    """Send a session's datagrams (None: to the connected peer); returns how many failed."""
+    failed = 0
+    for data, addr in datagrams:
+        try:
+            if addr is None:
+                sock.send(data)
+            else:
+                sock.sendto(data, addr)
+        except OSError:  # full buffer or unreachable peer: UDP may lose it, count it
+            failed += 1
+    return failed
 
 
 class DatagramDriver:
@@ -30,7 +65,7 @@ class DatagramDriver:
 
     def __init__(
         self,
-        session: DatagramSession,
+        session: DatagramSession[Any],
         on_events: OnEvents,
         sock: socket.socket,
         *,
@@ -48,18 +83,7 @@ class DatagramDriver:
 
     def _readable(self) -> None:
         self.wakeups += 1
-        now = self._loop.time()
-        events: list[object] = []
-        recvfrom, feed = self.sock.recvfrom, self.session.feed_datagram
-        for _ in range(self._batch):
-            try:
-                data, addr = recvfrom(MAX_DATAGRAM)
-            except BlockingIOError:
-                break
-            except OSError:  # ICMP port unreachable reported on a connected socket
-                continue
-            events.extend(feed(data, (str(addr[0]), int(addr[1])), now))
-        self._after(events)
+        self._after(receive_datagrams(self.sock, self.session, self._loop.time(), self._batch))
 
     def _tick(self) -> None:
         self._after(self.session.tick(self._loop.time()))
@@ -71,14 +95,7 @@ class DatagramDriver:
 
     def flush(self) -> None:
         """Send what the session has queued and re-arm its timer."""
-        for data, addr in self.session.datagrams_to_send():
-            try:
-                if addr is None:
-                    self.sock.send(data)
-                else:
-                    self.sock.sendto(data, addr)
-            except OSError:  # full buffer or unreachable peer: UDP may lose it, count it
-                self.send_errors += 1
+        self.send_errors += send_datagrams(self.sock, self.session.datagrams_to_send())
         self._timer.arm(self.session.next_deadline())
 
     def close(self) -> None:
@@ -105,7 +122,7 @@ def open_udp_socket(local_addr: Address, remote_addr: Address | None = None) -> 
 
 
 async def run_datagram(
-    session: DatagramSession,
+    session: DatagramSession[Any],
     on_events: OnEvents,
     *,
     local_addr: Address,

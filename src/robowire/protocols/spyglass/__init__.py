@@ -17,7 +17,6 @@ from robowire.protocols.spyglass.codec import (
     HEADER_SIZE,
     MAX_PACKET_SIZE,
     PACKET_TYPES,
-    PROTOCOL,
     VERSION,
     WISEBED_PREFIX,
     CoordinatesList2Packet,
@@ -115,3 +114,26 @@ __all__ = [
     "time_fields",
     "write_rec",
 ]
+
+import dataclasses as _dataclasses
+
+from robowire.protocols.base import WireProtocol
+from robowire.protocols.spyglass import endpoints as _endpoints
+from robowire.protocols.spyglass.services import file_records as _file_records
+
+_FRAME_OPTIONS = frozenset({"profile", "scale", "offset", "max_size"})
+PROTOCOL = WireProtocol(
+    name="spyglass",
+    title="SpyGlass",
+    default_port=DEFAULT_PORT,
+    schemes=("spyglass",),
+    open_source=_endpoints.open_source,
+    open_sink=_endpoints.open_sink,
+    open_sim=_endpoints.open_sim,
+    dissect=decode_capture,
+    read_capture=_file_records,
+    source_options=_FRAME_OPTIONS | {"retry"},
+    file_options=_FRAME_OPTIONS | {"speed"},
+    sink_options=frozenset({"profile", "scale", "offset"}),
+    sim_settings=frozenset(f.name for f in _dataclasses.fields(SimConfig)) - {"nodes"},
+)

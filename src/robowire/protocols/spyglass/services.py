@@ -65,7 +65,7 @@ class SpyglassSource(Source):
             f"spyglass:{endpoint.path}" if endpoint.is_file else f"spyglass@{self.host}:{self.port}"
         )
         super().__init__(name)
-        self.adapter = SpyglassAdapter.from_options(self.name, endpoint.options)
+        self.frame = SpyglassAdapter.from_options(self.name, endpoint.options)
         SpyglassSession.from_options(endpoint.options)  # options are checked before the run
         self.retry = endpoint.float_option("retry", RETRY_SECONDS)
         self.speed = endpoint.float_option("speed", 0.0)
@@ -100,7 +100,7 @@ class SpyglassSource(Source):
         loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(ADVANCE_PERIOD)
-            self.adapter.advance(world, self.clock.wall(loop.time()))
+            self.frame.advance(world, self.clock.wall(loop.time()))
 
     async def _follow(self, world: World) -> None:
         def on_events(_driver: StreamDriver, events: list[object]) -> None:
@@ -145,7 +145,7 @@ class SpyglassSource(Source):
 
     def _apply(self, world: World, events: list[object]) -> None:
         now = self.clock.wall(asyncio.get_running_loop().time())
-        received = self.adapter.apply_events(world, events, now)
+        received = self.frame.apply_events(world, events, now)
         self.stats.messages_in += received
         if received != len(events):
             self._count(events)

@@ -164,3 +164,23 @@ __all__ = [
     "encode_lob",
     "scan",
 ]
+
+from robowire.capture import read_capture as _read_capture
+from robowire.protocols.base import WireProtocol
+from robowire.protocols.vrpn import endpoints as _endpoints
+
+PROTOCOL = WireProtocol(
+    name="vrpn",
+    title="VRPN",
+    default_port=DEFAULT_PORT,
+    schemes=("vrpn", "vrpn+tcp"),
+    open_source=_endpoints.open_source,
+    open_sink=_endpoints.open_sink,
+    open_sim=_endpoints.open_sim,
+    dissect=_endpoints.decode_capture,
+    read_capture=_read_capture,
+    source_options=frozenset({"time", "retry", "rate", "udp", "devices"}),
+    file_options=frozenset({"time", "speed"}),
+    sink_options=frozenset({"tracker"}),
+    sim_settings=frozenset({"tracker", "analog", "button", "dial", "reports"}),
+)

@@ -50,3 +50,24 @@ __all__ = [
     "decode_status",
     "encode_packet",
 ]
+
+from robowire.protocols.base import WireProtocol
+from robowire.protocols.xrp import endpoints as _endpoints
+from robowire.protocols.xrp.decode import capture_datagrams as _capture_datagrams
+
+_ARENA = frozenset({"arena_width", "arena_height", "line_radius", "line_width"})
+PROTOCOL = WireProtocol(
+    name="xrp",
+    title="XRP",
+    default_port=DEFAULT_PORT,
+    schemes=("xrp",),
+    open_source=_endpoints.open_source,
+    open_sink=_endpoints.open_sink,
+    open_sim=_endpoints.open_sim,
+    dissect=_endpoints.decode_capture,
+    read_capture=_capture_datagrams,  # type: ignore[arg-type]  # temporary until the reshape
+    source_options=frozenset({"enable", "left", "right"}),
+    sink_options=_ARENA | {"device", "source"},
+    sim_settings=_ARENA | {"lag", "button"},
+    command=_endpoints.command,
+)
