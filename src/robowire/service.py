@@ -28,7 +28,7 @@ from typing import Any
 
 from robowire.capture import Record, batches
 from robowire.endpoints import Endpoint
-from robowire.errors import DecodeError, TransportError
+from robowire.errors import DecodeError, RobowireError, TransportError
 from robowire.protocols.base import Adapter, Address, ConnectionLost, PacketDropped, SessionStats
 from robowire.timebase import WallClock
 from robowire.world import LogEvent, Update, World
@@ -138,12 +138,14 @@ class CaptureSource(Source):
     through `feed` and delivered as one world update. `speed` (a file option, and what
     `replay --speed` sets) paces the records at their recorded times divided by `speed`;
     0 reads as fast as they decode. Damage at the end of a file (a cut record) is one drop,
-    after every whole record before it.
+    after every whole record before it. A file in which nothing decodes is an error (the
+    source fails with one line), not an empty success.
     """
 
     def __init__(self, protocol: str, endpoint: Endpoint, read: Any) -> None:
         assert endpoint.path is not None
         super().__init__(f"{protocol}:{endpoint.path}")
+        self.protocol = protocol
         self.path = endpoint.path
         self.speed = endpoint.float_option("speed", 0.0)
         self._read = read
@@ -198,6 +200,11 @@ class CaptureSource(Source):
             self.stats.drop(exc.reason)
             log.warning("%s: %s", self.name, exc)
         self.deliver(self.finish(loop.time()), loop.time())
+        if not self.stats.messages_in and self.stats.dropped:  # not this protocol at all
+            raise RobowireError(
+                f"{self.path}: nothing in it decodes as {self.protocol} "
+                f"({self.stats.dropped} dropped; last: {self.stats.last_drop_reason})"
+            )
 
 
 class Sink(Service):
