@@ -242,23 +242,22 @@ class Sink(Service):
                 while going:
                     if self.max_rate:
                         done, _ = await asyncio.wait([server], timeout=1.0 / self.max_rate)
-                        items = subscription.drain()
                     else:
                         waiting = asyncio.ensure_future(subscription.get())
                         done, _ = await asyncio.wait(
                             {waiting, server}, return_when=asyncio.FIRST_COMPLETED
                         )
-                        items = [waiting.result(), *subscription.drain()] if waiting.done() else []
-                        waiting = None
                     if server in done:
                         server.result()  # raises what stopped the server
                         return
-                    going = self.write(world, items)
+                    items = [] if waiting is None else [waiting.result()]
+                    waiting = None
+                    going = self.write(world, items + subscription.drain())
             finally:
-                if waiting is not None:
-                    waiting.cancel()
-                server.cancel()
-                await asyncio.gather(server, return_exceptions=True)
+                for task in (waiting, server):
+                    if task is not None:
+                        task.cancel()
+                await asyncio.gather(*(t for t in (waiting, server) if t), return_exceptions=True)
                 self.write(world, subscription.drain())  # what arrived while ending
                 self.stats.dropped += subscription.dropped
                 self.finish(world)

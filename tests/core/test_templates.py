@@ -1,0 +1,157 @@
+"""The service templates: a Source reconnects with backoff and says so once; a CaptureSource
+delivers every whole record of a cut file and counts the cut once; a Sink pulls at its rate."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator, Sequence
+
+import pytest
+
+from robowire.capture import Record, batches
+from robowire.endpoints import parse_endpoint
+from robowire.errors import DecodeError, RobowireError, TransportError
+from robowire.protocols.base import PacketDropped
+from robowire.service import CaptureSource, Sink, Source
+from robowire.world import LogEvent, Update, World
+
+
+class Counting:
+    """An adapter that writes one device per event and counts what it took in."""
+
+    def __init__(self, world: World, source: str) -> None:
+        self.world, self.source = world, source
+
+    def apply(self, events: Sequence[object], receive_time: float) -> int:
+        taken = [e for e in events if isinstance(e, int)]
+        for value in taken:
+            self.world.update_device(
+                self.source, str(value), receive_time=receive_time, position=(value, 0, 0)
+            )
+        return len(taken)
+
+
+class Flaky(Source):
+    """Refuses `refusals` times, then connects and sends two events, then ends."""
+
+    def __init__(self, refusals: int) -> None:
+        super().__init__("flaky", retry=0.01)
+        self.refusals = refusals
+        self.attempts: list[float] = []
+
+    def new_adapter(self, world: World) -> Counting:
+        return Counting(world, self.name)
+
+    async def connect(self, world: World) -> None:
+        loop = asyncio.get_running_loop()
+        self.attempts.append(loop.time())
+        if len(self.attempts) <= self.refusals:
+            raise TransportError("cannot connect to 127.0.0.1:1: Connection refused")
+        self.connected()
+        self.deliver([1, 2, PacketDropped(protocol="x", reason="bad")], loop.time())
+        await asyncio.sleep(3600)
+
+
+async def test_a_source_says_once_why_it_retries_then_that_it_connected(caplog):
+    source = Flaky(refusals=5)
+    world = World()
+    with caplog.at_level(logging.INFO, logger="robowire"):
+        task = asyncio.create_task(source.run(world))
+        await asyncio.wait_for(source.ready.wait(), 5)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    retrying = [m for m in caplog.messages if "retrying" in m]
+    assert retrying == ["flaky: cannot connect to 127.0.0.1:1: Connection refused; "
+                        "retrying until it answers"]  # fmt: skip
+    assert caplog.messages[-1] == "flaky: connected"
+    gaps = [b - a for a, b in zip(source.attempts, source.attempts[1:], strict=False)]
+    assert gaps[-1] > 2.5 * gaps[0]  # the wait doubled (0.01, 0.02, 0.04, ...)
+    assert source.stats.messages_in == 2 and source.stats.dropped == 1
+    assert len(world) == 2
+
+
+def cut_records(n: int) -> Iterator[Record]:
+    for i in range(n):
+        yield Record(bytes([i % 256]))
+    raise DecodeError("test", 1000, "record cut short")
+
+
+class Bytes(CaptureSource):
+    """Each record's byte is one message; records are read by `cut_records`."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__("test", parse_endpoint("vrpn:whatever.bin"), lambda _path: cut_records(n))
+
+    def new_adapter(self, world: World) -> Counting:
+        return Counting(world, self.name)
+
+    def feed(self, record: Record, now: float) -> list[object]:
+        return [record.data[0]] if record.data[0] else [PacketDropped(protocol="t", reason="0")]
+
+
+async def test_a_cut_capture_delivers_every_whole_record_and_counts_the_cut_once():
+    source = Bytes(1262)  # more than one batch of 1024, and a part batch before the cut
+    await source.run(World())
+    zeros = len(range(0, 1262, 256))  # records whose byte is 0 are drops of their own
+    assert source.stats.messages_in == 1262 - zeros
+    assert source.stats.dropped == zeros + 1
+    assert source.stats.last_drop_reason == "record cut short"
+
+
+async def test_a_capture_in_which_nothing_decodes_fails_the_source():
+    class Garbage(Bytes):
+        def feed(self, record: Record, now: float) -> list[object]:
+            return [PacketDropped(protocol="t", reason="not this protocol")]
+
+    with pytest.raises(RobowireError, match="nothing in it decodes as test"):
+        await Garbage(10).run(World())
+
+
+async def test_batches_hand_over_the_records_before_damage():
+    seen: list[int] = []
+    with pytest.raises(DecodeError):
+        async for batch in batches(cut_records(1500)):
+            seen += [r.data[0] for r in batch]
+    assert len(seen) == 1500
+
+
+class Recorder(Sink):
+    def __init__(self, max_rate: float | None) -> None:
+        super().__init__("recorder")
+        self.max_rate = max_rate
+        self.pulls: list[int] = []
+        self.finished = False
+
+    def write(self, world: World, items: list[Update | LogEvent]) -> bool:
+        self.pulls.append(len(items))
+        return True
+
+    def finish(self, world: World) -> None:
+        self.finished = True
+
+
+async def test_a_rate_limited_sink_pulls_batches_at_its_own_rate():
+    world = World()
+    sink = Recorder(max_rate=10)
+    task = asyncio.create_task(sink.run(world))
+    await asyncio.wait_for(sink.ready.wait(), 1)
+    for i in range(50):  # 50 updates over ~0.5 s
+        world.update_device("s", "d", receive_time=float(i), position=(i, 0, 0))
+        await asyncio.sleep(0.01)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert sum(sink.pulls) == 50 and sink.finished
+    assert 3 <= len(sink.pulls) <= 9  # ~10 pulls a second, not one per update
+
+
+class Failing(Recorder):
+    async def serve(self) -> None:
+        raise TransportError("cannot listen on 127.0.0.1:1: Address already in use")
+
+
+async def test_a_sink_whose_server_fails_raises_that_error_and_finishes():
+    sink = Failing(max_rate=None)
+    with pytest.raises(TransportError, match="Address already in use"):
+        await asyncio.wait_for(sink.run(World()), 2)
+    assert sink.finished
