@@ -119,7 +119,6 @@ class TableSink(Sink):
         self.services = list(services)
         self.refresh_hz = refresh_hz
         self.max_rate = refresh_hz  # redraw at this rate whether or not anything changed
-        self.queue = 1  # it draws the world's state, not the updates
         self.console = console or Console()
 
     async def run(self, world: World) -> None:
