@@ -36,10 +36,10 @@ def main() -> None:
         slots = slots_all[:size]
         positions = np.zeros((size, 3))
 
-        def update() -> None:
+        def update(slots: np.ndarray = slots, positions: np.ndarray = positions) -> None:
             world.update("show", slots, receive_time=1.0, position=positions)
 
-        def bare() -> None:
+        def bare(slots: np.ndarray = slots, positions: np.ndarray = positions) -> None:
             table.position[slots] = positions
             table.receive_time[slots] = 1.0
 
