@@ -216,3 +216,27 @@ def test_updates_are_not_copied_for_latest_subscribers_only():
     world.subscribe(every_update=True)
     update = world.update_device("a", "x", receive_time=2.0, position=(4, 5, 6))
     assert update.values["position"].tolist() == [[4.0, 5.0, 6.0]]
+
+
+def test_json_rows_from_columns_agree_with_the_device_views():
+    world = World()
+    queue = world.subscribe(every_update=True)
+    world.update_device("s", "a", receive_time=1.0, name="Alpha", position=(1 / 3, 2, 3),
+                        links=["b"], attributes={"data.20": [24]})  # fmt: skip
+    world.update_device("s", "b", receive_time=2.0, source_time=1.5, velocity=(1, 0, 0),
+                        orientation=(0.0, 0.0, 0.0, 1.0), telemetry={"t": (20.5, "Cel")})  # fmt: skip
+    table = world.table("s")
+    update = world.update(
+        "s",
+        table.slots(["a", "b"]),
+        receive_time=3.0,
+        position=np.array([[7.0, 8, 9], [np.nan] * 3]),
+    )
+    queue.pull()
+    for line, device in zip(world.update_json(update), world.devices("s"), strict=True):
+        expected = device.to_json()
+        expected.pop("position", None)
+        if not np.isnan(update.values["position"][0 if device.device_id == "a" else 1]).any():
+            expected["position"] = update.values["position"][0].tolist()
+        expected |= {"receive_time": 3.0, "changed": ["position"]}
+        assert line == expected

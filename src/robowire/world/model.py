@@ -306,23 +306,9 @@ class World:
 
     def update_json(self, update: Update) -> Iterator[dict[str, Any]]:
         """One JSON-ready dict per device of an update, with the values that update wrote."""
-        table = self.tables[update.source]
-        changed = sorted(update.fields)
-        for row, slot in enumerate(update.slots):
-            line = self._view(table, int(slot)).to_json()
-            telemetry = line.get("telemetry", {})
-            for name, values in update.values.items():
-                value = values[row]
-                if name in table.telemetry:
-                    if not math.isnan(value):
-                        telemetry[name] = {"value": float(value), "unit": table.units[name]}
-                elif np.ndim(value) == 0:
-                    line[name] = _optional(float(value))
-                else:
-                    line[name] = _vector(value)
-            line["receive_time"] = update.receive_time
-            line["changed"] = changed
-            yield {k: v for k, v in line.items() if v is not None}
+        from robowire.world.rows import update_rows  # it builds on this module's types
+
+        return update_rows(self.tables[update.source], update)
 
     def __len__(self) -> int:
         return sum(len(t) for t in self.tables.values())
