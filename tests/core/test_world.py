@@ -221,10 +221,14 @@ def test_updates_are_not_copied_for_latest_subscribers_only():
 def test_json_rows_from_columns_agree_with_the_device_views():
     world = World()
     queue = world.subscribe(every_update=True)
-    world.update_device("s", "a", receive_time=1.0, name="Alpha", position=(1 / 3, 2, 3),
-                        links=["b"], attributes={"data.20": [24]})  # fmt: skip
-    world.update_device("s", "b", receive_time=2.0, source_time=1.5, velocity=(1, 0, 0),
-                        orientation=(0.0, 0.0, 0.0, 1.0), telemetry={"t": (20.5, "Cel")})  # fmt: skip
+    world.update_device(
+        "s", "a", receive_time=1.0, name="Alpha", position=(1 / 3, 2, 3), links=["b"],
+        attributes={"data.20": [24]},
+    )  # fmt: skip
+    world.update_device(
+        "s", "b", receive_time=2.0, source_time=1.5, velocity=(1, 0, 0),
+        orientation=(0.0, 0.0, 0.0, 1.0), telemetry={"t": (20.5, "Cel")},
+    )  # fmt: skip
     table = world.table("s")
     update = world.update(
         "s",
