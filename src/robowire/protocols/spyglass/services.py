@@ -36,7 +36,15 @@ from robowire.protocols.spyglass.codec import (
 from robowire.protocols.spyglass.model import SensorNetworkSim, SimConfig
 from robowire.protocols.spyglass.rec import read_capture
 from robowire.protocols.spyglass.session import SpyglassSession
-from robowire.service import CaptureSource, Service, Sim, SimOptions, Sink, Source
+from robowire.service import (
+    RETRY_SECONDS,
+    CaptureSource,
+    Service,
+    Sim,
+    SimOptions,
+    Sink,
+    Source,
+)
 from robowire.timebase import WallClock
 from robowire.transport.tcp import StreamDriver, connect_stream, serve_stream
 from robowire.world import LogEvent, Update, World
@@ -130,7 +138,7 @@ class SpyglassSource(Source):
         self.host = endpoint.host
         self.port = endpoint.port_or(DEFAULT_PORT)
         super().__init__(
-            f"{NAME}@{self.host}:{self.port}", retry=endpoint.float_option("retry", 1.0)
+            f"{NAME}@{self.host}:{self.port}", retry=endpoint.float_option("retry", RETRY_SECONDS)
         )
         self.settings = Settings.parse(endpoint.options)
 
@@ -180,8 +188,8 @@ class SpyglassFileSource(CaptureSource):
 
 async def _serve_viewers(
     service: Service,
-    port: int,
     host: str,
+    port: int,
     viewers: set[StreamDriver],
     on_open: Callable[[StreamDriver], None] | None = None,
 ) -> None:
@@ -237,7 +245,7 @@ class SpyglassSink(Sink):
         await super().run(world)
 
     async def serve(self) -> None:
-        await _serve_viewers(self, self.port, self.host, self.viewers, self._welcome)
+        await _serve_viewers(self, self.host, self.port, self.viewers, self._welcome)
 
     def _welcome(self, driver: StreamDriver) -> None:
         if self.world is not None:
@@ -279,7 +287,7 @@ class SpyglassSim(Sim):
         or the run is cancelled."""
         loop = asyncio.get_running_loop()
         clock = WallClock()
-        serving = asyncio.create_task(_serve_viewers(self, self.port, self.host, self.viewers))
+        serving = asyncio.create_task(_serve_viewers(self, self.host, self.port, self.viewers))
         try:
             while not serving.done():
                 now = clock.wall(loop.time())
