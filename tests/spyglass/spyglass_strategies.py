@@ -120,3 +120,13 @@ def packets() -> st.SearchStrategy[Any]:
         _trajectory_packet(c.TrajectoryPacket3, 40, 3),
         _trajectory_packet(c.TrajectoryPacket2, 41, 2),
     )
+
+
+def cut_recording(path: Path, whole: int) -> Path:
+    """A copy of the demo recording: its first `whole` records, then half of the next one."""
+    data = DEMO.read_bytes()
+    end = 0
+    for _ in range(whole):
+        end += 1 + data[end]
+    path.write_bytes(data[: end + (1 + data[end]) // 2])
+    return path

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 from spyglass_strategies import DEMO
 
-from robowire.errors import ConfigError
 from robowire.protocols.spyglass import codec as c
 from robowire.protocols.spyglass import rec
 from robowire.protocols.spyglass.adapter import SpyglassAdapter, object_id
-from robowire.protocols.spyglass.session import SpyglassSession
+from robowire.protocols.spyglass.events import PacketReceived
 from robowire.world import World
 
 SRC = "spyglass@test"
 T0 = 1_000_000
+
+
+def received(packets: Sequence[c.Packet]) -> list[PacketReceived]:
+    """Packets as the session's events that carry them."""
+    return [PacketReceived(packet=p, time=0.0) for p in packets]
 
 
 def head(sender: int, **extra: object) -> dict[str, object]:
@@ -30,12 +36,12 @@ def head(sender: int, **extra: object) -> dict[str, object]:
 
 def test_nodes_links_and_positions() -> None:
     world = World()
-    adapter = SpyglassAdapter(SRC)
+    adapter = SpyglassAdapter(world, SRC)
     packets = [
         c.NeighborhoodPacket(semantic_type=10, neighbors=(2, 3, 3, 5), **head(5)),
         c.NeighborhoodPacket(semantic_type=10, neighbors=(5,), **head(2, x=1, y=2, z=0)),
     ]
-    adapter.apply(world, packets, receive_time=T0 + 2.0)
+    adapter.apply(received(packets), receive_time=T0 + 2.0)
     node = world.device(SRC, "5")
     assert node.kind == "sensor_node"
     assert node.links == ("2", "3")
@@ -48,8 +54,8 @@ def test_nodes_links_and_positions() -> None:
 
 def test_scale_and_offset() -> None:
     world = World()
-    adapter = SpyglassAdapter(SRC, scale=0.5, offset=(100.0, 200.0, 0.0))
-    adapter.apply(world, [c.StdPacket(semantic_type=1, payload=b"\x01\xff", **head(1))], T0)
+    adapter = SpyglassAdapter(world, SRC, scale=0.5, offset=(100.0, 200.0, 0.0))
+    adapter.apply(received([c.StdPacket(semantic_type=1, payload=b"\x01\xff", **head(1))]), T0)
     node = world.device(SRC, "1")
     assert node.position == (105.0, 190.0, 1.5)
     assert node.attributes["raw.1"] == "01ff"
@@ -57,12 +63,12 @@ def test_scale_and_offset() -> None:
 
 def test_latest_packet_of_a_node_wins() -> None:
     world = World()
-    adapter = SpyglassAdapter(SRC)
+    adapter = SpyglassAdapter(world, SRC)
     batch = [
         c.StdPacket(semantic_type=1, **head(1, x=1)),
         c.StdPacket(semantic_type=1, **head(1, x=2)),
     ]
-    adapter.apply(world, batch, T0)
+    adapter.apply(received(batch), T0)
     assert world.device(SRC, "1").position == (2.0, -20.0, 3.0)
     assert len(world) == 1
 
@@ -70,23 +76,24 @@ def test_latest_packet_of_a_node_wins() -> None:
 def test_data_telemetry_with_default_and_profile_names() -> None:
     world = World()
     profile = c.SemanticProfile.parse("20=data:temperature:Cel")
-    adapter = SpyglassAdapter(SRC, profile=profile)
+    adapter = SpyglassAdapter(world, SRC, profile=profile)
     updates = world.feed.subscribe(100)
     adapter.apply(
-        world,
-        [
-            c.DataPacket(
-                semantic_type=20, syntax_type=c.SyntaxType.UINT8_LIST, values=(23, 5), **head(4)
-            ),
-            c.DataPacket(
-                semantic_type=77, syntax_type=c.SyntaxType.FLOAT_LIST, values=(1.5,), **head(4)
-            ),
-            c.VariableListPacket(
-                semantic_type=78,
-                items=((c.SyntaxType.INT16_LIST, -4), (c.SyntaxType.UINT8_LIST, 1)),
-                **head(4),
-            ),
-        ],
+        received(
+            [
+                c.DataPacket(
+                    semantic_type=20, syntax_type=c.SyntaxType.UINT8_LIST, values=(23, 5), **head(4)
+                ),
+                c.DataPacket(
+                    semantic_type=77, syntax_type=c.SyntaxType.FLOAT_LIST, values=(1.5,), **head(4)
+                ),
+                c.VariableListPacket(
+                    semantic_type=78,
+                    items=((c.SyntaxType.INT16_LIST, -4), (c.SyntaxType.UINT8_LIST, 1)),
+                    **head(4),
+                ),
+            ]
+        ),
         T0,
     )
     node = world.device(SRC, "4")
@@ -104,14 +111,15 @@ def test_data_telemetry_with_default_and_profile_names() -> None:
 def test_polyline_and_node_link() -> None:
     world = World()
     profile = c.SemanticProfile.parse("30=coordinates-2d,31=coordinates-3d,60=node-link")
-    adapter = SpyglassAdapter(SRC, profile=profile, scale=2.0)
+    adapter = SpyglassAdapter(world, SRC, profile=profile, scale=2.0)
     adapter.apply(
-        world,
-        [
-            c.CoordinatesList2Packet(semantic_type=30, points=((0, 0), (10, 5)), **head(150)),
-            c.CoordinatesList3Packet(semantic_type=31, points=((1, 2, 3),), **head(150)),
-            c.NodeLinkPacket(semantic_type=60, destination=9, values=(42,), **head(150)),
-        ],
+        received(
+            [
+                c.CoordinatesList2Packet(semantic_type=30, points=((0, 0), (10, 5)), **head(150)),
+                c.CoordinatesList3Packet(semantic_type=31, points=((1, 2, 3),), **head(150)),
+                c.NodeLinkPacket(semantic_type=60, destination=9, values=(42,), **head(150)),
+            ]
+        ),
         T0,
     )
     attributes = world.device(SRC, "150").attributes
@@ -122,7 +130,7 @@ def test_polyline_and_node_link() -> None:
 
 def test_trajectory_object_moves_with_time() -> None:
     world = World()
-    adapter = SpyglassAdapter(SRC)
+    adapter = SpyglassAdapter(world, SRC)
     trajectory = c.TrajectoryPacket3(
         semantic_type=40,
         points=((0, 0, 0), (100, 0, 0), (100, 50, 10)),
@@ -130,35 +138,35 @@ def test_trajectory_object_moves_with_time() -> None:
         **head(1, milliseconds=0),
     )
     receive = T0 + 0.25  # the sender's clock is 0.25 s behind ours
-    adapter.apply(world, [trajectory], receive)
+    adapter.apply(received([trajectory]), receive)
     device_id = object_id(1, 40)
     obj = world.device(SRC, device_id)
     assert obj.kind == "object" and obj.position == (0.0, 0.0, 0.0)
     assert obj.attributes["durations"] == [10, 5]
-    assert adapter.advance(world, receive + 2.5) == 1
+    assert adapter.advance(receive + 2.5) == 1
     obj = world.device(SRC, device_id)
     assert obj.position == pytest.approx((25.0, 0.0, 0.0))
     assert obj.velocity == pytest.approx((10.0, 0.0, 0.0))
-    adapter.advance(world, receive + 12.5)
+    adapter.advance(receive + 12.5)
     assert world.device(SRC, device_id).position == pytest.approx((100.0, 25.0, 5.0))
-    adapter.advance(world, receive + 100)
+    adapter.advance(receive + 100)
     obj = world.device(SRC, device_id)
     assert obj.position == pytest.approx((100.0, 50.0, 10.0)) and obj.velocity == (0.0, 0.0, 0.0)
     # A new trajectory of the same sender and semantic type replaces the old one.
     again = c.TrajectoryPacket2(
         semantic_type=40, points=((5, 5), (6, 6)), durations=(1,), **head(1)
     )
-    adapter.apply(world, [again], receive + 200)
+    adapter.apply(received([again]), receive + 200)
     assert adapter.objects == 1
     assert world.device(SRC, device_id).position == (5.0, 5.0, 0.0)
 
 
 def test_demo_recording_into_the_world() -> None:
     world = World()
-    adapter = SpyglassAdapter(SRC)
+    adapter = SpyglassAdapter(world, SRC)
     packets = list(rec.read_rec(DEMO))
     for start in range(0, len(packets), 100):
-        adapter.apply(world, packets[start : start + 100], receive_time=packets[start].time)
+        adapter.apply(received(packets[start : start + 100]), receive_time=packets[start].time)
     nodes = [d for d in world.devices(SRC) if d.kind == "sensor_node"]
     objects = [d for d in world.devices(SRC) if d.kind == "object"]
     senders = {p.sender for p in packets}
@@ -168,24 +176,3 @@ def test_demo_recording_into_the_world() -> None:
     assert len(linked) == 49 and all(len(d.links) <= 5 for d in linked)
     assert sum("data.20" in d.telemetry for d in nodes) == 97
     assert "polyline.30" in world.device(SRC, "150").attributes
-
-
-def test_options_and_session_events() -> None:
-    adapter = SpyglassAdapter.from_options(
-        SRC, {"scale": "0.5", "offset": "1,2,3", "profile": "20=data:temp:Cel"}
-    )
-    session = SpyglassSession.from_options({"max_size": "255"})
-    assert session.max_size == 255
-    data = c.DataPacket(
-        semantic_type=20, syntax_type=c.SyntaxType.UINT8_LIST, values=(9,), **head(3)
-    )
-    world = World()
-    assert adapter.apply_events(world, session.feed(c.encode(data), 0.0), T0) == 1
-    node = world.device(SRC, "3")
-    assert node.telemetry == {"temp": (9.0, "Cel")}
-    assert node.position == (6.0, -8.0, 4.5)
-    for bad in ({"scale": "x"}, {"offset": "1,2"}, {"profile": "10=nothing"}):
-        with pytest.raises(ConfigError, match="spyglass"):
-            SpyglassAdapter.from_options(SRC, bad)
-    with pytest.raises(ConfigError):
-        SpyglassSession.from_options({"max_size": "5"})

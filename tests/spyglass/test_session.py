@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from hypothesis import given
 from hypothesis import strategies as st
 from spyglass_strategies import DATA, DEMO, PROFILE, packets
@@ -9,14 +11,16 @@ from spyglass_strategies import DATA, DEMO, PROFILE, packets
 from robowire.protocols.base import ConnectionLost, PacketDropped
 from robowire.protocols.spyglass import codec as c
 from robowire.protocols.spyglass import rec
-from robowire.protocols.spyglass.session import PacketReceived, SpyglassSession, State, frame
+from robowire.protocols.spyglass.codec import frame
+from robowire.protocols.spyglass.events import PacketReceived
+from robowire.protocols.spyglass.session import SpyglassSession, State
 
 NEIGHBOURS = c.NeighborhoodPacket(semantic_type=10, sender=7, neighbors=(1, 2, 3))
 # Header fine, payload wrong for a 3-D trajectory (sem 40): 3 int16 values.
 BAD_TRAJECTORY = bytes.fromhex("0017 02 03 28 0001 00000000 0000 0000 0000 0000 0001 0002 0003")
 
 
-def packets_of(events: list[object]) -> list[c.SpyglassPacket]:
+def packets_of(events: Sequence[object]) -> list[c.SpyglassPacket]:
     return [e.packet for e in events if isinstance(e, PacketReceived)]
 
 

@@ -9,7 +9,8 @@ from spyglass_strategies import DEMO
 
 from robowire.protocols.base import ConnectionLost
 from robowire.protocols.spyglass import rec
-from robowire.protocols.spyglass.session import PacketReceived, SpyglassSession
+from robowire.protocols.spyglass.events import PacketReceived
+from robowire.protocols.spyglass.session import SpyglassSession
 from robowire.transport.tcp import StreamDriver, connect_stream, serve_stream
 
 

@@ -1,21 +1,41 @@
 """SpyGlass (ITM Lübeck's wireless sensor network visualizer): packets, streams, files, sim.
 
-    codec    bytes <-> typed packets (`decode`, `encode`, `split` + `decode_batch`, `next_packet`)
-    profile  syntax types and the semantic-type profile (what semantic type means what)
-    rec      `.rec` recordings (reader, writer, records mirroring the live stream)
-    session  `SpyglassSession`: the sans-I/O stream session, both directions
-    adapter  `SpyglassAdapter`: packets -> world (nodes, links, telemetry, moving objects)
-    sim      `SensorNetworkSim`: a mobile sensor network producing encoded packets
-    decode   `decode_capture`: `robowire decode spyglass FILE`
+    codec     bytes <-> typed packets (`decode`, `encode`, `frame`, `split` + `decode_batch`)
+    profile   syntax types and the semantic-type profile (what semantic type means what)
+    events    `PacketReceived` and the `SpyglassEvent` union sessions return
+    session   `SpyglassSession`: the sans-I/O stream session, both directions
+    adapter   `SpyglassAdapter`: packets -> world (nodes, links, telemetry, moving objects);
+              `WorldEncoder`: world updates -> packets (what the sink serves)
+    model     `SensorNetworkSim`: a mobile sensor network producing encoded packets
+    rec       capture reading: `.rec` recordings (reader, writer), and `sniff` / `read_capture`
+              telling `.rec`, pcap and raw streams apart (stdin too)
+    services  `SpyglassSource`, `SpyglassFileSource`, `SpyglassSink`, `SpyglassSim`, and the
+              URL options (`Settings`)
+    dissect   `decode_capture`: `robowire decode spyglass FILE`
+
+Where this package differs from the common shape, and why:
+* `profile.py` beside `codec.py`: the semantic-type profile is configuration both the codec
+  (which packet class a semantic type gives) and the adapter (telemetry names, units) read.
+* `rec.py`: SpyGlass has its own capture format (`.rec`), read into the same records a live
+  TCP stream gives, so the file source is the shared `CaptureSource` fed by `read_capture`.
+* No `messages.py`: the packet classes are few and live in `codec.py`.
 
 Transport (robowire's choice, see docs/spyglass.md): packets back to back over TCP, each
 delimited by its own uint16 length field; default port `DEFAULT_PORT` = 7870.
 """
 
-from robowire.protocols.spyglass.adapter import NODE_KIND, OBJECT_KIND, SpyglassAdapter, object_id
+from robowire.protocols.base import WireProtocol
+from robowire.protocols.spyglass.adapter import (
+    NODE_KIND,
+    OBJECT_KIND,
+    SpyglassAdapter,
+    WorldEncoder,
+    object_id,
+)
 from robowire.protocols.spyglass.codec import (
     HEADER_SIZE,
     MAX_PACKET_SIZE,
+    NAME,
     PACKET_TYPES,
     VERSION,
     WISEBED_PREFIX,
@@ -33,12 +53,15 @@ from robowire.protocols.spyglass.codec import (
     decode,
     decode_batch,
     encode,
+    frame,
     next_packet,
     split,
     syntax_type_of,
     time_fields,
 )
-from robowire.protocols.spyglass.decode import decode_capture, decode_rec, packet_fields
+from robowire.protocols.spyglass.dissect import decode_capture, decode_rec, packet_fields
+from robowire.protocols.spyglass.events import PacketReceived, SpyglassEvent
+from robowire.protocols.spyglass.model import SIM_SETTINGS, SensorNetworkSim, SimConfig
 from robowire.protocols.spyglass.profile import (
     DEFAULT_PROFILE,
     Interpretation,
@@ -52,14 +75,46 @@ from robowire.protocols.spyglass.rec import (
     RecordTooLarge,
     RecWriter,
     iter_rec,
+    read_capture,
     read_rec,
     rec_record,
     rec_records,
+    sniff,
     write_rec,
 )
-from robowire.protocols.spyglass.services import DEFAULT_PORT
-from robowire.protocols.spyglass.session import PacketReceived, SpyglassSession, frame
-from robowire.protocols.spyglass.sim import SensorNetworkSim, SimConfig
+from robowire.protocols.spyglass.services import (
+    DEFAULT_PORT,
+    FILE_OPTIONS,
+    SINK_OPTIONS,
+    SOURCE_OPTIONS,
+    Settings,
+    SpyglassFileSource,
+    SpyglassSim,
+    SpyglassSink,
+    SpyglassSource,
+    open_sim,
+    open_sink,
+    open_source,
+)
+from robowire.protocols.spyglass.session import SpyglassSession
+
+PROTOCOL = WireProtocol(
+    name=NAME,
+    title="SpyGlass",
+    default_port=DEFAULT_PORT,
+    schemes=(NAME,),
+    open_source=open_source,
+    open_sink=open_sink,
+    open_sim=open_sim,
+    dissect=decode_capture,
+    read_capture=read_capture,
+    source_options=SOURCE_OPTIONS,
+    file_options=FILE_OPTIONS,
+    sink_options=SINK_OPTIONS,
+    sim_settings=SIM_SETTINGS,
+    command=None,
+)
+"""SpyGlass as the registry, the gateway and the CLI see it."""
 
 __all__ = [
     "DEFAULT_PORT",
@@ -67,10 +122,12 @@ __all__ = [
     "HEADER_SIZE",
     "MAX_PACKET_SIZE",
     "MAX_REC_PACKET",
+    "NAME",
     "NODE_KIND",
     "OBJECT_KIND",
     "PACKET_TYPES",
     "PROTOCOL",
+    "SIM_SETTINGS",
     "VERSION",
     "WISEBED_PREFIX",
     "CoordinatesList2Packet",
@@ -87,15 +144,22 @@ __all__ = [
     "SemanticProfile",
     "SemanticRule",
     "SensorNetworkSim",
+    "Settings",
     "SimConfig",
     "SpyglassAdapter",
+    "SpyglassEvent",
+    "SpyglassFileSource",
     "SpyglassPacket",
     "SpyglassSession",
+    "SpyglassSim",
+    "SpyglassSink",
+    "SpyglassSource",
     "StdPacket",
     "SyntaxType",
     "TrajectoryPacket2",
     "TrajectoryPacket3",
     "VariableListPacket",
+    "WorldEncoder",
     "decode",
     "decode_batch",
     "decode_capture",
@@ -106,34 +170,13 @@ __all__ = [
     "next_packet",
     "object_id",
     "packet_fields",
+    "read_capture",
     "read_rec",
     "rec_record",
     "rec_records",
+    "sniff",
     "split",
     "syntax_type_of",
     "time_fields",
     "write_rec",
 ]
-
-import dataclasses as _dataclasses
-
-from robowire.protocols.base import WireProtocol
-from robowire.protocols.spyglass import endpoints as _endpoints
-from robowire.protocols.spyglass.services import file_records as _file_records
-
-_FRAME_OPTIONS = frozenset({"profile", "scale", "offset", "max_size"})
-PROTOCOL = WireProtocol(
-    name="spyglass",
-    title="SpyGlass",
-    default_port=DEFAULT_PORT,
-    schemes=("spyglass",),
-    open_source=_endpoints.open_source,
-    open_sink=_endpoints.open_sink,
-    open_sim=_endpoints.open_sim,
-    dissect=decode_capture,
-    read_capture=_file_records,
-    source_options=_FRAME_OPTIONS | {"retry"},
-    file_options=_FRAME_OPTIONS | {"speed"},
-    sink_options=frozenset({"profile", "scale", "offset"}),
-    sim_settings=frozenset(f.name for f in _dataclasses.fields(SimConfig)) - {"nodes"},
-)

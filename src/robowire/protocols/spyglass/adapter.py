@@ -1,6 +1,9 @@
-"""SpyGlass packets -> world-model updates.
+"""SpyGlass packets <-> the world model, both directions.
 
-What becomes what:
+`SpyglassAdapter(world, source, ...)` writes what sessions received into the world;
+`WorldEncoder` turns world updates into the packets the sink serves (world -> wire).
+
+What becomes what (wire -> world):
 * Every sender is a device of kind "sensor_node" with id `str(node id)`. Its position is the
   header position of its latest packet (as SpyGlass's PositionPacketNodePositioner does) and its
   source time is the header's Unix seconds + milliseconds.
@@ -13,7 +16,12 @@ What becomes what:
 * Node-link packets: attribute `link.<semantic type>` = {"to": id, "values": [...]}.
 * Coordinates lists: attribute `polyline.<semantic type>` on the sender, points in ENU metres.
 * Trajectory packets: a device of kind "object", id "<sender>:<semantic type>", that moves
-  along the trajectory starting at the packet's time; `advance(world, now)` moves it on.
+  along the trajectory starting at the packet's time; `advance(now)` moves it on.
+
+World -> wire (`WorldEncoder`): each device is a node (`NodeNumbers`: its numeric id if free,
+else the lowest free number); a changed position or links give a neighbourhood packet
+(neighbours = the device's links that are nodes too); each changed telemetry value gives a
+one-value float data packet of its semantic type (`SemanticTypes`).
 
 Frame: SpyGlass coordinates are unitless int16s. By default 1 unit = 1 metre with x East,
 y North, z Up (ENU); `scale` (metres per unit, per axis) and `offset` (metres, added after
@@ -23,14 +31,15 @@ trajectories) are converted the same way as header positions, so that they share
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import math
+import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from robowire.errors import ConfigError
 from robowire.protocols.spyglass.codec import (
     DEFAULT_PROFILE,
     CoordinatesList2Packet,
@@ -41,18 +50,50 @@ from robowire.protocols.spyglass.codec import (
     Packet,
     SemanticProfile,
     StdPacket,
+    SyntaxType,
     TrajectoryPacket2,
     TrajectoryPacket3,
     VariableListPacket,
+    encode,
+    time_fields,
 )
-from robowire.protocols.spyglass.session import PacketReceived, profile_option
+from robowire.protocols.spyglass.events import PacketReceived, SpyglassEvent
+from robowire.protocols.spyglass.profile import NEIGHBORHOOD, Interpretation
 from robowire.units import COUNT
-from robowire.world import SourceTable, World
+from robowire.world import SourceTable, Update, World
 from robowire.world.model import ATTRIBUTES, LINKS
 
 NODE_KIND = "sensor_node"
 OBJECT_KIND = "object"
+FIRST_FREE_SEMANTIC = 100  # telemetry without a profile entry gets semantic types from here
 FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """SpyGlass units <-> ENU metres: `scale` metres per unit (per axis), then `offset`."""
+
+    scale: FloatArray
+    offset: FloatArray
+
+    @classmethod
+    def of(
+        cls, scale: float | Sequence[float] = 1.0, offset: Sequence[float] = (0.0, 0.0, 0.0)
+    ) -> Frame:
+        return cls(
+            np.broadcast_to(np.asarray(scale, dtype=np.float64), (3,)).copy(),
+            np.asarray(offset, dtype=np.float64).reshape(3),
+        )
+
+    def to_enu(self, units: Any) -> FloatArray:
+        """SpyGlass units (..., 3) -> ENU metres."""
+        enu: FloatArray = np.asarray(units, dtype=np.float64) * self.scale + self.offset
+        return enu
+
+    def to_units(self, enu: Any) -> npt.NDArray[np.int64]:
+        """ENU metres (n, 3) -> int16 SpyGlass units, NaN as 0, clipped to the int16 range."""
+        units = np.nan_to_num((np.asarray(enu, dtype=np.float64) - self.offset) / self.scale)
+        return np.clip(np.rint(units), -0x8000, 0x7FFF).astype(np.int64)
 
 
 @dataclass(slots=True)
@@ -70,41 +111,41 @@ def object_id(sender: int, semantic_type: int) -> str:
 
 
 class SpyglassAdapter:
-    """Writes SpyGlass packets of one source into a `World` (see module docstring)."""
+    """Writes the packets of one source's sessions into `world` (see module docstring)."""
 
     def __init__(
         self,
+        world: World,
         source: str,
         *,
         profile: SemanticProfile = DEFAULT_PROFILE,
         scale: float | Sequence[float] = 1.0,
         offset: Sequence[float] = (0.0, 0.0, 0.0),
     ) -> None:
+        self.world = world
         self.source = source
         self.profile = profile
-        self.scale = np.broadcast_to(np.asarray(scale, dtype=np.float64), (3,)).copy()
-        self.offset = np.asarray(offset, dtype=np.float64).reshape(3)
+        self.frame = Frame.of(scale, offset)
         self._motions: dict[tuple[int, int], _Motion] = {}
         self._clock_offset = 0.0  # source time - receive time, from the latest packet
         self._node_slots: dict[int, int] = {}
         self._table: SourceTable | None = None
 
-    @classmethod
-    def from_options(cls, source: str, options: Mapping[str, str]) -> SpyglassAdapter:
-        """From URL options: `scale` ("0.1" or "sx,sy,sz" metres per unit), `offset`
-        ("x,y,z" metres), `profile` (see `SemanticProfile.parse`). Others are ignored."""
-        try:
-            scale = [float(v) for v in options.get("scale", "1").split(",")]
-            offset = [float(v) for v in options.get("offset", "0,0,0").split(",")]
-            if len(scale) not in (1, 3) or len(offset) != 3:
-                raise ValueError("scale takes 1 or 3 numbers, offset 3")
-        except ValueError as exc:
-            raise ConfigError(f"spyglass: bad scale/offset option: {exc}") from None
-        return cls(source, profile=profile_option(options), scale=scale, offset=offset)
+    @property
+    def scale(self) -> FloatArray:
+        return self.frame.scale
 
-    def to_enu(self, units: Any) -> FloatArray:
-        """SpyGlass units (..., 3) -> ENU metres."""
-        return np.asarray(units, dtype=np.float64) * self.scale + self.offset
+    @property
+    def offset(self) -> FloatArray:
+        return self.frame.offset
+
+    def apply(self, events: Sequence[SpyglassEvent], receive_time: float) -> int:
+        """Write the packets of a batch of session events received at `receive_time` (Unix
+        seconds); returns how many. Drops and lost connections are the source's to count."""
+        packets = [e.packet for e in events if isinstance(e, PacketReceived)]
+        if packets:
+            self._write(packets, receive_time)
+        return len(packets)
 
     def _slot(self, table: SourceTable, sender: int) -> int:
         if table is not self._table:
@@ -114,17 +155,15 @@ class SpyglassAdapter:
             slot = self._node_slots[sender] = table.slot(str(sender), NODE_KIND)
         return slot
 
-    def apply(self, world: World, packets: Sequence[Packet], receive_time: float) -> None:
-        """Write a batch of packets received at `receive_time` (Unix seconds): one world update
-        per set of changed fields (nodes that sent the same kinds of packet share one), plus
-        one per trajectory object."""
-        if not packets:
-            return
+    def _write(self, packets: Sequence[Packet], receive_time: float) -> None:
+        """One world update per set of changed fields (nodes that sent the same kinds of packet
+        share one), plus one per trajectory object."""
+        world = self.world
         table = world.table(self.source)
         slots = np.fromiter((self._slot(table, p.sender) for p in packets), np.intp, len(packets))
         heads = np.array([(p.x, p.y, p.z, p.seconds, p.milliseconds) for p in packets], np.float64)
         times = heads[:, 3] + heads[:, 4] / 1000.0
-        positions = self.to_enu(heads[:, :3])
+        positions = self.frame.to_enu(heads[:, :3])
         self._clock_offset = float(times[-1]) - receive_time
         changed_by_slot: dict[int, set[str]] = {}
         for i, packet in enumerate(packets):
@@ -150,11 +189,11 @@ class SpyglassAdapter:
                     points = np.zeros((len(packet.points), 3))
                     if packet.points:
                         points[:, : len(packet.points[0])] = packet.points
-                    polyline = np.round(self.to_enu(points), 6).tolist()
+                    polyline = np.round(self.frame.to_enu(points), 6).tolist()
                     table.attributes[slot][f"polyline.{packet.semantic_type}"] = polyline
                     changed.add(ATTRIBUTES)
                 case TrajectoryPacket2() | TrajectoryPacket3():
-                    self._start_motion(world, packet, float(times[i]), receive_time)
+                    self._start_motion(packet, float(times[i]), receive_time)
         # Last packet of each node wins: keep only the last index per slot.
         _, first_from_end = np.unique(slots[::-1], return_index=True)
         last = len(slots) - 1 - first_from_end
@@ -171,12 +210,6 @@ class SpyglassAdapter:
                 position=positions[index],
                 changed=fields,
             )
-
-    def apply_events(self, world: World, events: Iterable[object], receive_time: float) -> int:
-        """Apply the packets of a session's events (PacketReceived); returns how many."""
-        packets = [e.packet for e in events if isinstance(e, PacketReceived)]
-        self.apply(world, packets, receive_time)
-        return len(packets)
 
     def _data(
         self,
@@ -197,14 +230,14 @@ class SpyglassAdapter:
 
     def _start_motion(
         self,
-        world: World,
         packet: TrajectoryPacket2 | TrajectoryPacket3,
         start: float,
         receive_time: float,
     ) -> None:
         points = np.zeros((len(packet.points), 3))
         points[:, : len(packet.points[0])] = packet.points
-        points = self.to_enu(points)
+        points = self.frame.to_enu(points)
+        world = self.world
         times = start + np.concatenate(([0.0], np.cumsum(packet.durations, dtype=np.float64)))
         device = object_id(packet.sender, packet.semantic_type)
         slot = world.table(self.source).slot(
@@ -228,7 +261,7 @@ class SpyglassAdapter:
             },
         )
 
-    def advance(self, world: World, now: float) -> int:
+    def advance(self, now: float) -> int:
         """Move every trajectory object to where it is at `now` (Unix seconds, the receive
         clock); returns how many objects were written. Objects stay at their last point."""
         if not self._motions:
@@ -236,7 +269,7 @@ class SpyglassAdapter:
         source_now = now + self._clock_offset
         motions = list(self._motions.values())
         located = [_locate(m, source_now) for m in motions]
-        world.update(
+        self.world.update(
             self.source,
             np.array([m.slot for m in motions], dtype=np.intp),
             receive_time=now,
@@ -264,3 +297,140 @@ def _locate(motion: _Motion, when: float) -> tuple[FloatArray, FloatArray]:
     fraction = (when - times[leg]) / span
     delta = points[leg + 1] - points[leg]
     return points[leg] + fraction * delta, delta / span
+
+
+# -- world -> wire ---------------------------------------------------------------------------
+
+
+class NodeNumbers:
+    """World devices -> SpyGlass node ids (uint16). A device whose id is a free number keeps
+    it, so SpyGlass -> world -> SpyGlass keeps node ids; others get the lowest free number."""
+
+    def __init__(self) -> None:
+        self._ids: dict[tuple[str, str], int] = {}
+        self._used: set[int] = set()
+        self._next = 1
+
+    def __call__(self, source: str, device_id: str) -> int | None:
+        key = (source, device_id)
+        found = self._ids.get(key)
+        if found is not None:
+            return found
+        number = int(device_id) if device_id.isdecimal() else -1
+        if not 0 <= number <= 0xFFFF or number in self._used:
+            while self._next in self._used:
+                self._next += 1
+            if self._next > 0xFFFF:
+                return None  # every node id is taken
+            number = self._next
+        self._used.add(number)
+        self._ids[key] = number
+        return number
+
+
+class SemanticTypes:
+    """Telemetry names -> semantic types for data packets: the profile's own entries first,
+    then `data.N` names (what the SpyGlass adapter writes) as N, then free numbers from 100."""
+
+    def __init__(self, profile: SemanticProfile) -> None:
+        self._types: dict[str, int | None] = {}
+        self._used: set[int] = set()
+        for code in range(256):
+            rule = profile.rule(code)
+            if rule is None:
+                continue
+            self._used.add(code)
+            if rule.interpretation is Interpretation.DATA and rule.name:
+                self._types.setdefault(rule.name, code)
+        self._next = FIRST_FREE_SEMANTIC
+
+    def __call__(self, name: str) -> int | None:
+        if name in self._types:
+            return self._types[name]
+        match = re.fullmatch(r"data\.(\d{1,3})", name)
+        code: int | None = int(match.group(1)) if match else None
+        if code is None or code > 255:
+            while self._next in self._used:
+                self._next += 1
+            code = self._next if self._next <= 255 else None
+        if code is not None:
+            self._used.add(code)
+        self._types[name] = code
+        return code
+
+
+class WorldEncoder:
+    """World updates -> encoded SpyGlass packets (what `SpyglassSink` serves).
+
+    A changed position or links (or a change with nothing else to say) give a neighbourhood
+    packet; each changed telemetry value a float data packet. Headers carry the device's
+    position in SpyGlass units (`frame`) and its source time (else its receive time).
+    """
+
+    def __init__(self, *, profile: SemanticProfile = DEFAULT_PROFILE, frame: Frame | None = None):
+        self.frame = frame or Frame.of()
+        self.numbers = NodeNumbers()
+        self.semantic_types = SemanticTypes(profile)
+
+    def snapshot(self, world: World) -> list[bytes]:
+        """Every device's latest state (what a viewer that just connected gets first)."""
+        out: list[bytes] = []
+        for source, table in list(world.tables.items()):
+            if len(table):
+                everything = frozenset({"position", LINKS, *table.telemetry})
+                slots = np.arange(len(table))
+                out += self.update(world, Update(source, slots, everything, 0.0))
+        return out
+
+    def update(self, world: World, update: Update) -> list[bytes]:
+        """The packets that say what `update` changed."""
+        table = world.tables.get(update.source)
+        if table is None or not len(update):
+            return []
+        slots = update.slots
+        values = update.values
+        fields = update.fields
+        positions = values.get("position", table.position[slots])
+        units = self.frame.to_units(positions).tolist()
+        times = values.get("source_time")
+        if times is None:
+            times = table.source_time[slots]
+        times = np.where(np.isnan(times), table.receive_time[slots], times)
+        telemetry = [
+            (name, code)
+            for name in sorted(fields & table.telemetry.keys())
+            if (code := self.semantic_types(name)) is not None
+        ]
+        send_neighborhood = "position" in fields or LINKS in fields or not telemetry
+        out: list[bytes] = []
+        for row, slot in enumerate(slots.tolist()):
+            sender = self.numbers(update.source, table.ids[slot])
+            if sender is None:
+                continue
+            seconds, millis = time_fields(float(times[row]))
+            x, y, z = units[row]
+            header = {"sender": sender, "seconds": seconds, "milliseconds": millis}
+            header |= {"x": x, "y": y, "z": z}
+            if send_neighborhood:
+                neighbors = tuple(
+                    n
+                    for link in table.links[slot]
+                    if (n := self.numbers(update.source, link)) is not None
+                )
+                packet = NeighborhoodPacket(
+                    semantic_type=NEIGHBORHOOD, neighbors=neighbors, **header
+                )
+                out.append(encode(packet))
+            for name, code in telemetry:
+                column = values.get(name)
+                value = float(column[row] if column is not None else table.telemetry[name][slot])
+                if math.isnan(value):
+                    continue
+                data = DataPacket(
+                    semantic_type=code,
+                    syntax_type=SyntaxType.FLOAT_LIST,
+                    values=(value,),
+                    **header,
+                )
+                out.append(encode(data))
+        return out

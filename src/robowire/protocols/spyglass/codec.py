@@ -17,7 +17,8 @@ the syntax type plus what the semantic type means, which is configuration, not w
 default profile is the one of the demo recording shipped with SpyGlass.
 
 Entry points:
-* `decode(buf)` one whole packet; `encode(packet)` its bytes.
+* `decode(buf)` one whole packet; `encode(packet)` its bytes; `frame(packets)` packets back
+  to back, as the TCP transport carries them.
 * `split(buf, offset)` finds the packets of a self-delimited stream (packets back to back),
   checking each header before trusting its length; `decode_batch` decodes many at once with
   vectorised numpy reads; `next_packet(buf, offset)` is the one-at-a-time form.
@@ -26,13 +27,10 @@ Only `DecodeError` is raised for bad bytes; `encode` raises `ValueError` for une
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import gc
 import struct
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeAlias
+from typing import ClassVar, TypeAlias
 
 import numpy as np
 
@@ -44,7 +42,7 @@ from robowire.protocols.spyglass.profile import SemanticProfile as SemanticProfi
 from robowire.protocols.spyglass.profile import SemanticRule as SemanticRule
 from robowire.protocols.spyglass.profile import SyntaxType as SyntaxType
 
-PROTOCOL = "spyglass"
+NAME = "spyglass"
 VERSION = 2
 HEADER = struct.Struct(">HBBBHIHhhh")
 HEADER_SIZE = HEADER.size  # 19
@@ -247,7 +245,7 @@ def syntax_type_of(packet: SpyglassPacket) -> SyntaxType:
 
 
 def _error(offset: int, reason: str) -> DecodeError:
-    return DecodeError(PROTOCOL, offset, reason)
+    return DecodeError(NAME, offset, reason)
 
 
 def check_header(buf: bytes | bytearray | memoryview, offset: int = 0) -> None:
@@ -358,30 +356,8 @@ def decode(
         raise exc.shifted(base) from None
 
 
-def _fast_constructor(cls: type[Any]) -> Callable[..., Any]:
-    """A positional constructor that skips the frozen dataclass __init__ (which goes through
-    object.__setattr__ per field and costs over twice as much). Only for values the decoder has
-    already checked; these classes have no __post_init__, so the result is the same object."""
-    names = [f.name for f in dataclasses.fields(cls)]
-    namespace: dict[str, Any] = {"new": object.__new__, "cls": cls}
-    body = []
-    for i, name in enumerate(names):
-        namespace[f"set{i}"] = getattr(cls, name).__set__
-        body.append(f"    set{i}(packet, a{i})")
-    args = ", ".join(f"a{i}" for i in range(len(names)))
-    source = (
-        f"def make({args}):\n    packet = new(cls)\n" + "\n".join(body) + "\n    return packet\n"
-    )
-    exec(source, namespace)
-    make: Callable[..., Any] = namespace["make"]
-    return make
-
-
-_NEW = {cls: _fast_constructor(cls) for cls in PACKET_TYPES}
-_NEW_NEIGHBORHOOD = _NEW[NeighborhoodPacket]
-_NEW_DATA = _NEW[DataPacket]
-_GC_PAUSE_FROM = 256  # packets per batch
-_BASE_FIELDS = ("semantic", "sender", "seconds", "ms", "x", "y", "z")
+_BASE_FIELDS = ("semantic", "sender", "seconds", "ms", "x", "y", "z")  # HEADER_DTYPE names
+_HEADER_NAMES = ("semantic_type", "sender", "seconds", "milliseconds", "x", "y", "z")
 Head: TypeAlias = tuple[int, int, int, int, int, int, int]  # semantic type .. z
 
 
@@ -400,34 +376,6 @@ def decode_batch(
     count = len(starts)
     if count == 0:
         return []
-    with gc_paused(count):
-        return _decode_batch(buf, starts, end, profile)
-
-
-@contextlib.contextmanager
-def gc_paused(count: int) -> Iterator[None]:
-    """Pause the cyclic GC while building `count` packets (if that many).
-
-    Building many small acyclic objects triggers the GC over and over, costing as much as the
-    decoding itself; none of these objects can form a cycle, so it has nothing to find.
-    """
-    if count < _GC_PAUSE_FROM or not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
-def _decode_batch(
-    buf: bytes | bytearray | memoryview,
-    starts: Sequence[int],
-    end: int,
-    profile: SemanticProfile,
-) -> list[Packet | DecodeError]:
-    count = len(starts)
     raw = np.frombuffer(buf, np.uint8)
     begin = np.asarray(starts, dtype=np.intp)
     stop = np.empty_like(begin)
@@ -458,12 +406,32 @@ def _decode_batch(
         neighborhood_ok = code == SyntaxType.UINT16_LIST
         for i, row in zip(indices, block.view(dtype).tolist(), strict=True):
             head = heads[i]
-            meaning = table[head[0]]
+            semantic, sender, seconds, millis, x, y, z = head
+            meaning = table[semantic]
             # The two common cases inline; the rest (and every error) through _build.
             if meaning is Interpretation.NEIGHBORHOOD and neighborhood_ok:
-                out[i] = _NEW_NEIGHBORHOOD(*head, tuple(row))
+                out[i] = NeighborhoodPacket(
+                    semantic_type=semantic,
+                    sender=sender,
+                    seconds=seconds,
+                    milliseconds=millis,
+                    x=x,
+                    y=y,
+                    z=z,
+                    neighbors=tuple(row),
+                )
             elif meaning is Interpretation.DATA or REQUIRED_SYNTAX[meaning] != code:
-                out[i] = _NEW_DATA(*head, syntax_type, tuple(row))
+                out[i] = DataPacket(
+                    semantic_type=semantic,
+                    sender=sender,
+                    seconds=seconds,
+                    milliseconds=millis,
+                    x=x,
+                    y=y,
+                    z=z,
+                    syntax_type=syntax_type,
+                    values=tuple(row),
+                )
             else:
                 try:
                     out[i] = _build(code, head, b"", row, profile)
@@ -499,33 +467,33 @@ def _build(
     profile: SemanticProfile,
 ) -> Packet:
     """The typed packet from the header fields and its payload (values, for list syntaxes)."""
-    semantic = head[0]
-    new = _NEW
+    header = dict(zip(_HEADER_NAMES, head, strict=True))
     if values is None:
         if syntax == SyntaxType.STD:
-            return new[StdPacket](*head, payload)  # type: ignore[no-any-return]
-        return new[VariableListPacket](*head, decode_variable(payload, HEADER_SIZE))  # type: ignore[no-any-return]
-    meaning = profile._table[semantic]
+            return StdPacket(**header, payload=payload)
+        return VariableListPacket(**header, items=decode_variable(payload, HEADER_SIZE))
+    meaning = profile._table[head[0]]
     if meaning is Interpretation.DATA or REQUIRED_SYNTAX[meaning] != syntax:
-        return new[DataPacket](*head, _SYNTAX_OF[syntax], tuple(values))  # type: ignore[no-any-return]
+        return DataPacket(**header, syntax_type=_SYNTAX_OF[syntax], values=tuple(values))
     ints: list[int] = values  # type: ignore[assignment]  # interpreted syntaxes hold ints
     if meaning is Interpretation.NEIGHBORHOOD:
-        return new[NeighborhoodPacket](*head, tuple(ints))  # type: ignore[no-any-return]
+        return NeighborhoodPacket(**header, neighbors=tuple(ints))
     count = len(ints)
     if meaning is Interpretation.NODE_LINK:
         if not count:
             raise _error(HEADER_SIZE, "node-link packet without a destination node id")
-        return new[NodeLinkPacket](*head, ints[0], tuple(ints[1:]))  # type: ignore[no-any-return]
+        return NodeLinkPacket(**header, destination=ints[0], values=tuple(ints[1:]))
     if meaning is Interpretation.COORDINATES_2D:
         if count % 2:
             raise _error(HEADER_SIZE, f"{count} int16 values are not (x, y) pairs")
-        points2 = tuple(zip(ints[0::2], ints[1::2], strict=True))
-        return new[CoordinatesList2Packet](*head, points2)  # type: ignore[no-any-return]
+        return CoordinatesList2Packet(
+            **header, points=tuple(zip(ints[0::2], ints[1::2], strict=True))
+        )
     if meaning is Interpretation.COORDINATES_3D:
         if count % 3:
             raise _error(HEADER_SIZE, f"{count} int16 values are not (x, y, z) triples")
         points3 = tuple(zip(ints[0::3], ints[1::3], ints[2::3], strict=True))
-        return new[CoordinatesList3Packet](*head, points3)  # type: ignore[no-any-return]
+        return CoordinatesList3Packet(**header, points=points3)
     # Trajectories: x1,y1,(z1,)d1, ..., xn,yn(,zn): n >= 2 points, n - 1 durations.
     dims = 2 if meaning is Interpretation.TRAJECTORY_2D else 3
     step = dims + 1
@@ -536,9 +504,9 @@ def _build(
         raise _error(HEADER_SIZE, "negative trajectory duration")
     if dims == 2:
         points2 = tuple(zip(ints[0::3], ints[1::3], strict=True))
-        return new[TrajectoryPacket2](*head, points2, durations)  # type: ignore[no-any-return]
+        return TrajectoryPacket2(**header, points=points2, durations=durations)
     points3 = tuple(zip(ints[0::4], ints[1::4], ints[2::4], strict=True))
-    return new[TrajectoryPacket3](*head, points3, durations)  # type: ignore[no-any-return]
+    return TrajectoryPacket3(**header, points=points3, durations=durations)
 
 
 def decode_variable(payload: bytes, base: int = 0) -> tuple[tuple[SyntaxType, Number], ...]:
@@ -635,3 +603,8 @@ def time_fields(unix_time: float) -> tuple[int, int]:
     """(seconds, milliseconds) header fields for a Unix time."""
     millis = round(unix_time * 1000.0)
     return millis // 1000, millis % 1000
+
+
+def frame(packets: Iterable[SpyglassPacket]) -> bytes:
+    """Packets encoded back to back: the self-delimited stream the TCP transport carries."""
+    return b"".join(encode(p) for p in packets)

@@ -1,5 +1,8 @@
 """What the header bytes mean: syntax types (wire), and semantic-type profiles (configuration).
 
+This module sits beside `codec.py` (which re-exports its names): the profile is what turns a
+semantic type into a packet class, so both the codec and the adapter read it.
+
 SpyGlass has no fixed numbering of semantic types: each plugin is configured with the types it
 accepts. A `SemanticProfile` says how robowire reads each one; the default is the convention of
 the demo recording shipped with SpyGlass (10 neighbourhood, 20 data, 30 coordinates 2-D,
@@ -120,11 +123,14 @@ class SemanticProfile:
         return cls(tuple(rules))
 
 
+# The semantic types of the demo recording (what the simulator sends and the sink serves).
+NEIGHBORHOOD, DATA, COORDINATES, TRAJECTORY = 10, 20, 30, 40
+
 DEFAULT_PROFILE = SemanticProfile(
     (
-        SemanticRule(10, 10, Interpretation.NEIGHBORHOOD),
-        SemanticRule(20, 20, Interpretation.DATA),
-        SemanticRule(30, 30, Interpretation.COORDINATES_2D),
-        SemanticRule(40, 40, Interpretation.TRAJECTORY_3D),
+        SemanticRule(NEIGHBORHOOD, NEIGHBORHOOD, Interpretation.NEIGHBORHOOD),
+        SemanticRule(DATA, DATA, Interpretation.DATA),
+        SemanticRule(COORDINATES, COORDINATES, Interpretation.COORDINATES_2D),
+        SemanticRule(TRAJECTORY, TRAJECTORY, Interpretation.TRAJECTORY_3D),
     )
 )

@@ -1,4 +1,5 @@
-"""SpyGlass `.rec` recordings: the files SpyGlass's Record button and packet generator write.
+"""Capture reading for SpyGlass: `.rec` recordings (the files SpyGlass's Record button and
+packet generator write), and telling them from pcap captures and raw streams.
 
 A `.rec` file is records back to back, no file header: one unsigned byte N, then the N bytes
 of one packet. The packet still carries its own uint16 length, so N must equal that length + 2;
@@ -7,25 +8,31 @@ the low 8 bits; we refuse with `RecordTooLarge`).
 
 Reading mirrors live input: `rec_records` yields each packet's bytes as a `capture.Record`, the
 same self-delimited byte stream a TCP source feeds `SpyglassSession`, stamped with the packet's
-own time (a `.rec` has no other time stamps).
+own time (a `.rec` has no other time stamps). A file cut inside its last record gives every
+whole record first, then one `DecodeError` (offset, reason) for the cut.
+
+`sniff(path)` tells a `.rec` (by its name or its first bytes: stdin too), a pcap/pcapng
+capture and a raw packet stream apart; `read_capture(path)` gives any of them as records.
 """
 
 from __future__ import annotations
 
 import struct
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import BinaryIO
+from typing import BinaryIO, Literal
 
-from robowire.capture import Record, open_input
-from robowire.errors import DecodeError
+from robowire.capture import PCAP_MAGICS, Record, open_input, read_pcap, read_stream
+from robowire.errors import ConfigError, DecodeError
 from robowire.protocols.spyglass.codec import (
     DEFAULT_PROFILE,
     HEADER,
     HEADER_SIZE,
-    PROTOCOL,
+    NAME,
+    VERSION,
     Packet,
     SemanticProfile,
     SpyglassPacket,
@@ -59,12 +66,12 @@ class RecEntry:
         data = self.data
         if len(data) < HEADER_SIZE:
             raise DecodeError(
-                PROTOCOL, self.offset, f"record of {len(data)} bytes is shorter than a header"
+                NAME, self.offset, f"record of {len(data)} bytes is shorter than a header"
             )
         length = (data[0] << 8) | data[1]
         if length + 2 != len(data):
             raise DecodeError(
-                PROTOCOL,
+                NAME,
                 self.offset,
                 f"record size {len(data)} does not match the packet length field {length} + 2",
             )
@@ -79,15 +86,16 @@ def _open(source: Source) -> tuple[BinaryIO, bool]:
     return source, False
 
 
-def iter_rec(source: Source, chunk_size: int = 1 << 16) -> Iterator[RecEntry]:
+def iter_rec(source: Source, chunk_size: int = 1 << 16, *, head: bytes = b"") -> Iterator[RecEntry]:
     """The records of a `.rec` file (path, "-" for stdin, or a binary file), streaming.
 
     Each record's N is not checked against its packet (see `RecEntry.check`), so one bad record
-    does not lose the others. A record cut off at the end of the file raises DecodeError.
+    does not lose the others. A record cut off at the end of the file raises DecodeError after
+    every whole record. `head`: bytes already read from the start of `source` (by `sniff`).
     """
     f, owned = _open(source)
     try:
-        buf = b""
+        buf = head
         base = 0  # file offset of buf[0]
         while True:
             chunk = f.read(chunk_size)
@@ -105,9 +113,7 @@ def iter_rec(source: Source, chunk_size: int = 1 << 16) -> Iterator[RecEntry]:
             if not chunk:
                 break
         if buf:
-            raise DecodeError(
-                PROTOCOL, base, f"record of {buf[0]} bytes cut off after {len(buf) - 1}"
-            )
+            raise DecodeError(NAME, base, f"record of {buf[0]} bytes cut off after {len(buf) - 1}")
     finally:
         if owned:
             f.close()
@@ -123,12 +129,70 @@ def read_rec(source: Source, *, profile: SemanticProfile = DEFAULT_PROFILE) -> I
             raise exc.shifted(entry.offset + 1) from None
 
 
-def rec_records(source: Source) -> Iterator[Record]:
-    """Each packet's bytes as the live stream carries them, timed by the packet's header."""
-    for entry in iter_rec(source):
+def rec_records(source: Source, *, head: bytes = b"") -> Iterator[Record]:
+    """Each packet's bytes as the live stream carries them, timed by the packet's header.
+
+    A record whose size is not its packet's (see `RecEntry.check`) or a cut last record ends
+    the records with DecodeError, after every whole record before it."""
+    for entry in iter_rec(source, head=head):
         entry.check()
         seconds, millis = _TIME.unpack_from(entry.data, 7)
         yield Record(entry.data, seconds + millis / 1000.0, "stream", flow="rec")
+
+
+Kind = Literal["rec", "pcap", "stream"]
+
+
+def looks_like_rec(head: bytes) -> bool:
+    """A `.rec` starts N, 0, N - 2, 2 (record size, then the packet's length and version)."""
+    return (
+        len(head) >= 4
+        and head[0] >= HEADER_SIZE
+        and head[1] == 0
+        and head[2] + 2 == head[0]
+        and head[3] == VERSION
+    )
+
+
+def sniff(path: str) -> tuple[Kind, bytes]:
+    """What a capture holds: a `.rec` by its name, else by its first bytes (so does stdin).
+
+    Returns the kind and, for stdin, the bytes read to tell (they cannot be put back: pass
+    them on as `head`); for a file, b"" (it is opened again from its start)."""
+    if path.lower().endswith(".rec"):
+        return "rec", b""
+    if path == "-":
+        head = sys.stdin.buffer.read(4)  # up to 4 bytes, waiting for them on a pipe
+        if head in PCAP_MAGICS:
+            raise ConfigError("a pcap capture cannot be read from stdin: name the file")
+        return ("rec" if looks_like_rec(head) else "stream"), head
+    f = open_input(path)
+    with f:
+        first = f.read(4)
+    if first in PCAP_MAGICS:
+        return "pcap", b""
+    return ("rec" if looks_like_rec(first) else "stream"), b""
+
+
+def read_capture(path: str) -> Iterator[Record]:
+    """The packet bytes of a `.rec`, a pcap/pcapng capture or a raw stream ("-": stdin)."""
+    kind, head = sniff(path)
+    return capture_records(path, kind, head)
+
+
+def capture_records(path: str, kind: Kind, head: bytes = b"") -> Iterator[Record]:
+    """The records of a capture `sniff` has looked at (`head`: the bytes it read)."""
+    if kind == "rec":
+        return rec_records(path, head=head)
+    if kind == "pcap":
+        return read_pcap(path)
+    return _stream(path, head)
+
+
+def _stream(path: str, head: bytes) -> Iterator[Record]:
+    if head:
+        yield Record(head)
+    yield from read_stream(path)
 
 
 def rec_record(packet: SpyglassPacket | bytes) -> bytes:

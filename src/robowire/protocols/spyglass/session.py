@@ -12,33 +12,34 @@ its own uint16 length field. Both roles use the same `SpyglassSession`:
   driver writes `data_to_send()`. Peers never answer, so whatever they send is decoded and
   can be ignored.
 
-States (all state logic is here):
+States (all state logic is here, in `TRANSITIONS`; every change goes through `_move`):
 
     OPEN --framing lost--> CLOSED
     OPEN --peer EOF------> CLOSED
+
+The session reads no options and no clock: the caller builds it with a profile and a size
+limit (services.py parses those from URLs) and passes `now` in.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable
 
-from robowire.errors import ConfigError, DecodeError, SessionError
+from robowire.errors import DecodeError, SessionError
 from robowire.protocols.base import ConnectionLost, PacketDropped, SessionStats
 from robowire.protocols.spyglass.codec import (
     DEFAULT_PROFILE,
+    HEADER_SIZE,
     MAX_PACKET_SIZE,
-    PROTOCOL,
-    Packet,
+    NAME,
     SemanticProfile,
     SpyglassPacket,
-    _fast_constructor,
     decode_batch,
     encode,
-    gc_paused,
     split,
 )
+from robowire.protocols.spyglass.events import PacketReceived, SpyglassEvent
 
 
 class State(enum.Enum):
@@ -53,19 +54,8 @@ class Trigger(enum.Enum):
 
 TRANSITIONS: dict[State, dict[Trigger, State]] = {
     State.OPEN: {Trigger.FRAMING_LOST: State.CLOSED, Trigger.EOF: State.CLOSED},
-    State.CLOSED: {Trigger.FRAMING_LOST: State.CLOSED, Trigger.EOF: State.CLOSED},
+    State.CLOSED: {},  # nothing moves a closed session: later bytes and EOFs are ignored
 }
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PacketReceived:
-    """One decoded packet and the (monotonic) time the driver gave with its last byte."""
-
-    packet: Packet
-    time: float
-
-
-_new_received = _fast_constructor(PacketReceived)  # the hot path skips the frozen __init__
 
 
 class SpyglassSession:
@@ -74,8 +64,8 @@ class SpyglassSession:
     def __init__(
         self, *, profile: SemanticProfile = DEFAULT_PROFILE, max_size: int = MAX_PACKET_SIZE
     ) -> None:
-        if not 19 <= max_size <= MAX_PACKET_SIZE:
-            raise ValueError(f"max_size must be within 19..{MAX_PACKET_SIZE}")
+        if not HEADER_SIZE <= max_size <= MAX_PACKET_SIZE:
+            raise ValueError(f"max_size must be within {HEADER_SIZE}..{MAX_PACKET_SIZE}")
         self.profile = profile
         self.max_size = max_size
         self.state = State.OPEN
@@ -86,18 +76,9 @@ class SpyglassSession:
         self._out: list[bytes] = []
         self.close_reason = ""
 
-    @classmethod
-    def from_options(cls, options: Mapping[str, str]) -> SpyglassSession:
-        """From URL options: `profile` (see `SemanticProfile.parse`), `max_size` (bytes)."""
-        try:
-            max_size = int(options.get("max_size", MAX_PACKET_SIZE))
-            return cls(profile=profile_option(options), max_size=max_size)
-        except ValueError as exc:
-            raise ConfigError(f"spyglass: bad option: {exc}") from None
-
     # -- receiving ---------------------------------------------------------------------------
 
-    def feed(self, data: bytes, now: float) -> list[object]:
+    def feed(self, data: bytes, now: float) -> list[SpyglassEvent]:
         """Bytes received; returns PacketReceived / PacketDropped / ConnectionLost events."""
         self.stats.bytes_in += len(data)
         if self.state is State.CLOSED or not data:
@@ -108,25 +89,24 @@ class SpyglassSession:
             return []
         whole = bytes(buffer)
         starts, end, error = split(whole, 0, max_size=self.max_size)
-        events: list[object] = []
+        events: list[SpyglassEvent] = []
         received = 0
         base = self._buffer_offset
-        with gc_paused(len(starts)):
-            for i, item in enumerate(decode_batch(whole, starts, end, profile=self.profile)):
-                if isinstance(item, DecodeError):
-                    self.stats.drop(item.reason)
-                    stop = starts[i + 1] if i + 1 < len(starts) else end
-                    events.append(
-                        PacketDropped(
-                            protocol=PROTOCOL,
-                            reason=item.reason,
-                            offset=base + item.offset,
-                            size=stop - starts[i],
-                        )
+        for i, item in enumerate(decode_batch(whole, starts, end, profile=self.profile)):
+            if isinstance(item, DecodeError):
+                self.stats.drop(item.reason)
+                stop = starts[i + 1] if i + 1 < len(starts) else end
+                events.append(
+                    PacketDropped(
+                        protocol=NAME,
+                        reason=item.reason,
+                        offset=base + item.offset,
+                        size=stop - starts[i],
                     )
-                else:
-                    events.append(_new_received(item, now))
-                    received += 1
+                )
+            else:
+                events.append(PacketReceived(packet=item, time=now))
+                received += 1
         self.stats.messages_in += received
         del buffer[:end]
         self._buffer_offset += end
@@ -135,7 +115,7 @@ class SpyglassSession:
             self.stats.extra["framing_lost"] = self.stats.extra.get("framing_lost", 0) + 1
             events.append(
                 PacketDropped(
-                    protocol=PROTOCOL,
+                    protocol=NAME,
                     reason=error.reason,
                     offset=self._buffer_offset + error.offset - end,
                     size=len(buffer),
@@ -147,15 +127,15 @@ class SpyglassSession:
         self._need = (((buffer[0] << 8) | buffer[1]) + 2) if len(buffer) >= 4 else 4
         return events
 
-    def feed_eof(self, now: float) -> list[object]:
+    def feed_eof(self, now: float) -> list[SpyglassEvent]:
         """The peer closed its side; a packet cut off there is dropped."""
-        events: list[object] = []
+        events: list[SpyglassEvent] = []
         if self.state is State.OPEN and self._buffer:
             reason = f"stream ended inside a packet ({len(self._buffer)} bytes buffered)"
             self.stats.drop(reason)
             events.append(
                 PacketDropped(
-                    protocol=PROTOCOL,
+                    protocol=NAME,
                     reason=reason,
                     offset=self._buffer_offset,
                     size=len(self._buffer),
@@ -209,7 +189,7 @@ class SpyglassSession:
 
     # -- timers and lifetime -----------------------------------------------------------------
 
-    def tick(self, now: float) -> list[object]:
+    def tick(self, now: float) -> list[SpyglassEvent]:
         """SpyGlass has no timers."""
         return []
 
@@ -219,19 +199,3 @@ class SpyglassSession:
     def close_expected(self) -> bool:
         """True once the framing was lost or the peer closed: the driver closes the socket."""
         return self.state is State.CLOSED
-
-
-def profile_option(options: Mapping[str, str]) -> SemanticProfile:
-    """The semantic profile named by a `profile` option (default: the demo profile)."""
-    text = options.get("profile")
-    if not text:
-        return DEFAULT_PROFILE
-    try:
-        return SemanticProfile.parse(text)
-    except ValueError as exc:
-        raise ConfigError(f"spyglass: {exc}") from None
-
-
-def frame(packets: Iterable[SpyglassPacket]) -> bytes:
-    """Packets encoded back to back: the self-delimited stream the TCP transport carries."""
-    return b"".join(encode(p) for p in packets)

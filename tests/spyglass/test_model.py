@@ -10,8 +10,9 @@ import pytest
 
 from robowire.errors import ConfigError
 from robowire.protocols.spyglass import codec as c
-from robowire.protocols.spyglass.session import PacketReceived, SpyglassSession
-from robowire.protocols.spyglass.sim import SensorNetworkSim, SimConfig
+from robowire.protocols.spyglass.events import PacketReceived
+from robowire.protocols.spyglass.model import SensorNetworkSim, SimConfig
+from robowire.protocols.spyglass.session import SpyglassSession
 
 T0 = 1_700_000_000.0
 

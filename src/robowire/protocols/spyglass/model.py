@@ -36,8 +36,8 @@ from robowire.protocols.spyglass.codec import (
     encode,
     time_fields,
 )
+from robowire.protocols.spyglass.profile import COORDINATES, DATA, NEIGHBORHOOD, TRAJECTORY
 
-NEIGHBORHOOD, DATA, COORDINATES, TRAJECTORY = 10, 20, 30, 40
 _EPSILON = 1e-6  # seconds
 FloatArray = npt.NDArray[np.float64]
 
@@ -64,18 +64,16 @@ class SimConfig:
     def from_options(
         cls, count: int | None = None, options: Mapping[str, str] | None = None
     ) -> SimConfig:
-        """From `robowire sim` options: `count` = nodes; `--set` keys are the field names,
-        pairs as "a,b" (e.g. area=400,300 speed=1,3). ConfigError on unknown keys or values."""
+        """From `robowire sim` options: `count` = nodes; `--set` keys are the other field names
+        (`SIM_SETTINGS`), pairs as "a,b" (e.g. area=400,300 speed=1,3). ConfigError on unknown
+        keys or bad values."""
         values: dict[str, Any] = {}
         if count is not None:
             values["nodes"] = count
-        known = {f.name: f for f in dataclasses.fields(cls)}
         for key, text in (options or {}).items():
-            spec = known.get(key)
-            if spec is None:
-                raise ConfigError(
-                    f"spyglass sim: unknown option {key!r} (known: {', '.join(known)})"
-                )
+            if key not in SIM_SETTINGS:
+                known = ", ".join(sorted(SIM_SETTINGS))
+                raise ConfigError(f"spyglass sim: unknown option {key!r} (known: {known})")
             default = getattr(cls(), key)
             try:
                 if isinstance(default, tuple):
@@ -97,6 +95,10 @@ class SimConfig:
             raise ValueError("nodes must be between 1 and the uint16 id space")
         if not all(0 < a <= 0x7FFF for a in self.area):
             raise ValueError("the area must fit int16 coordinates")
+
+
+SIM_SETTINGS = frozenset(f.name for f in dataclasses.fields(SimConfig)) - {"nodes"}
+"""The `--set` keys of `robowire sim spyglass` (the node count is `--count`)."""
 
 
 class SensorNetworkSim:

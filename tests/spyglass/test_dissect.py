@@ -15,7 +15,8 @@ from spyglass_strategies import DATA, DEMO
 
 from robowire.errors import ConfigError
 from robowire.protocols.spyglass import codec as c
-from robowire.protocols.spyglass.decode import decode_capture, looks_like_rec
+from robowire.protocols.spyglass.dissect import decode_capture
+from robowire.protocols.spyglass.rec import looks_like_rec
 
 TRAJECTORY = c.TrajectoryPacket3(
     semantic_type=40, sender=1, points=((0, 0, 0), (1, 2, 3)), durations=(4,)
@@ -152,3 +153,16 @@ def test_random_files_give_only_dicts(data: bytes, suffix: str) -> None:
                 json.dumps(item)
         except ConfigError as exc:  # the shared pcap reader on a file with a pcap magic
             assert "not a pcap" in str(exc)
+
+
+def test_cut_pcap_gives_the_whole_frames_then_one_error_line(tmp_path: Path) -> None:
+    path = tmp_path / "cut.pcap"
+    with path.open("wb") as f:
+        writer = dpkt.pcap.Writer(f)
+        for i in range(3):
+            writer.writepkt(_frame(c.encode(DATA), 6000, 7870, udp=True), ts=10.0 + i)
+    frame_size = (len(path.read_bytes()) - 24) // 3  # after the 24-byte file header
+    path.write_bytes(path.read_bytes()[: 24 + 2 * frame_size + 8])  # cut in the third header
+    out = list(decode_capture(str(path)))
+    assert [d.get("type", "error") for d in out] == ["Data-Packet", "Data-Packet", "error"]
+    assert "cut" in out[-1]["error"] and out[-1]["offset"] > 0

@@ -11,13 +11,17 @@ import math
 from typing import Any
 
 import numpy as np
-from spyglass_strategies import DEMO
+import pytest
+from spyglass_strategies import DEMO, cut_recording
 
 from robowire.endpoints import parse_endpoint
+from robowire.errors import ConfigError
 from robowire.gateway import Gateway, open_sim, open_sink, open_source
-from robowire.protocols.spyglass import DEFAULT_PORT, read_rec
-from robowire.protocols.spyglass.codec import DataPacket, NeighborhoodPacket
-from robowire.protocols.spyglass.session import PacketReceived, SpyglassSession
+from robowire.protocols.spyglass import DEFAULT_PORT, PROTOCOL, read_rec
+from robowire.protocols.spyglass.codec import DataPacket, NeighborhoodPacket, SyntaxType, encode
+from robowire.protocols.spyglass.events import PacketReceived
+from robowire.protocols.spyglass.services import Settings, SpyglassFileSource
+from robowire.protocols.spyglass.session import SpyglassSession
 from robowire.service import SimOptions
 from robowire.sinks import JsonLinesSink
 from robowire.world import World
@@ -159,3 +163,53 @@ async def test_a_paced_file_source_follows_the_recorded_time(tmp_path):
 
 def test_default_port_is_documented_choice():
     assert DEFAULT_PORT == 7870
+
+
+async def test_a_cut_recording_delivers_every_whole_packet_and_counts_the_cut_once(tmp_path):
+    """Regression: 1,262 whole records and a cut one gave 1,024 packets (whole batches only)
+    and "0 dropped"."""
+    path = cut_recording(tmp_path / "cut.rec", 1262)
+    gateway = Gateway()
+    source = open_source(str(path))
+    assert isinstance(source, SpyglassFileSource)
+    gateway.add(source)
+    await asyncio.wait_for(gateway.run(), 30)
+    assert not gateway.failures
+    assert source.stats.messages_in == 1262 and source.stats.dropped == 1
+    assert "cut off" in source.stats.last_drop_reason
+
+
+def test_settings_from_url_options_and_the_options_each_role_reads() -> None:
+    settings = Settings.parse({"scale": "0.5", "offset": "1,2,3", "profile": "20=data:temp:Cel"})
+    session = Settings.parse({"max_size": "255"}).session()
+    assert session.max_size == 255
+    data = DataPacket(
+        semantic_type=20,
+        syntax_type=SyntaxType.UINT8_LIST,
+        values=(9,),
+        sender=3,
+        seconds=1_000_000,
+        milliseconds=500,
+        x=10,
+        y=-20,
+        z=3,
+    )
+    world = World()
+    adapter = settings.adapter(world, "spyglass@test")
+    assert adapter.apply(settings.session().feed(encode(data), 0.0), 1_000_000) == 1
+    node = world.device("spyglass@test", "3")
+    assert node is not None
+    assert node.telemetry == {"temp": (9.0, "Cel")}
+    assert node.position == (6.0, -8.0, 4.5)
+    for bad in ({"scale": "x"}, {"offset": "1,2"}, {"profile": "10=nothing"}):
+        with pytest.raises(ConfigError, match="spyglass"):
+            Settings.parse(bad)
+    with pytest.raises(ConfigError):
+        Settings.parse({"max_size": "5"})
+    # what the gateway lets through is exactly what the services read
+    assert PROTOCOL.source_options == {"profile", "scale", "offset", "max_size", "retry"}
+    assert PROTOCOL.file_options == {"profile", "scale", "offset", "max_size", "speed"}
+    assert PROTOCOL.sink_options == {"profile", "scale", "offset"}
+    assert "nodes" not in PROTOCOL.sim_settings and "radio_range" in PROTOCOL.sim_settings
+    with pytest.raises(ConfigError, match="'scal'"):
+        open_source("spyglass://127.0.0.1:1?scal=0.01")

@@ -6,7 +6,8 @@ datagram is one packet) and raw self-delimited byte streams ("-" = stdin).
 
 Bad bytes give `{"error": reason, "offset": n}` and decoding goes on: in a `.rec` with the next
 record; in a stream, a payload error drops one packet, while a broken header means the framing
-is lost, which is said once, and the rest of that flow is skipped.
+is lost, which is said once, and the rest of that flow is skipped. A file cut inside its last
+record (`.rec`) or frame (pcap) gives every whole one, then one error line, and ends there.
 """
 
 from __future__ import annotations
@@ -16,12 +17,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from robowire.capture import Record, open_input, read_pcap, read_stream
-from robowire.capture import is_pcap as _is_pcap
+from robowire.capture import Record
 from robowire.errors import DecodeError
 from robowire.protocols.spyglass.codec import (
     DEFAULT_PROFILE,
-    HEADER_SIZE,
     VERSION,
     Packet,
     SemanticProfile,
@@ -31,7 +30,7 @@ from robowire.protocols.spyglass.codec import (
     split,
     syntax_type_of,
 )
-from robowire.protocols.spyglass.rec import iter_rec
+from robowire.protocols.spyglass.rec import capture_records, iter_rec, sniff
 
 _HEADER_FIELDS = ("semantic_type", "sender", "seconds", "milliseconds", "x", "y", "z")
 
@@ -70,42 +69,28 @@ def _error(reason: str, offset: int, extra: dict[str, Any]) -> dict[str, Any]:
     return {"error": reason, "offset": offset, **extra}
 
 
-def looks_like_rec(head: bytes) -> bool:
-    """A `.rec` starts N, 0, N - 2, 2 (record size, then the packet's length and version)."""
-    return (
-        len(head) >= 4
-        and head[0] >= HEADER_SIZE
-        and head[1] == 0
-        and head[2] + 2 == head[0]
-        and head[3] == VERSION
-    )
-
-
 def decode_capture(
     path: str, *, profile: SemanticProfile = DEFAULT_PROFILE
 ) -> Iterator[dict[str, Any]]:
     """One dict per packet (or per error) of a `.rec`, pcap/pcapng or raw stream file."""
-    if path.lower().endswith(".rec"):
-        yield from decode_rec(path, profile=profile)
+    kind, head = sniff(path)
+    if kind == "rec":
+        yield from decode_rec(path, profile=profile, head=head)
         return
-    if path != "-" and _is_pcap(path):
-        yield from _decode_records(read_pcap(path), profile)
-        return
-    f = open_input(path)
-    head = f.peek(4)[:4] if hasattr(f, "peek") else b""
-    if path != "-":
-        f.close()
-    if looks_like_rec(head):
-        yield from decode_rec(path, profile=profile)
-    else:
-        yield from _decode_records(read_stream(path), profile)
+    records = capture_records(path, kind, head)
+    try:
+        yield from _decode_records(records, profile)
+    except DecodeError as exc:  # the capture is cut or damaged here: say so once and stop
+        yield _error(exc.reason, exc.offset, {})
 
 
 def decode_rec(
-    path: str, *, profile: SemanticProfile = DEFAULT_PROFILE
+    path: str, *, profile: SemanticProfile = DEFAULT_PROFILE, head: bytes = b""
 ) -> Iterator[dict[str, Any]]:
-    """The records of a `.rec` file; `offset` is the record's offset (its size byte)."""
-    records = iter_rec(path)
+    """The records of a `.rec` file; `offset` is the record's offset (its size byte).
+
+    `head`: bytes `sniff` already read from the start of stdin."""
+    records = iter_rec(path, head=head)
     while True:
         try:
             entry = next(records)
