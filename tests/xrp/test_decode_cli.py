@@ -17,9 +17,9 @@ from click.testing import CliRunner
 
 from robowire.cli import main
 from robowire.protocols.xrp.codec import Packet, XRPMotor, encode_packet
-from robowire.protocols.xrp.decode import decode_capture
-from robowire.protocols.xrp.physics import Fleet
-from robowire.protocols.xrp.session import RobotSession
+from robowire.protocols.xrp.dissect import dissect as decode_capture
+from robowire.protocols.xrp.model import Fleet
+from robowire.protocols.xrp.session_robot import RobotSession
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -56,7 +56,7 @@ def _frame(src: tuple[str, int], dst: tuple[str, int], payload: bytes) -> bytes:
 
 def test_decode_pcap_direction_from_ports(tmp_path: Path) -> None:
     robot = RobotSession(Fleet(1))
-    status = robot.status_datagram()
+    status = robot.status_datagram(0.0)
     command = encode_packet(Packet(seq=7, control=1, blocks=(XRPMotor(id=1, value=-1.0),)))
     path = tmp_path / "xrp.pcap"
     with path.open("wb") as f:

@@ -10,9 +10,8 @@ import pytest
 from robowire.endpoints import parse_endpoint
 from robowire.gateway import Gateway
 from robowire.protocols.xrp.client import XrpClient
-from robowire.protocols.xrp.physics import COUNTS_PER_METRE
-from robowire.protocols.xrp.services import XrpSink, XrpSource
-from robowire.protocols.xrp.sim import XrpSim
+from robowire.protocols.xrp.model import COUNTS_PER_METRE
+from robowire.protocols.xrp.services import XrpSim, XrpSink, XrpSource
 from robowire.service import SimOptions
 from robowire.world import World
 

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from robowire.protocols.xrp.physics import (
+from robowire.protocols.xrp.model import (
     COUNTS_PER_METRE,
     MAX_WHEEL_SPEED,
     TRACK_WIDTH,

@@ -9,18 +9,12 @@ from hypothesis import strategies as st
 from robowire.protocols.base import PacketDropped
 from robowire.protocols.xrp import codec
 from robowire.protocols.xrp.codec import DIO, Packet, XRPMotor, XRPServo, encode_packet
-from robowire.protocols.xrp.physics import COUNTS_PER_METRE, MAX_WHEEL_SPEED, Fleet
-from robowire.protocols.xrp.session import (
-    ClientSession,
-    EnabledChanged,
-    RobotSession,
-    RobotState,
-    StatusReceived,
-    client_accepts,
-    robot_accepts,
-)
+from robowire.protocols.xrp.events import EnabledChanged, StatusReceived
+from robowire.protocols.xrp.model import COUNTS_PER_METRE, MAX_WHEEL_SPEED, Fleet
+from robowire.protocols.xrp.session_robot import State, robot_accepts
+from robowire.protocols.xrp.session_wpilib import ClientSession, client_accepts
 
-from .pair import CLIENT, ROBOT, Pair
+from .pair import CLIENT, ROBOT, Pair, Robot
 
 
 def command(seq: int, control: int = 1, left: float = 0.0, right: float = 0.0) -> bytes:
@@ -37,10 +31,10 @@ def test_sequence_rules() -> None:
 
 
 def test_robot_silent_until_first_datagram_then_20hz() -> None:
-    robot = RobotSession(Fleet(1))
+    robot = Robot(Fleet(1))
     assert robot.next_deadline() is None and robot.tick(1.0) == []
     robot.feed_datagram(command(0), CLIENT, 1.0)  # seq 0 is rejected, but the peer is known
-    assert robot.state is RobotState.SILENT and robot.stats.dropped == 1
+    assert robot.state is State.SILENT and robot.stats.dropped == 1
     sent = []
     t = 1.0
     while t < 2.0:
@@ -54,7 +48,7 @@ def test_robot_silent_until_first_datagram_then_20hz() -> None:
 
 
 def test_reply_goes_to_latest_sender_even_if_rejected() -> None:
-    robot = RobotSession(Fleet(1))
+    robot = Robot(Fleet(1))
     robot.feed_datagram(command(5), CLIENT, 0.0)
     other = ("10.0.0.9", 4444)
     events = robot.feed_datagram(command(3), other, 0.01)  # stale, dropped
@@ -65,7 +59,7 @@ def test_reply_goes_to_latest_sender_even_if_rejected() -> None:
 
 def test_enable_gating_and_watchdog() -> None:
     fleet = Fleet(1)
-    robot = RobotSession(fleet)
+    robot = Robot(fleet)
     robot.feed_datagram(command(1, control=0, left=0.5), CLIENT, 0.0)
     assert fleet.command[0, 0] == 0.0 and not robot.enabled  # disabled: motors ignored
     events = robot.feed_datagram(command(2, control=1, left=0.5, right=-0.5), CLIENT, 0.02)
@@ -81,7 +75,7 @@ def test_enable_gating_and_watchdog() -> None:
     assert robot.enabled and fleet.command[0, 0] == pytest.approx(0.7)
     events = robot.tick(0.58)
     assert any(isinstance(e, EnabledChanged) and e.reason == "watchdog" for e in events)
-    assert robot.state is RobotState.EXPIRED and not robot.enabled
+    assert robot.state is State.EXPIRED and not robot.enabled
     assert fleet.command[0].tolist() == [0.0] * 4 and fleet.servo[0, 0] == 90.0
     assert robot.max_seq == 0  # resetState: a restarted client is accepted again
     robot.feed_datagram(command(1, control=1, left=0.3), CLIENT, 0.6)
@@ -93,7 +87,7 @@ def test_enable_gating_and_watchdog() -> None:
 
 def test_led_from_dio_1() -> None:
     fleet = Fleet(1)
-    robot = RobotSession(fleet)
+    robot = Robot(fleet)
     robot.feed_datagram(
         encode_packet(Packet(seq=1, control=0, blocks=(DIO(id=1, value=1),))), CLIENT, 0.0
     )
@@ -101,24 +95,24 @@ def test_led_from_dio_1() -> None:
 
 
 def test_bad_datagrams_are_counted_not_raised() -> None:
-    robot = RobotSession(Fleet(1))
+    robot = Robot(Fleet(1))
     client = ClientSession(ROBOT)
     for data in (b"", b"\x00", b"\x00\x01", b"\x00\x05\x01\x00", b"\x00\x05\x01\x09\x12\x00"):
         assert isinstance(robot.feed_datagram(data, CLIENT, 0.0)[-1], PacketDropped)
         assert isinstance(client.feed_datagram(data, ROBOT, 0.0)[-1], PacketDropped)
     assert robot.stats.dropped == 5 and client.stats.dropped == 5
-    good = robot.status_datagram()
+    good = robot.status_datagram(0.0)
     assert isinstance(client.feed_datagram(good, ("10.0.0.3", 3540), 0.0)[0], PacketDropped)
 
 
 def test_client_drops_stale_and_handles_wrap() -> None:
-    robot = RobotSession(Fleet(1))
+    robot = Robot(Fleet(1))
     client = ClientSession(ROBOT)
     seqs = [0, 1, 5003, 4000, 65533, 65534, 65535, 0, 1]
     accepted = []
     for seq in seqs:
         robot.seq = seq
-        events = client.feed_datagram(robot.status_datagram(), ROBOT, 0.0)
+        events = client.feed_datagram(robot.status_datagram(0.0), ROBOT, 0.0)
         accepted.append(isinstance(events[0], StatusReceived))
     assert accepted == [False, True, True, False, True, True, True, True, True]
 
@@ -186,13 +180,13 @@ def test_pair_robot_disables_when_client_stops() -> None:
     changes = [e for e in pair.robot_events if isinstance(e, EnabledChanged) and not e.enabled]
     assert changes and changes[-1].reason == "watchdog"
     assert pair.fleet.command[0, 0] == 0.0
-    assert pair.robot.state is RobotState.EXPIRED
+    assert pair.robot.state is State.EXPIRED
     assert pair.now - stopped < 0.75
 
 
 @given(st.lists(st.binary(max_size=160), max_size=20))
 def test_sessions_never_raise_on_random_datagrams(datagrams: list[bytes]) -> None:
-    robot = RobotSession(Fleet(1))
+    robot = Robot(Fleet(1))
     client = ClientSession(ROBOT)
     for k, data in enumerate(datagrams):
         robot.feed_datagram(data, CLIENT, k * 0.01)
@@ -205,17 +199,17 @@ def test_sessions_never_raise_on_random_datagrams(datagrams: list[bytes]) -> Non
 
 
 def test_client_drops_reply_from_wrong_port() -> None:
-    robot = RobotSession(Fleet(1))
+    robot = Robot(Fleet(1))
     client = ClientSession(ROBOT)
     robot.seq = 1
-    events = client.feed_datagram(robot.status_datagram(), (ROBOT[0], ROBOT[1] + 1), 0.0)
+    events = client.feed_datagram(robot.status_datagram(0.0), (ROBOT[0], ROBOT[1] + 1), 0.0)
     assert isinstance(events[0], PacketDropped) and "not the robot" in events[0].reason
     assert client.status is None and client.last_seq == 0
 
 
 def test_robot_wrap_dropout_until_watchdog_resets() -> None:
     fleet = Fleet(1)
-    robot = RobotSession(fleet)
+    robot = Robot(fleet)
     robot.feed_datagram(command(65534, left=0.5), CLIENT, 0.00)
     robot.feed_datagram(command(65535, left=0.5), CLIENT, 0.02)
     assert robot.enabled
