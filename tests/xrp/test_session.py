@@ -6,13 +6,29 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from robowire.errors import SessionError
 from robowire.protocols.base import PacketDropped
 from robowire.protocols.xrp import codec
 from robowire.protocols.xrp.codec import DIO, Packet, XRPMotor, XRPServo, encode_packet
-from robowire.protocols.xrp.events import EnabledChanged, StatusReceived
+from robowire.protocols.xrp.events import (
+    CommandReceived,
+    CommandSent,
+    EnabledChanged,
+    Outputs,
+    StatusReceived,
+)
 from robowire.protocols.xrp.model import COUNTS_PER_METRE, MAX_WHEEL_SPEED, Fleet
-from robowire.protocols.xrp.session_robot import State, robot_accepts
+from robowire.protocols.xrp.session_robot import (
+    DIVISOR,
+    TRANSITIONS,
+    RobotSession,
+    State,
+    Trigger,
+    robot_accepts,
+)
+from robowire.protocols.xrp.session_wpilib import TRANSITIONS as WPILIB_TRANSITIONS
 from robowire.protocols.xrp.session_wpilib import ClientSession, client_accepts
+from robowire.protocols.xrp.session_wpilib import State as WpilibState
 
 from .pair import CLIENT, ROBOT, Pair, Robot
 
@@ -220,3 +236,63 @@ def test_robot_wrap_dropout_until_watchdog_resets() -> None:
     assert not robot.enabled and robot.max_seq == 0
     robot.feed_datagram(command(30, left=0.5), CLIENT, 0.54)
     assert robot.enabled and fleet.command[0, 0] == 0.5
+
+
+class Recorded:
+    """Sensors that say what was asked of them."""
+
+    def __init__(self) -> None:
+        self.reads: list[tuple[int, float, int]] = []
+
+    def status_values(self, index: int, now: float, divisor: int) -> list[float]:
+        self.reads.append((index, now, divisor))
+        return [0, codec.NO_PERIOD, divisor] * 4 + [0] + [0.0] * 6 + [0.0, 0.0, 1.0] + [0.0] * 3
+
+
+def test_robot_session_is_pure_outputs_out_and_sensors_read_at_now() -> None:
+    sensors = Recorded()
+    robot = RobotSession(sensors, 2)
+    assert robot.feed_datagram(command(1, control=0, left=0.5), CLIENT, 10.0)[-1] == (
+        CommandReceived(time=10.0, packet=codec.decode_packet(command(1, 0, 0.5)),
+                        outputs=Outputs(enabled=False))
+    )  # fmt: skip
+    events = robot.feed_datagram(command(2, control=1, left=0.5, right=-0.25), CLIENT, 10.02)
+    assert events[0] == EnabledChanged(time=10.02, enabled=True, reason="control byte",
+                                       outputs=Outputs(enabled=True))  # fmt: skip
+    assert isinstance(events[1], CommandReceived) and events[1].enabled
+    assert events[1].outputs.motors == (0.5, -0.25, 0.0, 0.0)
+    assert sensors.reads == []  # nothing read until a status is due
+    robot.tick(10.03)
+    assert sensors.reads == [(2, 10.03, DIVISOR)]
+    expiry = robot.tick(10.52)  # the watchdog runs out, and a status is due too
+    assert expiry == [EnabledChanged(time=10.52, enabled=False, reason="watchdog",
+                                     outputs=Outputs(enabled=False))]  # fmt: skip
+    deadline = robot.next_deadline()  # the status waits for the caller to apply the change
+    assert len(sensors.reads) == 1 and deadline is not None and deadline <= 10.52
+    assert robot.tick(10.52) == [] and sensors.reads[-1] == (2, 10.52, DIVISOR)
+
+
+def test_every_robot_state_change_is_in_the_table() -> None:
+    assert set(TRANSITIONS) == set(State)
+    robot = RobotSession(Recorded())
+    with pytest.raises(SessionError, match="no transition from SILENT on EXPIRE"):
+        robot._move(Trigger.EXPIRE, 0.0, [])
+    assert set(WPILIB_TRANSITIONS) == set(WpilibState)
+    client = ClientSession(ROBOT)
+    assert client.state is WpilibState.WAITING
+    robot.seq = 1
+    client.feed_datagram(robot.status_datagram(0.0), ROBOT, 0.0)
+    assert client.state is WpilibState.RECEIVING
+
+
+def test_client_says_what_it_sends_and_takes_in_what_a_capture_shows_it_sent() -> None:
+    client = ClientSession(ROBOT)
+    client.enabled = True
+    client.set_motor(1, -0.5)
+    (sent,) = client.tick(0.0)
+    assert sent == CommandSent(seq=0, enabled=True, motors=(0.0, -0.5, 0.0, 0.0))
+    assert client.tick(0.001) == []
+    other = ClientSession(ROBOT)
+    (seen,) = other.feed_sent_datagram(client.datagrams_to_send()[0][0], 0.0)
+    assert seen == sent
+    assert isinstance(other.feed_sent_datagram(b"\x00\x01\x00\x05", 0.0)[0], PacketDropped)

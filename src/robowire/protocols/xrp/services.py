@@ -78,6 +78,7 @@ class XrpSource(Source):
         self.session.set_motor(0, left)
         self.session.set_motor(1, right)
         self._answered = False
+        self._warned = False
 
     def new_adapter(self, world: World) -> XrpAdapter:
         return XrpAdapter(world, self.name)
@@ -85,6 +86,8 @@ class XrpSource(Source):
     def _on_events(self, events: Sequence[WpilibEvent]) -> None:
         if not self._answered and any(isinstance(e, StatusReceived) for e in events):
             self._answered = True
+            if self._warned:
+                log.warning("%s: the robot answers", self.name)
             self.connected()
         self.deliver(events, asyncio.get_running_loop().time())
 
@@ -94,7 +97,8 @@ class XrpSource(Source):
         task, _ = await start_client(self.session, self._on_events, remote)
         try:
             await asyncio.wait([task], timeout=ANSWER_WAIT)
-            if not task.done() and not self._answered:
+            if not task.done() and not self._answered and not self._warned:
+                self._warned = True
                 log.warning(
                     "%s: still sending to %s:%d, waiting for the robot to answer",
                     self.name, self.host, self.port,
