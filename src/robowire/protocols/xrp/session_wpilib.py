@@ -230,14 +230,7 @@ class ClientSession:
                 if block.period is not None and block.divisor is not None:
                     self._periods[block.id] = _period_seconds(block.period, block.divisor)
             elif isinstance(block, Gyro):
-                gyro = (
-                    block.rate_x,
-                    block.rate_y,
-                    block.rate_z,
-                    block.angle_x,
-                    block.angle_y,
-                    block.angle_z,
-                )
+                gyro = block.values()
             elif isinstance(block, Accel):
                 accel = (block.x, block.y, block.z)
             elif isinstance(block, AnalogIn) and 0 <= block.id < 3:
