@@ -56,22 +56,19 @@ class XrpAdapter:
         self._times: deque[float] = deque()
 
     def apply(self, events: Sequence[XrpEvent], receive_time: float) -> int:
-        """Every status moves the odometry; the last one of the batch is written to the world.
-        Returns how many statuses were taken in."""
+        """Each status moves the odometry and is written to the world (with the latest command
+        values); returns how many statuses were taken in."""
         taken = 0
-        last: tuple[RobotStatus, float, float] | None = None
         for event in events:
             match event:
                 case StatusReceived(status=status):
                     taken += 1
                     self._times.append(receive_time)
-                    last = (status, *self._odometry(status))
+                    self._write(status, *self._odometry(status), receive_time)
                 case CommandSent():
                     self.command = event
                 case PacketDropped():
                     self.dropped += 1
-        if last is not None:
-            self._write(*last, receive_time)
         return taken
 
     def _odometry(self, status: RobotStatus) -> tuple[float, float]:
