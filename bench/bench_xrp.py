@@ -5,7 +5,7 @@ and the CPU share of 50 simulated robots at their real rates (all measured in th
    `struct.unpack` loop (the floor), by the codec's fast status path, by the generic
    block-by-block decoder (typed dataclasses), and by the WPILib-side session (seq rule +
    status snapshot). Printed: datagrams/s and the ratio to the bare loop.
-2. round trip: our WPILib side (ClientSession) and our robot (RobotSession + physics, motor
+2. round trip: our WPILib side (ClientSession) and our robot (RobotSession + Fleet, motor
    lag set to 0 so that only the protocol and scheduling are timed) on 127.0.0.1 sockets.
    The client flips motor 0 between +1 and -1; the time from sending the command to the first
    status whose encoder rate has the new sign. The robot reports at 20 Hz, so the floor is
@@ -25,14 +25,11 @@ from multiprocessing.connection import Connection
 from robowire.protocols.base import Address
 from robowire.protocols.xrp import codec
 from robowire.protocols.xrp.client import start_client
-from robowire.protocols.xrp.physics import Fleet
-from robowire.protocols.xrp.session import (
-    STATUS_PERIOD,
-    ClientSession,
-    RobotSession,
-    StatusReceived,
-)
-from robowire.protocols.xrp.sim import XrpSim
+from robowire.protocols.xrp.events import StatusReceived
+from robowire.protocols.xrp.model import Fleet
+from robowire.protocols.xrp.services import XrpSim
+from robowire.protocols.xrp.session_robot import STATUS_PERIOD, RobotSession
+from robowire.protocols.xrp.session_wpilib import ClientSession
 from robowire.service import SimOptions
 from robowire.transport import new_event_loop
 from robowire.transport.udp import run_datagram
@@ -53,8 +50,7 @@ def _status_datagrams(n: int) -> list[bytes]:
     fleet.command[0] = (0.5, -0.3, 0.2, 0.0)
     out = []
     for k in range(n):
-        fleet.advance(k * 0.05)
-        out.append(robot.status_datagram())
+        out.append(robot.status_datagram(k * 0.05))
     return out
 
 
@@ -111,7 +107,7 @@ async def _round_trips() -> list[float]:
     robot = RobotSession(fleet)
     bound: asyncio.Future[Address] = loop.create_future()
     server = asyncio.create_task(
-        run_datagram(robot, lambda e: None, local_addr=("127.0.0.1", 0),
+        run_datagram(robot, lambda e: fleet.apply(0, e), local_addr=("127.0.0.1", 0),
                      on_listening=bound.set_result)
     )  # fmt: skip
     address = await bound

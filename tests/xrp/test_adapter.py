@@ -5,17 +5,19 @@ import math
 import pytest
 
 from robowire.protocols.xrp.adapter import XrpAdapter
-from robowire.protocols.xrp.physics import COUNTS_PER_METRE, Fleet
-from robowire.protocols.xrp.session import ClientSession, RobotSession, StatusReceived
+from robowire.protocols.xrp.events import StatusReceived
+from robowire.protocols.xrp.model import COUNTS_PER_METRE, Fleet
+from robowire.protocols.xrp.session_robot import RobotSession
+from robowire.protocols.xrp.session_wpilib import ClientSession
 from robowire.world import World
 
 from .pair import ROBOT
 
 
-def _status(robot: RobotSession, client: ClientSession) -> StatusReceived:
-    events = client.feed_datagram(robot.status_datagram(), ROBOT, 0.0)
+def _status(robot: RobotSession, client: ClientSession) -> list[StatusReceived]:
+    events = client.feed_datagram(robot.status_datagram(0.0), ROBOT, 0.0)
     assert isinstance(events[0], StatusReceived)
-    return events[0]
+    return [events[0]]
 
 
 def test_pose_from_encoders_and_gyro_and_units() -> None:
@@ -25,17 +27,17 @@ def test_pose_from_encoders_and_gyro_and_units() -> None:
     client = ClientSession(ROBOT)
     world = World()
     adapter = XrpAdapter(world, "xrp@test")
-    adapter.apply(_status(robot, client).status, client, 100.0)
+    adapter.apply(_status(robot, client), 100.0)
     # move the robot by hand: 0.2 m forward along +x, then turn to 90 degrees and 0.1 m up
     fleet.counts[0, :2] = 0.2 * COUNTS_PER_METRE
     fleet.invalidate()
-    adapter.apply(_status(robot, client).status, client, 100.05)
+    adapter.apply(_status(robot, client), 100.05)
     fleet.pose[0, 2] = math.pi / 2
     fleet.invalidate()
-    adapter.apply(_status(robot, client).status, client, 100.1)
+    adapter.apply(_status(robot, client), 100.1)
     fleet.counts[0, :2] += 0.1 * COUNTS_PER_METRE
     fleet.invalidate()
-    adapter.apply(_status(robot, client).status, client, 100.15)
+    adapter.apply(_status(robot, client), 100.15)
     device = world.device("xrp@test", "xrp")
     assert device.position == pytest.approx((0.2, 0.1, 0.0), abs=0.005)
     assert device.orientation == pytest.approx(

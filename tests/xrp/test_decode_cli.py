@@ -17,9 +17,9 @@ from click.testing import CliRunner
 
 from robowire.cli import main
 from robowire.protocols.xrp.codec import Packet, XRPMotor, encode_packet
-from robowire.protocols.xrp.decode import decode_capture
-from robowire.protocols.xrp.physics import Fleet
-from robowire.protocols.xrp.session import RobotSession
+from robowire.protocols.xrp.dissect import dissect as decode_capture
+from robowire.protocols.xrp.model import Fleet
+from robowire.protocols.xrp.session_robot import RobotSession
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -56,7 +56,7 @@ def _frame(src: tuple[str, int], dst: tuple[str, int], payload: bytes) -> bytes:
 
 def test_decode_pcap_direction_from_ports(tmp_path: Path) -> None:
     robot = RobotSession(Fleet(1))
-    status = robot.status_datagram()
+    status = robot.status_datagram(0.0)
     command = encode_packet(Packet(seq=7, control=1, blocks=(XRPMotor(id=1, value=-1.0),)))
     path = tmp_path / "xrp.pcap"
     with path.open("wb") as f:
@@ -145,3 +145,23 @@ def test_cli_sim_then_listen_json() -> None:
     assert all(x["source"] == f"xrp@{address}" and x["device"] == "xrp" for x in lines)
     assert lines[-1]["position"][0] > 0.0  # driving forward along +x
     assert lines[-1]["telemetry"]["enabled"]["value"] == 1.0
+
+
+def test_decode_cut_pcap_gives_the_whole_datagrams_then_one_error(tmp_path: Path) -> None:
+    command = encode_packet(Packet(seq=7, control=1, blocks=(XRPMotor(id=1, value=-1.0),)))
+    path = tmp_path / "cut.pcap"
+    with path.open("wb") as f:
+        writer = dpkt.pcap.Writer(f)
+        for k in range(3):
+            writer.writepkt(_frame(("10.0.0.1", 50000), ("10.0.0.2", 3540), command), ts=1.0 + k)
+    path.write_bytes(path.read_bytes()[:-60])  # into the last record's header
+    rows = list(decode_capture(str(path)))
+    assert [r.get("type") for r in rows[:2]] == ["XRP", "XRP"]
+    assert len(rows) == 3 and "cut" in rows[2]["error"] and rows[2]["offset"] > 0
+    run = subprocess.run(
+        [sys.executable, "-m", "robowire.cli", "decode", "xrp", str(path)],
+        env={**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"},
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    assert len(run.stdout.splitlines()) == 3

@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 from robowire.protocols.xrp.codec import XRPMotor
-from robowire.protocols.xrp.physics import COUNTS_PER_METRE, TRACK_WIDTH, Fleet
-from robowire.protocols.xrp.session import CommandReceived, EnabledChanged, RobotSession
+from robowire.protocols.xrp.events import CommandReceived, EnabledChanged, RobotEvent
+from robowire.protocols.xrp.model import COUNTS_PER_METRE, TRACK_WIDTH, Fleet
+from robowire.protocols.xrp.session_robot import RobotSession
 from robowire.transport.udp import run_datagram
 
 pytestmark = [
@@ -62,7 +63,8 @@ async def test_wpilib_drives_our_robot(tmp_path: Path) -> None:
     last_command = [0.0]
     motors = [0.0] * 4
 
-    def on_events(events: list[object]) -> None:
+    def on_events(events: list[RobotEvent]) -> None:
+        fleet.apply(0, events)  # the robot's outputs drive its physics, as in the simulator
         now = loop.time()
         for event in events:
             if isinstance(event, CommandReceived):

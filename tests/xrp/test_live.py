@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
+import socket
 
 import pytest
 
 from robowire.endpoints import parse_endpoint
 from robowire.gateway import Gateway
+from robowire.protocols.xrp import services
 from robowire.protocols.xrp.client import XrpClient
-from robowire.protocols.xrp.physics import COUNTS_PER_METRE
-from robowire.protocols.xrp.services import XrpSink, XrpSource
-from robowire.protocols.xrp.sim import XrpSim
+from robowire.protocols.xrp.model import COUNTS_PER_METRE
+from robowire.protocols.xrp.services import XrpSim, XrpSink, XrpSource
 from robowire.service import SimOptions
 from robowire.world import World
 
@@ -144,3 +146,31 @@ async def test_serve_sink_mirrors_a_world_device() -> None:
     finally:
         sink_task.cancel()
         await asyncio.gather(sink_task, return_exceptions=True)
+
+
+async def test_source_says_once_that_it_waits_then_that_the_robot_answers(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(services, "ANSWER_WAIT", 0.3)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    source = XrpSource(parse_endpoint(f"xrp://127.0.0.1:{port}"))
+    sim = XrpSim(SimOptions(port=port))
+    tasks = []
+    with caplog.at_level(logging.INFO, logger="robowire"):
+        try:
+            tasks.append(asyncio.create_task(source.run(World())))
+            await asyncio.sleep(1.0)  # three times the wait: still said once
+            assert not source.ready.is_set()
+            tasks.append(asyncio.create_task(sim.run(World())))
+            await asyncio.wait_for(source.ready.wait(), 5)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+    waiting = [m for m in caplog.messages if "waiting for the robot" in m]
+    assert waiting == [f"xrp@127.0.0.1:{port}: still sending to 127.0.0.1:{port}, "
+                       "waiting for the robot to answer"]  # fmt: skip
+    assert f"xrp@127.0.0.1:{port}: the robot answers" in caplog.messages
+    assert source.connections == 1 and source.stats.messages_in >= 1

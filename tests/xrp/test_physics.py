@@ -5,7 +5,9 @@ import math
 import numpy as np
 import pytest
 
-from robowire.protocols.xrp.physics import (
+from robowire.errors import ConfigError
+from robowire.protocols.xrp.events import Outputs
+from robowire.protocols.xrp.model import (
     COUNTS_PER_METRE,
     MAX_WHEEL_SPEED,
     TRACK_WIDTH,
@@ -76,3 +78,29 @@ def test_reflectance_over_the_line() -> None:
 def test_accelerometer_rests_at_one_g() -> None:
     fleet = Fleet(1)
     assert fleet.accelerometer()[0].tolist() == [0.0, 0.0, 1.0]
+
+
+def test_arena_settings_are_numbers() -> None:
+    arena = Arena.from_settings({"arena_width": "3", "line_radius": "0"})
+    assert (arena.width, arena.height, arena.line_radius) == (3.0, 2.4, 0.0)
+    with pytest.raises(ConfigError, match="arena_height must be a number"):
+        Arena.from_settings({"arena_height": "wide"})
+    with pytest.raises(ConfigError, match="line_width must not be negative"):
+        Arena.from_settings({"line_width": "-1"})
+
+
+def test_follow_turns_pose_changes_into_wheel_counts_while_counting() -> None:
+    fleet = Fleet(1, quantum=0.0)
+    fleet.frozen = True
+    fleet.drive(0, 0.0, Outputs(enabled=True))
+    fleet.follow(0, 0.0, 0.0, 0.0, 0.0)
+    fleet.follow(0, 0.1, 0.0, 0.0, 0.5)  # 0.1 m straight ahead in 0.5 s
+    assert fleet.counts[0, :2] == pytest.approx([0.1 * COUNTS_PER_METRE] * 2)
+    assert fleet.count_rate[0, :2] == pytest.approx([0.2 * COUNTS_PER_METRE] * 2)
+    fleet.follow(0, 0.1, 0.0, math.pi / 2, 1.0)  # a quarter turn on the spot
+    turn = math.pi / 4 * TRACK_WIDTH * COUNTS_PER_METRE
+    assert fleet.counts[0, 1] - fleet.counts[0, 0] == pytest.approx(2 * turn)
+    assert fleet.gyro()[0, 5] == pytest.approx(90.0)
+    fleet.drive(0, 1.0, Outputs(enabled=False))
+    fleet.follow(0, 0.5, 0.0, math.pi / 2, 1.5)
+    assert fleet.counts[0, 0] == pytest.approx(0.1 * COUNTS_PER_METRE - turn)  # not counting

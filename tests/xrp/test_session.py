@@ -6,21 +6,31 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from robowire.errors import SessionError
 from robowire.protocols.base import PacketDropped
 from robowire.protocols.xrp import codec
 from robowire.protocols.xrp.codec import DIO, Packet, XRPMotor, XRPServo, encode_packet
-from robowire.protocols.xrp.physics import COUNTS_PER_METRE, MAX_WHEEL_SPEED, Fleet
-from robowire.protocols.xrp.session import (
-    ClientSession,
+from robowire.protocols.xrp.events import (
+    CommandReceived,
+    CommandSent,
     EnabledChanged,
-    RobotSession,
-    RobotState,
+    Outputs,
     StatusReceived,
-    client_accepts,
+)
+from robowire.protocols.xrp.model import COUNTS_PER_METRE, MAX_WHEEL_SPEED, Fleet
+from robowire.protocols.xrp.session_robot import (
+    DIVISOR,
+    TRANSITIONS,
+    RobotSession,
+    State,
+    Trigger,
     robot_accepts,
 )
+from robowire.protocols.xrp.session_wpilib import TRANSITIONS as WPILIB_TRANSITIONS
+from robowire.protocols.xrp.session_wpilib import ClientSession, client_accepts
+from robowire.protocols.xrp.session_wpilib import State as WpilibState
 
-from .pair import CLIENT, ROBOT, Pair
+from .pair import CLIENT, ROBOT, Pair, Robot
 
 
 def command(seq: int, control: int = 1, left: float = 0.0, right: float = 0.0) -> bytes:
@@ -37,10 +47,10 @@ def test_sequence_rules() -> None:
 
 
 def test_robot_silent_until_first_datagram_then_20hz() -> None:
-    robot = RobotSession(Fleet(1))
+    robot = Robot(Fleet(1))
     assert robot.next_deadline() is None and robot.tick(1.0) == []
     robot.feed_datagram(command(0), CLIENT, 1.0)  # seq 0 is rejected, but the peer is known
-    assert robot.state is RobotState.SILENT and robot.stats.dropped == 1
+    assert robot.state is State.SILENT and robot.stats.dropped == 1
     sent = []
     t = 1.0
     while t < 2.0:
@@ -54,7 +64,7 @@ def test_robot_silent_until_first_datagram_then_20hz() -> None:
 
 
 def test_reply_goes_to_latest_sender_even_if_rejected() -> None:
-    robot = RobotSession(Fleet(1))
+    robot = Robot(Fleet(1))
     robot.feed_datagram(command(5), CLIENT, 0.0)
     other = ("10.0.0.9", 4444)
     events = robot.feed_datagram(command(3), other, 0.01)  # stale, dropped
@@ -65,7 +75,7 @@ def test_reply_goes_to_latest_sender_even_if_rejected() -> None:
 
 def test_enable_gating_and_watchdog() -> None:
     fleet = Fleet(1)
-    robot = RobotSession(fleet)
+    robot = Robot(fleet)
     robot.feed_datagram(command(1, control=0, left=0.5), CLIENT, 0.0)
     assert fleet.command[0, 0] == 0.0 and not robot.enabled  # disabled: motors ignored
     events = robot.feed_datagram(command(2, control=1, left=0.5, right=-0.5), CLIENT, 0.02)
@@ -81,7 +91,7 @@ def test_enable_gating_and_watchdog() -> None:
     assert robot.enabled and fleet.command[0, 0] == pytest.approx(0.7)
     events = robot.tick(0.58)
     assert any(isinstance(e, EnabledChanged) and e.reason == "watchdog" for e in events)
-    assert robot.state is RobotState.EXPIRED and not robot.enabled
+    assert robot.state is State.EXPIRED and not robot.enabled
     assert fleet.command[0].tolist() == [0.0] * 4 and fleet.servo[0, 0] == 90.0
     assert robot.max_seq == 0  # resetState: a restarted client is accepted again
     robot.feed_datagram(command(1, control=1, left=0.3), CLIENT, 0.6)
@@ -93,7 +103,7 @@ def test_enable_gating_and_watchdog() -> None:
 
 def test_led_from_dio_1() -> None:
     fleet = Fleet(1)
-    robot = RobotSession(fleet)
+    robot = Robot(fleet)
     robot.feed_datagram(
         encode_packet(Packet(seq=1, control=0, blocks=(DIO(id=1, value=1),))), CLIENT, 0.0
     )
@@ -101,24 +111,24 @@ def test_led_from_dio_1() -> None:
 
 
 def test_bad_datagrams_are_counted_not_raised() -> None:
-    robot = RobotSession(Fleet(1))
+    robot = Robot(Fleet(1))
     client = ClientSession(ROBOT)
     for data in (b"", b"\x00", b"\x00\x01", b"\x00\x05\x01\x00", b"\x00\x05\x01\x09\x12\x00"):
         assert isinstance(robot.feed_datagram(data, CLIENT, 0.0)[-1], PacketDropped)
         assert isinstance(client.feed_datagram(data, ROBOT, 0.0)[-1], PacketDropped)
     assert robot.stats.dropped == 5 and client.stats.dropped == 5
-    good = robot.status_datagram()
+    good = robot.status_datagram(0.0)
     assert isinstance(client.feed_datagram(good, ("10.0.0.3", 3540), 0.0)[0], PacketDropped)
 
 
 def test_client_drops_stale_and_handles_wrap() -> None:
-    robot = RobotSession(Fleet(1))
+    robot = Robot(Fleet(1))
     client = ClientSession(ROBOT)
     seqs = [0, 1, 5003, 4000, 65533, 65534, 65535, 0, 1]
     accepted = []
     for seq in seqs:
         robot.seq = seq
-        events = client.feed_datagram(robot.status_datagram(), ROBOT, 0.0)
+        events = client.feed_datagram(robot.status_datagram(0.0), ROBOT, 0.0)
         accepted.append(isinstance(events[0], StatusReceived))
     assert accepted == [False, True, True, False, True, True, True, True, True]
 
@@ -186,13 +196,13 @@ def test_pair_robot_disables_when_client_stops() -> None:
     changes = [e for e in pair.robot_events if isinstance(e, EnabledChanged) and not e.enabled]
     assert changes and changes[-1].reason == "watchdog"
     assert pair.fleet.command[0, 0] == 0.0
-    assert pair.robot.state is RobotState.EXPIRED
+    assert pair.robot.state is State.EXPIRED
     assert pair.now - stopped < 0.75
 
 
 @given(st.lists(st.binary(max_size=160), max_size=20))
 def test_sessions_never_raise_on_random_datagrams(datagrams: list[bytes]) -> None:
-    robot = RobotSession(Fleet(1))
+    robot = Robot(Fleet(1))
     client = ClientSession(ROBOT)
     for k, data in enumerate(datagrams):
         robot.feed_datagram(data, CLIENT, k * 0.01)
@@ -205,17 +215,17 @@ def test_sessions_never_raise_on_random_datagrams(datagrams: list[bytes]) -> Non
 
 
 def test_client_drops_reply_from_wrong_port() -> None:
-    robot = RobotSession(Fleet(1))
+    robot = Robot(Fleet(1))
     client = ClientSession(ROBOT)
     robot.seq = 1
-    events = client.feed_datagram(robot.status_datagram(), (ROBOT[0], ROBOT[1] + 1), 0.0)
+    events = client.feed_datagram(robot.status_datagram(0.0), (ROBOT[0], ROBOT[1] + 1), 0.0)
     assert isinstance(events[0], PacketDropped) and "not the robot" in events[0].reason
     assert client.status is None and client.last_seq == 0
 
 
 def test_robot_wrap_dropout_until_watchdog_resets() -> None:
     fleet = Fleet(1)
-    robot = RobotSession(fleet)
+    robot = Robot(fleet)
     robot.feed_datagram(command(65534, left=0.5), CLIENT, 0.00)
     robot.feed_datagram(command(65535, left=0.5), CLIENT, 0.02)
     assert robot.enabled
@@ -226,3 +236,63 @@ def test_robot_wrap_dropout_until_watchdog_resets() -> None:
     assert not robot.enabled and robot.max_seq == 0
     robot.feed_datagram(command(30, left=0.5), CLIENT, 0.54)
     assert robot.enabled and fleet.command[0, 0] == 0.5
+
+
+class Recorded:
+    """Sensors that say what was asked of them."""
+
+    def __init__(self) -> None:
+        self.reads: list[tuple[int, float, int]] = []
+
+    def status_values(self, index: int, now: float, divisor: int) -> list[float]:
+        self.reads.append((index, now, divisor))
+        return [0, codec.NO_PERIOD, divisor] * 4 + [0] + [0.0] * 6 + [0.0, 0.0, 1.0] + [0.0] * 3
+
+
+def test_robot_session_is_pure_outputs_out_and_sensors_read_at_now() -> None:
+    sensors = Recorded()
+    robot = RobotSession(sensors, 2)
+    assert robot.feed_datagram(command(1, control=0, left=0.5), CLIENT, 10.0)[-1] == (
+        CommandReceived(time=10.0, packet=codec.decode_packet(command(1, 0, 0.5)),
+                        outputs=Outputs(enabled=False))
+    )  # fmt: skip
+    events = robot.feed_datagram(command(2, control=1, left=0.5, right=-0.25), CLIENT, 10.02)
+    assert events[0] == EnabledChanged(time=10.02, enabled=True, reason="control byte",
+                                       outputs=Outputs(enabled=True))  # fmt: skip
+    assert isinstance(events[1], CommandReceived) and events[1].enabled
+    assert events[1].outputs.motors == (0.5, -0.25, 0.0, 0.0)
+    assert sensors.reads == []  # nothing read until a status is due
+    robot.tick(10.03)
+    assert sensors.reads == [(2, 10.03, DIVISOR)]
+    expiry = robot.tick(10.52)  # the watchdog runs out, and a status is due too
+    assert expiry == [EnabledChanged(time=10.52, enabled=False, reason="watchdog",
+                                     outputs=Outputs(enabled=False))]  # fmt: skip
+    deadline = robot.next_deadline()  # the status waits for the caller to apply the change
+    assert len(sensors.reads) == 1 and deadline is not None and deadline <= 10.52
+    assert robot.tick(10.52) == [] and sensors.reads[-1] == (2, 10.52, DIVISOR)
+
+
+def test_every_robot_state_change_is_in_the_table() -> None:
+    assert set(TRANSITIONS) == set(State)
+    robot = RobotSession(Recorded())
+    with pytest.raises(SessionError, match="no transition from SILENT on EXPIRE"):
+        robot._move(Trigger.EXPIRE, 0.0, [])
+    assert set(WPILIB_TRANSITIONS) == set(WpilibState)
+    client = ClientSession(ROBOT)
+    assert client.state is WpilibState.WAITING
+    robot.seq = 1
+    client.feed_datagram(robot.status_datagram(0.0), ROBOT, 0.0)
+    assert client.state is WpilibState.RECEIVING
+
+
+def test_client_says_what_it_sends_and_takes_in_what_a_capture_shows_it_sent() -> None:
+    client = ClientSession(ROBOT)
+    client.enabled = True
+    client.set_motor(1, -0.5)
+    (sent,) = client.tick(0.0)
+    assert sent == CommandSent(seq=0, enabled=True, motors=(0.0, -0.5, 0.0, 0.0))
+    assert client.tick(0.001) == []
+    other = ClientSession(ROBOT)
+    (seen,) = other.feed_sent_datagram(client.datagrams_to_send()[0][0], 0.0)
+    assert seen == sent
+    assert isinstance(other.feed_sent_datagram(b"\x00\x01\x00\x05", 0.0)[0], PacketDropped)

@@ -1,13 +1,24 @@
 """XRP: the WPILib `halsim_xrp` UDP protocol, robot side and WPILib side.
 
-codec      header, tagged blocks, every tag; a one-call fast path for the firmware's status
-session    sans-I/O robot session (firmware rules) and WPILib-side session (halsim_xrp rules)
-physics    vectorised differential-drive model of many XRP robots
-adapter    WPILib-side state -> world model (odometry pose, telemetry with units)
-sim        `robowire sim xrp`: simulated robots on UDP ports
-endpoints  CLI glue (listen, serve, sim, decode, `robowire xrp drive`)
+codec           header, tagged blocks, every tag; a one-call fast path for the firmware's status
+events          the typed events of both sessions (`XrpEvent`)
+session_robot   the robot side (firmware rules); reads its sensors from a `Sensors`
+session_wpilib  the WPILib side (halsim_xrp rules)
+adapter         WPILib-side events -> world (odometry pose, telemetry with units); and a world
+                device -> a simulated robot's pose (`DeviceMirror`, for the serve sink)
+model           the simulator: vectorised differential-drive physics of many robots, the arena
+services        listen (source, capture source), serve (sink) and sim on the templates
+dissect         `robowire decode xrp`, and the capture reader (pcap/pcapng, text captures)
+
+Where it differs from the shape:
+client          `XrpClient` (the WPILib side as a Python object) and the `robowire xrp drive`
+                command (`PROTOCOL.command`): a real robot's users drive it without a gateway.
+session_<role>  two modules, one per side: each side is a whole state machine of its own.
 """
 
+from robowire.endpoints import Endpoint
+from robowire.protocols.base import WireProtocol
+from robowire.protocols.xrp.client import command as _command
 from robowire.protocols.xrp.codec import (
     DEFAULT_PORT,
     DIO,
@@ -25,13 +36,18 @@ from robowire.protocols.xrp.codec import (
     decode_status,
     encode_packet,
 )
-from robowire.protocols.xrp.physics import Arena, Fleet
-from robowire.protocols.xrp.session import ClientSession, RobotSession, RobotStatus
+from robowire.protocols.xrp.dissect import dissect, read_capture
+from robowire.protocols.xrp.events import RobotStatus
+from robowire.protocols.xrp.model import ARENA_KEYS, Arena, Fleet
+from robowire.protocols.xrp.services import XrpFileSource, XrpSim, XrpSink, XrpSource
+from robowire.protocols.xrp.session_robot import RobotSession
+from robowire.protocols.xrp.session_wpilib import ClientSession
 
 __all__ = [
     "DEFAULT_PORT",
     "DIO",
     "NO_PERIOD",
+    "PROTOCOL",
     "Accel",
     "AnalogIn",
     "Arena",
@@ -51,23 +67,29 @@ __all__ = [
     "encode_packet",
 ]
 
-from robowire.protocols.base import WireProtocol
-from robowire.protocols.xrp import endpoints as _endpoints
-from robowire.protocols.xrp.decode import capture_datagrams as _capture_datagrams
 
-_ARENA = frozenset({"arena_width", "arena_height", "line_radius", "line_width"})
+def _open_source(endpoint: Endpoint) -> XrpSource | XrpFileSource:
+    """A capture file replays what the WPILib side saw; a URL makes us the WPILib side."""
+    return XrpFileSource(endpoint) if endpoint.is_file else XrpSource(endpoint)
+
+
 PROTOCOL = WireProtocol(
     name="xrp",
     title="XRP",
     default_port=DEFAULT_PORT,
     schemes=("xrp",),
-    open_source=_endpoints.open_source,
-    open_sink=_endpoints.open_sink,
-    open_sim=_endpoints.open_sim,
-    dissect=_endpoints.decode_capture,
-    read_capture=_capture_datagrams,  # type: ignore[arg-type]  # temporary until the reshape
+    open_source=_open_source,
+    open_sink=XrpSink,
+    open_sim=XrpSim,
+    dissect=dissect,
+    read_capture=read_capture,
     source_options=frozenset({"enable", "left", "right"}),
-    sink_options=_ARENA | {"device", "source"},
-    sim_settings=_ARENA | {"lag", "button"},
-    command=_endpoints.command,
+    file_options=frozenset({"speed"}),
+    sink_options=frozenset(ARENA_KEYS) | {"device", "source"},
+    sim_settings=frozenset(ARENA_KEYS) | {"lag", "button"},
+    command=_command,
 )
+"""XRP for the registry: `xrp://host:3540` (we are the WPILib side; `?enable=1&left=E&right=E`
+drives it), `xrp:capture.txt` or a pcap/pcapng (replays what the WPILib side saw), `serve
+xrp://127.0.0.1:3540?device=ID` (a robot mirroring a world device), `sim xrp` (simulated
+robots that real WPILib programs drive)."""

@@ -1,26 +1,38 @@
-"""WPILib-side XRP state -> world model.
+"""XRP <-> world model, both directions.
 
-The robot is one device (kind "xrp"). Its pose comes from odometry: distance from the mean of
-the left and right encoder deltas (counts -> metres with the real XRP's 585 counts per turn of
-a 60 mm wheel), heading from the gyro's yaw (angle_z, counter-clockwise positive, our
-simulator's convention). The world frame is ENU with the robot starting at the origin facing
-East (+x); heading is measured from where the robot faced at the first status.
+Wire -> world (`XrpAdapter`, the WPILib side's events): the robot is one device (kind "xrp").
+Its pose comes from odometry: distance from the mean of the left and right encoder deltas
+(counts -> metres with the real XRP's 585 counts per turn of a 60 mm wheel), heading from the
+gyro's yaw (angle_z, counter-clockwise positive, our simulator's convention). The world frame is
+ENU with the robot starting at the origin facing East (+x); heading is measured from where the
+robot faced at the first status.
 
-Telemetry, every value with its unit: motor outputs and servo positions we send, encoder
-counts, rates (counts/s) and wheel distances, gyro rates and angles, accelerations (g), analog
-volts with the reflectance (0..1) and rangefinder (m) readings derived from them, button, LED,
-enabled, status packets per second and dropped packets.
+Telemetry, every value with its unit: the motor outputs, servo positions, LED and enabled the
+WPILib side sends (its `CommandSent` events), encoder counts, rates (counts/s) and wheel
+distances, gyro rates and angles, accelerations (g), analog volts with the reflectance (0..1)
+and rangefinder (m) readings derived from them, button, status packets per second and dropped
+packets.
+
+World -> wire (`DeviceMirror`, for the serve sink): picks one world device and moves a
+simulated robot (a `model.Fleet` row) along it; its yaw (from the ENU quaternion) drives the
+gyro, and the distance it moves and turns drives the encoders (`Fleet.follow`).
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import deque
+from collections.abc import Sequence
 
 from robowire import units
-from robowire.protocols.xrp.physics import COUNTS_PER_METRE, RANGE_MAX
-from robowire.protocols.xrp.session import ClientSession, RobotStatus
-from robowire.world import World
+from robowire.protocols.base import PacketDropped
+from robowire.protocols.xrp.events import CommandSent, RobotStatus, StatusReceived, XrpEvent
+from robowire.protocols.xrp.model import COUNTS_PER_METRE, RANGE_MAX, Fleet
+from robowire.world import LogEvent, Update, World
+from robowire.world.model import ORIENTATION, POSITION
+
+log = logging.getLogger("robowire.xrp")
 
 KIND = "xrp"
 RATE_WINDOW = 1.0  # s over which packets per second are counted
@@ -37,9 +49,27 @@ class XrpAdapter:
         self.x = 0.0
         self.y = 0.0
         self.heading = 0.0
+        self.command = CommandSent()  # what the WPILib side sends (its defaults until it says)
+        self.dropped = 0
         self._yaw0: float | None = None
         self._last_counts: tuple[int, int] | None = None
         self._times: deque[float] = deque()
+
+    def apply(self, events: Sequence[XrpEvent], receive_time: float) -> int:
+        """Each status moves the odometry and is written to the world (with the latest command
+        values); returns how many statuses were taken in."""
+        taken = 0
+        for event in events:
+            match event:
+                case StatusReceived(status=status):
+                    taken += 1
+                    self._times.append(receive_time)
+                    self._write(status, *self._odometry(status), receive_time)
+                case CommandSent():
+                    self.command = event
+                case PacketDropped():
+                    self.dropped += 1
+        return taken
 
     def _odometry(self, status: RobotStatus) -> tuple[float, float]:
         """Advance the pose; returns (forward speed m/s, yaw rad) for velocity and orientation."""
@@ -60,16 +90,17 @@ class XrpAdapter:
         speed = 0.5 * (status.encoder_rate(0) + status.encoder_rate(1)) / COUNTS_PER_METRE
         return speed, heading
 
-    def apply(self, status: RobotStatus, session: ClientSession, receive_time: float) -> None:
+    def _write(
+        self, status: RobotStatus, speed: float, heading: float, receive_time: float
+    ) -> None:
         times = self._times
-        times.append(receive_time)
         while times and times[0] < receive_time - RATE_WINDOW:
             times.popleft()
-        speed, heading = self._odometry(status)
+        command = self.command
         telemetry: dict[str, tuple[float, str]] = {}
-        for i, value in enumerate(session.motors):
+        for i, value in enumerate(command.motors):
             telemetry[f"motor_{i}"] = (value, units.RATIO)
-        for i, value in session.servos.items():
+        for i, value in command.servos.items():
             telemetry[f"servo_{i}"] = (value, units.RATIO)
         for i in range(4):
             count = status.encoder_counts[i]
@@ -96,10 +127,10 @@ class XrpAdapter:
                 telemetry["range"] = (volts / 5.0 * RANGE_MAX, units.METRE)
         if status.button is not None:
             telemetry["button"] = (float(status.button), units.BOOLEAN)
-        telemetry["led"] = (float(session.dio_out.get(1, False)), units.BOOLEAN)
-        telemetry["enabled"] = (float(session.enabled), units.BOOLEAN)
+        telemetry["led"] = (float(command.dio.get(1, False)), units.BOOLEAN)
+        telemetry["enabled"] = (float(command.enabled), units.BOOLEAN)
         telemetry["packets_per_second"] = (len(times) / RATE_WINDOW, units.HERTZ)
-        telemetry["dropped"] = (float(session.stats.dropped), units.COUNT)
+        telemetry["dropped"] = (float(self.dropped), units.COUNT)
         half = 0.5 * heading
         self.world.update_device(
             self.source,
@@ -111,3 +142,53 @@ class XrpAdapter:
             velocity=(speed * math.cos(heading), speed * math.sin(heading), 0.0),
             telemetry=telemetry,
         )
+
+
+def yaw_of(orientation: tuple[float, float, float, float]) -> float:
+    """Rotation about +z (rad, counter-clockwise from +x) of an ENU quaternion (w, x, y, z)."""
+    w, x, y, z = orientation
+    return math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
+
+
+class DeviceMirror:
+    """Moves robot `index` of `fleet` along one world device: `device` (an id) of `source` (a
+    source name), either may be empty; without both, the first device that has a pose."""
+
+    def __init__(self, fleet: Fleet, device: str = "", source: str = "", index: int = 0) -> None:
+        self.fleet = fleet
+        self.device = device
+        self.source = source
+        self.index = index
+        self.target: tuple[str, str] | None = None  # (source, device id) once one is chosen
+
+    def _matches(self, source: str, device_id: str) -> bool:
+        if self.target is not None:
+            return self.target == (source, device_id)
+        if self.device and device_id != self.device:
+            return False
+        return not self.source or source == self.source
+
+    def write(self, world: World, items: Sequence[Update | LogEvent]) -> None:
+        """Follow what the world's updates say of the mirrored device."""
+        for item in items:
+            if isinstance(item, Update):
+                self._update(world, item)
+
+    def _update(self, world: World, update: Update) -> None:
+        if POSITION not in update.fields and ORIENTATION not in update.fields:
+            return
+        table = world.tables[update.source]
+        for slot in update.slots.tolist():
+            device_id = table.ids[slot]
+            if not self._matches(update.source, device_id):
+                continue
+            device = world.device(update.source, device_id)
+            if device.position is None:
+                continue
+            if self.target is None:
+                self.target = (update.source, device_id)
+                log.info("xrp: the robot mirrors %s/%s", update.source, device_id)
+            yaw = yaw_of(device.orientation) if device.orientation is not None else 0.0
+            x, y = device.position[0], device.position[1]
+            self.fleet.follow(self.index, x, y, yaw, update.receive_time)
+            return

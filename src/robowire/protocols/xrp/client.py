@@ -1,4 +1,5 @@
-"""Drive an XRP from Python: the WPILib side on a connected UDP socket.
+"""Drive an XRP from Python, or from the command line (`robowire xrp drive`, the `command`
+group that `PROTOCOL.command` names): the WPILib side on a connected UDP socket.
 
     async with XrpClient("192.168.42.1") as robot:
         robot.enable()                       # the robot moves only when enabled
@@ -14,15 +15,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any
 
-from robowire.errors import TransportError
+import click
+
+from robowire.errors import RobowireError, TransportError
 from robowire.protocols.base import Address
 from robowire.protocols.xrp.codec import DEFAULT_PORT
-from robowire.protocols.xrp.session import ClientSession, RobotStatus, StatusReceived, wheel_values
+from robowire.protocols.xrp.events import RobotStatus, StatusReceived, WpilibEvent
+from robowire.protocols.xrp.session_wpilib import ClientSession, wheel_values
 from robowire.transport.udp import DatagramDriver, run_datagram
 
 
@@ -38,7 +43,7 @@ def resolve(host: str, port: int) -> Address:
 
 async def start_client(
     session: ClientSession,
-    on_events: Callable[[list[object]], None],
+    on_events: Callable[[list[WpilibEvent]], None],
     remote: Address,
 ) -> tuple[asyncio.Task[None], DatagramDriver]:
     """Run `session` on a socket connected to `remote`; returns the task and its driver."""
@@ -77,7 +82,7 @@ class XrpClient:
         """The latest accepted robot status (None until the robot answered)."""
         return self.session.status
 
-    def _on_events(self, events: list[object]) -> None:
+    def _on_events(self, events: Sequence[WpilibEvent]) -> None:
         if any(isinstance(e, StatusReceived) for e in events):
             self._status_event.set()
 
@@ -149,3 +154,47 @@ class XrpClient:
             ) from None
         assert self.session.status is not None
         return self.session.status
+
+
+@click.group(name="xrp")
+def command() -> None:
+    """XRP robot tools (WPILib's XRP UDP protocol)."""
+
+
+@command.command()
+@click.option("--host", default="192.168.42.1", show_default=True, help="The robot's address.")
+@click.option("--port", default=DEFAULT_PORT, show_default=True, type=int)
+@click.option("--left", default=0.0, type=click.FloatRange(-1, 1), help="Left effort -1..1.")
+@click.option("--right", default=0.0, type=click.FloatRange(-1, 1), help="Right effort -1..1.")
+@click.option("--duration", default=2.0, type=click.FloatRange(0, 3600), show_default=True)
+@click.option("--enable", is_flag=True, help="Enable the robot (without it nothing moves).")
+def drive(host: str, port: int, left: float, right: float, duration: float, enable: bool) -> None:
+    """Drive an XRP: send wheel efforts for DURATION seconds, then stop and print its status.
+
+    \b
+    Example:
+      robowire xrp drive --host 192.168.42.1 --left 0.5 --right 0.5 --duration 2 --enable
+    """
+    if not enable:
+        click.echo("xrp drive: robot not enabled (pass --enable to move it)", err=True)
+
+    async def run() -> dict[str, Any]:
+        async with XrpClient(host, port) as robot:
+            robot.drive(left, right)
+            robot.enable(enable)
+            await asyncio.sleep(duration)
+            robot.stop()
+            status = await robot.wait_status()
+            return {
+                "enabled": enable,
+                "encoder_counts": list(status.encoder_counts),
+                "gyro_angle_z": status.gyro[5] if status.gyro else None,
+                "packets_received": robot.session.stats.messages_in,
+                "dropped": robot.session.stats.dropped,
+            }
+
+    try:
+        result = asyncio.run(run())
+    except RobowireError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(json.dumps(result))

@@ -108,6 +108,10 @@ class Gyro:
     angle_y: float
     angle_z: float
 
+    def values(self) -> tuple[float, float, float, float, float, float]:
+        """Rates x, y, z then angles x, y, z, in wire order."""
+        return (self.rate_x, self.rate_y, self.rate_z, self.angle_x, self.angle_y, self.angle_z)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Accel:
@@ -178,14 +182,7 @@ def encode_block(block: Block) -> bytes:
         case DIO():
             body = _ID_U8.pack(block.id, block.value)
         case Gyro():
-            body = _GYRO.pack(
-                block.rate_x,
-                block.rate_y,
-                block.rate_z,
-                block.angle_x,
-                block.angle_y,
-                block.angle_z,
-            )
+            body = _GYRO.pack(*block.values())
         case Accel():
             body = _ACCEL.pack(block.x, block.y, block.z)
         case Encoder():

@@ -1,4 +1,8 @@
-"""Differential-drive physics for many XRP robots at once (numpy, one row per robot).
+"""The XRP simulator: differential-drive physics for many robots at once (numpy, one row per
+robot), and the arena their sensors see. Pure: no clocks (time is an argument), no sockets.
+
+`Fleet` is driven by the robot sessions' output events (`apply`) and is their `Sensors`
+(`status_values`); the serve sink moves its one robot along a world device (`follow`).
 
 Figures of the real XRP (WPILib XRP docs "Hardware" page and the XRP examples' Drivetrain
 classes, e.g. allwpilib `XRPReference` `Drivetrain.h`; read for the numbers only):
@@ -23,11 +27,15 @@ the origin facing +x unless placed elsewhere.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+from robowire.errors import ConfigError
+from robowire.protocols.xrp.events import CommandReceived, EnabledChanged, Outputs, XrpEvent
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -58,13 +66,45 @@ class Arena:
     white_volts: float = 0.25
     black_volts: float = 4.5
 
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, str], where: str = "xrp") -> Arena:
+        """The arena with the `ARENA_KEYS` that `settings` names (URL options, `--set`)."""
+        base = cls()
+        given = {name: number(settings, key, getattr(base, name), where)
+                 for key, name in ARENA_KEYS.items()}  # fmt: skip
+        return cls(**given)
+
+
+ARENA_KEYS = {
+    "arena_width": "width",
+    "arena_height": "height",
+    "line_radius": "line_radius",
+    "line_width": "line_width",
+}
+"""Arena setting a user can give -> `Arena` field (the rest are the robot's own figures)."""
+
+
+def number(settings: Mapping[str, str], name: str, default: float, where: str = "xrp") -> float:
+    """A non-negative number setting, or ConfigError naming it."""
+    text = settings.get(name)
+    if text is None:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        raise ConfigError(f"{where}: {name} must be a number, not {text!r}") from None
+    if not value >= 0:
+        raise ConfigError(f"{where}: {name} must not be negative, not {text!r}")
+    return value
+
 
 class Fleet:
     """State of `n` XRP robots; `advance(now)` integrates all of them to `now` in one go.
 
-    Sessions write `command` (motor outputs -1..1, already gated by enable and watchdog) and
-    `counting` (encoders run only while enabled, as the firmware's PIO counters do) and read
-    the sensor arrays.
+    The robot sessions' output events set `command` (motor outputs -1..1, already gated by
+    enable and watchdog), `servo`, `led` and `counting` (encoders run only while enabled, as
+    the firmware's PIO counters do) through `apply`; the sessions read the sensors through
+    `status_values` (this is their `session_robot.Sensors`).
     """
 
     def __init__(
@@ -96,6 +136,7 @@ class Fleet:
         self.servo = np.full((n, 4), 90.0)  # degrees, servos 4..7
         self.led = np.zeros(n, dtype=bool)
         self.button = np.zeros(n, dtype=bool)
+        self._followed: dict[int, tuple[float, float, float]] = {}  # index -> time, x, y
 
     # -- time -----------------------------------------------------------------------------
 
@@ -248,3 +289,62 @@ class Fleet:
     def invalidate(self) -> None:
         """Forget the cached snapshot (state changed outside a step)."""
         self._snapshot = None
+
+    # -- what the robot sessions drive and read ----------------------------------------------
+
+    def apply(self, index: int, events: Iterable[XrpEvent]) -> None:
+        """Robot `index`'s session events: each output change at its time, in order."""
+        for event in events:
+            if isinstance(event, CommandReceived | EnabledChanged):
+                self.drive(index, event.time, event.outputs)
+
+    def drive(self, index: int, time: float, outputs: Outputs) -> None:
+        """From `time` on, robot `index`'s firmware drives `outputs` (the old ones up to it)."""
+        self.advance(time)
+        self.command[index] = outputs.motors
+        self.servo[index] = outputs.servos
+        self.led[index] = outputs.led
+        if bool(self.counting[index]) != outputs.enabled:
+            self.counting[index] = outputs.enabled
+            self.invalidate()
+
+    def status_values(self, index: int, now: float, divisor: int) -> list[float]:
+        """Robot `index`'s sensors at `now` as its firmware reports them (`Sensors`)."""
+        self.advance(now)
+        all_counts, all_periods, gyro, accel, analog = self.snapshot(divisor)
+        values: list[float] = []
+        for count, period in zip(all_counts[index].tolist(), all_periods[index].tolist(),
+                                 strict=True):  # fmt: skip
+            wrapped = (int(count) + 0x80000000) % 0x100000000 - 0x80000000  # i32 on the wire
+            values.extend((wrapped, int(period), divisor))
+        values.append(1 if self.button[index] else 0)
+        values.extend(gyro[index].tolist())
+        values.extend(accel[index].tolist())
+        values.extend(analog[index].tolist())
+        return values
+
+    def follow(self, index: int, x: float, y: float, yaw: float, time: float) -> None:
+        """Move robot `index` to (x, y) facing `yaw` (rad) at `time`, as something else moved
+        it (the serve sink's world device; set `frozen` so its motors move nothing): the gyro
+        follows the yaw (kept continuous), and the encoders count the forward distance and the
+        turn as a 155 mm-track robot's wheels would (while counting, as on the robot)."""
+        last = self._followed.get(index)
+        self._followed[index] = (time, x, y)
+        if last is None:
+            self.place(index, x, y, yaw)
+            return
+        t0, x0, y0 = last
+        previous = float(self.pose[index, 2])
+        turn = math.remainder(yaw - previous, math.tau)  # keep the gyro angle continuous
+        heading = previous + 0.5 * turn
+        forward = (x - x0) * math.cos(heading) + (y - y0) * math.sin(heading)
+        wheels = np.array((forward - 0.5 * turn * TRACK_WIDTH, forward + 0.5 * turn * TRACK_WIDTH))
+        dt = time - t0
+        self.pose[index] = (x, y, previous + turn)
+        if self.counting[index]:
+            self.counts[index, :2] += wheels * COUNTS_PER_METRE
+        if dt > 0:
+            self.yaw_rate[index] = turn / dt
+            self.count_rate[index, :2] = wheels * COUNTS_PER_METRE / dt
+            self.last_tick[index, :2] = self.time or 0.0
+        self.invalidate()

@@ -1,0 +1,129 @@
+"""The XRP sessions' typed events: what the robot side and the WPILib side tell their callers.
+
+Robot side (`session_robot.RobotSession`, the firmware):
+
+* `CommandReceived`: a command packet was accepted; `outputs` is what the firmware drives now.
+* `EnabledChanged`: enabled or disabled (by the control byte, or the watchdog); `outputs` is
+  what the firmware drives after the change (motors off, servos centred).
+
+Whoever moves the robot (the simulator's `model.Fleet`, or nothing for the serve sink's mirror)
+applies `outputs` at `time`, in order. Both carry the session's `now` of the change (the
+watchdog's expiry time for an expiry), so the physics integrates the old outputs up to it.
+
+WPILib side (`session_wpilib.ClientSession`, halsim_xrp):
+
+* `StatusReceived`: a robot status packet was accepted; `status` is all the side knows of it.
+* `CommandSent`: the side sent (or, in a capture, was seen sending) a command packet; its
+  values are what the robot is being told.
+
+Both sides also emit the shared `PacketDropped`. XRP is UDP with no connection, so no XRP
+session ever emits `ConnectionLost`; it is in the union because every protocol's is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TypeAlias
+
+from robowire.protocols.base import ConnectionLost, PacketDropped
+from robowire.protocols.xrp.codec import Packet
+
+__all__ = [
+    "CommandReceived",
+    "CommandSent",
+    "ConnectionLost",
+    "EnabledChanged",
+    "Outputs",
+    "PacketDropped",
+    "RobotEvent",
+    "RobotStatus",
+    "StatusReceived",
+    "WpilibEvent",
+    "XrpEvent",
+]
+
+MotorValues: TypeAlias = tuple[float, float, float, float]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Outputs:
+    """What the robot's firmware drives: motor outputs -1..1 (ids 0..3; 0 unless enabled and
+    the watchdog is fed), servo angles in degrees (ids 4..7), the LED (DIO 1), and whether it
+    is enabled (the encoders count only then)."""
+
+    enabled: bool = False
+    motors: MotorValues = (0.0, 0.0, 0.0, 0.0)
+    servos: MotorValues = (90.0, 90.0, 90.0, 90.0)
+    led: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CommandReceived:
+    """The robot accepted a packet from the WPILib side."""
+
+    time: float
+    packet: Packet
+    outputs: Outputs
+
+    @property
+    def enabled(self) -> bool:
+        return self.outputs.enabled
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EnabledChanged:
+    """The robot was enabled or disabled (`reason`: "control byte" or "watchdog")."""
+
+    time: float
+    enabled: bool
+    reason: str
+    outputs: Outputs
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RobotStatus:
+    """What the WPILib side knows of the robot after one accepted status packet."""
+
+    seq: int
+    encoder_counts: tuple[int | None, ...]  # ids 0..3, None if never reported
+    encoder_periods: tuple[float | None, ...]  # seconds per count, signed; None: no period
+    button: bool | None
+    gyro: tuple[float, ...] | None  # rate x, y, z (deg/s), angle x, y, z (deg)
+    accel: tuple[float, ...] | None  # g
+    analog: tuple[float | None, ...]  # volts, channels 0..2 (None if never reported)
+    dio: dict[int, bool] = field(default_factory=dict)
+
+    def encoder_rate(self, index: int) -> float:
+        """Counts per second of encoder `index` (0 without a period)."""
+        period = self.encoder_periods[index]
+        return 0.0 if not period else 1.0 / period
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StatusReceived:
+    """The WPILib side accepted a status packet from the robot."""
+
+    status: RobotStatus
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CommandSent:
+    """What the WPILib side tells the robot (the defaults are what it sends before anything
+    is set: disabled, motors off, servos 4 and 5 centred, no DIO outputs)."""
+
+    seq: int = 0
+    enabled: bool = False
+    motors: MotorValues = (0.0, 0.0, 0.0, 0.0)  # -1..1, ids 0..3
+    servos: Mapping[int, float] = field(default_factory=lambda: {4: 0.5, 5: 0.5})  # 0..1
+    dio: Mapping[int, bool] = field(default_factory=dict)  # outputs; 1 is the LED
+
+
+RobotEvent: TypeAlias = CommandReceived | EnabledChanged | PacketDropped
+"""What the robot side emits."""
+
+WpilibEvent: TypeAlias = StatusReceived | CommandSent | PacketDropped
+"""What the WPILib side emits."""
+
+XrpEvent: TypeAlias = RobotEvent | WpilibEvent | ConnectionLost
+"""Every XRP event."""
