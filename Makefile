@@ -1,31 +1,41 @@
 # Every target sets itself up: a fresh clone needs only Python >= 3.11 with pip.
+# `make demo` installs what robowire needs to run; test, lint, typecheck and bench add the
+# development tools (pytest, mypy, the interop clients). A venv with the tools has both.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+RUNTIME := $(VENV)/.runtime
+DEV := $(VENV)/.installed
 
 .PHONY: test demo bench lint typecheck check clean
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
-	touch $(STAMP)
 
-test: $(STAMP)
+# the runtime dependencies only; nothing to do when the development install is up to date
+$(RUNTIME): pyproject.toml | $(BIN)/python
+	if [ ! $(DEV) -nt pyproject.toml ]; then $(BIN)/pip install --quiet -e .; fi
+	touch $@
+
+$(DEV): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@ $(RUNTIME)
+
+test: $(DEV)
 	$(BIN)/python -m pytest
 
-demo: $(STAMP)
+demo: $(RUNTIME)
 	$(BIN)/robowire demo
 
-bench: $(STAMP)
+bench: $(DEV)
 	$(BIN)/python -m bench
 
-lint: $(STAMP)
+lint: $(DEV)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
 
-typecheck: $(STAMP)
+typecheck: $(DEV)
 	$(BIN)/mypy
 
 check: lint typecheck test

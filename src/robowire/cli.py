@@ -10,6 +10,7 @@ import asyncio
 import dataclasses
 import json
 import logging
+import os
 import signal
 import sys
 from collections.abc import Callable, Coroutine
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import click
+from click.exceptions import NoArgsIsHelpError
 
 from robowire import __version__, protocols
 from robowire.endpoints import parse_endpoint
@@ -29,13 +31,16 @@ from robowire.transport import run as run_loop
 log = logging.getLogger("robowire")
 
 PROTOCOL_CHOICE = click.Choice(protocols.names(), case_sensitive=False)
+POSITIVE = click.FloatRange(min=0, min_open=True)
 DURATION = click.option(
     "--duration",
-    type=float,
+    type=POSITIVE,
     default=None,
     metavar="S",
     help="Stop after S seconds (default: run until Ctrl-C).",
 )
+COUNT = click.IntRange(min=1)
+PORT = click.IntRange(0, 65535)
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
@@ -59,7 +64,28 @@ def gateway_exit_code(gateway: Gateway) -> int:
 
 
 class RobowireGroup(click.Group):
-    """The main group; `robowire <protocol> ...` reaches a protocol's own subcommands."""
+    """The main group; `robowire <protocol> ...` reaches a protocol's own subcommands.
+
+    A usage error (a bad option value, an unknown command) is one line too, like every other.
+    """
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        if len(args) > 3 or not kwargs.get("standalone_mode", True):
+            return super().main(*args, **kwargs)  # a caller that handles errors itself
+        kwargs["standalone_mode"] = False
+        try:
+            result = super().main(*args, **kwargs)
+        except NoArgsIsHelpError as exc:  # `robowire` alone: the help is the answer
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.UsageError as exc:
+            hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+            fail(" ".join(exc.format_message().split()) + hint, exc.exit_code)
+        except click.ClickException as exc:
+            fail(" ".join(exc.format_message().split()), exc.exit_code)
+        except click.Abort:  # Ctrl-C outside a run (a run handles it itself)
+            sys.exit(130)
+        sys.exit(result if isinstance(result, int) else 0)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         own = super().list_commands(ctx)
@@ -107,7 +133,7 @@ DEMO_SIMS = {
 
 @main.command()
 @DURATION
-@click.option("--count", type=int, default=None, metavar="N", help="Devices per simulator.")
+@click.option("--count", type=COUNT, default=None, metavar="N", help="Devices per simulator.")
 def demo(duration: float | None, count: int | None) -> None:
     """Run every simulator on loopback, listen to all of them and show the live world.
 
@@ -123,7 +149,8 @@ def demo(duration: float | None, count: int | None) -> None:
         task = asyncio.create_task(gateway.run(duration))
         sources = []
         for name, sim in sims:
-            await sim.ready.wait()
+            if not await _ready(task, sim):
+                return gateway_exit_code(gateway)
             assert sim.address is not None
             url = DEMO_SIMS[name].format(host=sim.address[0], port=sim.address[1])
             click.echo(f"demo: {name} simulator on {url}", err=True)
@@ -140,7 +167,7 @@ def demo(duration: float | None, count: int | None) -> None:
 @click.argument("urls", nargs=-1, required=True, metavar="URL...")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per world update.")
 @click.option(
-    "--count", type=int, default=None, metavar="N", help="With --json: stop after N lines."
+    "--count", type=COUNT, default=None, metavar="N", help="With --json: stop after N lines."
 )
 @DURATION
 def listen(urls: tuple[str, ...], as_json: bool, count: int | None, duration: float | None) -> None:
@@ -222,9 +249,9 @@ def _json_default(value: object) -> object:
 @main.command()
 @click.argument("protocol", type=PROTOCOL_CHOICE)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
-@click.option("--port", type=int, default=None, help="Port (default: the protocol's own).")
-@click.option("--count", type=int, default=None, metavar="N", help="How many devices.")
-@click.option("--rate", type=float, default=None, metavar="HZ", help="Updates per second.")
+@click.option("--port", type=PORT, default=None, help="Port (default: the protocol's own).")
+@click.option("--count", type=COUNT, default=None, metavar="N", help="How many devices.")
+@click.option("--rate", type=POSITIVE, default=None, metavar="HZ", help="Updates per second.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
 @click.option(
     "--set",
@@ -286,14 +313,22 @@ async def _run_announced(
 ) -> int:
     """Run the gateway; once `server` listens, say where (its port may have been 0)."""
     task = asyncio.create_task(gateway.run(duration))
-    ready = asyncio.create_task(server.ready.wait())
-    await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)
-    if server.address is not None:
+    if await _ready(task, server) and server.address is not None:
         host, port = server.address
         click.echo(f"{what} on {host}:{port}; Ctrl-C ends it", err=True)
-    ready.cancel()
     await task
     return gateway_exit_code(gateway)
+
+
+async def _ready(run: asyncio.Task[None], service: Service) -> bool:
+    """Wait until `service` is ready (True), or the run has ended (False; its error raised)."""
+    ready = asyncio.create_task(service.ready.wait())
+    await asyncio.wait({run, ready}, return_when=asyncio.FIRST_COMPLETED)
+    ready.cancel()
+    if not service.ready.is_set():
+        await run  # raises the error that ended the run
+        return False
+    return True
 
 
 @main.command()
@@ -344,6 +379,8 @@ def record(urls: tuple[str, ...], output: str, duration: float | None) -> None:
     """
     from robowire.recording import McapRecorder
 
+    _check_writable(output)  # said before anything starts, not after the sources connected
+
     async def go() -> int:
         gateway = Gateway()
         gateway.add_sources(urls)
@@ -360,6 +397,17 @@ def record(urls: tuple[str, ...], output: str, duration: float | None) -> None:
     run_async(go)
 
 
+def _check_writable(path: str) -> None:
+    target = Path(path)
+    folder = target.parent
+    if not folder.is_dir():
+        fail(f"cannot write {path}: no such directory: {folder}")
+    if target.is_dir():
+        fail(f"cannot write {path}: it is a directory")
+    if not os.access(target if target.exists() else folder, os.W_OK):
+        fail(f"cannot write {path}: permission denied")
+
+
 async def _report_progress(recorder: Any) -> None:
     """One status line on stderr every few seconds while a long recording runs."""
     while True:
@@ -370,7 +418,7 @@ async def _report_progress(recorder: Any) -> None:
 @main.command()
 @click.argument("file", metavar="FILE")
 @click.option("--to", "target", default=None, metavar="URL", help="Serve the replay in a protocol.")
-@click.option("--speed", type=float, default=1.0, show_default=True, help="Replay speed factor.")
+@click.option("--speed", type=POSITIVE, default=1.0, show_default=True, help="Replay speed factor.")
 @click.option("--json", "as_json", is_flag=True, help="Print the replayed updates as JSON lines.")
 def replay(file: str, target: str | None, speed: float, as_json: bool) -> None:
     """Replay a recording (robowire .mcap, SpyGlass .rec) into the live world with its
@@ -381,8 +429,6 @@ def replay(file: str, target: str | None, speed: float, as_json: bool) -> None:
       robowire replay run.mcap --to vrpn://127.0.0.1:3883 --speed 2
       robowire replay recording.rec --json --speed 10
     """
-    if speed <= 0:
-        fail("--speed must be positive")
 
     async def go() -> int:
         gateway = Gateway()
@@ -402,4 +448,4 @@ def replay(file: str, target: str | None, speed: float, as_json: bool) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(prog_name="robowire")

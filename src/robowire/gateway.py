@@ -1,9 +1,10 @@
 """The gateway: sources -> world -> sinks, opened from URLs, run until told to stop.
 
 It runs every service as its own task. Broken peers are a session's business (counted and
-dropped, never raised). A service that fails is logged in one line: a failed source leaves the
-others running (the exit status says it failed); a failed sink or simulator (a port in use, a
-file that cannot be written) ends the run, since the command cannot do its job without it.
+dropped, never raised). A source that fails is logged in one line and leaves the others running
+(the exit status says it failed). A sink or simulator that fails (a port in use, a file that
+cannot be written) ends the run, since the command cannot do its job without it: `run` raises
+its error, which the command prints as its one error line.
 The run ends on `stop()`, when `duration` has passed, or when every source has finished
 (files read to the end); then sinks get a moment to drain what the world published.
 """
@@ -103,7 +104,10 @@ class Gateway:
         self._stopping.set()
 
     async def run(self, duration: float | None = None) -> None:
-        """Run until stopped, `duration` seconds passed, or every source finished."""
+        """Run until stopped, `duration` seconds passed, or every source finished.
+
+        Raises the RobowireError of a sink or simulator that failed, once everything stopped.
+        """
         self._running = True
         # sinks and servers first, so they subscribe to the feed before any source writes
         for service in sorted(self.services, key=lambda s: isinstance(s, Source)):
@@ -119,6 +123,9 @@ class Gateway:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+        for service, exc in self.failures:
+            if not isinstance(service, Source) and isinstance(exc, RobowireError):
+                raise exc
 
     def _start(self, service: Service) -> None:
         task = asyncio.create_task(service.run(self.world), name=service.name)
@@ -131,15 +138,16 @@ class Gateway:
             while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
                 exc = exc.exceptions[0]  # a TaskGroup's failure: say what really broke
             self.failures.append((service, exc))
-            if not isinstance(service, Source):
+            fatal = not isinstance(service, Source)
+            if fatal:
                 self.stop()  # the server or simulator the command is for is gone: end the run
-            if isinstance(exc, RobowireError):
-                log.error("%s: %s", service.name, exc)
-            else:  # a bug, not bad input: keep the others running, say what broke
+            if not isinstance(exc, RobowireError):  # a bug, not bad input: say what broke
                 trace = exc if log.isEnabledFor(logging.DEBUG) else None
                 log.error(
                     "%s stopped: %s: %s", service.name, type(exc).__name__, exc, exc_info=trace
                 )
+            elif not fatal:  # a fatal one is raised by `run`: the command's one error line
+                log.error("%s: %s", service.name, exc)
         if not self._running or not isinstance(service, Source):
             return
         if not any(isinstance(s, Source) for s in self._tasks.values()):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import socket
 from collections.abc import Callable
 from typing import Any, cast
@@ -148,12 +149,12 @@ async def connect_stream(
     """
     loop = asyncio.get_running_loop()
     try:
-        _, driver = await asyncio.wait_for(
-            loop.create_connection(
+        # asyncio.timeout, not wait_for: Python 3.11's wait_for loses a cancellation that
+        # arrives as the connection fails, and the caller would then retry forever
+        async with asyncio.timeout(timeout):
+            _, driver = await loop.create_connection(
                 lambda: StreamDriver(lambda _peer: session, on_events, on_open=on_open), host, port
-            ),
-            timeout,
-        )
+            )
     except (OSError, TimeoutError) as exc:
         reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
         raise TransportError(f"cannot connect to {host}:{port}: {reason}") from None
@@ -195,7 +196,9 @@ async def serve_stream(
             port,
         )
     except OSError as exc:
-        raise TransportError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        # asyncio's message repeats the address: say only the reason ("Address already in use")
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise TransportError(f"cannot listen on {host}:{port}: {reason}") from None
     sockname = server.sockets[0].getsockname()
     if on_listening is not None:
         on_listening((str(sockname[0]), int(sockname[1])))
