@@ -104,7 +104,7 @@ def decode_bench() -> None:
 
 
 def _serve_process(port_queue: Any, result_queue: Any, seconds: float, phases: int) -> None:
-    from robowire.protocols.vrpn.sim import VrpnSim
+    from robowire.protocols.vrpn.services import VrpnSim
     from robowire.service import SimOptions
     from robowire.transport import run
     from robowire.world import World

@@ -18,10 +18,16 @@ from robowire.endpoints import parse_endpoint
 from robowire.gateway import Gateway
 from robowire.protocols.base import Address
 from robowire.protocols.vrpn import Role, VrpnSession
+from robowire.protocols.vrpn.dissect import decode_capture
 from robowire.protocols.vrpn.driver import VrpnLink, connect
-from robowire.protocols.vrpn.endpoints import decode_capture, open_sim, open_sink, open_source
-from robowire.protocols.vrpn.services import VrpnSink, VrpnSource
-from robowire.protocols.vrpn.sim import VrpnSim
+from robowire.protocols.vrpn.services import (
+    VrpnSim,
+    VrpnSink,
+    VrpnSource,
+    open_sim,
+    open_sink,
+    open_source,
+)
 from robowire.service import Service, SimOptions
 from robowire.world import LogEvent, World
 
