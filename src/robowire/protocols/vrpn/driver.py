@@ -152,12 +152,10 @@ async def connect(
     loop = asyncio.get_running_loop()
     if not udp:
         try:
-            _, link = await asyncio.wait_for(
-                loop.create_connection(
+            async with asyncio.timeout(timeout):  # not wait_for: on 3.11 it can lose a cancel
+                _, link = await loop.create_connection(
                     lambda: VrpnLink(session_factory, on_events, on_close=on_close), host, port
-                ),
-                timeout,
-            )
+                )
         except (OSError, TimeoutError) as exc:
             reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
             raise TransportError(f"cannot connect to {host}:{port}: {reason}") from None
@@ -198,6 +196,7 @@ async def connect(
         raise TransportError(f"cannot listen for the server's connection: {exc}") from None
     tcp_port = int(listener.sockets[0].getsockname()[1])
     lob = encode_lob(local_ip, tcp_port)
+    taken: VrpnLink | None = None
     try:
         async with asyncio.timeout(timeout):
             while True:
@@ -205,14 +204,18 @@ async def connect(
                     udp_sock.sendto(lob, (server_ip, port))
                 done, _ = await asyncio.wait([arrived], timeout=LOB_INTERVAL)
                 if done:
-                    return arrived.result()
+                    taken = arrived.result()
+                    return taken
     except TimeoutError:
-        udp_sock.close()
         raise TransportError(
             f"no VRPN server answered at {host}:{port} (UDP connection request)"
         ) from None
     finally:
         listener.close()
+        if taken is None:  # timed out or cancelled: nothing of this attempt may stay open
+            for link in made:
+                link.close()
+            udp_sock.close()
 
 
 # -- server ---------------------------------------------------------------------------------
@@ -281,7 +284,9 @@ async def serve(
         if on_close is not None:
             on_close(link)
 
-    def new_link(track_open: OnDriver, track_close: OnDriver, udp: bool = False) -> VrpnLink:
+    def new_link(
+        track_open: OnDriver, track_close: OnDriver, lob_target: Address | None = None
+    ) -> VrpnLink:
         def link_opened(link: VrpnLink) -> None:
             track_open(link)
             opened(link)
@@ -290,28 +295,35 @@ async def serve(
             track_close(link)
             closed(link)
 
-        return VrpnLink(
-            session_factory, on_events, udp=udp, on_open=link_opened, on_close=link_closed
+        link = VrpnLink(
+            session_factory,
+            on_events,
+            udp=lob_target is not None,  # a connection back to a lob: UDP+TCP
+            on_open=link_opened,
+            on_close=link_closed,
         )
+        link.lob_target = lob_target  # known before it can close: `closed` frees the target
+        return link
 
     def attach(bound: Address, track_open: OnDriver, track_close: OnDriver) -> Callable[[], None]:
+        warned: set[bool] = set()  # a stray sender must not flood the log (a pipe can fill)
+
         async def connect_back(target: Address) -> None:
             try:
-                _, link = await asyncio.wait_for(
-                    loop.create_connection(
-                        lambda: new_link(track_open, track_close, udp=True), *target
-                    ),
-                    CONNECT_BACK_TIMEOUT,
-                )
-                link.lob_target = target
+                async with asyncio.timeout(CONNECT_BACK_TIMEOUT):
+                    await loop.create_connection(
+                        lambda: new_link(track_open, track_close, target), *target
+                    )
             except (OSError, TimeoutError) as exc:
                 pending.discard(target)
                 log.warning("VRPN: cannot connect back to %s:%s: %s", *target, exc)
 
         def on_lobs(events: list[Address | PacketDropped]) -> None:
             for event in events:
-                if isinstance(event, PacketDropped):
-                    log.warning("VRPN: %s", event.reason)
+                if isinstance(event, PacketDropped):  # said once, then counted (stats)
+                    level = logging.DEBUG if warned else logging.WARNING
+                    warned.add(True)
+                    log.log(level, "VRPN: %s (more are counted, not logged)", event.reason)
                 elif event in pending:
                     continue  # a repeated request while we connect (or are connected) back
                 elif len(pending) >= MAX_CLIENTS:
