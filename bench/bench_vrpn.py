@@ -28,7 +28,8 @@ import numpy as np
 
 from robowire.protocols.vrpn import Role, VrpnSession, encode_cookie, encode_frame, scan
 from robowire.protocols.vrpn.codec import encode_name
-from robowire.protocols.vrpn.registry import TrackerReports, gather_reports
+from robowire.protocols.vrpn.events import TrackerReports
+from robowire.protocols.vrpn.registry import gather_reports
 
 REPORTS = 300_000
 SENSORS = 10
@@ -104,7 +105,7 @@ def decode_bench() -> None:
 
 
 def _serve_process(port_queue: Any, result_queue: Any, seconds: float, phases: int) -> None:
-    from robowire.protocols.vrpn.sim import VrpnSim
+    from robowire.protocols.vrpn.services import VrpnSim
     from robowire.service import SimOptions
     from robowire.transport import run
     from robowire.world import World

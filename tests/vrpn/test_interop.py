@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from robowire.endpoints import parse_endpoint
-from robowire.protocols.vrpn.endpoints import open_sim, open_sink
+from robowire.protocols.vrpn.services import open_sim, open_sink
 from robowire.service import SimOptions
 from robowire.world import World
 

@@ -18,10 +18,16 @@ from robowire.endpoints import parse_endpoint
 from robowire.gateway import Gateway
 from robowire.protocols.base import Address
 from robowire.protocols.vrpn import Role, VrpnSession
+from robowire.protocols.vrpn.dissect import decode_capture
 from robowire.protocols.vrpn.driver import VrpnLink, connect
-from robowire.protocols.vrpn.endpoints import decode_capture, open_sim, open_sink, open_source
-from robowire.protocols.vrpn.services import VrpnSink, VrpnSource
-from robowire.protocols.vrpn.sim import VrpnSim
+from robowire.protocols.vrpn.services import (
+    VrpnSim,
+    VrpnSink,
+    VrpnSource,
+    open_sim,
+    open_sink,
+    open_source,
+)
 from robowire.service import Service, SimOptions
 from robowire.world import LogEvent, World
 
@@ -472,3 +478,58 @@ async def test_client_asks_for_an_update_rate(sim: VrpnSim) -> None:
         await wait_for(lambda: sim.rate == 50)
     finally:
         await stop(task)
+
+
+async def test_a_second_connect_back_leaves_the_first_links_udp_socket_alone() -> None:
+    """A server that answers one lob twice: the extra connection is closed, and the UDP socket
+    the first connection owns stays open and read (it used to be closed under it)."""
+    loop = asyncio.get_running_loop()
+    lobs = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    lobs.bind(("127.0.0.1", 0))
+    lobs.setblocking(False)
+    port = lobs.getsockname()[1]
+    back: list[asyncio.StreamWriter] = []
+
+    async def answer_twice() -> None:
+        data = await loop.sock_recv(lobs, 256)
+        host, tcp_port = data.rstrip(b"\0").decode().split()
+        both = await asyncio.gather(  # at once: both are accepted before the first is taken
+            *(asyncio.open_connection(host, int(tcp_port)) for _ in range(2)),
+            return_exceptions=True,
+        )
+        back.extend(pair[1] for pair in both if isinstance(pair, tuple))
+
+    answering = asyncio.create_task(answer_twice())
+    link = await connect(
+        "127.0.0.1",
+        port,
+        lambda peer, udp: VrpnSession(Role.CLIENT, udp_inbound=udp),
+        lambda _l, _e: None,
+        udp=True,
+    )
+    try:
+        await asyncio.wait_for(answering, 5.0)
+        await asyncio.sleep(0.2)  # the second connection is accepted and turned away
+        assert link.sock is not None and link.sock.fileno() >= 0
+        assert link.connected
+    finally:
+        link.close()
+        for writer in back:
+            writer.close()
+        lobs.close()
+
+
+async def test_a_flood_of_bad_lobs_is_said_once(
+    sim: VrpnSim, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A stray UDP sender must not flood the log: a server whose stderr nobody reads (a pipe)
+    would block on it and stop serving."""
+    host, port = sim.address  # type: ignore[misc]
+    stray = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    with caplog.at_level("WARNING", logger="robowire.vrpn"):
+        for _ in range(200):
+            stray.sendto(b"\x01 not a connection request", (host, port))
+        await asyncio.sleep(0.3)
+    stray.close()
+    bad = [r for r in caplog.records if "bad connection request" in r.getMessage()]
+    assert len(bad) == 1

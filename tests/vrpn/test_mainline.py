@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from robowire.endpoints import parse_endpoint
-from robowire.protocols.vrpn.endpoints import open_sim, open_source
+from robowire.protocols.vrpn.services import open_sim, open_source
 from robowire.service import SimOptions
 from robowire.world import World
 

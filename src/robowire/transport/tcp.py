@@ -19,6 +19,12 @@ log = logging.getLogger("robowire.transport")
 SessionFactory = Callable[[Address], StreamSession[Any]]
 OnEvents = Callable[["StreamDriver", list[Any]], None]
 OnDriver = Callable[["StreamDriver"], None]
+DriverFactory = Callable[[OnDriver, OnDriver], "StreamDriver"]
+"""(on_open, on_close) -> a new driver that calls them: for drivers that are more than a
+StreamDriver (a protocol that also needs a UDP socket)."""
+Attach = Callable[[Address, OnDriver, OnDriver], Callable[[], None]]
+"""Called once the server is bound, with its address and the (on_open, on_close) pair that
+tracks a driver (for connections the server opens itself); returns what to call at the end."""
 
 
 class StreamDriver(asyncio.Protocol):
@@ -173,40 +179,58 @@ async def serve_stream(
     on_listening: Callable[[Address], None] | None = None,
     on_open: OnDriver | None = None,
     on_close: OnDriver | None = None,
+    new_driver: DriverFactory | None = None,
+    drivers: set[StreamDriver] | None = None,
+    attach: Attach | None = None,
 ) -> None:
-    """Accept connections, one session each, until cancelled; then close them all."""
+    """Accept connections, one session each, until cancelled; then close them all.
+
+    By default each connection gets a `StreamDriver` of `session_factory` and `on_events`;
+    `new_driver` builds another kind instead (then those two are not used). `drivers` is the
+    set of open connections (the caller's, if it wants to see them). `attach` runs beside the
+    server: it is called once the port is bound, before `on_listening`, and may open more
+    connections with drivers that call the two callbacks it is given; they are tracked and
+    closed like the accepted ones.
+    """
     loop = asyncio.get_running_loop()
-    drivers: set[StreamDriver] = set()
+    tracked: set[StreamDriver] = set() if drivers is None else drivers
 
     def opened(driver: StreamDriver) -> None:
-        drivers.add(driver)
+        tracked.add(driver)
         log.info("connection from %s:%s", *driver.peer)
         if on_open is not None:
             on_open(driver)
 
     def closed(driver: StreamDriver) -> None:
-        drivers.discard(driver)
+        tracked.discard(driver)
         if on_close is not None:
             on_close(driver)
 
+    def make_driver() -> StreamDriver:
+        if new_driver is not None:
+            return new_driver(opened, closed)
+        return StreamDriver(session_factory, on_events, on_open=opened, on_close=closed)
+
     try:
-        server = await loop.create_server(
-            lambda: StreamDriver(session_factory, on_events, on_open=opened, on_close=closed),
-            host,
-            port,
-        )
+        server = await loop.create_server(make_driver, host, port)
     except OSError as exc:
         # asyncio's message repeats the address: say only the reason ("Address already in use")
         reason = os.strerror(exc.errno) if exc.errno else str(exc)
         raise TransportError(f"cannot listen on {host}:{port}: {reason}") from None
     sockname = server.sockets[0].getsockname()
-    if on_listening is not None:
-        on_listening((str(sockname[0]), int(sockname[1])))
+    bound = (str(sockname[0]), int(sockname[1]))
+    detach: Callable[[], None] | None = None
     try:
+        if attach is not None:
+            detach = attach(bound, opened, closed)
+        if on_listening is not None:
+            on_listening(bound)
         await asyncio.Future()  # until cancelled
     finally:
+        if detach is not None:
+            detach()
         server.close()
-        for driver in list(drivers):
+        for driver in list(tracked):
             driver.close()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(server.wait_closed(), 1.0)

@@ -1,12 +1,27 @@
 """VRPN: the Virtual-Reality Peripheral Network protocol (VRPN 07.38 wire format), both sides.
 
-codec      cookie, header, padding, lob datagram, vectorised frame scanner
-messages   typed bodies of every message type (+ imager.py), registry.py maps names
-session    sans-I/O connection endpoint, client and server roles, TCP-only and UDP+TCP
-driver     asyncio driver for a session's TCP connection and UDP socket
-adapter    sessions' events <-> world model
-sim        a VRPN server with moving trackers, an analog, a button and a dial
-endpoints  CLI glue (listen, serve, sim, decode)
+    codec     cookie, header, padding, lob datagram, vectorised frame scanner (`scan`)
+    messages  typed bodies of the user message types; imager.py (the imager's), system.py
+              (descriptions, the system messages) and registry.py (wire names -> classes, the
+              vectorised tracker report columns) are parts of this message layer
+    events    `VrpnEvent`: Connected, TrackerReports (batches), MessageReceived, Described,
+              PongReceived, PeerSilent, PacketDropped, ConnectionLost
+    session   `VrpnSession`: the sans-I/O connection endpoint, client and server roles, TCP-only
+              and UDP+TCP (State, Trigger, TRANSITIONS)
+    adapter   `VrpnAdapter`: events -> world; `WorldEncoder`: world -> messages (the sink's)
+    model     `DeviceModel`: the simulated tracker, analog, buttons and dials (pure)
+    services  `VrpnSource`, `VrpnFileSource`, `VrpnSink`, `VrpnSim` on the templates, and the
+              option sets each role reads
+    dissect   `decode_capture`: `robowire decode vrpn FILE`
+
+Where this package differs from the common shape, and why:
+* `driver.py`: a VRPN connection is a TCP stream plus a UDP socket sharing one session, and a
+  UDP+TCP client is connected *to* by the server after asking with a lob datagram; the driver
+  is the shared StreamDriver plus that socket, and its server is `serve_stream` plus a lob
+  listener on the shared DatagramDriver.
+* `server.py`: the multi-client fan-out (one session per client, broadcasts skipping congested
+  clients, the tracker's request replies) that both the sink and the simulator serve with.
+* Message modules beside `messages.py` (imager, system, registry): VRPN has ~50 message types.
 """
 
 from robowire.protocols.vrpn.codec import (
@@ -27,6 +42,15 @@ from robowire.protocols.vrpn.codec import (
     encode_frame,
     encode_lob,
     scan,
+)
+from robowire.protocols.vrpn.events import (
+    Connected,
+    Described,
+    MessageReceived,
+    PeerSilent,
+    PongReceived,
+    TrackerReports,
+    VrpnEvent,
 )
 from robowire.protocols.vrpn.imager import (
     ImagerBeginFrame,
@@ -70,17 +94,8 @@ from robowire.protocols.vrpn.messages import (
     TrackerVelocity,
     TrackerWorkspace,
 )
-from robowire.protocols.vrpn.registry import BODY_TYPES, TrackerReports, decode_body
-from robowire.protocols.vrpn.session import (
-    Connected,
-    Described,
-    MessageReceived,
-    PeerSilent,
-    PongReceived,
-    Role,
-    State,
-    VrpnSession,
-)
+from robowire.protocols.vrpn.registry import BODY_TYPES, decode_body
+from robowire.protocols.vrpn.session import TRANSITIONS, Role, State, Trigger, VrpnSession
 from robowire.protocols.vrpn.system import (
     DisconnectMessage,
     LogDescription,
@@ -96,6 +111,8 @@ __all__ = [
     "DEFAULT_PORT",
     "HEADER_SIZE",
     "MAGIC",
+    "PROTOCOL",
+    "TRANSITIONS",
     "AnalogChannel",
     "AnalogOutputChangeChannelsRequest",
     "AnalogOutputChangeRequest",
@@ -150,10 +167,13 @@ __all__ = [
     "TrackerUnitToSensor",
     "TrackerVelocity",
     "TrackerWorkspace",
+    "Trigger",
     "TypeDescription",
     "UdpDescription",
+    "VrpnEvent",
     "VrpnSession",
     "decode_body",
+    "decode_capture",
     "decode_cookie",
     "decode_datagram",
     "decode_frame",
@@ -167,20 +187,31 @@ __all__ = [
 
 from robowire.capture import read_capture as _read_capture
 from robowire.protocols.base import WireProtocol
-from robowire.protocols.vrpn import endpoints as _endpoints
+from robowire.protocols.vrpn.dissect import decode_capture
+from robowire.protocols.vrpn.services import (
+    FILE_OPTIONS,
+    SIM_SETTINGS,
+    SINK_OPTIONS,
+    SOURCE_OPTIONS,
+    open_sim,
+    open_sink,
+    open_source,
+)
 
 PROTOCOL = WireProtocol(
     name="vrpn",
     title="VRPN",
     default_port=DEFAULT_PORT,
     schemes=("vrpn", "vrpn+tcp"),
-    open_source=_endpoints.open_source,
-    open_sink=_endpoints.open_sink,
-    open_sim=_endpoints.open_sim,
-    dissect=_endpoints.decode_capture,
+    open_source=open_source,
+    open_sink=open_sink,
+    open_sim=open_sim,
+    dissect=decode_capture,
     read_capture=_read_capture,
-    source_options=frozenset({"time", "retry", "rate", "udp", "devices"}),
-    file_options=frozenset({"time", "speed"}),
-    sink_options=frozenset({"tracker"}),
-    sim_settings=frozenset({"tracker", "analog", "button", "dial", "reports"}),
+    source_options=SOURCE_OPTIONS,
+    file_options=FILE_OPTIONS,
+    sink_options=SINK_OPTIONS,
+    sim_settings=SIM_SETTINGS,
+    command=None,
 )
+"""VRPN as the registry, the gateway and the CLI see it."""

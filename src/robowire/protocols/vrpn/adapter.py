@@ -1,4 +1,4 @@
-"""VRPN events -> world model.
+"""VRPN events -> world model (`VrpnAdapter`), and world -> VRPN messages (`WorldEncoder`).
 
 * Each tracker sensor is a device `"<sender>/<sensor>"` (kind "tracker"): Pos_Quat gives its
   position and orientation, Velocity its velocity, Acceleration the telemetry fields
@@ -12,21 +12,38 @@
 
 Time: VRPN has no clock sync. With `time="sender"` (default) the header timestamp is the
 source time; with `time="receive"` the receive time is used as source time too.
+
+The other way (what `robowire serve vrpn://` sends): each world device is a tracker named after
+it (sensor 0), its pose a Pos_Quat, its velocity a Velocity, its numeric telemetry the channels
+of an analog device of the same name, its log events text messages; with `single` set, every
+device is one sensor of that one tracker instead.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from robowire import units
-from robowire.protocols.vrpn.messages import AnalogChannel, ButtonChange, ButtonStates, DialUpdate
+from robowire.protocols.vrpn.codec import MAX_NAME, MAX_REMOTE_ID
+from robowire.protocols.vrpn.events import MessageReceived, TrackerReports, VrpnEvent
+from robowire.protocols.vrpn.messages import (
+    AnalogChannel,
+    Body,
+    ButtonChange,
+    ButtonStates,
+    DialUpdate,
+    TrackerVelocity,
+)
 from robowire.protocols.vrpn.messages import TextMessage as Text
-from robowire.protocols.vrpn.registry import TrackerReports
-from robowire.protocols.vrpn.session import MessageReceived
-from robowire.world import World
+from robowire.world import LogEvent, Update, World
+from robowire.world.table import SourceTable
 
 MAX_SENSOR = 4096  # sensor numbers above this are not devices anyone tracks
 LEVELS = {0: "info", 1: "warning", 2: "error"}
@@ -78,12 +95,18 @@ class VrpnAdapter:
             slots = table[sensors]
         return slots
 
-    def apply(self, events: Iterable[object], receive_time: float) -> None:
+    def apply(self, events: Sequence[VrpnEvent], receive_time: float) -> int:
+        """Write the events into the world; returns the messages taken in (a TrackerReports
+        batch counts each report). Other events are the source's business."""
+        taken = 0
         for event in events:
             if isinstance(event, TrackerReports):
                 self.tracker(event, receive_time)
+                taken += len(event)
             elif isinstance(event, MessageReceived):
                 self.message(event, receive_time)
+                taken += 1
+        return taken
 
     def tracker(self, batch: TrackerReports, receive_time: float) -> None:
         if not self.wanted(batch.sender):
@@ -182,3 +205,134 @@ def _subset(batch: TrackerReports, keep: npt.NDArray[np.bool_]) -> TrackerReport
         time=batch.time[keep],
         order=batch.order[keep],
     )
+
+
+# -- world -> wire ---------------------------------------------------------------------------
+
+MAX_ANALOG_CHANNELS = 128
+
+
+def _vrpn_name(text: str) -> str:
+    """A device id as a VRPN sender name clients can type in `Name@host` (no '@', ':')."""
+    name = re.sub(r"[^A-Za-z0-9_.\-]", "_", text)[:MAX_NAME]
+    return name or "device"
+
+
+@dataclass(slots=True)
+class Outgoing:
+    """What one batch of world changes becomes: devices to announce first, then messages
+    (sender, body, header time, reliable), then the poses as columns (one vectorised send)."""
+
+    new_devices: list[str] = field(default_factory=list)
+    messages: list[tuple[str, Body, float | None, bool]] = field(default_factory=list)
+    pose_senders: list[str] = field(default_factory=list)
+    pose_sensors: list[int] = field(default_factory=list)
+    positions: list[Any] = field(default_factory=list)
+    quaternions: list[Any] = field(default_factory=list)  # wire order x, y, z, w
+    pose_times: list[float] = field(default_factory=list)
+
+
+class WorldEncoder:
+    """World updates -> VRPN messages; keeps the device -> (tracker name, sensor) names."""
+
+    def __init__(self, single: str = "") -> None:
+        self.single = single
+        self._names: dict[tuple[str, str], tuple[str, int]] = {}  # (source, id) -> name, sensor
+        self._used: set[str] = set()
+        self._channels: dict[tuple[str, str], list[str]] = {}
+
+    def devices(self) -> list[str]:
+        """The tracker names served before any device is known."""
+        return [self.single] if self.single else []
+
+    def sensor_count(self, name: str) -> int:
+        return max(1, sum(1 for n, _ in self._names.values() if n == name))
+
+    def _target(self, source: str, device_id: str, out: Outgoing) -> tuple[str, int] | None:
+        key = (source, device_id)
+        found = self._names.get(key)
+        if found is not None:
+            return found
+        if self.single:
+            target = (self.single, len(self._names))
+        else:
+            if len(self._used) >= MAX_REMOTE_ID - 100:
+                return None  # C++ clients refuse ids >= 2000: leave room for the types
+            name = base = _vrpn_name(device_id)
+            n = 2
+            while name in self._used:
+                name = f"{base}_{n}"
+                n += 1
+            self._used.add(name)
+            target = (name, 0)
+        self._names[key] = target
+        if target[0] not in out.new_devices:
+            out.new_devices.append(target[0])
+        return target
+
+    def encode(self, world: World, items: Iterable[Update | LogEvent]) -> Outgoing:
+        out = Outgoing()
+        for item in items:
+            if isinstance(item, LogEvent):
+                self._text(item, out)
+                continue
+            table = world.tables.get(item.source)
+            if table is not None:
+                self._update(table, item, out)
+        return out
+
+    def _update(self, table: SourceTable, item: Update, out: Outgoing) -> None:
+        values = item.values
+        has_pose = "position" in item.fields or "orientation" in item.fields
+        for row, slot in enumerate(item.slots.tolist()):
+            target = self._target(item.source, table.ids[slot], out)
+            if target is None:
+                continue
+            if has_pose:
+                pos = values["position"][row] if "position" in values else table.position[slot]
+                if not np.isnan(pos).any():
+                    quat = (
+                        values["orientation"][row]
+                        if "orientation" in values
+                        else table.orientation[slot]
+                    )
+                    out.pose_senders.append(target[0])
+                    out.pose_sensors.append(target[1])
+                    out.positions.append(pos)
+                    out.quaternions.append(quat[[1, 2, 3, 0]])  # world wxyz -> wire xyzw
+                    when = (
+                        float(values["source_time"][row]) if "source_time" in values else math.nan
+                    )
+                    out.pose_times.append(item.receive_time if math.isnan(when) else when)
+            if "velocity" in values and not np.isnan(values["velocity"][row]).any():
+                v = values["velocity"][row]
+                velocity = TrackerVelocity(
+                    sensor=target[1], velocity=(float(v[0]), float(v[1]), float(v[2]))
+                )
+                out.messages.append((target[0], velocity, item.receive_time, False))
+            telemetry = [f for f in item.fields if f in table.telemetry]
+            if telemetry and not self.single:
+                self._analog(table, item.source, slot, target[0], telemetry, out)
+
+    def _text(self, event: LogEvent, out: Outgoing) -> None:
+        """World log events go out as VRPN text messages from the device's tracker name."""
+        known = self._names.get((event.source, event.device_id))
+        name = known[0] if known is not None else _vrpn_name(event.device_id)
+        severity = {"warning": 1, "error": 2}.get(event.level, 0)
+        out.messages.append((name, Text(text=event.text, severity=severity), event.time, True))
+
+    def _analog(
+        self,
+        table: SourceTable,
+        source: str,
+        slot: int,
+        name: str,
+        fields: list[str],
+        out: Outgoing,
+    ) -> None:
+        channels = self._channels.setdefault((source, table.ids[slot]), [])
+        for name_ in sorted(fields):
+            if name_ not in channels and len(channels) < MAX_ANALOG_CHANNELS:
+                channels.append(name_)
+        values = tuple(float(table.telemetry[f][slot]) for f in channels)
+        out.messages.append((name, AnalogChannel(channels=values), None, False))

@@ -13,7 +13,7 @@ import enum
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from robowire.capture import Record
+from robowire.capture import Record, read_capture
 from robowire.errors import DecodeError
 from robowire.protocols.vrpn.codec import (
     COOKIE_SIZE,
@@ -247,3 +247,20 @@ def _decode_udp(record: Record, streams: dict[str, StreamDecoder]) -> Iterator[d
         frame, used = got
         yield decoder.describe(frame, offset, record.time)
         offset += used
+
+
+def decode_capture(path: str) -> Iterator[dict[str, Any]]:
+    """`robowire decode vrpn FILE`: every message of a pcap/pcapng capture or of a raw
+    one-direction stream. A capture cut short gives every whole record's messages, then one
+    error line (offset and reason), and ends there."""
+    cut: list[DecodeError] = []
+
+    def whole_records() -> Iterator[Record]:
+        try:
+            yield from read_capture(path)
+        except DecodeError as exc:
+            cut.append(exc)
+
+    yield from decode_records(whole_records())
+    for exc in cut:
+        yield {"error": exc.reason, "offset": exc.offset}

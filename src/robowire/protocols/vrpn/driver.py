@@ -1,9 +1,11 @@
 """The asyncio driver VRPN needs: one TCP connection plus, in UDP+TCP mode, one UDP socket.
 
-Thin, like `robowire.transport`: it feeds the session bytes and datagrams with `loop.time()`,
-writes what the session queued, hands events to a callback and re-arms one timer. The parts
-that are not a session's business live here too: the client's TCP listener and lob datagram
-(UDP+TCP mode), and the server's UDP port that receives lobs and connects back.
+Why VRPN has a driver of its own (the one difference from robowire.transport's): a VRPN
+connection is a TCP stream *and* a UDP socket sharing one session, and a UDP+TCP client is
+connected to by the server (it asks with a "lob" datagram). `VrpnLink` is the shared
+`StreamDriver` plus that socket, read with `transport.udp.receive_datagrams` and written with
+`send_datagrams`; `serve` is `transport.tcp.serve_stream` plus a UDP listener for lobs (run
+by the shared `DatagramDriver`) that connects back. No protocol logic lives here.
 """
 
 from __future__ import annotations
@@ -16,23 +18,31 @@ from collections.abc import Callable
 from typing import cast
 
 from robowire.errors import DecodeError, TransportError
-from robowire.protocols.base import Address
-from robowire.protocols.vrpn.codec import decode_lob, encode_lob
+from robowire.protocols.base import Address, PacketDropped, SessionStats
+from robowire.protocols.vrpn.codec import PROTOCOL, decode_lob, encode_lob
+from robowire.protocols.vrpn.events import VrpnEvent
 from robowire.protocols.vrpn.session import PEER_CLOSED, VrpnSession
-from robowire.transport.tcp import OnDriver, StreamDriver
+from robowire.transport.tcp import OnDriver, StreamDriver, serve_stream
 from robowire.transport.tcp import OnEvents as StreamOnEvents
-from robowire.transport.udp import MAX_DATAGRAM, open_udp_socket
+from robowire.transport.udp import (
+    DatagramDriver,
+    open_udp_socket,
+    receive_datagrams,
+    send_datagrams,
+)
 
 log = logging.getLogger("robowire.vrpn")
 
 SessionFactory = Callable[[Address, Address | None], VrpnSession]
 """(peer TCP address, our inbound UDP address or None for TCP-only) -> a new session."""
-OnEvents = Callable[["VrpnLink", list[object]], None]
+OnEvents = Callable[["VrpnLink", list[VrpnEvent]], None]
 OnLink = Callable[["VrpnLink"], None]
 
 MAX_CLIENTS = 256  # like vrpn_MAX_ENDPOINTS: more clients are turned away
 LOB_INTERVAL = 2.0  # the C++ client re-sends its connection request every 2 s
 SLOW_PEER_BYTES = 1 << 20  # a peer this far behind gets no more low-latency data
+UDP_BATCH = 256  # datagrams read per wake-up
+CONNECT_BACK_TIMEOUT = 5.0
 
 
 class VrpnLink(StreamDriver):
@@ -87,30 +97,14 @@ class VrpnLink(StreamDriver):
 
     def _readable(self) -> None:
         sock, session = self.sock, self.session
-        if sock is None or session is None:
-            return
-        now = self._loop.time()
-        events: list[object] = []
-        for _ in range(256):
-            try:
-                data, addr = sock.recvfrom(MAX_DATAGRAM)
-            except BlockingIOError:
-                break
-            except OSError:
-                continue
-            events += session.feed_datagram(data, (str(addr[0]), int(addr[1])), now)
-        self._after(events)
+        if sock is not None and session is not None:
+            self._after(receive_datagrams(sock, session, self._loop.time(), UDP_BATCH))
 
     def flush(self) -> None:
         """Send queued datagrams, then what the stream driver does: TCP bytes, close, timer."""
         session = self.session
         if session is not None and self.sock is not None:
-            for datagram, addr in session.datagrams_to_send():
-                try:
-                    if addr is not None:
-                        self.sock.sendto(datagram, addr)
-                except OSError:  # full buffer or unreachable peer: UDP may lose it
-                    self.send_errors += 1
+            self.send_errors += send_datagrams(self.sock, session.datagrams_to_send())
         super().flush()
 
     @property
@@ -158,12 +152,10 @@ async def connect(
     loop = asyncio.get_running_loop()
     if not udp:
         try:
-            _, link = await asyncio.wait_for(
-                loop.create_connection(
+            async with asyncio.timeout(timeout):  # not wait_for: on 3.11 it can lose a cancel
+                _, link = await loop.create_connection(
                     lambda: VrpnLink(session_factory, on_events, on_close=on_close), host, port
-                ),
-                timeout,
-            )
+                )
         except (OSError, TimeoutError) as exc:
             reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
             raise TransportError(f"cannot connect to {host}:{port}: {reason}") from None
@@ -180,15 +172,22 @@ async def connect(
         probe.close()
     udp_sock = open_udp_socket((local_ip, 0))
     arrived: asyncio.Future[VrpnLink] = loop.create_future()
+    made: list[VrpnLink] = []
 
     def opened(link: VrpnLink) -> None:
-        if not arrived.done():
+        if link is made[0] and not arrived.done():
             arrived.set_result(link)
         else:  # a second connect-back (a repeated lob): keep the first
             link.close()
 
     def make_link() -> VrpnLink:
-        return VrpnLink(session_factory, on_events, udp=udp_sock, on_open=opened, on_close=on_close)
+        # only the first connection gets (and owns) the UDP socket: closing a second one must
+        # not close the socket, nor take over its reader, under the first
+        udp: bool | socket.socket = udp_sock if not made else False
+        made.append(
+            VrpnLink(session_factory, on_events, udp=udp, on_open=opened, on_close=on_close)
+        )
+        return made[-1]
 
     try:
         listener = await loop.create_server(make_link, local_ip, 0, backlog=1)
@@ -197,6 +196,7 @@ async def connect(
         raise TransportError(f"cannot listen for the server's connection: {exc}") from None
     tcp_port = int(listener.sockets[0].getsockname()[1])
     lob = encode_lob(local_ip, tcp_port)
+    taken: VrpnLink | None = None
     try:
         async with asyncio.timeout(timeout):
             while True:
@@ -204,25 +204,51 @@ async def connect(
                     udp_sock.sendto(lob, (server_ip, port))
                 done, _ = await asyncio.wait([arrived], timeout=LOB_INTERVAL)
                 if done:
-                    return arrived.result()
+                    taken = arrived.result()
+                    return taken
     except TimeoutError:
-        udp_sock.close()
         raise TransportError(
             f"no VRPN server answered at {host}:{port} (UDP connection request)"
         ) from None
     finally:
         listener.close()
+        if taken is None:  # timed out or cancelled: nothing of this attempt may stay open
+            for link in made:
+                link.close()
+            udp_sock.close()
 
 
 # -- server ---------------------------------------------------------------------------------
 
 
-class _LobProtocol(asyncio.DatagramProtocol):
-    def __init__(self, on_lob: Callable[[bytes, Address], None]) -> None:
-        self._on_lob = on_lob
+class LobListener:
+    """The server's UDP port as a datagram session: each datagram is a client's connection
+    request ("lob"), which becomes the address to connect back to, or a PacketDropped."""
 
-    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
-        self._on_lob(data, (str(addr[0]), int(addr[1])))
+    def __init__(self) -> None:
+        self.stats = SessionStats()
+
+    def feed_datagram(
+        self, data: bytes, addr: Address, now: float
+    ) -> list[Address | PacketDropped]:
+        self.stats.bytes_in += len(data)
+        try:
+            target = decode_lob(data)
+        except DecodeError as exc:
+            self.stats.drop(exc.reason)
+            reason = f"bad connection request from {addr[0]}:{addr[1]}: {exc.reason}"
+            return [PacketDropped(protocol=PROTOCOL, reason=reason, size=len(data))]
+        self.stats.messages_in += 1
+        return [target]
+
+    def tick(self, now: float) -> list[Address | PacketDropped]:
+        return []
+
+    def datagrams_to_send(self) -> list[tuple[bytes, Address | None]]:
+        return []
+
+    def next_deadline(self) -> float | None:
+        return None
 
 
 async def serve(
@@ -237,21 +263,18 @@ async def serve(
 ) -> None:
     """Serve TCP-only clients on TCP `port` and UDP+TCP clients' lobs on UDP `port`."""
     loop = asyncio.get_running_loop()
-    links: set[VrpnLink] = set()
-    pending: set[Address] = set()
+    links: set[StreamDriver] = set()
+    pending: set[Address] = set()  # lob targets being connected back to, or connected
+    tasks: set[asyncio.Task[None]] = set()
 
     def opened(link: VrpnLink) -> None:
-        if len(links) >= MAX_CLIENTS:
+        if len(links) > MAX_CLIENTS:
             log.warning("VRPN: %d clients already; turning %s:%s away", MAX_CLIENTS, *link.peer)
             link.close()
-            return
-        links.add(link)
-        log.info("VRPN client %s:%s connected", *link.peer)
-        if on_open is not None:
+        elif on_open is not None:
             on_open(link)
 
     def closed(link: VrpnLink) -> None:
-        links.discard(link)
         if link.lob_target is not None:
             pending.discard(link.lob_target)
         reason = link.session.close_reason if link.session is not None else ""
@@ -261,59 +284,72 @@ async def serve(
         if on_close is not None:
             on_close(link)
 
-    def factory(udp: bool) -> Callable[[], VrpnLink]:
-        return lambda: VrpnLink(
-            session_factory, on_events, udp=udp, on_open=opened, on_close=closed
+    def new_link(
+        track_open: OnDriver, track_close: OnDriver, lob_target: Address | None = None
+    ) -> VrpnLink:
+        def link_opened(link: VrpnLink) -> None:
+            track_open(link)
+            opened(link)
+
+        def link_closed(link: VrpnLink) -> None:
+            track_close(link)
+            closed(link)
+
+        link = VrpnLink(
+            session_factory,
+            on_events,
+            udp=lob_target is not None,  # a connection back to a lob: UDP+TCP
+            on_open=link_opened,
+            on_close=link_closed,
         )
+        link.lob_target = lob_target  # known before it can close: `closed` frees the target
+        return link
 
-    async def connect_back(target: Address) -> None:
-        try:
-            _, link = await asyncio.wait_for(loop.create_connection(factory(True), *target), 5.0)
-            link.lob_target = target
-        except (OSError, TimeoutError) as exc:
-            pending.discard(target)
-            log.warning("VRPN: cannot connect back to %s:%s: %s", *target, exc)
+    def attach(bound: Address, track_open: OnDriver, track_close: OnDriver) -> Callable[[], None]:
+        warned: set[bool] = set()  # a stray sender must not flood the log (a pipe can fill)
 
-    tasks: set[asyncio.Task[None]] = set()
+        async def connect_back(target: Address) -> None:
+            try:
+                async with asyncio.timeout(CONNECT_BACK_TIMEOUT):
+                    await loop.create_connection(
+                        lambda: new_link(track_open, track_close, target), *target
+                    )
+            except (OSError, TimeoutError) as exc:
+                pending.discard(target)
+                log.warning("VRPN: cannot connect back to %s:%s: %s", *target, exc)
 
-    def on_lob(data: bytes, addr: Address) -> None:
-        try:
-            target = decode_lob(data)
-        except DecodeError as exc:
-            log.warning("VRPN: bad connection request from %s:%s: %s", *addr, exc.reason)
-            return
-        if target in pending:
-            return  # a repeated request while we connect (or are connected) back
-        if len(pending) >= MAX_CLIENTS:
-            log.warning("VRPN: too many connection requests; ignoring %s:%s", *target)
-            return
-        pending.add(target)
-        task = loop.create_task(connect_back(target))
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
+        def on_lobs(events: list[Address | PacketDropped]) -> None:
+            for event in events:
+                if isinstance(event, PacketDropped):  # said once, then counted (stats)
+                    level = logging.DEBUG if warned else logging.WARNING
+                    warned.add(True)
+                    log.log(level, "VRPN: %s (more are counted, not logged)", event.reason)
+                elif event in pending:
+                    continue  # a repeated request while we connect (or are connected) back
+                elif len(pending) >= MAX_CLIENTS:
+                    log.warning("VRPN: too many connection requests; ignoring %s:%s", *event)
+                else:
+                    pending.add(event)
+                    task = loop.create_task(connect_back(event))
+                    tasks.add(task)
+                    task.add_done_callback(tasks.discard)
 
-    try:
-        server = await loop.create_server(factory(False), host, port)
-    except OSError as exc:
-        raise TransportError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    bound = server.sockets[0].getsockname()
-    try:
-        lob_transport, _ = await loop.create_datagram_endpoint(
-            lambda: _LobProtocol(on_lob), local_addr=(str(bound[0]), int(bound[1]))
-        )
-    except OSError as exc:
-        server.close()
-        raise TransportError(f"cannot open UDP {host}:{bound[1]}: {exc.strerror or exc}") from None
-    if on_listening is not None:
-        on_listening((str(bound[0]), int(bound[1])))
-    try:
-        await asyncio.Future()  # until cancelled
-    finally:
-        lob_transport.close()
-        server.close()
-        for task in list(tasks):
-            task.cancel()
-        for link in list(links):
-            link.close()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(server.wait_closed(), 1.0)
+        lobs = DatagramDriver(LobListener(), on_lobs, open_udp_socket(bound))
+
+        def detach() -> None:
+            lobs.close()
+            for task in list(tasks):
+                task.cancel()
+
+        return detach
+
+    await serve_stream(
+        host,
+        port,
+        lambda peer: session_factory(peer, None),
+        cast(StreamOnEvents, on_events),
+        on_listening=on_listening,
+        new_driver=new_link,
+        drivers=links,
+        attach=attach,
+    )

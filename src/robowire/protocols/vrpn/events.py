@@ -1,13 +1,39 @@
-"""Events a VRPN session returns besides the shared PacketDropped / ConnectionLost."""
+"""The typed events a VRPN session returns: `VrpnEvent`, dispatched with `match`.
+
+Besides the shared `PacketDropped` / `ConnectionLost`: `Connected` (the peer's cookie was
+accepted), `TrackerReports` (a batch of tracker reports as columns: the hot path, no object per
+report), `MessageReceived` (any other user message, typed), `Described` (the peer named a
+sender or type), `PongReceived` and `PeerSilent` (the client's liveness check).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeAlias
 
+import numpy as np
+import numpy.typing as npt
+
+from robowire.protocols.base import ConnectionLost, PacketDropped
 from robowire.protocols.vrpn.codec import Cookie, Frame
-from robowire.protocols.vrpn.messages import Body
+from robowire.protocols.vrpn.messages import (
+    Body,
+    TrackerAcceleration,
+    TrackerPosQuat,
+    TrackerVelocity,
+)
 
-# -- events --------------------------------------------------------------------------------
+__all__ = [
+    "Connected",
+    "ConnectionLost",
+    "Described",
+    "MessageReceived",
+    "PacketDropped",
+    "PeerSilent",
+    "PongReceived",
+    "TrackerReports",
+    "VrpnEvent",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,3 +78,69 @@ class PeerSilent:
     """No pong for a while: a warning (VRPN clients print one after 3 s)."""
 
     seconds: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrackerReports:
+    """Many tracker reports of one sender and one kind, as columns (wire units, quat xyzw).
+
+    `kind` is the wire type name; `dt` is NaN-free only for Velocity/Acceleration (else None).
+    `order` numbers every message a session received, so reports can be merged back in order.
+    """
+
+    sender: str
+    kind: str
+    sensor: npt.NDArray[np.int32]
+    vector: npt.NDArray[np.float64]  # (n, 3): position, velocity or acceleration
+    quaternion: npt.NDArray[np.float64]  # (n, 4) x, y, z, w
+    dt: npt.NDArray[np.float64] | None
+    time: npt.NDArray[np.float64]  # header time, Unix seconds
+    order: npt.NDArray[np.int64]
+
+    def __len__(self) -> int:
+        return len(self.sensor)
+
+    def messages(self) -> list[Body]:
+        """The same reports as message objects (slow path, for tests and dissectors)."""
+        out: list[Body] = []
+        for i in range(len(self)):
+            s = int(self.sensor[i])
+            v = (float(self.vector[i, 0]), float(self.vector[i, 1]), float(self.vector[i, 2]))
+            q = tuple(float(x) for x in self.quaternion[i])
+            quat = (q[0], q[1], q[2], q[3])
+            if self.kind == TrackerPosQuat.WIRE_NAME:
+                out.append(TrackerPosQuat(sensor=s, position=v, quaternion=quat))
+            elif self.kind == TrackerVelocity.WIRE_NAME:
+                assert self.dt is not None
+                out.append(
+                    TrackerVelocity(
+                        sensor=s,
+                        velocity=v,
+                        velocity_quaternion=quat,
+                        velocity_quaternion_dt=float(self.dt[i]),
+                    )
+                )
+            else:
+                assert self.dt is not None
+                out.append(
+                    TrackerAcceleration(
+                        sensor=s,
+                        acceleration=v,
+                        acceleration_quaternion=quat,
+                        acceleration_quaternion_dt=float(self.dt[i]),
+                    )
+                )
+        return out
+
+
+VrpnEvent: TypeAlias = (
+    Connected
+    | TrackerReports
+    | MessageReceived
+    | Described
+    | PongReceived
+    | PeerSilent
+    | PacketDropped
+    | ConnectionLost
+)
+"""Everything a `VrpnSession` returns from `feed`, `feed_datagram`, `feed_eof` and `tick`."""

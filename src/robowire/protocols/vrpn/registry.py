@@ -3,8 +3,6 @@ vectorised codecs for tracker reports (the hot path: thousands of reports per se
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import numpy.typing as npt
 
@@ -120,59 +118,6 @@ REPORT_KINDS: dict[str, tuple[int, int]] = {
     TrackerVelocity.WIRE_NAME: (72, 8),
     TrackerAcceleration.WIRE_NAME: (72, 8),
 }
-
-
-@dataclass(frozen=True, slots=True)
-class TrackerReports:
-    """Many tracker reports of one sender and one kind, as columns (wire units, quat xyzw).
-
-    `kind` is the wire type name; `dt` is NaN-free only for Velocity/Acceleration (else None).
-    `order` numbers every message a session received, so reports can be merged back in order.
-    """
-
-    sender: str
-    kind: str
-    sensor: npt.NDArray[np.int32]
-    vector: npt.NDArray[np.float64]  # (n, 3): position, velocity or acceleration
-    quaternion: npt.NDArray[np.float64]  # (n, 4) x, y, z, w
-    dt: npt.NDArray[np.float64] | None
-    time: npt.NDArray[np.float64]  # header time, Unix seconds
-    order: npt.NDArray[np.int64]
-
-    def __len__(self) -> int:
-        return len(self.sensor)
-
-    def messages(self) -> list[Body]:
-        """The same reports as message objects (slow path, for tests and dissectors)."""
-        out: list[Body] = []
-        for i in range(len(self)):
-            s = int(self.sensor[i])
-            v = (float(self.vector[i, 0]), float(self.vector[i, 1]), float(self.vector[i, 2]))
-            q = tuple(float(x) for x in self.quaternion[i])
-            quat = (q[0], q[1], q[2], q[3])
-            if self.kind == TrackerPosQuat.WIRE_NAME:
-                out.append(TrackerPosQuat(sensor=s, position=v, quaternion=quat))
-            elif self.kind == TrackerVelocity.WIRE_NAME:
-                assert self.dt is not None
-                out.append(
-                    TrackerVelocity(
-                        sensor=s,
-                        velocity=v,
-                        velocity_quaternion=quat,
-                        velocity_quaternion_dt=float(self.dt[i]),
-                    )
-                )
-            else:
-                assert self.dt is not None
-                out.append(
-                    TrackerAcceleration(
-                        sensor=s,
-                        acceleration=v,
-                        acceleration_quaternion=quat,
-                        acceleration_quaternion_dt=float(self.dt[i]),
-                    )
-                )
-        return out
 
 
 def gather_reports(

@@ -1,6 +1,7 @@
 """A VRPN server application: many clients, one set of devices, broadcast to all.
 
-Shared by the serve sink and the simulator. It builds one session per client with the
+Shared by the serve sink and the simulator (services.py); part of the service layer, kept apart
+because both use it. It builds one session per client with the
 device names registered in a stable order, answers pings (the session does), replies to the
 tracker's requests, and broadcasts reports to every connected client, skipping low-latency
 data for a client whose TCP buffer keeps growing (it would only fall further behind).
@@ -15,6 +16,7 @@ import numpy.typing as npt
 
 from robowire.protocols.base import Address, ConnectionLost, PacketDropped, SessionStats
 from robowire.protocols.vrpn.driver import VrpnLink, serve
+from robowire.protocols.vrpn.events import Connected, MessageReceived, VrpnEvent
 from robowire.protocols.vrpn.messages import (
     Body,
     TextMessage,
@@ -26,7 +28,7 @@ from robowire.protocols.vrpn.messages import (
     TrackerWorkspace,
 )
 from robowire.protocols.vrpn.registry import SERVER_TYPE_NAMES
-from robowire.protocols.vrpn.session import Connected, MessageReceived, Role, VrpnSession
+from robowire.protocols.vrpn.session import Role, VrpnSession
 
 log = logging.getLogger("robowire.vrpn")
 
@@ -98,7 +100,7 @@ class VrpnServer:
 
     # -- events from clients ----------------------------------------------------------------
 
-    def _events(self, link: VrpnLink, events: list[object]) -> None:
+    def _events(self, link: VrpnLink, events: list[VrpnEvent]) -> None:
         session = link.session
         assert session is not None
         for event in events:

@@ -1,45 +1,79 @@
-"""The VRPN source (`robowire listen vrpn://...`) and sink (`robowire serve vrpn://...`)."""
+"""The VRPN source, file source, sink and simulator: thin asyncio services on the templates.
+
+* `VrpnSource` (`Source`): a VRPN client, `vrpn://Tracker0,Analog0@host:3883` (UDP+TCP) or
+  `vrpn+tcp://...` (TCP only); the template reconnects when the server goes. A major version
+  mismatch is a SessionError that ends the source (retrying cannot help).
+* `VrpnFileSource` (`CaptureSource`): a pcap/pcapng capture or a raw stream from the server,
+  each TCP direction through its own client session.
+* `VrpnSink` (`Sink`): a VRPN server offering every world device (`robowire serve vrpn://`).
+* `VrpnSim` (`Sim`): a VRPN server of simulated devices (`model.py`).
+
+URL options are parsed here, once, before anything runs; the sets below name exactly the
+options each role reads, so the gateway rejects any other.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import math
-import re
-from typing import Any
+from collections.abc import Iterator
 
 import numpy as np
 
+from robowire.capture import Record, read_capture
 from robowire.endpoints import Endpoint
-from robowire.errors import ConfigError, SessionError, TransportError
-from robowire.protocols.base import Address, ConnectionLost, PacketDropped
-from robowire.protocols.vrpn.adapter import VrpnAdapter
-from robowire.protocols.vrpn.codec import DEFAULT_PORT, MAX_NAME, MAX_REMOTE_ID
+from robowire.errors import ConfigError, SessionError
+from robowire.protocols.base import Address
+from robowire.protocols.vrpn.adapter import VrpnAdapter, WorldEncoder
+from robowire.protocols.vrpn.codec import DEFAULT_PORT, MAX_NAME
+from robowire.protocols.vrpn.dissect import looks_like_lob
 from robowire.protocols.vrpn.driver import VrpnLink, connect
-from robowire.protocols.vrpn.messages import (
-    AnalogChannel,
-    TextMessage,
-    TrackerSetUpdateRate,
-    TrackerVelocity,
-)
-from robowire.protocols.vrpn.registry import TrackerReports
+from robowire.protocols.vrpn.events import Connected, MessageReceived, PeerSilent, VrpnEvent
+from robowire.protocols.vrpn.messages import Ping, TrackerSetUpdateRate
+from robowire.protocols.vrpn.model import MAX_RATE, DeviceModel
 from robowire.protocols.vrpn.server import VrpnServer
-from robowire.protocols.vrpn.session import (
-    VERSION_MISMATCH,
-    Connected,
-    MessageReceived,
-    PeerSilent,
-    Role,
-    VrpnSession,
-)
-from robowire.service import Sink, Source
+from robowire.protocols.vrpn.session import VERSION_MISMATCH, Role, VrpnSession
+from robowire.service import RETRY_SECONDS, CaptureSource, Sim, SimOptions, Sink, Source
 from robowire.timebase import WallClock
 from robowire.world import LogEvent, Update, World
 
 log = logging.getLogger("robowire.vrpn")
 
-RETRY_SECONDS = 1.0
+SOURCE_OPTIONS = frozenset({"time", "retry", "rate", "udp", "devices"})
+FILE_OPTIONS = frozenset({"time", "speed"})
+SINK_OPTIONS = frozenset({"tracker"})
+SIM_SETTINGS = frozenset({"tracker", "analog", "button", "dial", "reports"})
+FIRST_CONNECT_TIMEOUT = 5.0
+RECONNECT_TIMEOUT = 2.0
+
+
+def open_source(endpoint: Endpoint) -> Source:
+    """`vrpn://Tracker0@host:3883` (UDP+TCP) or `vrpn+tcp://Tracker0,Analog0@host` (TCP only),
+    or a capture file `vrpn:capture.pcap` (pcap/pcapng, or a raw stream from the server).
+
+    Options: `?time=sender|receive` (which time becomes the source time), `?retry=SECONDS`,
+    `?rate=HZ` (ask the trackers for that update rate once connected), `?udp=0` (TCP only),
+    `?devices=a,b` (more device names).
+    """
+    if endpoint.is_file:
+        return VrpnFileSource(endpoint)
+    return VrpnSource(endpoint)
+
+
+def open_sink(endpoint: Endpoint) -> Sink:
+    """`vrpn://127.0.0.1:3883`: every world device as a tracker; `?tracker=NAME` for one."""
+    return VrpnSink(endpoint)
+
+
+def open_sim(options: SimOptions) -> Sim:
+    return VrpnSim(options)
+
+
+def time_mode(endpoint: Endpoint) -> str:
+    mode = endpoint.option("time", "sender")
+    if mode not in ("sender", "receive"):
+        raise ConfigError(f"{endpoint.raw}: time must be 'sender' or 'receive'")
+    return mode
 
 
 def device_names(endpoint: Endpoint) -> list[str]:
@@ -52,256 +86,253 @@ def device_names(endpoint: Endpoint) -> list[str]:
     return names
 
 
+def _float_option(endpoint: Endpoint, name: str, default: float, what: str) -> float:
+    try:
+        return float(endpoint.option(name, str(default)))
+    except ValueError:
+        raise ConfigError(f"{endpoint.raw}: {name} must be {what}") from None
+
+
+# -- sources ---------------------------------------------------------------------------------
+
+
 class VrpnSource(Source):
-    """A VRPN client: one connection, several device names, reconnects when the server goes."""
+    """A VRPN client: one connection, several device names (options: `SOURCE_OPTIONS`)."""
 
     def __init__(self, endpoint: Endpoint) -> None:
         self.host = endpoint.host
         self.port = endpoint.port_or(DEFAULT_PORT)
-        super().__init__(f"vrpn@{self.host}:{self.port}")
+        retry = _float_option(endpoint, "retry", RETRY_SECONDS, "seconds")
+        super().__init__(f"vrpn@{self.host}:{self.port}", retry=retry)
         self.devices = device_names(endpoint)
         self.udp = endpoint.scheme == "vrpn" and endpoint.option("udp", "1") != "0"
-        self.time_mode = endpoint.option("time", "sender")
-        if self.time_mode not in ("sender", "receive"):
-            raise ConfigError(f"{endpoint.raw}: time must be 'sender' or 'receive'")
-        try:
-            self.retry = float(endpoint.option("retry", str(RETRY_SECONDS)))
-        except ValueError:
-            raise ConfigError(f"{endpoint.raw}: retry must be seconds") from None
-        try:
-            self.update_rate = float(endpoint.option("rate", "0"))
-        except ValueError:
-            raise ConfigError(f"{endpoint.raw}: rate must be updates per second") from None
-        self.connections = 0
+        self.time_mode = time_mode(endpoint)
+        self.update_rate = _float_option(endpoint, "rate", 0.0, "updates per second")
         self.link: VrpnLink | None = None
 
-    async def run(self, world: World) -> None:
+    def new_adapter(self, world: World) -> VrpnAdapter:
+        return VrpnAdapter(world, self.name, devices=self.devices or None, time=self.time_mode)
+
+    async def connect(self, world: World) -> None:
         loop = asyncio.get_running_loop()
-        clock = WallClock()
-        adapter = VrpnAdapter(world, self.name, devices=self.devices or None, time=self.time_mode)
+        offset = self.clock.wall(0.0)
 
         def make_session(peer: Address, udp_inbound: Address | None) -> VrpnSession:
             return VrpnSession(
                 Role.CLIENT,
                 ping_senders=self.devices,
                 udp_inbound=udp_inbound,
-                clock_offset=clock.wall(0.0),
+                clock_offset=offset,
                 now=loop.time(),
             )
 
-        def on_events(link: VrpnLink, events: list[object]) -> None:
-            receive_time = clock.wall(loop.time())
-            adapter.apply(events, receive_time)
+        def on_events(link: VrpnLink, events: list[VrpnEvent]) -> None:
+            self.deliver(events, loop.time())
             for event in events:
                 match event:
-                    case TrackerReports():
-                        self.stats.messages_in += len(event)
                     case Connected() if self.update_rate > 0 and link.session is not None:
-                        # ask each tracker for this rate, as vrpn_Tracker_Remote can
-                        for name in self.devices:
-                            rate = TrackerSetUpdateRate(rate=self.update_rate)
-                            link.session.send(name, rate)
+                        for name in self.devices:  # as vrpn_Tracker_Remote can
+                            link.session.send(name, TrackerSetUpdateRate(rate=self.update_rate))
                         link.flush()
-                    case MessageReceived():
-                        self.stats.messages_in += 1
-                    case PacketDropped():
-                        self.stats.drop(event.reason)
-                        log.warning("%s: %s", self.name, event)
                     case PeerSilent(seconds=seconds):
                         log.warning("%s: no pong from the server for %.0f s", self.name, seconds)
-                    case ConnectionLost(reason=reason):
-                        if not reason.startswith(VERSION_MISMATCH):
-                            log.warning("%s: %s; reconnecting", self.name, reason)
 
-        failed = False
-        while True:
-            try:
-                link = await connect(
-                    self.host,
-                    self.port,
-                    make_session,
-                    on_events,
-                    udp=self.udp,
-                    timeout=max(self.retry, 2.0) if self.connections else 5.0,
-                )
-            except TransportError as exc:
-                if not failed:
-                    log.warning("%s: %s; retrying every %g s", self.name, exc, self.retry)
-                    failed = True
-                await asyncio.sleep(self.retry)
-                continue
-            failed = False
-            self.connections += 1
-            self.link = link
-            if self.connections > 1:
-                log.info("%s: reconnected", self.name)
-            self.ready.set()
-            try:
-                await asyncio.shield(link.closed)
-            finally:
-                link.close()
+        timeout = RECONNECT_TIMEOUT if self.connections else FIRST_CONNECT_TIMEOUT
+        link = await connect(
+            self.host,
+            self.port,
+            make_session,
+            on_events,
+            udp=self.udp,
+            timeout=max(self.retry, timeout),
+        )
+        self.link = link
+        self.connected()
+        try:
+            await asyncio.shield(link.closed)
+        finally:
+            link.close()
             self.link = None
-            reason = link.session.close_reason if link.session is not None else ""
-            if reason.startswith(VERSION_MISMATCH):
-                raise SessionError(f"{self.host}:{self.port}: {reason}")  # retrying cannot help
-            await asyncio.sleep(min(self.retry, 0.2))
+        reason = link.session.close_reason if link.session is not None else ""
+        if reason.startswith(VERSION_MISMATCH):
+            raise SessionError(f"{self.host}:{self.port}: {reason}")
 
 
-def _vrpn_name(text: str) -> str:
-    """A device id as a VRPN sender name clients can type in `Name@host` (no '@', ':')."""
-    name = re.sub(r"[^A-Za-z0-9_.\-]", "_", text)[:MAX_NAME]
-    return name or "device"
+def _reverse(flow: str) -> str:
+    src, _, dst = flow.partition(">")
+    return f"{dst}>{src}"
+
+
+class VrpnFileSource(CaptureSource):
+    """A capture read to its end (options: `FILE_OPTIONS`).
+
+    Each TCP direction (or a raw one-direction stream file) feeds its own client session, as a
+    live connection would, so names are learnt from that side's descriptions. A UDP datagram
+    goes to the session of the side that sent it: the UDP description a side sends on TCP names
+    the port it receives on, so datagrams to that port come from the other side of that
+    connection. Connection requests (lobs) carry no data and are skipped.
+    """
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        super().__init__("vrpn", endpoint, read_capture)
+        self.time_mode = time_mode(endpoint)
+
+    def new_adapter(self, world: World) -> VrpnAdapter:
+        return VrpnAdapter(world, self.name, time=self.time_mode)
+
+    def records(self) -> Iterator[Record]:
+        return (
+            r for r in super().records() if not (r.transport == "udp" and looks_like_lob(r.data))
+        )
+
+    def new_session(self, record: Record) -> VrpnSession:
+        return VrpnSession(Role.CLIENT, now=0.0)
+
+    def session_for(self, record: Record) -> VrpnSession | None:
+        if record.transport != "udp":
+            session: VrpnSession | None = super().session_for(record)
+            return session
+        port = record.dst[1] if record.dst else None
+        for flow, session in self.sessions.items():
+            if session.peer_udp is not None and session.peer_udp[1] == port:
+                found: VrpnSession | None = self.sessions.get(_reverse(flow))
+                return found
+        return None
+
+
+# -- sink and simulator ------------------------------------------------------------------------
 
 
 class VrpnSink(Sink):
-    """Serves the world: each device is a tracker (sensor 0) named after it (pose as Pos_Quat,
-    velocity as Velocity), and its numeric telemetry the channels of an analog device of the
-    same name. `?tracker=NAME` serves
-    every device as a sensor of one tracker instead."""
+    """Serves the world (see `WorldEncoder`; options: `SINK_OPTIONS`): each device a tracker
+    named after it, or with `?tracker=NAME` every device a sensor of that one tracker."""
 
     def __init__(self, endpoint: Endpoint) -> None:
         self.host = endpoint.host
         self.port = endpoint.port_or(DEFAULT_PORT)
         super().__init__(f"vrpn-server@{self.host}:{self.port}")
         self.single = endpoint.option("tracker", "")
-        self.server: VrpnServer | None = None
-        self._names: dict[tuple[str, str], tuple[str, int]] = {}  # (source, id) -> name, sensor
-        self._used: set[str] = set()
-        self._channels: dict[tuple[str, str], list[str]] = {}
+        self.encoder = WorldEncoder(self.single)
+        self.server = VrpnServer(
+            self.encoder.devices(),
+            clock_offset=WallClock().wall(0.0),
+            sensors=self.encoder.sensor_count,
+        )
         self.reports_sent = 0
 
-    def _target(self, source: str, device_id: str) -> tuple[str, int] | None:
-        key = (source, device_id)
-        found = self._names.get(key)
-        if found is not None:
-            return found
-        assert self.server is not None
-        if self.single:
-            target = (self.single, len(self._names))
-        else:
-            if len(self._used) >= MAX_REMOTE_ID - 100:
-                return None  # C++ clients refuse ids >= 2000: leave room for the types
-            name = base = _vrpn_name(device_id)
-            n = 2
-            while name in self._used:
-                name = f"{base}_{n}"
-                n += 1
-            self._used.add(name)
-            target = (name, 0)
-        self._names[key] = target
-        self.server.add_device(target[0])
-        return target
+    async def serve(self) -> None:
+        await self.server.run(self.host, self.port, self.listening)
 
-    async def run(self, world: World) -> None:
-        clock = WallClock()
-        self.server = VrpnServer(
-            [self.single] if self.single else [],
-            clock_offset=clock.wall(0.0),
-            sensors=lambda name: max(1, sum(1 for n, _ in self._names.values() if n == name)),
-        )
-        subscription = world.feed.subscribe()
-        task = asyncio.create_task(self.server.run(self.host, self.port, self.listening))
-        wait: asyncio.Future[Update | LogEvent] | None = None
-        try:
-            while True:
-                wait = asyncio.ensure_future(subscription.get())
-                done, _ = await asyncio.wait([wait, task], return_when=asyncio.FIRST_COMPLETED)
-                if task in done:
-                    task.result()  # raises the server's TransportError
-                    return
-                items = [wait.result(), *subscription.drain()]
-                self._forward(world, items)
-        finally:
-            if wait is not None:
-                wait.cancel()
-                with contextlib.suppress(BaseException):
-                    await wait
-            subscription.close()
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-
-    def _forward(self, world: World, items: list[Update | LogEvent]) -> None:
-        assert self.server is not None
-        senders: list[str] = []
-        sensors: list[int] = []
-        positions: list[Any] = []
-        quats: list[Any] = []
-        times: list[float] = []
-        for item in items:
-            if isinstance(item, LogEvent):
-                self._text(item)
-                continue
-            table = world.tables.get(item.source)
-            if table is None:
-                continue
-            values = item.values
-            has_pose = "position" in item.fields or "orientation" in item.fields
-            for row, slot in enumerate(item.slots.tolist()):
-                target = self._target(item.source, table.ids[slot])
-                if target is None:
-                    continue
-                if has_pose:
-                    pos = values["position"][row] if "position" in values else table.position[slot]
-                    if np.isnan(pos).any():
-                        continue
-                    quat = (
-                        values["orientation"][row]
-                        if "orientation" in values
-                        else table.orientation[slot]
-                    )
-                    senders.append(target[0])
-                    sensors.append(target[1])
-                    positions.append(pos)
-                    quats.append(quat[[1, 2, 3, 0]])  # world wxyz -> wire xyzw
-                    when = (
-                        float(values["source_time"][row]) if "source_time" in values else math.nan
-                    )
-                    times.append(item.receive_time if math.isnan(when) else when)
-                if "velocity" in values and not np.isnan(values["velocity"][row]).any():
-                    velocity = values["velocity"][row]
-                    self.server.broadcast(
-                        target[0],
-                        TrackerVelocity(
-                            sensor=target[1],
-                            velocity=(float(velocity[0]), float(velocity[1]), float(velocity[2])),
-                        ),
-                        time=item.receive_time,
-                        reliable=False,
-                        flush=False,
-                    )
-                telemetry = [f for f in item.fields if f in table.telemetry]
-                if telemetry and not self.single:
-                    self._analog(table, item.source, table.ids[slot], slot, target[0], telemetry)
-        if senders:
-            self.server.broadcast_poses(
-                senders,
-                sensors,
-                np.array(positions),
-                np.array(quats),
-                time=np.array(times),
+    def write(self, world: World, items: list[Update | LogEvent]) -> bool:
+        out = self.encoder.encode(world, items)
+        server = self.server
+        for name in out.new_devices:
+            server.add_device(name)
+        for sender, message, time, reliable in out.messages:
+            server.broadcast(sender, message, time=time, reliable=reliable, flush=False)
+        if out.pose_senders:
+            server.broadcast_poses(
+                out.pose_senders,
+                out.pose_sensors,
+                np.array(out.positions),
+                np.array(out.quaternions),
+                time=np.array(out.pose_times),
                 flush=False,
             )
-            self.reports_sent += len(senders)
-        self.server.flush()
+            self.reports_sent += len(out.pose_senders)
+        server.flush()
+        return True
 
-    def _text(self, event: LogEvent) -> None:
-        """World log events go out as VRPN text messages from the device's tracker name."""
-        assert self.server is not None
-        known = self._names.get((event.source, event.device_id))
-        name = known[0] if known is not None else _vrpn_name(event.device_id)
-        severity = {"warning": 1, "error": 2}.get(event.level, 0)
-        self.server.broadcast(
-            name, TextMessage(text=event.text, severity=severity), time=event.time
+
+class VrpnSim(Sim):
+    """`robowire sim vrpn`: a VRPN server with devices like the mainline's NULL/example ones
+    (see `model.py`): `--count` tracker sensors (default 2) at `--rate` Hz (default 60, at most
+    1000); `--set tracker=... analog=... button=... dial=...` rename the devices, `--set
+    reports=pos` sends Pos_Quat only. A client's set_update_rate request changes the rate."""
+
+    def __init__(self, options: SimOptions) -> None:
+        self.host = options.host
+        self.port = DEFAULT_PORT if options.port is None else options.port
+        super().__init__(f"vrpn-sim@{self.host}:{self.port}")
+        settings = options.options
+        self.tracker = settings.get("tracker", "Tracker0")
+        self.analog = settings.get("analog", "Analog0")
+        self.button = settings.get("button", "Button0")
+        self.dial = settings.get("dial", "Dial0")
+        count = 2 if options.count is None else options.count
+        rate = 60.0 if options.rate is None else float(options.rate)
+        if not 1 <= count <= 1024:
+            raise ConfigError("vrpn sim: --count (sensors) must be 1..1024")
+        if not 0 < rate <= MAX_RATE:
+            raise ConfigError(f"vrpn sim: --rate must be in (0, {MAX_RATE:.0f}] Hz")
+        self.model = DeviceModel(count, rate, pose_only=settings.get("reports", "all") == "pos")
+        self.clock = WallClock()
+        self.server = VrpnServer(
+            [self.tracker, self.analog, self.button, self.dial],
+            clock_offset=self.clock.wall(0.0),
+            on_connect=self._on_connect,
+            on_message=self._on_message,
+            sensors=lambda name: self.model.count if name == self.tracker else 0,
         )
+        self.frames = 0
 
-    def _analog(
-        self, table: Any, source: str, device_id: str, slot: int, name: str, fields: list[str]
-    ) -> None:
-        assert self.server is not None
-        channels = self._channels.setdefault((source, device_id), [])
-        for field in sorted(fields):
-            if field not in channels and len(channels) < 128:
-                channels.append(field)
-        values = tuple(float(table.telemetry[f][slot]) for f in channels)
-        self.server.broadcast(name, AnalogChannel(channels=values), reliable=False, flush=False)
+    @property
+    def count(self) -> int:
+        return self.model.count
+
+    @property
+    def rate(self) -> float:
+        return self.model.rate
+
+    def _on_connect(self, link: VrpnLink) -> None:
+        if link.session is not None:  # what a Button_Filter does on Got_Connection
+            link.session.send(self.button, self.model.button_states())
+
+    def _on_message(self, link: VrpnLink, event: MessageReceived) -> None:
+        session = link.session
+        if session is None:
+            return
+        match event.message:
+            case Ping() if event.sender == self.button:
+                session.send(self.button, self.model.button_states())
+            case TrackerSetUpdateRate(rate=rate) if event.sender == self.tracker:
+                self.model.set_rate(rate)
+
+    def _step(self, t: float, wall: float) -> None:
+        """Send what is due at `t` seconds into the run (header time `wall`)."""
+        server, model = self.server, self.model
+        frame = model.frame(t)
+        server.broadcast_poses(
+            self.tracker, frame.sensors, frame.positions, frame.quaternions, time=wall, flush=False
+        )
+        for report in frame.reports:
+            server.broadcast(self.tracker, report, time=wall, reliable=False, flush=False)
+        server.flush()  # one frame: one TCP write / few datagrams per client
+        self.frames += 1
+        self.stats.messages_out += model.count
+        analog = model.analog(t)
+        if analog is not None:
+            server.broadcast(self.analog, analog, time=wall, reliable=False)
+        for change in model.button_changes(t):
+            server.broadcast(self.button, change, time=wall)
+        for dial in model.dial_updates(t):
+            server.broadcast(self.dial, dial, time=wall)
+
+    async def run(self, world: World) -> None:
+        loop = asyncio.get_running_loop()
+        serving = asyncio.create_task(self.server.run(self.host, self.port, self.listening))
+        start = next_frame = loop.time()
+        try:
+            while not serving.done():
+                now = loop.time()
+                self._step(now - start, self.clock.wall(now))
+                next_frame += 1.0 / self.model.rate
+                delay = next_frame - loop.time()
+                if delay < -0.1:  # fell far behind (a busy machine): do not burst to catch up
+                    next_frame = loop.time()
+                    delay = 0.0
+                await asyncio.sleep(max(delay, 0.0))
+            serving.result()
+        finally:
+            serving.cancel()
+            await asyncio.gather(serving, return_exceptions=True)

@@ -1,19 +1,24 @@
 """The sans-I/O VRPN connection endpoint, one per TCP connection, for both roles.
 
-State table (all state logic lives in this class):
+States (all state logic lives here: `TRANSITIONS`, and every change goes through `_move`):
 
-    AWAIT_COOKIE --peer cookie, same major--> CONNECTED --peer closed / fatal--> CLOSED
-    AWAIT_COOKIE --bad cookie / other major / none within 10 s--> CLOSED
+    AWAIT_COOKIE --COOKIE_ACCEPTED (peer cookie, same major)--> CONNECTED
+    AWAIT_COOKIE --FAILED (bad cookie, other major, none in 10 s)--> CLOSED
+    AWAIT_COOKIE / CONNECTED --PEER_CLOSED (EOF)--> CLOSED
+    CONNECTED --FAILED (broken stream, no pong for 10 s)--> CLOSED
 
-Both sides write their cookie at once (the session queues it when built), then, once the
-peer's cookie is accepted: [UDP_DESCRIPTION in UDP+TCP mode] -> sender descriptions ->
+VRPN's two ends are symmetric (both send a cookie, then descriptions, then data), so both roles
+share this one table; the roles differ only in who pings (the client) and who answers (the
+server). Both sides write their cookie at once (the session queues it when built), then, once
+the peer's cookie is accepted: [UDP_DESCRIPTION in UDP+TCP mode] -> sender descriptions ->
 type descriptions, then data. Ids are per side: the session keeps our names -> ids for what
 we send and the peer's ids -> names for what we receive. Descriptions are accepted at any
 time; a name we did not have is registered and announced back, as C++ peers do.
 
 Messages sent before CONNECTED are discarded (VRPN does the same). Reliable messages go on
 TCP; the others on UDP once the peer's UDP description told us where, on TCP until then.
-Time: `now` is monotonic seconds; header timestamps are `now + clock_offset` unless given.
+Time: `now` is monotonic seconds; header timestamps are `now + clock_offset` unless given
+(the caller passes the offset in: the session reads no clock).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from enum import Enum
 import numpy as np
 import numpy.typing as npt
 
-from robowire.errors import DecodeError
+from robowire.errors import DecodeError, SessionError
 from robowire.protocols.base import Address, ConnectionLost, PacketDropped, SessionStats
 from robowire.protocols.vrpn.codec import (
     COOKIE_SIZE,
@@ -49,6 +54,8 @@ from robowire.protocols.vrpn.events import (
     MessageReceived,
     PeerSilent,
     PongReceived,
+    TrackerReports,
+    VrpnEvent,
 )
 from robowire.protocols.vrpn.messages import Body, Ping, Pong
 from robowire.protocols.vrpn.registry import (
@@ -57,7 +64,6 @@ from robowire.protocols.vrpn.registry import (
     CONTROL_SENDER,
     POSE_FRAME,
     REPORT_KINDS,
-    TrackerReports,
     decode_body,
     encode_pose_frames,
     gather_reports,
@@ -71,6 +77,7 @@ from robowire.protocols.vrpn.system import (
 )
 
 __all__ = [
+    "TRANSITIONS",
     "Connected",
     "Described",
     "MessageReceived",
@@ -78,6 +85,7 @@ __all__ = [
     "PongReceived",
     "Role",
     "State",
+    "Trigger",
     "VrpnSession",
 ]
 
@@ -101,6 +109,26 @@ class State(Enum):
     CLOSED = "closed"
 
 
+class Trigger(Enum):
+    COOKIE_ACCEPTED = "cookie accepted"
+    FAILED = "failed"  # the peer broke the protocol or went silent
+    PEER_CLOSED = "peer closed"
+
+
+TRANSITIONS: dict[State, dict[Trigger, State]] = {
+    State.AWAIT_COOKIE: {
+        Trigger.COOKIE_ACCEPTED: State.CONNECTED,
+        Trigger.FAILED: State.CLOSED,
+        Trigger.PEER_CLOSED: State.CLOSED,
+    },
+    State.CONNECTED: {
+        Trigger.FAILED: State.CLOSED,
+        Trigger.PEER_CLOSED: State.CLOSED,
+    },
+    State.CLOSED: {},  # nothing moves a closed session: later bytes and timers are ignored
+}
+
+
 # -- the session -----------------------------------------------------------------------------
 
 
@@ -120,7 +148,7 @@ class VrpnSession:
         now: float | None = None,
     ) -> None:
         self.role = role
-        self.state = State.AWAIT_COOKIE
+        self.state = State.AWAIT_COOKIE  # changed only by _move
         self.stats = SessionStats()
         self.clock_offset = clock_offset
         self.udp_inbound = udp_inbound
@@ -138,7 +166,6 @@ class VrpnSession:
         self._tcp_seq = 0
         self._udp_seq = 0
         self._order = 0
-        self._closing = False
         # a client pings each device it uses; a pong ends the cycle until `keepalive` later
         self._ping_senders = tuple(ping_senders)
         self.devices = set(senders)  # a server answers pings only for its own devices
@@ -160,6 +187,13 @@ class VrpnSession:
         # the cookie timer starts at `now`, or at the first tick/feed if the builder had no clock
         self._now = 0.0 if now is None else now
         self._cookie_deadline = None if now is None else now + COOKIE_TIMEOUT
+
+    def _move(self, trigger: Trigger) -> None:
+        """The one place the state changes: by `TRANSITIONS`, or SessionError (a bug here)."""
+        following = TRANSITIONS[self.state].get(trigger)
+        if following is None:
+            raise SessionError(f"VRPN {self.role.value}: no {trigger.value!r} in {self.state.name}")
+        self.state = following
 
     # -- names and ids ---------------------------------------------------------------------
 
@@ -321,7 +355,7 @@ class VrpnSession:
         return out
 
     def close_expected(self) -> bool:
-        return self._closing
+        return self.state is State.CLOSED
 
     # -- timers -----------------------------------------------------------------------------
 
@@ -335,7 +369,7 @@ class VrpnSession:
         if self._cookie_deadline is None:
             self._cookie_deadline = now + COOKIE_TIMEOUT
 
-    def tick(self, now: float) -> list[object]:
+    def tick(self, now: float) -> list[VrpnEvent]:
         self._start_clock(now)
         assert self._cookie_deadline is not None
         if self.state is State.AWAIT_COOKIE and now >= self._cookie_deadline:
@@ -345,7 +379,7 @@ class VrpnSession:
             return []
         if now < self._ping_next:
             return []
-        events: list[object] = []
+        events: list[VrpnEvent] = []
         if self._ping_started is None:
             self._ping_started = now
             self._warned = False
@@ -364,23 +398,21 @@ class VrpnSession:
 
     # -- receiving --------------------------------------------------------------------------
 
-    def feed_eof(self, now: float) -> list[object]:
+    def feed_eof(self, now: float) -> list[VrpnEvent]:
         self._now = now
         if self.state is State.CLOSED:
             return []
-        self.state = State.CLOSED
-        self._closing = True
+        self._move(Trigger.PEER_CLOSED)
         self.close_reason = PEER_CLOSED
         return [ConnectionLost(reason=self.close_reason)]
 
     def _fail(self, reason: str) -> ConnectionLost:
-        self.state = State.CLOSED
-        self._closing = True
+        self._move(Trigger.FAILED)
         self.close_reason = reason
         self.stats.drop(reason)
         return ConnectionLost(reason=reason)
 
-    def feed(self, data: bytes, now: float) -> list[object]:
+    def feed(self, data: bytes, now: float) -> list[VrpnEvent]:
         """TCP bytes from the peer. Never raises; a broken stream ends in ConnectionLost."""
         self._start_clock(now)
         if self.state is State.CLOSED:
@@ -394,7 +426,7 @@ class VrpnSession:
             self._in.clear()
         else:
             work = bytes(data)
-        events: list[object] = []
+        events: list[VrpnEvent] = []
         start = 0
         if self.state is State.AWAIT_COOKIE:
             if len(work) < COOKIE_SIZE:
@@ -420,15 +452,20 @@ class VrpnSession:
         index = scan(work, start)
         if len(index):
             self._dispatch(work, index, "tcp", events)
-        if index.error is not None:
-            events.append(self._fail(f"broken stream: {index.error.reason}"))
+        if index.error is not None:  # the framing is lost: drop the rest, close
+            reason = f"broken stream: {index.error.reason}"
+            rest = len(work) - index.end
+            events.append(
+                PacketDropped(protocol=PROTOCOL, reason=reason, offset=index.end, size=rest)
+            )
+            events.append(self._fail(reason))
             return events
         if index.end < len(work):
             self._in += work[index.end :]
             self._need = _bytes_needed(self._in)
         return events
 
-    def feed_datagram(self, data: bytes, addr: Address, now: float) -> list[object]:
+    def feed_datagram(self, data: bytes, addr: Address, now: float) -> list[VrpnEvent]:
         """One UDP datagram on our inbound socket: whole messages, else it is dropped."""
         self._now = now
         if self.state is not State.CONNECTED:
@@ -443,12 +480,12 @@ class VrpnSession:
             return [
                 PacketDropped(protocol=PROTOCOL, reason=reason, offset=index.end, size=len(work))
             ]
-        events: list[object] = []
+        events: list[VrpnEvent] = []
         self._dispatch(work, index, "udp", events)
         return events
 
     def _connect(self, now: float) -> None:
-        self.state = State.CONNECTED
+        self._move(Trigger.COOKIE_ACCEPTED)
         if self.udp_inbound is not None:
             host, port = self.udp_inbound
             self._send_system(UdpDescription(port=port, host=host))
@@ -459,7 +496,9 @@ class VrpnSession:
         if self._ping_senders:
             self._ping_next = now  # the first ping goes out at the first tick
 
-    def _dispatch(self, buf: bytes, index: FrameIndex, channel: str, events: list[object]) -> None:
+    def _dispatch(
+        self, buf: bytes, index: FrameIndex, channel: str, events: list[VrpnEvent]
+    ) -> None:
         types = index.type
         n = len(index)
         system_at = np.flatnonzero(types < 0)
@@ -482,7 +521,7 @@ class VrpnSession:
         first: int,
         stop: int,
         channel: str,
-        events: list[object],
+        events: list[VrpnEvent],
     ) -> None:
         types = index.type[first:stop]
         senders = index.sender[first:stop]
@@ -535,7 +574,7 @@ class VrpnSession:
         self.stats.extra["undescribed"] = self.stats.extra.get("undescribed", 0) + count
 
     def _handle_one(
-        self, buf: bytes, index: FrameIndex, row: int, channel: str, events: list[object]
+        self, buf: bytes, index: FrameIndex, row: int, channel: str, events: list[VrpnEvent]
     ) -> None:
         type_name = self._remote_types.get(int(index.type[row]))
         sender = self._remote_senders.get(int(index.sender[row]))
@@ -586,7 +625,9 @@ class VrpnSession:
             )
         )
 
-    def _handle_system(self, buf: bytes, index: FrameIndex, row: int, events: list[object]) -> None:
+    def _handle_system(
+        self, buf: bytes, index: FrameIndex, row: int, events: list[VrpnEvent]
+    ) -> None:
         offset = int(index.offsets[row])
         body = buf[offset + HEADER_SIZE : offset + int(index.lengths[row])]
         type_ = int(index.type[row])

@@ -1,0 +1,123 @@
+"""The pure VRPN simulator: what `robowire sim vrpn`'s devices report, and when (no sockets).
+
+* the tracker: `count` sensors moving on circles (`sensor_poses`), reported every frame as
+  Pos_Quat, plus Velocity and Acceleration unless `pose_only`;
+* the analog: 4 channels of slow sine waves, every 0.1 s (analogs report on change);
+* the buttons: 2 buttons toggling every second (their full states on connect and on every ping);
+* the dials: 2 dials turning 0.25 revolution every half second.
+
+Time `t` is seconds since the simulation started, given by the caller.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from robowire.protocols.vrpn.messages import (
+    AnalogChannel,
+    Body,
+    ButtonChange,
+    ButtonStates,
+    DialUpdate,
+    TrackerAcceleration,
+    TrackerVelocity,
+)
+
+MAX_RATE = 1000.0
+ANALOG_PERIOD = 0.1
+BUTTON_PERIOD = 1.0
+DIAL_PERIOD = 0.5
+ANGULAR_SPEED = 0.5  # rad/s around each sensor's circle
+ANALOG_CHANNELS = 4
+BUTTONS = 2
+DIALS = 2
+
+
+def sensor_poses(t: float, count: int) -> tuple[npt.NDArray[np.float64], ...]:
+    """Positions, xyzw quaternions, velocities and accelerations of every sensor at time t."""
+    i = np.arange(count, dtype=np.float64)
+    radius = 1.0 + 0.25 * i
+    angle = ANGULAR_SPEED * t + i * (2 * math.pi / max(count, 1))
+    c, s = np.cos(angle), np.sin(angle)
+    position = np.stack([radius * c, radius * s, 1.0 + 0.1 * i], axis=1)
+    velocity = np.stack([-radius * s, radius * c, 0 * i], axis=1) * ANGULAR_SPEED
+    acceleration = np.stack([-radius * c, -radius * s, 0 * i], axis=1) * ANGULAR_SPEED**2
+    yaw = angle + math.pi / 2  # facing along the direction of travel
+    quaternion = np.stack([0 * i, 0 * i, np.sin(yaw / 2), np.cos(yaw / 2)], axis=1)
+    return position, quaternion, velocity, acceleration
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One tracker frame: every sensor's pose (columns), and the other reports of the frame."""
+
+    sensors: npt.NDArray[np.int64]
+    positions: npt.NDArray[np.float64]
+    quaternions: npt.NDArray[np.float64]  # x, y, z, w
+    reports: list[Body]  # Velocity and Acceleration per sensor (sent unreliably)
+
+
+class DeviceModel:
+    """The simulated devices' state and schedules."""
+
+    def __init__(self, count: int, rate: float, *, pose_only: bool = False) -> None:
+        self.count = count
+        self.rate = rate
+        self.pose_only = pose_only
+        self.buttons = [0] * BUTTONS
+        self._next_analog = self._next_button = self._next_dial = 0.0
+
+    def set_rate(self, rate: float) -> None:
+        """A client's set_update_rate request: kept within 1..MAX_RATE Hz."""
+        if math.isfinite(rate):
+            self.rate = min(max(rate, 1.0), MAX_RATE)
+
+    def button_states(self) -> ButtonStates:
+        return ButtonStates(states=tuple(self.buttons))
+
+    def frame(self, t: float) -> Frame:
+        position, quaternion, velocity, acceleration = sensor_poses(t, self.count)
+        reports: list[Body] = []
+        if not self.pose_only:
+            for k in range(self.count):
+                reports.append(
+                    TrackerVelocity(
+                        sensor=k, velocity=tuple(velocity[k]), velocity_quaternion_dt=1.0
+                    )
+                )
+                reports.append(
+                    TrackerAcceleration(
+                        sensor=k,
+                        acceleration=tuple(acceleration[k]),
+                        acceleration_quaternion_dt=1.0,
+                    )
+                )
+        return Frame(np.arange(self.count), position, quaternion, reports)
+
+    def analog(self, t: float) -> AnalogChannel | None:
+        """The analog's channels, when a report is due at t."""
+        if t < self._next_analog:
+            return None
+        self._next_analog += ANALOG_PERIOD
+        return AnalogChannel(channels=tuple(math.sin(0.5 * t + k) for k in range(ANALOG_CHANNELS)))
+
+    def button_changes(self, t: float) -> list[ButtonChange]:
+        """Every button toggles once a second."""
+        if t < self._next_button:
+            return []
+        self._next_button += BUTTON_PERIOD
+        changes = []
+        for b in range(len(self.buttons)):
+            self.buttons[b] ^= 1
+            changes.append(ButtonChange(button=b, state=self.buttons[b]))
+        return changes
+
+    def dial_updates(self, t: float) -> list[DialUpdate]:
+        if t < self._next_dial:
+            return []
+        self._next_dial += DIAL_PERIOD
+        return [DialUpdate(delta=0.25, dial=d) for d in range(DIALS)]

@@ -1,0 +1,67 @@
+"""`robowire sim|listen|decode vrpn` as separate processes: typos in settings and URL options
+are one error line naming them, and a cut capture decodes to its whole records, then one error."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from robowire.protocols import vrpn
+
+ROBOWIRE = [sys.executable, "-m", "robowire.cli"]
+
+
+def robowire(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*ROBOWIRE, *args], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60
+    )
+
+
+@pytest.mark.parametrize(
+    "args, typo",
+    [
+        (["sim", "vrpn", "--port", "0", "--set", "trackr=X", "--duration", "5"], "trackr"),
+        (["listen", "vrpn://T@127.0.0.1:1?tme=receive", "--duration", "5"], "tme"),
+        (
+            ["serve", "vrpn://127.0.0.1:0?trackers=All", "--from", "vrpn://T@127.0.0.1:1"],
+            "trackers",
+        ),
+    ],
+)
+def test_a_typo_is_one_error_line_naming_it(args: list[str], typo: str) -> None:
+    run = robowire(*args)
+    assert run.returncode != 0
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1, run.stderr
+    assert repr(typo) in lines[0] and "Traceback" not in run.stderr
+
+
+def test_the_option_sets_are_what_the_services_read() -> None:
+    protocol = vrpn.PROTOCOL
+    assert protocol.source_options == {"time", "retry", "rate", "udp", "devices"}
+    assert protocol.file_options == {"time", "speed"}
+    assert protocol.sink_options == {"tracker"}
+    assert protocol.sim_settings == {"tracker", "analog", "button", "dial", "reports"}
+
+
+def test_decode_of_a_cut_pcap_gives_the_good_lines_then_one_error(
+    captures: Path, tmp_path: Path
+) -> None:
+    whole = (captures / "tcp_tracker.pcap").read_bytes()
+    assert whole[:4] == b"\xd4\xc3\xb2\xa1"  # little-endian pcap: 24-byte file header
+    starts, offset = [], 24
+    while offset < len(whole):  # each record: 16-byte header (caplen at 8..12), then the frame
+        starts.append(offset)
+        offset += 16 + int.from_bytes(whole[offset + 8 : offset + 12], "little")
+    cut = tmp_path / "cut.pcap"
+    cut.write_bytes(whole[: starts[-1] + 8])  # cut inside the last record's header
+    run = robowire("decode", "vrpn", str(cut))
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    lines = [json.loads(line) for line in run.stdout.splitlines()]
+    errors = [line for line in lines if "error" in line]
+    assert len(errors) == 1 and lines[-1] is errors[0] and "offset" in errors[0]
+    assert len(lines) > 400
