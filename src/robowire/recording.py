@@ -24,6 +24,7 @@ from robowire.errors import ConfigError
 from robowire.service import CaptureSource, Sink
 from robowire.sinks.jsonlines import log_line
 from robowire.world import LogEvent, Update, World
+from robowire.world.feed import DEFAULT_BYTES
 
 TOPIC_PREFIX = "/robowire/"
 LOG_TOPIC = "/robowire/log"
@@ -46,10 +47,12 @@ SCHEMA = json.dumps(
 class McapRecorder(Sink):
     """Writes every world update to an MCAP file until the run ends."""
 
-    def __init__(self, path: str, queue: int = 100_000) -> None:
+    every_update = True  # a recording keeps every update, not only the latest state
+
+    def __init__(self, path: str, max_bytes: int = DEFAULT_BYTES) -> None:
         super().__init__(f"record:{path}")
         self.path = path
-        self.queue = queue
+        self.max_bytes = max_bytes
         self.messages = 0
         self._channels: dict[str, int] = {}
         self._stream: IO[bytes]

@@ -12,9 +12,9 @@ The templates own the loops, so that each loop exists once (python-can's `recv` 
 * `CaptureSource` is the capture driver: it reads a capture's records (pcap/pcapng, raw
   streams, text captures, `.rec`) through the protocol's sessions, in batches, optionally at
   the recorded pace. A protocol writes `new_adapter` and `new_session` (or `feed`).
-* `Sink` owns the subscription: it pulls what changed when it is ready (as soon as something
-  did, or at most `max_rate` times a second) and hands it to `write`; a protocol server runs
-  in `serve` beside it.
+* `Sink` owns the subscription: a latest-state subscriber (or, with `every_update`, a queue
+  bounded in bytes), pulled when the sink is ready (as soon as something changed, or at most
+  `max_rate` times a second) and handed to `write`; a protocol server runs in `serve` beside it.
 """
 
 from __future__ import annotations
@@ -32,12 +32,13 @@ from robowire.errors import DecodeError, RobowireError, TransportError
 from robowire.protocols.base import Adapter, Address, ConnectionLost, PacketDropped, SessionStats
 from robowire.timebase import WallClock
 from robowire.world import LogEvent, Update, World
-from robowire.world.feed import DEFAULT_QUEUE
+from robowire.world.feed import DEFAULT_BYTES
 
 log = logging.getLogger("robowire")
 
 RETRY_SECONDS = 1.0  # first wait before reconnecting
 MAX_RETRY_SECONDS = 8.0  # the backoff doubles up to this (or `retry`, if that is longer)
+BACKLOG_BYTES = 8 << 20  # a capture file pauses while a sink that takes every update is behind
 
 
 class Service(ABC):
@@ -196,6 +197,8 @@ class CaptureSource(Source):
                 for record in batch:
                     events += self.feed(record, now)
                 self.deliver(events, now)
+                while world.feed.backlog() > BACKLOG_BYTES:  # a file can wait for its readers
+                    await asyncio.sleep(0.005)
         except DecodeError as exc:  # the file is cut or damaged here: the rest is lost
             self.stats.drop(exc.reason)
             log.warning("%s: %s", self.name, exc)
@@ -212,12 +215,16 @@ class Sink(Service):
 
     The template: `run` subscribes to the world, starts `serve` (the protocol's server, if it
     has one) and then pulls what changed, as soon as something did or, with `max_rate`, at most
-    that many times a second, and hands it to `write`. It ends when `write` returns False, when
-    the server fails (its error is raised) or when cancelled; `finish` runs last either way.
+    that many times a second, and hands it to `write`: one `Update` per changed source with the
+    latest values of its changed devices (a slow sink sees fewer, fresher states and never
+    holds more than one copy of the state), or with `every_update` every update as written.
+    It ends when `write` returns False, when the server fails (its error is raised) or when
+    cancelled; `finish` runs last either way.
     """
 
     role = "sink"
-    queue: int = DEFAULT_QUEUE  # feed items held for this sink before the oldest are dropped
+    every_update = False  # True: a queue of every update bounded in bytes (the recorder)
+    max_bytes = DEFAULT_BYTES  # that queue's bound
     max_rate: float | None = None  # pulls per second; None: whenever something changed
 
     async def serve(self) -> None:
@@ -234,7 +241,7 @@ class Sink(Service):
         """The run is over: flush and close (called once, after the last `write`)."""
 
     async def run(self, world: World) -> None:
-        with world.feed.subscribe(self.queue) as subscription:
+        with world.subscribe(every_update=self.every_update, max_bytes=self.max_bytes) as changes:
             server: asyncio.Future[Any] = asyncio.create_task(self.serve())
             waiting: asyncio.Future[Any] | None = None
             try:
@@ -243,23 +250,22 @@ class Sink(Service):
                     if self.max_rate:
                         done, _ = await asyncio.wait([server], timeout=1.0 / self.max_rate)
                     else:
-                        waiting = asyncio.ensure_future(subscription.get())
+                        waiting = asyncio.ensure_future(changes.wait())
                         done, _ = await asyncio.wait(
                             {waiting, server}, return_when=asyncio.FIRST_COMPLETED
                         )
                     if server in done:
                         server.result()  # raises what stopped the server
                         return
-                    items = [] if waiting is None else [waiting.result()]
                     waiting = None
-                    going = self.write(world, items + subscription.drain())
+                    going = self.write(world, changes.pull())
             finally:
                 for task in (waiting, server):
                     if task is not None:
                         task.cancel()
                 await asyncio.gather(*(t for t in (waiting, server) if t), return_exceptions=True)
-                self.write(world, subscription.drain())  # what arrived while ending
-                self.stats.dropped += subscription.dropped
+                self.write(world, changes.pull())  # what arrived while ending
+                self.stats.dropped += changes.dropped
                 self.finish(world)
 
 

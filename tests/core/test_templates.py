@@ -120,29 +120,34 @@ class Recorder(Sink):
     def __init__(self, max_rate: float | None) -> None:
         super().__init__("recorder")
         self.max_rate = max_rate
-        self.pulls: list[int] = []
+        self.pulls: list[list[Update | LogEvent]] = []
         self.finished = False
 
     def write(self, world: World, items: list[Update | LogEvent]) -> bool:
-        self.pulls.append(len(items))
+        self.pulls.append(items)
         return True
 
     def finish(self, world: World) -> None:
         self.finished = True
 
 
-async def test_a_rate_limited_sink_pulls_batches_at_its_own_rate():
+async def test_a_rate_limited_sink_pulls_the_latest_state_at_its_own_rate():
     world = World()
     sink = Recorder(max_rate=10)
     task = asyncio.create_task(sink.run(world))
     await asyncio.wait_for(sink.ready.wait(), 1)
-    for i in range(50):  # 50 updates over ~0.5 s
-        world.update_device("s", "d", receive_time=float(i), position=(i, 0, 0))
+    for i in range(50):  # 50 updates of two devices over ~0.5 s
+        world.update_device("s", "a", receive_time=float(i), position=(i, 0, 0))
+        world.update_device("s", "b", receive_time=float(i), position=(0, i, 0))
         await asyncio.sleep(0.01)
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
-    assert sum(sink.pulls) == 50 and sink.finished
-    assert 3 <= len(sink.pulls) <= 9  # ~10 pulls a second, not one per update
+    assert sink.finished
+    updates = [u for pull in sink.pulls for u in pull if isinstance(u, Update)]
+    assert 3 <= len(updates) <= 9  # ~10 pulls a second, one update per source each
+    assert all(list(u.slots) == [0, 1] for u in updates)  # both devices changed every time
+    last = updates[-1].values["position"]
+    assert last.tolist() == [[49.0, 0.0, 0.0], [0.0, 49.0, 0.0]]  # the latest, not the oldest
 
 
 class Failing(Recorder):

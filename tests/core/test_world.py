@@ -140,3 +140,107 @@ def test_subscription_needs_room():
 def test_update_is_a_value():
     u = Update("s", np.array([0]), frozenset({"position"}), 1.0)
     assert len(u) == 1
+
+
+def swarm(world: World, n: int = 10_000) -> np.ndarray:
+    return world.table("show").slots((f"d{i}" for i in range(n)), kind="drone")
+
+
+def test_a_stalled_latest_subscriber_holds_one_mask_not_the_updates():
+    import tracemalloc
+
+    world = World()
+    slots = swarm(world)
+    stalled = world.subscribe()
+    positions = np.zeros((len(slots), 3))
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for i in range(300):  # 300 full-swarm updates: the old queue held 254 MiB of copies
+        positions[:, 0] = i
+        world.update("show", slots, receive_time=float(i), position=positions)
+    grown = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    assert grown < 1 << 20  # a mask of 10,000 flags, not 300 copies of 240 kB
+    (update,) = stalled.pull()
+    assert len(update) == 10_000 and update.receive_time == 299.0
+    assert np.all(update.values["position"][:, 0] == 299.0)
+
+
+def test_a_late_pull_sees_the_latest_values_of_every_changed_device():
+    world = World()
+    subscriber = world.subscribe()
+    for i in range(5):
+        world.update_device("a", "x", receive_time=float(i), position=(i, 0, 0))
+    world.update_device("a", "y", receive_time=9.0, telemetry={"t": (3.5, "Cel")})
+    world.update_device("b", "z", receive_time=7.0, velocity=(1, 2, 3))
+    world.log("b", "z", "hello", time=7.5)
+    items = subscriber.pull()
+    assert isinstance(items[0], LogEvent) and items[0].text == "hello"
+    a, b = items[1:]
+    assert isinstance(a, Update) and isinstance(b, Update)
+    assert a.source == "a" and a.slots.tolist() == [0, 1] and a.receive_time == 9.0
+    assert a.fields == {"position", "t"} and a.values["position"][0].tolist() == [4.0, 0.0, 0.0]
+    assert a.values["t"][1] == 3.5
+    assert b.source == "b" and b.values["velocity"].tolist() == [[1.0, 2.0, 3.0]]
+    assert subscriber.pull() == []  # nothing changed since
+
+
+async def test_a_latest_subscriber_wakes_on_change_and_not_before():
+    world = World()
+    subscriber = world.subscribe()
+    waiting = asyncio.create_task(subscriber.wait())
+    await asyncio.sleep(0.01)
+    assert not waiting.done()
+    world.update_device("a", "x", receive_time=1.0, position=(1, 2, 3))
+    await asyncio.wait_for(waiting, 1)
+
+
+def test_a_queue_subscriber_is_bounded_in_bytes_and_counts_its_drops():
+    world = World()
+    slots = swarm(world, 1000)
+    recorder = world.subscribe(every_update=True, max_bytes=1 << 20)
+    positions = np.zeros((1000, 3))
+    for i in range(100):  # each update holds ~32 kB of copies: 100 of them are ~3 MiB
+        world.update("show", slots, receive_time=float(i), position=positions + i)
+    assert recorder.bytes <= 1 << 20 and recorder.dropped > 60
+    kept = recorder.pull()
+    assert len(kept) + recorder.dropped == 100
+    assert kept[-1].values["position"][0, 0] == 99.0  # the newest are kept, the oldest dropped
+
+
+def test_updates_are_not_copied_for_latest_subscribers_only():
+    world = World()
+    world.subscribe()
+    update = world.update_device("a", "x", receive_time=1.0, position=(1, 2, 3))
+    assert update.values == {}
+    world.subscribe(every_update=True)
+    update = world.update_device("a", "x", receive_time=2.0, position=(4, 5, 6))
+    assert update.values["position"].tolist() == [[4.0, 5.0, 6.0]]
+
+
+def test_json_rows_from_columns_agree_with_the_device_views():
+    world = World()
+    queue = world.subscribe(every_update=True)
+    world.update_device(
+        "s", "a", receive_time=1.0, name="Alpha", position=(1 / 3, 2, 3), links=["b"],
+        attributes={"data.20": [24]},
+    )  # fmt: skip
+    world.update_device(
+        "s", "b", receive_time=2.0, source_time=1.5, velocity=(1, 0, 0),
+        orientation=(0.0, 0.0, 0.0, 1.0), telemetry={"t": (20.5, "Cel")},
+    )  # fmt: skip
+    table = world.table("s")
+    update = world.update(
+        "s",
+        table.slots(["a", "b"]),
+        receive_time=3.0,
+        position=np.array([[7.0, 8, 9], [np.nan] * 3]),
+    )
+    queue.pull()
+    for line, device in zip(world.update_json(update), world.devices("s"), strict=True):
+        expected = device.to_json()
+        expected.pop("position", None)
+        if not np.isnan(update.values["position"][0 if device.device_id == "a" else 1]).any():
+            expected["position"] = update.values["position"][0].tolist()
+        expected |= {"receive_time": 3.0, "changed": ["position"]}
+        assert line == expected

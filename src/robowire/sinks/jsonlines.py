@@ -30,7 +30,14 @@ def update_lines(world: World, item: Update | LogEvent) -> list[dict[str, Any]]:
 
 
 class JsonLinesSink(Sink):
-    """Writes world updates as JSON lines; stops the run after `count` lines if given."""
+    """Writes world updates as JSON lines; stops the run after `count` lines if given.
+
+    It takes every update (a queue bounded in bytes, drops counted), not only the latest
+    state: the lines are a log of what each update wrote, and a file gives the same lines on
+    every run (file sources wait for the queue, live sources never do).
+    """
+
+    every_update = True
 
     def __init__(
         self,
@@ -38,13 +45,11 @@ class JsonLinesSink(Sink):
         *,
         count: int | None = None,
         on_done: Callable[[], None] | None = None,
-        queue: int = 100_000,
     ) -> None:
         super().__init__("json")
         self.out = out if out is not None else sys.stdout
         self.count = count
         self.on_done = on_done
-        self.queue = queue
         self.written = 0
 
     def write(self, world: World, items: list[Update | LogEvent]) -> bool:

@@ -34,20 +34,20 @@ def _fmt(value: float) -> str:
     return "—" if math.isnan(value) else f"{value:.2f}"
 
 
-def _row_order(device: Device) -> tuple[str, int, str]:
-    number = device.device_id
-    return (device.source, int(number) if number.isdecimal() else -1, number)
+def _row_order(key: tuple[str, str]) -> tuple[str, int, str]:
+    source, number = key
+    return (source, int(number) if number.isdecimal() else -1, number)
 
 
-def _fair_share(devices: list[Device], rows: int) -> list[Device]:
+def _fair_share(world: World, rows: int) -> list[Device]:
     """At most `rows` devices, every source getting its turn (a 1000-node network must not
     hide the three trackers), ordered so that rows stay put and a moving value is easy to
-    follow."""
-    by_source: dict[str, list[Device]] = {}
-    for device in sorted(devices, key=_row_order):
-        by_source.setdefault(device.source, []).append(device)
-    shown: list[Device] = []
-    queues = [iter(group) for group in by_source.values()]
+    follow. Only the rows shown become device views."""
+    queues = [
+        iter(sorted(((source, device) for device in table.ids), key=_row_order))
+        for source, table in list(world.tables.items())
+    ]
+    shown: list[tuple[str, str]] = []
     while queues and len(shown) < rows:
         for queue in list(queues):
             turn = next(queue, None)
@@ -55,7 +55,7 @@ def _fair_share(devices: list[Device], rows: int) -> list[Device]:
                 queues.remove(queue)
             elif len(shown) < rows:
                 shown.append(turn)
-    return sorted(shown, key=_row_order)
+    return [world.device(*key) for key in sorted(shown, key=_row_order)]
 
 
 def device_table(world: World, services: Iterable[Service] = (), max_rows: int = MAX_ROWS) -> Group:
@@ -71,8 +71,8 @@ def device_table(world: World, services: Iterable[Service] = (), max_rows: int =
             max_width=width[1],
             overflow="ellipsis",
         )
-    devices = list(world.devices())
-    shown = _fair_share(devices, max_rows)
+    shown = _fair_share(world, max_rows)
+    total = len(world)
     now = time.time()
     for device in shown:
         x, y, z = device.position or (math.nan, math.nan, math.nan)
@@ -93,8 +93,8 @@ def device_table(world: World, services: Iterable[Service] = (), max_rows: int =
             age,
         )
     lines: list[Table | Text] = [table]
-    if len(devices) > max_rows:
-        lines.append(Text(f"… and {len(devices) - max_rows} more devices"))
+    if total > max_rows:
+        lines.append(Text(f"… and {total - max_rows} more devices"))
     for service in services:
         s = service.stats
         if s.messages_in or s.dropped:
@@ -119,7 +119,6 @@ class TableSink(Sink):
         self.services = list(services)
         self.refresh_hz = refresh_hz
         self.max_rate = refresh_hz  # redraw at this rate whether or not anything changed
-        self.queue = 1  # it draws the world's state, not the updates
         self.console = console or Console()
 
     async def run(self, world: World) -> None:

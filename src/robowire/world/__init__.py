@@ -1,7 +1,18 @@
-"""The live world model (see `model` for the frame and the write/read API)."""
+"""The live world model (see `model` for the frame and the write/read API, `latest` for the
+latest-state subscribers)."""
 
 from robowire.world.feed import ChangeFeed, Subscription
+from robowire.world.latest import LatestState
 from robowire.world.model import Device, LogEvent, Update, World
 from robowire.world.table import SourceTable
 
-__all__ = ["ChangeFeed", "Device", "LogEvent", "SourceTable", "Subscription", "Update", "World"]
+__all__ = [
+    "ChangeFeed",
+    "Device",
+    "LatestState",
+    "LogEvent",
+    "SourceTable",
+    "Subscription",
+    "Update",
+    "World",
+]

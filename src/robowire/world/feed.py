@@ -1,37 +1,73 @@
-"""The change feed: every world change goes to every subscriber's own bounded queue.
+"""The change feed: every world change goes to every subscriber, and no subscriber can slow
+the producer or grow memory without bound.
 
-A subscriber that falls behind loses its *oldest* items, and the loss is counted; publishing
-never blocks, never waits for a subscriber and never grows memory beyond the bounds.
+Two kinds of subscriber share one interface (`await wait()`, then `pull()`):
+
+* `Subscription`, a queue of every item (the recorder's kind). It is bounded in items and,
+  where the feed knows item sizes, in bytes; a subscriber that falls behind loses its *oldest*
+  items, and the loss is counted.
+* `robowire.world.latest.LatestState` (the viewers', protocol sinks' and JSON lines' kind):
+  which devices changed since the last pull, pulled as their latest values.
+
+Publishing never blocks and never waits for a subscriber.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncIterator
-from typing import Generic, TypeVar
+from collections.abc import AsyncIterator, Callable
+from typing import Generic, Protocol, TypeVar
 
 T = TypeVar("T")
+T_contra = TypeVar("T_contra", contravariant=True)
 
 DEFAULT_QUEUE = 10_000
+DEFAULT_BYTES = 64 << 20  # a queue subscriber holds at most this much by default
+
+
+class Subscriber(Protocol[T_contra]):
+    """What the feed hands its items to."""
+
+    def put(self, item: T_contra) -> None: ...
 
 
 class Subscription(Generic[T]):
-    """One subscriber's bounded queue. Iterate it with `async for`, or poll with `drain()`."""
+    """One subscriber's bounded queue. Iterate it with `async for`, or `wait()` and `pull()`."""
 
-    def __init__(self, feed: ChangeFeed[T], maxlen: int) -> None:
+    def __init__(
+        self,
+        feed: ChangeFeed[T],
+        maxlen: int,
+        max_bytes: int | None = None,
+        size_of: Callable[[T], int] | None = None,
+    ) -> None:
         if maxlen < 1:
             raise ValueError("a subscription needs room for at least one item")
         self._feed = feed
         self._queue: deque[T] = deque(maxlen=maxlen)
+        self._sizes: deque[int] = deque()
+        self._size_of = size_of if max_bytes is not None else None
+        self.max_bytes = max_bytes
+        self.bytes = 0  # what the queued items hold, where sizes are known
         self._wakeup: asyncio.Event | None = None
         self.dropped = 0
         self.closed = False
 
-    def _put(self, item: T) -> None:
+    def put(self, item: T) -> None:
         if len(self._queue) == self._queue.maxlen:
             self.dropped += 1  # deque(maxlen) pushes the oldest out on append
+            if self._sizes:
+                self.bytes -= self._sizes.popleft()
         self._queue.append(item)
+        if self._size_of is not None and self.max_bytes is not None:
+            size = self._size_of(item)
+            self._sizes.append(size)
+            self.bytes += size
+            while self.bytes > self.max_bytes and len(self._queue) > 1:
+                self._queue.popleft()
+                self.bytes -= self._sizes.popleft()
+                self.dropped += 1
         if self._wakeup is not None:
             self._wakeup.set()
 
@@ -42,17 +78,27 @@ class Subscription(Generic[T]):
         """Everything queued so far, oldest first; the queue is empty afterwards."""
         items = list(self._queue)
         self._queue.clear()
+        self._sizes.clear()
+        self.bytes = 0
         return items
 
-    async def get(self) -> T:
-        """The oldest queued item, waiting for one if the queue is empty."""
-        while not self._queue:
-            if self.closed:
-                raise StopAsyncIteration
+    pull = drain
+
+    async def wait(self) -> None:
+        """Return once something is queued (or the subscription is closed)."""
+        while not self._queue and not self.closed:
             if self._wakeup is None:
                 self._wakeup = asyncio.Event()
             self._wakeup.clear()
             await self._wakeup.wait()
+
+    async def get(self) -> T:
+        """The oldest queued item, waiting for one if the queue is empty."""
+        await self.wait()
+        if not self._queue:
+            raise StopAsyncIteration
+        if self._sizes:
+            self.bytes -= self._sizes.popleft()
         return self._queue.popleft()
 
     def __aiter__(self) -> AsyncIterator[T]:
@@ -64,7 +110,7 @@ class Subscription(Generic[T]):
     def close(self) -> None:
         """Stop receiving; a waiting `get` ends the iteration once the queue is empty."""
         self.closed = True
-        self._feed._unsubscribe(self)
+        self._feed.unsubscribe(self)
         if self._wakeup is not None:
             self._wakeup.set()
 
@@ -76,20 +122,37 @@ class Subscription(Generic[T]):
 
 
 class ChangeFeed(Generic[T]):
-    """Fan-out of published items to independent bounded subscriptions."""
+    """Fan-out of published items to independent subscribers. `size_of` tells a queue
+    subscriber with a byte bound what an item holds."""
 
-    def __init__(self) -> None:
-        self._subscribers: list[Subscription[T]] = []
+    def __init__(self, size_of: Callable[[T], int] | None = None) -> None:
+        self._subscribers: list[Subscriber[T]] = []
+        self._size_of = size_of
+        self.queues = 0  # queue subscribers: they need each item's own values
         self.published = 0
 
-    def subscribe(self, maxlen: int = DEFAULT_QUEUE) -> Subscription[T]:
-        sub = Subscription(self, maxlen)
+    def subscribe(
+        self, maxlen: int = DEFAULT_QUEUE, max_bytes: int | None = None
+    ) -> Subscription[T]:
+        """A queue of every item from now on (bounded by `maxlen` items and `max_bytes`)."""
+        sub = Subscription(self, maxlen, max_bytes, self._size_of)
         self._subscribers.append(sub)
+        self.queues += 1
         return sub
 
-    def _unsubscribe(self, sub: Subscription[T]) -> None:
-        if sub in self._subscribers:
-            self._subscribers.remove(sub)
+    def attach(self, subscriber: Subscriber[T]) -> None:
+        """Hand every item from now on to `subscriber` (a latest-state subscriber)."""
+        self._subscribers.append(subscriber)
+
+    def unsubscribe(self, subscriber: Subscriber[T]) -> None:
+        if subscriber in self._subscribers:
+            self._subscribers.remove(subscriber)
+            if isinstance(subscriber, Subscription):
+                self.queues -= 1
+
+    def backlog(self) -> int:
+        """The most bytes any byte-bounded queue subscriber holds (0 if none is behind)."""
+        return max((s.bytes for s in self._subscribers if isinstance(s, Subscription)), default=0)
 
     @property
     def subscriber_count(self) -> int:
@@ -98,4 +161,4 @@ class ChangeFeed(Generic[T]):
     def publish(self, item: T) -> None:
         self.published += 1
         for sub in self._subscribers:
-            sub._put(item)
+            sub.put(item)

@@ -12,12 +12,15 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from robowire.world.feed import ChangeFeed
+from robowire.world.feed import DEFAULT_BYTES, ChangeFeed, Subscription
 from robowire.world.table import FloatArray, SlotArray, SourceTable
+
+if TYPE_CHECKING:
+    from robowire.world.latest import LatestState
 
 Vector3 = tuple[float, float, float]
 Quaternion = tuple[float, float, float, float]
@@ -116,12 +119,36 @@ def _optional(value: float) -> float | None:
     return None if math.isnan(value) else float(value)
 
 
+def update_size(item: Update | LogEvent) -> int:
+    """About what a queued feed item holds, in bytes (for queues bounded in bytes)."""
+    if isinstance(item, LogEvent):
+        return 200 + len(item.text)
+    return 200 + item.slots.nbytes + sum(v.nbytes for v in item.values.values())
+
+
+def _written(
+    table: SourceTable, index: SlotArray, fields: set[str], timed: bool
+) -> dict[str, FloatArray]:
+    """Copies of what an update wrote, for the subscribers that queue every update."""
+    columns = {
+        POSITION: table.position,
+        ORIENTATION: table.orientation,
+        VELOCITY: table.velocity,
+        GEODETIC: table.geodetic,
+        **table.telemetry,
+    }
+    written = {name: columns[name][index] for name in fields if name in columns}
+    if timed:
+        written[SOURCE_TIME] = table.source_time[index]
+    return written
+
+
 @dataclass
 class World:
     """All sources' tables and the feed of their changes."""
 
     tables: dict[str, SourceTable] = field(default_factory=dict)
-    feed: ChangeFeed[Update | LogEvent] = field(default_factory=ChangeFeed)
+    feed: ChangeFeed[Update | LogEvent] = field(default_factory=lambda: ChangeFeed(update_size))
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -150,34 +177,47 @@ class World:
 
         `changed` names fields the caller already wrote into the table itself (links, attributes).
         """
-        table = self.table(source)
-        index = np.asarray(slots, dtype=np.intp)
+        table = self.tables.get(source) or self.table(source)
+        index = slots if isinstance(slots, np.ndarray) else np.asarray(slots, dtype=np.intp)
         fields: set[str] = set(changed)
-        written: dict[str, FloatArray] = {}
-        for name, column, data in (
-            (POSITION, table.position, position),
-            (ORIENTATION, table.orientation, orientation),
-            (VELOCITY, table.velocity, velocity),
-            (GEODETIC, table.geodetic, geodetic),
-        ):
-            if data is not None:
-                column[index] = data
-                written[name] = column[index]
+        if position is not None:
+            table.position[index] = position
+            fields.add(POSITION)
         if orientation is not None:
+            table.orientation[index] = orientation
             table.has_orientation[index] = True
-        for name, (values, unit) in (telemetry or {}).items():
-            column = table.column(name, unit)
-            column[index] = values
-            written[name] = column[index]
+            fields.add(ORIENTATION)
+        if velocity is not None:
+            table.velocity[index] = velocity
+            fields.add(VELOCITY)
+        if geodetic is not None:
+            table.geodetic[index] = geodetic
+            fields.add(GEODETIC)
+        if telemetry:
+            for name, (values, unit) in telemetry.items():
+                table.column(name, unit)[index] = values
+                fields.add(name)
         if source_time is not None:
             table.source_time[index] = source_time
-            written[SOURCE_TIME] = table.source_time[index]
         table.receive_time[index] = receive_time
-        fields.update(written)
-        fields.discard(SOURCE_TIME)
+        # only queue subscribers (the recorder) need each update's own values: copy them then
+        written = (
+            _written(table, index, fields, source_time is not None) if self.feed.queues else {}
+        )
         update = Update(source, index, frozenset(fields), receive_time, written)
         self.feed.publish(update)
         return update
+
+    def subscribe(
+        self, *, every_update: bool = False, max_bytes: int = DEFAULT_BYTES
+    ) -> LatestState | Subscription[Update | LogEvent]:
+        """A latest-state subscriber (the default), or with `every_update` a queue of every
+        update bounded at `max_bytes` (its drops counted)."""
+        if every_update:
+            return self.feed.subscribe(maxlen=1 << 30, max_bytes=max_bytes)
+        from robowire.world.latest import LatestState  # it builds on this module's types
+
+        return LatestState(self.tables, self.feed)
 
     def update_device(
         self,
@@ -266,23 +306,9 @@ class World:
 
     def update_json(self, update: Update) -> Iterator[dict[str, Any]]:
         """One JSON-ready dict per device of an update, with the values that update wrote."""
-        table = self.tables[update.source]
-        changed = sorted(update.fields)
-        for row, slot in enumerate(update.slots):
-            line = self._view(table, int(slot)).to_json()
-            telemetry = line.get("telemetry", {})
-            for name, values in update.values.items():
-                value = values[row]
-                if name in table.telemetry:
-                    if not math.isnan(value):
-                        telemetry[name] = {"value": float(value), "unit": table.units[name]}
-                elif np.ndim(value) == 0:
-                    line[name] = _optional(float(value))
-                else:
-                    line[name] = _vector(value)
-            line["receive_time"] = update.receive_time
-            line["changed"] = changed
-            yield {k: v for k, v in line.items() if v is not None}
+        from robowire.world.rows import update_rows  # it builds on this module's types
+
+        return update_rows(self.tables[update.source], update)
 
     def __len__(self) -> int:
         return sum(len(t) for t in self.tables.values())
