@@ -27,6 +27,7 @@ import dpkt
 
 from robowire.errors import ConfigError, DecodeError
 from robowire.protocols.base import Address
+from robowire.timebase import monotonic
 
 Transport = Literal["tcp", "udp", "stream"]
 PCAP_MAGICS = {
@@ -223,15 +224,14 @@ async def batches(records: Iterable[Record], speed: float = 0.0) -> AsyncIterato
     due before the next wait); records without a time are not waited for. A reader's
     DecodeError (a cut file) comes after the batch of the records before it.
     """
-    loop = asyncio.get_running_loop()
     first: tuple[float, float] | None = None  # (record time, loop time) of the first record
     batch: list[Record] = []
     try:
         for record in records:
             if speed > 0 and record.time is not None:
                 if first is None:
-                    first = (record.time, loop.time())
-                delay = first[1] + (record.time - first[0]) / speed - loop.time()
+                    first = (record.time, monotonic())
+                delay = first[1] + (record.time - first[0]) / speed - monotonic()
                 if delay > 0:
                     if batch:
                         yield batch

@@ -30,7 +30,7 @@ from robowire.capture import Record, batches
 from robowire.endpoints import Endpoint
 from robowire.errors import DecodeError, RobowireError, TransportError
 from robowire.protocols.base import Adapter, Address, ConnectionLost, PacketDropped, SessionStats
-from robowire.timebase import WallClock
+from robowire.timebase import WallClock, monotonic
 from robowire.world import LogEvent, Update, World
 from robowire.world.feed import DEFAULT_BYTES
 
@@ -187,12 +187,11 @@ class CaptureSource(Source):
         ]
 
     async def run(self, world: World) -> None:
-        loop = asyncio.get_running_loop()
         self.adapter = self.new_adapter(world)
         self.ready.set()
         try:
             async for batch in batches(self.records(), self.speed):
-                now = loop.time()
+                now = monotonic()
                 events: list[Any] = []
                 for record in batch:
                     events += self.feed(record, now)
@@ -202,7 +201,7 @@ class CaptureSource(Source):
         except DecodeError as exc:  # the file is cut or damaged here: the rest is lost
             self.stats.drop(exc.reason)
             log.warning("%s: %s", self.name, exc)
-        self.deliver(self.finish(loop.time()), loop.time())
+        self.deliver(self.finish(monotonic()), monotonic())
         if not self.stats.messages_in and self.stats.dropped:  # not this protocol at all
             raise RobowireError(
                 f"{self.path}: nothing in it decodes as {self.protocol} "

@@ -6,15 +6,21 @@ Two times travel with every world update:
   Protocols carry it in their own way (SpyGlass s + ms, VRPN timeval, ...); adapters convert.
 * **receive time**: when robowire got the bytes, in Unix epoch seconds.
 
-Sans-I/O cores never read a clock: they are given `now`, monotonic seconds from the caller.
-The drivers convert between the monotonic clock and wall-clock time with one `WallClock`,
-so that receive times are monotonic within a run even if the system clock is stepped.
+Sans-I/O cores never read a clock: they are given `now`, monotonic seconds from the caller,
+read with `monotonic()` (microsecond resolution; the event loop's own `loop.time()` is only
+millisecond-resolution under uvloop, and cached per loop turn). It is the clock `loop.call_at`
+runs on, so deadlines computed from it can be armed directly. The drivers convert between the
+monotonic clock and wall-clock time with one `WallClock`, so that receive times are monotonic
+within a run even if the system clock is stepped.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+
+monotonic = time.monotonic
+"""Monotonic seconds, the `now` every driver gives its sessions (the one clock for intervals)."""
 
 
 @dataclass(slots=True)

@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,18 +35,24 @@ def robowire(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str
 def server(*args: str) -> Iterator[str]:
     """Start `robowire sim|serve ... --port 0`-style servers; yields "host:port" it printed."""
     process = subprocess.Popen([*ROBOWIRE, *args], stderr=subprocess.PIPE, text=True)
+    rest: list[str] = []
+    reader: threading.Thread | None = None
     try:
         assert process.stderr is not None
         line = process.stderr.readline()
         found = re.search(r"on (127\.0\.0\.1:\d+); Ctrl-C ends it", line)
         assert found, line
+        # keep reading its log, or a full pipe (64 KiB of warnings) would block the server
+        reader = threading.Thread(target=lambda: rest.extend(process.stderr), daemon=True)
+        reader.start()
         yield found.group(1)
     finally:
         process.send_signal(signal.SIGINT)
         try:  # Ctrl-C is a clean end: the shell's 130, no traceback
             assert process.wait(10) == 130
-            assert process.stderr is not None
-            assert "Traceback" not in process.stderr.read()
+            if reader is not None:
+                reader.join(5)
+            assert "Traceback" not in "".join(rest)
         finally:
             if process.poll() is None:
                 process.kill()

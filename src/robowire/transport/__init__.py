@@ -1,6 +1,6 @@
 """Thin asyncio drivers that run any sans-I/O session on real sockets.
 
-They feed the session bytes and `loop.time()`, write what it asks to send, hand its events
+They feed the session bytes and `timebase.monotonic()`, write what it asks to send, hand its events
 to a callback and re-arm one timer at `next_deadline()`. No protocol logic lives here.
 """
 

@@ -12,6 +12,7 @@ from typing import Any, cast
 
 from robowire.errors import TransportError
 from robowire.protocols.base import Address, StreamSession
+from robowire.timebase import monotonic
 from robowire.transport.timer import DeadlineTimer
 
 log = logging.getLogger("robowire.transport")
@@ -81,12 +82,12 @@ class StreamDriver(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         if self.session is not None:
-            self._after(self.session.feed(data, self._loop.time()))
+            self._after(self.session.feed(data, monotonic()))
 
     def eof_received(self) -> bool:
         self._ended = True
         if self.session is not None:
-            self._after(self.session.feed_eof(self._loop.time()))
+            self._after(self.session.feed_eof(monotonic()))
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -95,7 +96,7 @@ class StreamDriver(asyncio.Protocol):
         session = self.session
         if session is not None and not self._ended and not session.close_expected():
             self._ended = True  # reset without an EOF: the session learns the peer is gone
-            self._after(session.feed_eof(self._loop.time()))
+            self._after(session.feed_eof(monotonic()))
         if not self.closed.done():
             self.closed.set_result(None)
         if self._on_close is not None:
@@ -105,7 +106,7 @@ class StreamDriver(asyncio.Protocol):
 
     def _tick(self) -> None:
         if self.session is not None:
-            self._after(self.session.tick(self._loop.time()))
+            self._after(self.session.tick(monotonic()))
 
     def _after(self, events: list[Any]) -> None:
         self.flush()

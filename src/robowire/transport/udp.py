@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from robowire.errors import TransportError
 from robowire.protocols.base import Address, DatagramSession
+from robowire.timebase import monotonic
 from robowire.transport.timer import DeadlineTimer
 
 log = logging.getLogger("robowire.transport")
@@ -83,10 +84,10 @@ class DatagramDriver:
 
     def _readable(self) -> None:
         self.wakeups += 1
-        self._after(receive_datagrams(self.sock, self.session, self._loop.time(), self._batch))
+        self._after(receive_datagrams(self.sock, self.session, monotonic(), self._batch))
 
     def _tick(self) -> None:
-        self._after(self.session.tick(self._loop.time()))
+        self._after(self.session.tick(monotonic()))
 
     def _after(self, events: list[object]) -> None:
         self.flush()

@@ -45,7 +45,7 @@ from robowire.service import (
     Sink,
     Source,
 )
-from robowire.timebase import WallClock
+from robowire.timebase import WallClock, monotonic
 from robowire.transport.tcp import StreamDriver, connect_stream, serve_stream
 from robowire.world import LogEvent, Update, World
 
@@ -116,11 +116,10 @@ async def _moving_objects(source: Source, running: Coroutine[Any, Any, None]) ->
     object's path once; `SpyglassAdapter.advance` says where it is now)."""
 
     async def advance() -> None:
-        loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(ADVANCE_PERIOD)
             if isinstance(source.adapter, SpyglassAdapter):
-                source.adapter.advance(source.clock.wall(loop.time()))
+                source.adapter.advance(source.clock.wall(monotonic()))
 
     advancing = asyncio.create_task(advance())
     try:
@@ -146,14 +145,13 @@ class SpyglassSource(Source):
         return self.settings.adapter(world, self.name)
 
     async def connect(self, world: World) -> None:
-        loop = asyncio.get_running_loop()
         session = self.settings.session()
         try:
             await connect_stream(
                 self.host,
                 self.port,
                 session,
-                lambda _driver, events: self.deliver(events, loop.time()),
+                lambda _driver, events: self.deliver(events, monotonic()),
                 on_open=lambda _driver: self.connected(),
             )
         finally:
@@ -285,17 +283,16 @@ class SpyglassSim(Sim):
     async def run(self, world: World) -> None:
         """Step the model at its deadlines and send what falls due, until the server fails
         or the run is cancelled."""
-        loop = asyncio.get_running_loop()
         clock = WallClock()
         serving = asyncio.create_task(_serve_viewers(self, self.host, self.port, self.viewers))
         try:
             while not serving.done():
-                now = clock.wall(loop.time())
+                now = clock.wall(monotonic())
                 packets = self.model.step(now)
                 self.stats.messages_out += len(packets)
                 _send(self.viewers, b"".join(packets), self.stats)
                 deadline = self.model.next_deadline()
-                delay = 0.1 if deadline is None else deadline - clock.wall(loop.time())
+                delay = 0.1 if deadline is None else deadline - clock.wall(monotonic())
                 await asyncio.wait([serving], timeout=min(max(delay, 0.0), 1.0))
             serving.result()
         finally:

@@ -22,6 +22,7 @@ from robowire.protocols.base import Address, PacketDropped, SessionStats
 from robowire.protocols.vrpn.codec import PROTOCOL, decode_lob, encode_lob
 from robowire.protocols.vrpn.events import VrpnEvent
 from robowire.protocols.vrpn.session import PEER_CLOSED, VrpnSession
+from robowire.timebase import monotonic
 from robowire.transport.tcp import OnDriver, StreamDriver, serve_stream
 from robowire.transport.tcp import OnEvents as StreamOnEvents
 from robowire.transport.udp import (
@@ -98,7 +99,7 @@ class VrpnLink(StreamDriver):
     def _readable(self) -> None:
         sock, session = self.sock, self.session
         if sock is not None and session is not None:
-            self._after(receive_datagrams(sock, session, self._loop.time(), UDP_BATCH))
+            self._after(receive_datagrams(sock, session, monotonic(), UDP_BATCH))
 
     def flush(self) -> None:
         """Send queued datagrams, then what the stream driver does: TCP bytes, close, timer."""

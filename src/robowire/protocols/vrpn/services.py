@@ -34,7 +34,7 @@ from robowire.protocols.vrpn.model import MAX_RATE, DeviceModel
 from robowire.protocols.vrpn.server import VrpnServer
 from robowire.protocols.vrpn.session import VERSION_MISMATCH, Role, VrpnSession
 from robowire.service import RETRY_SECONDS, CaptureSource, Sim, SimOptions, Sink, Source
-from robowire.timebase import WallClock
+from robowire.timebase import WallClock, monotonic
 from robowire.world import LogEvent, Update, World
 
 log = logging.getLogger("robowire.vrpn")
@@ -114,7 +114,6 @@ class VrpnSource(Source):
         return VrpnAdapter(world, self.name, devices=self.devices or None, time=self.time_mode)
 
     async def connect(self, world: World) -> None:
-        loop = asyncio.get_running_loop()
         offset = self.clock.wall(0.0)
 
         def make_session(peer: Address, udp_inbound: Address | None) -> VrpnSession:
@@ -123,11 +122,11 @@ class VrpnSource(Source):
                 ping_senders=self.devices,
                 udp_inbound=udp_inbound,
                 clock_offset=offset,
-                now=loop.time(),
+                now=monotonic(),
             )
 
         def on_events(link: VrpnLink, events: list[VrpnEvent]) -> None:
-            self.deliver(events, loop.time())
+            self.deliver(events, monotonic())
             for event in events:
                 match event:
                     case Connected() if self.update_rate > 0 and link.session is not None:
@@ -319,17 +318,16 @@ class VrpnSim(Sim):
             server.broadcast(self.dial, dial, time=wall)
 
     async def run(self, world: World) -> None:
-        loop = asyncio.get_running_loop()
         serving = asyncio.create_task(self.server.run(self.host, self.port, self.listening))
-        start = next_frame = loop.time()
+        start = next_frame = monotonic()
         try:
             while not serving.done():
-                now = loop.time()
+                now = monotonic()
                 self._step(now - start, self.clock.wall(now))
                 next_frame += 1.0 / self.model.rate
-                delay = next_frame - loop.time()
+                delay = next_frame - monotonic()
                 if delay < -0.1:  # fell far behind (a busy machine): do not burst to catch up
-                    next_frame = loop.time()
+                    next_frame = monotonic()
                     delay = 0.0
                 await asyncio.sleep(max(delay, 0.0))
             serving.result()
