@@ -32,7 +32,30 @@ class Subscriber(Protocol[T_contra]):
     def put(self, item: T_contra) -> None: ...
 
 
-class Subscription(Generic[T]):
+class Waiting:
+    """What every subscriber shares: `wait()` returns once `pending()` is true or it closed;
+    `notify()` (from `put`) wakes a waiting `wait()`."""
+
+    _wakeup: asyncio.Event | None = None
+    closed = False
+
+    def pending(self) -> bool:
+        raise NotImplementedError
+
+    def notify(self) -> None:
+        if self._wakeup is not None:
+            self._wakeup.set()
+
+    async def wait(self) -> None:
+        """Return once something is there to pull (or the subscriber is closed)."""
+        while not self.pending() and not self.closed:
+            if self._wakeup is None:
+                self._wakeup = asyncio.Event()
+            self._wakeup.clear()
+            await self._wakeup.wait()
+
+
+class Subscription(Waiting, Generic[T]):
     """One subscriber's bounded queue. Iterate it with `async for`, or `wait()` and `pull()`."""
 
     def __init__(
@@ -50,9 +73,7 @@ class Subscription(Generic[T]):
         self._size_of = size_of if max_bytes is not None else None
         self.max_bytes = max_bytes
         self.bytes = 0  # what the queued items hold, where sizes are known
-        self._wakeup: asyncio.Event | None = None
         self.dropped = 0
-        self.closed = False
 
     def put(self, item: T) -> None:
         if len(self._queue) == self._queue.maxlen:
@@ -68,8 +89,7 @@ class Subscription(Generic[T]):
                 self._queue.popleft()
                 self.bytes -= self._sizes.popleft()
                 self.dropped += 1
-        if self._wakeup is not None:
-            self._wakeup.set()
+        self.notify()
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -84,13 +104,8 @@ class Subscription(Generic[T]):
 
     pull = drain
 
-    async def wait(self) -> None:
-        """Return once something is queued (or the subscription is closed)."""
-        while not self._queue and not self.closed:
-            if self._wakeup is None:
-                self._wakeup = asyncio.Event()
-            self._wakeup.clear()
-            await self._wakeup.wait()
+    def pending(self) -> bool:
+        return bool(self._queue)
 
     async def get(self) -> T:
         """The oldest queued item, waiting for one if the queue is empty."""
@@ -111,8 +126,7 @@ class Subscription(Generic[T]):
         """Stop receiving; a waiting `get` ends the iteration once the queue is empty."""
         self.closed = True
         self._feed.unsubscribe(self)
-        if self._wakeup is not None:
-            self._wakeup.set()
+        self.notify()
 
     def __enter__(self) -> Subscription[T]:
         return self

@@ -9,7 +9,6 @@ a copy of every update: it sees fewer, fresher states.
 
 from __future__ import annotations
 
-import asyncio
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from robowire.world.feed import ChangeFeed
+from robowire.world.feed import ChangeFeed, Waiting
 from robowire.world.model import (
     GEODETIC,
     ORIENTATION,
@@ -42,7 +41,7 @@ class _Changes:
     any: bool = False
 
 
-class LatestState:
+class LatestState(Waiting):
     """A latest-state subscriber of a world's feed (see the module docstring)."""
 
     def __init__(
@@ -55,10 +54,8 @@ class LatestState:
         self._feed = feed
         self._changes: dict[str, _Changes] = {}
         self._logs: deque[LogEvent] = deque(maxlen=max_logs)
-        self._wakeup: asyncio.Event | None = None
         self._pending = False
         self.dropped = 0  # log events lost to the bound (state is never lost, only merged)
-        self.closed = False
         feed.attach(self)
 
     def put(self, item: Update | LogEvent) -> None:
@@ -81,20 +78,15 @@ class LatestState:
                 self.dropped += 1
             self._logs.append(item)
         self._pending = True
-        if self._wakeup is not None and not self._wakeup.is_set():
-            self._wakeup.set()
+        self.notify()
 
     def __len__(self) -> int:
         """How many items a pull would give now."""
         return len(self._logs) + sum(1 for c in self._changes.values() if c.any)
 
-    async def wait(self) -> None:
-        """Return once something changed since the last pull (or the subscriber is closed)."""
-        while not self._pending and not self.closed:
-            if self._wakeup is None:
-                self._wakeup = asyncio.Event()
-            self._wakeup.clear()
-            await self._wakeup.wait()
+    def pending(self) -> bool:
+        """Something changed since the last pull."""
+        return self._pending
 
     def pull(self) -> list[Update | LogEvent]:
         """Log events since the last pull, then one Update per changed source with the latest
@@ -124,8 +116,7 @@ class LatestState:
     def close(self) -> None:
         self.closed = True
         self._feed.unsubscribe(self)
-        if self._wakeup is not None:
-            self._wakeup.set()
+        self.notify()
 
     def __enter__(self) -> LatestState:
         return self
