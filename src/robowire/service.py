@@ -226,9 +226,10 @@ class Sink(Service):
     max_bytes = DEFAULT_BYTES  # that queue's bound
     max_rate: float | None = None  # pulls per second; None: whenever something changed
 
-    async def serve(self) -> None:
+    async def serve(self, world: World) -> None:
         """Run this sink's server until cancelled (calling `listening` once bound); raise
-        TransportError if it cannot. The default has no server: it is ready at once."""
+        TransportError if it cannot. `world` is there for what a new peer is sent first (a
+        snapshot of every device). The default has no server: it is ready at once."""
         self.ready.set()
         await asyncio.Future()
 
@@ -241,7 +242,7 @@ class Sink(Service):
 
     async def run(self, world: World) -> None:
         with world.subscribe(every_update=self.every_update, max_bytes=self.max_bytes) as changes:
-            server: asyncio.Future[Any] = asyncio.create_task(self.serve())
+            server: asyncio.Future[Any] = asyncio.create_task(self.serve(world))
             waiting: asyncio.Future[Any] | None = None
             try:
                 going = True

@@ -151,7 +151,7 @@ async def test_a_rate_limited_sink_pulls_the_latest_state_at_its_own_rate():
 
 
 class Failing(Recorder):
-    async def serve(self) -> None:
+    async def serve(self, world: World) -> None:
         raise TransportError("cannot listen on 127.0.0.1:1: Address already in use")
 
 

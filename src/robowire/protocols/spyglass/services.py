@@ -236,18 +236,12 @@ class SpyglassSink(Sink):
         settings = Settings.parse(endpoint.options)
         self.encoder = WorldEncoder(profile=settings.profile, frame=settings.frame)
         self.viewers: set[StreamDriver] = set()
-        self.world: World | None = None
 
-    async def run(self, world: World) -> None:
-        self.world = world  # what a new viewer's snapshot is taken from
-        await super().run(world)
+    async def serve(self, world: World) -> None:
+        def welcome(driver: StreamDriver) -> None:  # a new viewer first gets every device
+            self._send([driver], self.encoder.snapshot(world))
 
-    async def serve(self) -> None:
-        await _serve_viewers(self, self.host, self.port, self.viewers, self._welcome)
-
-    def _welcome(self, driver: StreamDriver) -> None:
-        if self.world is not None:
-            self._send([driver], self.encoder.snapshot(self.world))
+        await _serve_viewers(self, self.host, self.port, self.viewers, welcome)
 
     def write(self, world: World, items: list[Update | LogEvent]) -> bool:
         packets = [p for u in items if isinstance(u, Update) for p in self.encoder.update(world, u)]

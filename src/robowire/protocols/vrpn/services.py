@@ -219,7 +219,7 @@ class VrpnSink(Sink):
         )
         self.reports_sent = 0
 
-    async def serve(self) -> None:
+    async def serve(self, world: World) -> None:
         await self.server.run(self.host, self.port, self.listening)
 
     def write(self, world: World, items: list[Update | LogEvent]) -> bool:

@@ -154,7 +154,7 @@ class XrpSink(Sink):
         """(source, device id) of the mirrored device, once there is one."""
         return self.mirror.target
 
-    async def serve(self) -> None:
+    async def serve(self, world: World) -> None:
         await run_datagram(
             self.robot, self._on_events, local_addr=(self.host, self.port),
             on_listening=self.listening,
