@@ -11,7 +11,7 @@ from robowire.protocols.spyglass import codec as c
 from robowire.protocols.spyglass import rec
 from robowire.protocols.spyglass.adapter import SpyglassAdapter, object_id
 from robowire.protocols.spyglass.events import PacketReceived
-from robowire.world import World
+from robowire.world import Update, World
 
 SRC = "spyglass@test"
 T0 = 1_000_000
@@ -176,3 +176,42 @@ def test_demo_recording_into_the_world() -> None:
     assert len(linked) == 49 and all(len(d.links) <= 5 for d in linked)
     assert sum("data.20" in d.telemetry for d in nodes) == 97
     assert "polyline.30" in world.device(SRC, "150").attributes
+
+
+def test_world_encoder_gives_the_packets_the_codec_encodes_one_by_one() -> None:
+    """The sink's vectorised encoding is byte for byte what `encode` gives for each packet."""
+    import numpy as np
+
+    from robowire.protocols.spyglass.adapter import Frame, WorldEncoder
+    from robowire.protocols.spyglass.profile import NEIGHBORHOOD
+
+    world = World()
+    world.update_device("s", "5", receive_time=100.25, position=(1.4, -2.6, 3.0), links=["7"])
+    world.update_device("s", "7", receive_time=100.5, source_time=99.0015, position=(4, 5, 6),
+                        telemetry={"data.20": (21.5, "Cel"), "humidity": (0.25, "1")})  # fmt: skip
+    world.update_device("s", "x", receive_time=101.0, telemetry={"data.20": (float("nan"), "Cel")})
+    encoder = WorldEncoder(frame=Frame.of([0.5], [0, 0, 0]))
+    table = world.table("s")
+    everything = frozenset({"position", "links", "data.20", "humidity"})
+    got = encoder.update(world, Update("s", np.arange(3), everything, 101.0))
+
+    expected = []
+    for slot, device in enumerate(table.ids):
+        sender = encoder.numbers("s", device)
+        assert sender is not None
+        stamp = table.source_time[slot]
+        seconds, millis = c.time_fields(table.receive_time[slot] if np.isnan(stamp) else stamp)
+        x, y, z = (int(v) for v in encoder.frame.to_units(table.position[slot : slot + 1])[0])
+        header = {"sender": sender, "seconds": seconds, "milliseconds": millis, "x": x, "y": y}
+        header["z"] = z
+        links = tuple(n for n in (encoder.numbers("s", d) for d in table.links[slot]) if n)
+        expected.append(c.encode(c.NeighborhoodPacket(semantic_type=NEIGHBORHOOD,
+                                                      neighbors=links, **header)))  # fmt: skip
+        for name in ("data.20", "humidity"):
+            value = table.telemetry[name][slot]
+            if not np.isnan(value):
+                code = encoder.semantic_types(name)
+                assert code is not None
+                expected.append(c.encode(c.DataPacket(semantic_type=code, values=(float(value),),
+                    syntax_type=c.SyntaxType.FLOAT_LIST, **header)))  # fmt: skip
+    assert sorted(got) == sorted(expected) and len(got) == 3 + 2

@@ -31,8 +31,8 @@ trajectories) are converted the same way as header positions, so that they share
 
 from __future__ import annotations
 
-import math
 import re
+import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +42,10 @@ import numpy.typing as npt
 
 from robowire.protocols.spyglass.codec import (
     DEFAULT_PROFILE,
+    FLOAT_PACKET_DTYPE,
+    HEADER,
+    HEADER_SIZE,
+    VERSION,
     CoordinatesList2Packet,
     CoordinatesList3Packet,
     DataPacket,
@@ -54,14 +58,12 @@ from robowire.protocols.spyglass.codec import (
     TrajectoryPacket2,
     TrajectoryPacket3,
     VariableListPacket,
-    encode,
-    time_fields,
 )
 from robowire.protocols.spyglass.events import PacketReceived, SpyglassEvent
 from robowire.protocols.spyglass.profile import NEIGHBORHOOD, Interpretation
 from robowire.units import COUNT
 from robowire.world import SourceTable, Update, World
-from robowire.world.model import ATTRIBUTES, LINKS
+from robowire.world.model import ATTRIBUTES, LINKS, POSITION, SOURCE_TIME
 
 NODE_KIND = "sensor_node"
 OBJECT_KIND = "object"
@@ -390,47 +392,69 @@ class WorldEncoder:
         slots = update.slots
         values = update.values
         fields = update.fields
-        positions = values.get("position", table.position[slots])
-        units = self.frame.to_units(positions).tolist()
-        times = values.get("source_time")
+        ids = table.ids
+        senders = np.array(
+            [n if (n := self.numbers(update.source, ids[slot])) is not None else -1
+             for slot in slots.tolist()],
+            dtype=np.int64,
+        )  # fmt: skip
+        keep = senders >= 0
+        positions = values.get(POSITION)
+        if positions is None:
+            positions = table.position[slots]
+        times = values.get(SOURCE_TIME)
         if times is None:
             times = table.source_time[slots]
         times = np.where(np.isnan(times), table.receive_time[slots], times)
+        millis = np.round(times * 1000.0)  # as `time_fields`: half to even, like round()
+        headers = np.zeros(len(slots), dtype=FLOAT_PACKET_DTYPE)
+        headers["version"] = VERSION
+        headers["sender"] = senders
+        headers["seconds"] = millis // 1000
+        headers["ms"] = millis % 1000
+        units = self.frame.to_units(positions)
+        headers["x"], headers["y"], headers["z"] = units[:, 0], units[:, 1], units[:, 2]
         telemetry = [
             (name, code)
             for name in sorted(fields & table.telemetry.keys())
             if (code := self.semantic_types(name)) is not None
         ]
-        send_neighborhood = "position" in fields or LINKS in fields or not telemetry
         out: list[bytes] = []
-        for row, slot in enumerate(slots.tolist()):
-            sender = self.numbers(update.source, table.ids[slot])
-            if sender is None:
-                continue
-            seconds, millis = time_fields(float(times[row]))
-            x, y, z = units[row]
-            header = {"sender": sender, "seconds": seconds, "milliseconds": millis}
-            header |= {"x": x, "y": y, "z": z}
-            if send_neighborhood:
-                neighbors = tuple(
-                    n
-                    for link in table.links[slot]
-                    if (n := self.numbers(update.source, link)) is not None
-                )
-                packet = NeighborhoodPacket(
-                    semantic_type=NEIGHBORHOOD, neighbors=neighbors, **header
-                )
-                out.append(encode(packet))
-            for name, code in telemetry:
-                column = values.get(name)
-                value = float(column[row] if column is not None else table.telemetry[name][slot])
-                if math.isnan(value):
-                    continue
-                data = DataPacket(
-                    semantic_type=code,
-                    syntax_type=SyntaxType.FLOAT_LIST,
-                    values=(value,),
-                    **header,
-                )
-                out.append(encode(data))
+        if POSITION in fields or LINKS in fields or not telemetry:
+            out += self._neighborhoods(update.source, table, slots, headers, keep)
+        for name, code in telemetry:  # one float data packet per device, all in one buffer
+            column = values.get(name)
+            data = column if column is not None else table.telemetry[name][slots]
+            rows = keep & ~np.isnan(data)
+            packets = headers[rows]
+            packets["length"] = FLOAT_PACKET_DTYPE.itemsize - 2
+            packets["syntax"] = SyntaxType.FLOAT_LIST
+            packets["semantic"] = code
+            packets["value"] = data[rows]
+            out += [bytes(row) for row in packets.view(f"V{FLOAT_PACKET_DTYPE.itemsize}")]
+        return out
+
+    def _neighborhoods(
+        self,
+        source: str,
+        table: SourceTable,
+        slots: npt.NDArray[np.intp],
+        headers: npt.NDArray[Any],
+        keep: npt.NDArray[np.bool_],
+    ) -> list[bytes]:
+        """A neighbourhood packet per device: its links that are nodes too."""
+        out = []
+        heads = headers[["sender", "seconds", "ms", "x", "y", "z"]].tolist()
+        for row in np.flatnonzero(keep).tolist():
+            neighbors = [
+                n
+                for link in table.links[int(slots[row])]
+                if (n := self.numbers(source, link)) is not None
+            ]
+            sender, seconds, millis, x, y, z = heads[row]
+            head = HEADER.pack(
+                HEADER_SIZE - 2 + 2 * len(neighbors), VERSION, SyntaxType.UINT16_LIST,
+                NEIGHBORHOOD, sender, seconds, millis, x, y, z,
+            )  # fmt: skip
+            out.append(head + struct.pack(f">{len(neighbors)}H", *neighbors))
         return out

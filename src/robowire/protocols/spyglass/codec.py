@@ -88,6 +88,28 @@ HEADER_DTYPE = np.dtype(
     }
 )
 
+# A float data packet with one value, as a numpy record: a sink writes many at once.
+FLOAT_PACKET_DTYPE = np.dtype(
+    {
+        "names": [
+            "length",
+            "version",
+            "syntax",
+            "semantic",
+            "sender",
+            "seconds",
+            "ms",
+            "x",
+            "y",
+            "z",
+            "value",
+        ],
+        "formats": [">u2", "u1", "u1", "u1", ">u2", ">u4", ">u2", ">i2", ">i2", ">i2", ">f4"],
+        "offsets": [0, 2, 3, 4, 5, 7, 11, 13, 15, 17, HEADER_SIZE],
+        "itemsize": HEADER_SIZE + 4,
+    }
+)
+
 Number: TypeAlias = int | float
 
 
