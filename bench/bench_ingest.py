@@ -60,8 +60,9 @@ def _datagrams(sender_ids: list[int], type_id: int) -> list[bytes]:
     return out
 
 
-def _paced(sock: socket.socket, target: Address, datagrams: list[bytes], seconds: float,
-           drain: Any = None) -> int:
+def _paced(
+    sock: socket.socket, target: Address, datagrams: list[bytes], seconds: float, drain: Any = None
+) -> int:
     """Send the frames' datagrams round-robin at RATE frames/s in TICK steps; returns sent."""
     per_second = len(datagrams) * RATE
     start = time.perf_counter()
@@ -160,7 +161,7 @@ async def _receive_vrpn(seconds: float) -> tuple[float, float, int, int]:
     try:
         cpu, wall, got = await _measure(lambda: source.stats.messages_in, seconds)
     finally:
-        sent = await asyncio.to_thread(result_queue.get, True, 30)
+        await asyncio.to_thread(result_queue.get, True, 30)
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         sender.join(10)

@@ -144,7 +144,7 @@ class TrackerReports:
         batch.sensor = frames["sensor"]
         batch.vector = frames["vector"]
         batch.quaternion = frames["quat"]
-        batch.dt = frames["dt"] if "dt" in (frames.dtype.names or ()) else None
+        batch.dt = None if kind == TrackerPosQuat.WIRE_NAME else frames["dt"]
         batch._time = None
         batch._order = first_order
         batch._frames = frames

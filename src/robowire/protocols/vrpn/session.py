@@ -108,9 +108,7 @@ def _run_heads(size: int, count: int) -> struct.Struct:
     """A struct reading (length, sender, type) of `count` back-to-back messages of `size`."""
     found = _RUN_HEADS.get((size, count))
     if found is None:
-        found = _RUN_HEADS[(size, count)] = struct.Struct(
-            ">" + f"I8xii{size - 20}x" * count
-        )
+        found = _RUN_HEADS[(size, count)] = struct.Struct(">" + f"I8xii{size - 20}x" * count)
     return found
 
 
@@ -430,9 +428,13 @@ class VrpnSession:
 
     def feed(self, data: bytes, now: float) -> list[VrpnEvent]:
         """TCP bytes from the peer. Never raises; a broken stream ends in ConnectionLost."""
-        self._start_clock(now)
-        if self.state is State.CLOSED:
-            return []
+        self._now = now
+        state = self.state  # (_start_clock, inline: this is the hot path of a live read)
+        if state is not State.CONNECTED:
+            if state is State.CLOSED:
+                return []
+            if self._cookie_deadline is None:
+                self._cookie_deadline = now + COOKIE_TIMEOUT
         self.stats.bytes_in += len(data)
         if self._in:
             self._in += data
@@ -444,7 +446,7 @@ class VrpnSession:
             work = bytes(data)
         events: list[VrpnEvent] = []
         start = 0
-        if self.state is State.AWAIT_COOKIE:
+        if state is State.AWAIT_COOKIE:
             if len(work) < COOKIE_SIZE:
                 self._in += work
                 return events
@@ -465,7 +467,7 @@ class VrpnSession:
             events.append(Connected(cookie=cookie))
         if (start & 7) and len(work) > start:
             work, start = work[start:], 0
-        start = self._report_run(work, start, events, whole=False)
+        start = self._report_run(work, start, events, False)
         if start == len(work):
             return events
         index = scan(work, start)
@@ -492,7 +494,7 @@ class VrpnSession:
         self.stats.bytes_in += len(data)
         work = bytes(data)
         events: list[VrpnEvent] = []
-        if self._report_run(work, 0, events, whole=True) == len(work) > 0:
+        if self._report_run(work, 0, events, True) == len(work) > 0:
             return events
         index = scan(work, 0)
         if index.error is not None or index.end != len(work):
@@ -549,18 +551,13 @@ class VrpnSession:
         if frame is None or length != frame.itemsize:
             return start
         sender = self._remote_senders.get(sender_id)
-        count = rest // length
+        count = int(rest // length)
         if sender is None or not count or (whole and rest != count * length):
             return start
         if count <= MAX_RUN:
             if count > 1:
                 heads = _RUN_HEADS.get((length, count)) or _run_heads(length, count)
-                checked = heads.unpack_from(work, start)
-                if (
-                    checked[0::3].count(length) != count
-                    or checked[1::3].count(sender_id) != count
-                    or checked[2::3].count(type_id) != count
-                ):
+                if heads.unpack_from(work, start) != (length, sender_id, type_id) * count:
                     return start
             frames = np.frombuffer(work, frame, count, start)
         else:
@@ -578,7 +575,7 @@ class VrpnSession:
         events.append(TrackerReports.of_frames(sender, kind, frames, self._order))
         self._order += count
         self.stats.messages_in += count
-        return start + count * length
+        return start + count * frame.itemsize
 
     def _connect(self, now: float) -> None:
         self._move(Trigger.COOKIE_ACCEPTED)
