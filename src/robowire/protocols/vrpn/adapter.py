@@ -46,6 +46,7 @@ from robowire.world import LogEvent, Update, World
 from robowire.world.table import FloatArray, SourceTable
 
 MAX_SENSOR = 4096  # sensor numbers above this are not devices anyone tracks
+MAX_KNOWN = 4096  # sensor sets whose slots are remembered (forgotten all at once beyond)
 LEVELS = {0: "info", 1: "warning", 2: "error"}
 _XYZW_TO_WXYZ = [3, 0, 1, 2]
 _WXYZ_TO_XYZW = [1, 2, 3, 0]
@@ -75,6 +76,8 @@ class VrpnAdapter:
         self.devices = None if devices is None else frozenset(devices)
         self.use_sender_time = time == "sender"
         self._slots: dict[str, npt.NDArray[np.intp]] = {}  # sender -> slot per sensor (-1 none)
+        # (sender, sensor dtype, sensor bytes) -> their slots, for the sensor sets seen lately
+        self._known: dict[tuple[str, str, bytes], npt.NDArray[np.intp]] = {}
         self._dials: dict[tuple[str, int], float] = {}
         self.reports = 0
 
@@ -136,10 +139,21 @@ class VrpnAdapter:
             if not self.wanted(batch.sender) or not len(batch):
                 continue
             sensor = batch.sensor
-            if int(sensor.min()) < 0 or int(sensor.max()) >= MAX_SENSOR:
-                batch = _subset(batch, (sensor >= 0) & (sensor < MAX_SENSOR))
-                if not len(batch):
-                    continue
+            # a tracker sends the same sensors frame after frame: their slots are looked up once
+            key = (batch.sender, sensor.dtype.str, sensor.tobytes())
+            slots = self._known.get(key)
+            if slots is None:
+                if int(sensor.min()) < 0 or int(sensor.max()) >= MAX_SENSOR:
+                    batch = _subset(batch, (sensor >= 0) & (sensor < MAX_SENSOR))
+                    if not len(batch):
+                        continue
+                    slots = self._sensor_slots(batch.sender, batch.sensor)
+                else:
+                    slots = self._sensor_slots(batch.sender, sensor)
+                    slots.setflags(write=False)
+                    if len(self._known) >= MAX_KNOWN:
+                        self._known.clear()
+                    self._known[key] = slots
             self.reports += len(batch)
             kind = batch.kind
             group = (
@@ -149,9 +163,7 @@ class VrpnAdapter:
                 if kind.endswith("Velocity")
                 else ACCEL
             )
-            groups.setdefault(group, []).append(
-                (self._sensor_slots(batch.sender, batch.sensor), batch)
-            )
+            groups.setdefault(group, []).append((slots, batch))
         if not groups:
             return
         merged = {group: _merge(parts, self.use_sender_time) for group, parts in groups.items()}
@@ -161,7 +173,8 @@ class VrpnAdapter:
             return
         first = next(iter(merged.values()))[0]
         if all(
-            len(m[0]) == len(first) and np.array_equal(m[0], first) for m in merged.values()
+            m[0] is first or (len(m[0]) == len(first) and np.array_equal(m[0], first))
+            for m in merged.values()
         ):  # the same sensors got every kind, in the same order: one update as they are
             times = _newest([m[3] for m in merged.values()])
             self._write(first, receive_time, times, {g: (m[1], m[2]) for g, m in merged.items()})
