@@ -9,6 +9,8 @@
   (`"<sender>"`): `channel_<i>` (unit "1"), `button_<i>` ("bool"), `dial_<i>` (cumulated
   revolutions, unit "1").
 * Text messages become log events of the sender's device.
+* One `apply` (one driver wake-up: every datagram or TCP read it took) writes all its tracker
+  reports, of every sender and kind, as one world update where the data allows (`trackers`).
 
 Time: VRPN has no clock sync. With `time="sender"` (default) the header timestamp is the
 source time; with `time="receive"` the receive time is used as source time too.
