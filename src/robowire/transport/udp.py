@@ -3,7 +3,8 @@
 asyncio's datagram transport wakes the loop once per datagram, which tops out near 50k
 datagrams/s on this class of machine. Here the socket is non-blocking and, on each readiness
 wake-up, `recvfrom` is called until the kernel queue is empty (or `batch` datagrams were read),
-so a burst costs one wake-up and one flush of the session's output.
+so a burst costs one wake-up and one flush of the session's output (and one delivery of the
+events: a session may decode the whole burst as one batch, see `read_datagrams`).
 """
 
 from __future__ import annotations
@@ -29,13 +30,11 @@ RECEIVE_BUFFER = 4 << 20  # ask the kernel for room to absorb bursts while Pytho
 OnEvents = Callable[[list[Any]], None]
 
 
-def receive_datagrams(
-    sock: socket.socket, session: DatagramSession[E], now: float, limit: int
-) -> list[E]:
-    """Read what the kernel has queued (at most `limit` datagrams) into `session`: the one
-    receive loop every UDP socket of robowire uses."""
-    events: list[E] = []
-    recvfrom, feed = sock.recvfrom, session.feed_datagram
+def read_datagrams(sock: socket.socket, limit: int) -> list[tuple[bytes, Address]]:
+    """What the kernel has queued on `sock` (at most `limit` datagrams): the one receive loop
+    every UDP socket of robowire uses."""
+    out: list[tuple[bytes, Address]] = []
+    append, recvfrom = out.append, sock.recvfrom
     for _ in range(limit):
         try:
             data, addr = recvfrom(MAX_DATAGRAM)
@@ -43,7 +42,20 @@ def receive_datagrams(
             break
         except OSError:  # ICMP port unreachable reported on a connected socket
             continue
-        events.extend(feed(data, (str(addr[0]), int(addr[1])), now))
+        append((data, (str(addr[0]), int(addr[1]))))
+    return out
+
+
+def receive_datagrams(
+    sock: socket.socket, session: DatagramSession[E], now: float, limit: int
+) -> list[E]:
+    """Read what the kernel has queued (at most `limit` datagrams) into `session`, one
+    datagram at a time (a session that decodes a wake-up's datagrams as one batch takes
+    `read_datagrams` whole instead)."""
+    events: list[E] = []
+    feed = session.feed_datagram
+    for data, addr in read_datagrams(sock, limit):
+        events.extend(feed(data, addr, now))
     return events
 
 

@@ -9,6 +9,8 @@
   (`"<sender>"`): `channel_<i>` (unit "1"), `button_<i>` ("bool"), `dial_<i>` (cumulated
   revolutions, unit "1").
 * Text messages become log events of the sender's device.
+* One `apply` (one driver wake-up: every datagram or TCP read it took) writes all its tracker
+  reports, of every sender and kind, as one world update where the data allows (`trackers`).
 
 Time: VRPN has no clock sync. With `time="sender"` (default) the header timestamp is the
 source time; with `time="receive"` the receive time is used as source time too.
@@ -43,11 +45,15 @@ from robowire.protocols.vrpn.messages import (
 )
 from robowire.protocols.vrpn.messages import TextMessage as Text
 from robowire.world import LogEvent, Update, World
-from robowire.world.table import SourceTable
+from robowire.world.table import FloatArray, SourceTable
 
 MAX_SENSOR = 4096  # sensor numbers above this are not devices anyone tracks
+MAX_KNOWN = 4096  # sensor sets whose slots are remembered (forgotten all at once beyond)
 LEVELS = {0: "info", 1: "warning", 2: "error"}
 _XYZW_TO_WXYZ = [3, 0, 1, 2]
+_WXYZ_TO_XYZW = [1, 2, 3, 0]
+POSE, VELOCITY, ACCEL = "pose", "velocity", "acceleration"
+ACCEL_FIELDS = ("acceleration_x", "acceleration_y", "acceleration_z")
 
 
 def tracker_device(sender: str, sensor: int) -> str:
@@ -72,6 +78,8 @@ class VrpnAdapter:
         self.devices = None if devices is None else frozenset(devices)
         self.use_sender_time = time == "sender"
         self._slots: dict[str, npt.NDArray[np.intp]] = {}  # sender -> slot per sensor (-1 none)
+        # (sender, sensor dtype, sensor bytes) -> their slots, for the sensor sets seen lately
+        self._known: dict[tuple[str, str, bytes], npt.NDArray[np.intp]] = {}
         self._dials: dict[tuple[str, int], float] = {}
         self.reports = 0
 
@@ -97,57 +105,140 @@ class VrpnAdapter:
 
     def apply(self, events: Sequence[VrpnEvent], receive_time: float) -> int:
         """Write the events into the world; returns the messages taken in (a TrackerReports
-        batch counts each report). Other events are the source's business."""
+        batch counts each report). Other events are the source's business.
+
+        All tracker reports of one call, of every sender and kind, become one world update
+        where the data allows (see `trackers`)."""
         taken = 0
+        batches: list[TrackerReports] = []
         for event in events:
             if isinstance(event, TrackerReports):
-                self.tracker(event, receive_time)
+                batches.append(event)
                 taken += len(event)
             elif isinstance(event, MessageReceived):
                 self.message(event, receive_time)
                 taken += 1
+        if batches:
+            self.trackers(batches, receive_time)
         return taken
 
     def tracker(self, batch: TrackerReports, receive_time: float) -> None:
-        if not self.wanted(batch.sender):
+        self.trackers([batch], receive_time)
+
+    def trackers(self, batches: Sequence[TrackerReports], receive_time: float) -> None:
+        """Tracker reports of any senders and kinds -> as few world updates as possible.
+
+        One update when one kind came, or when every kind came for the same sensors (a frame
+        of pose, velocity and acceleration), or when the slots that got no pose never get
+        one here: the union of the slots, each column given for all of them, the current
+        values where a slot got no report of that kind (the world writes only what it is
+        passed). Otherwise (some slots got a pose, others only a velocity) one update per
+        kind, so that a slot without an orientation is not given one. A slot's source time
+        is the newest header time among its reports.
+        """
+        groups: dict[str, list[tuple[npt.NDArray[np.intp], TrackerReports]]] = {}
+        for batch in batches:
+            if not self.wanted(batch.sender) or not len(batch):
+                continue
+            sensor = batch.sensor
+            # a tracker sends the same sensors frame after frame: their slots are looked up once
+            key = (batch.sender, sensor.dtype.str, sensor.tobytes())
+            slots = self._known.get(key)
+            if slots is None:
+                if int(sensor.min()) < 0 or int(sensor.max()) >= MAX_SENSOR:
+                    batch = _subset(batch, (sensor >= 0) & (sensor < MAX_SENSOR))
+                    if not len(batch):
+                        continue
+                    slots = self._sensor_slots(batch.sender, batch.sensor)
+                else:
+                    slots = self._sensor_slots(batch.sender, sensor)
+                    slots.setflags(write=False)
+                    if len(self._known) >= MAX_KNOWN:
+                        self._known.clear()
+                    self._known[key] = slots
+            self.reports += len(batch)
+            kind = batch.kind
+            group = (
+                POSE
+                if kind.endswith("Pos_Quat")
+                else VELOCITY
+                if kind.endswith("Velocity")
+                else ACCEL
+            )
+            groups.setdefault(group, []).append((slots, batch))
+        if not groups:
             return
-        keep = (batch.sensor >= 0) & (batch.sensor < MAX_SENSOR)
-        if not keep.all():
-            batch = _subset(batch, keep)
-        if not len(batch):
+        merged = {group: _merge(parts, self.use_sender_time) for group, parts in groups.items()}
+        if len(merged) == 1:
+            ((group, (slots, vector, quaternion, times)),) = merged.items()
+            self._write(slots, receive_time, times, {group: (vector, quaternion)})
             return
-        slots = self._sensor_slots(batch.sender, batch.sensor)
-        source_time = batch.time if self.use_sender_time else receive_time
-        self.reports += len(batch)
-        if batch.kind.endswith("Pos_Quat"):
-            self.world.update(
-                self.source,
-                slots,
-                receive_time=receive_time,
-                source_time=source_time,
-                position=batch.vector,
-                orientation=batch.quaternion[:, _XYZW_TO_WXYZ],
-            )
-        elif batch.kind.endswith("Velocity"):
-            self.world.update(
-                self.source,
-                slots,
-                receive_time=receive_time,
-                source_time=source_time,
-                velocity=batch.vector,
-            )
-        else:
-            self.world.update(
-                self.source,
-                slots,
-                receive_time=receive_time,
-                source_time=source_time,
-                telemetry={
-                    "acceleration_x": (batch.vector[:, 0], units.METRE_PER_SECOND2),
-                    "acceleration_y": (batch.vector[:, 1], units.METRE_PER_SECOND2),
-                    "acceleration_z": (batch.vector[:, 2], units.METRE_PER_SECOND2),
-                },
-            )
+        first = next(iter(merged.values()))[0]
+        if all(
+            m[0] is first or (len(m[0]) == len(first) and np.array_equal(m[0], first))
+            for m in merged.values()
+        ):  # the same sensors got every kind, in the same order: one update as they are
+            times = _newest([m[3] for m in merged.values()])
+            self._write(first, receive_time, times, {g: (m[1], m[2]) for g, m in merged.items()})
+            return
+        union = np.unique(np.concatenate([m[0] for m in merged.values()]))
+        if POSE in merged and len(np.unique(merged[POSE][0])) != len(union):
+            for group, (slots, vector, quaternion, times) in merged.items():
+                self._write(slots, receive_time, times, {group: (vector, quaternion)})
+            return
+        table = self.world.table(self.source)
+        columns: dict[str, tuple[FloatArray, FloatArray]] = {}
+        newest: FloatArray | None = None
+        for group, (slots, vector, quaternion, times) in merged.items():
+            at = np.searchsorted(union, slots)
+            if group == POSE:
+                full_vector = table.position[union]
+                full_quaternion = table.orientation[union][:, _WXYZ_TO_XYZW]
+                full_quaternion[at] = quaternion
+            else:
+                full_vector = (
+                    table.velocity[union]
+                    if group == VELOCITY
+                    else np.stack(
+                        [table.column(f, units.METRE_PER_SECOND2)[union] for f in ACCEL_FIELDS],
+                        axis=1,
+                    )
+                )
+                full_quaternion = quaternion
+            full_vector[at] = vector
+            columns[group] = (full_vector, full_quaternion)
+            if times is not None:
+                if newest is None:
+                    newest = np.full(len(union), -np.inf)
+                newest[at] = np.fmax(newest[at], times)
+        self._write(union, receive_time, newest, columns)
+
+    def _write(
+        self,
+        slots: npt.NDArray[np.intp],
+        receive_time: float,
+        times: FloatArray | None,
+        columns: dict[str, tuple[FloatArray, FloatArray]],
+    ) -> None:
+        """One world update of the given kinds' columns (quaternions in wire order)."""
+        pose = columns.get(POSE)
+        velocity = columns.get(VELOCITY)
+        accel = columns.get(ACCEL)
+        self.world.update(
+            self.source,
+            slots,
+            receive_time=receive_time,
+            source_time=receive_time if times is None else times,
+            position=None if pose is None else pose[0],
+            orientation=None if pose is None else pose[1][:, _XYZW_TO_WXYZ],
+            velocity=None if velocity is None else velocity[0],
+            telemetry=None
+            if accel is None
+            else {
+                name: (accel[0][:, i], units.METRE_PER_SECOND2)
+                for i, name in enumerate(ACCEL_FIELDS)
+            },
+        )
 
     def message(self, event: MessageReceived, receive_time: float) -> None:
         if not self.wanted(event.sender):
@@ -192,6 +283,32 @@ class VrpnAdapter:
             source_time=source_time,
             telemetry=telemetry,
         )
+
+
+def _merge(
+    parts: list[tuple[npt.NDArray[np.intp], TrackerReports]], sender_time: bool
+) -> tuple[npt.NDArray[np.intp], FloatArray, FloatArray, FloatArray | None]:
+    """One kind's batches as one set of columns: slots, vector, quaternion (wire order) and
+    header times (None when the receive time is the source time)."""
+    if len(parts) == 1:
+        slots, batch = parts[0]
+        return slots, batch.vector, batch.quaternion, batch.time if sender_time else None
+    return (
+        np.concatenate([slots for slots, _ in parts]),
+        np.concatenate([batch.vector for _, batch in parts]),
+        np.concatenate([batch.quaternion for _, batch in parts]),
+        np.concatenate([batch.time for _, batch in parts]) if sender_time else None,
+    )
+
+
+def _newest(times: list[FloatArray | None]) -> FloatArray | None:
+    known = [t for t in times if t is not None]
+    if not known:
+        return None
+    out = known[0]
+    for t in known[1:]:
+        out = np.fmax(out, t)
+    return out
 
 
 def _subset(batch: TrackerReports, keep: npt.NDArray[np.bool_]) -> TrackerReports:

@@ -3,7 +3,8 @@
 Why VRPN has a driver of its own (the one difference from robowire.transport's): a VRPN
 connection is a TCP stream *and* a UDP socket sharing one session, and a UDP+TCP client is
 connected to by the server (it asks with a "lob" datagram). `VrpnLink` is the shared
-`StreamDriver` plus that socket, read with `transport.udp.receive_datagrams` and written with
+`StreamDriver` plus that socket, read with `transport.udp.read_datagrams` (every datagram of a
+wake-up goes to the session as one batch, `VrpnSession.feed_datagrams`) and written with
 `send_datagrams`; `serve` is `transport.tcp.serve_stream` plus a UDP listener for lobs (run
 by the shared `DatagramDriver`) that connects back. No protocol logic lives here.
 """
@@ -28,7 +29,7 @@ from robowire.transport.tcp import OnEvents as StreamOnEvents
 from robowire.transport.udp import (
     DatagramDriver,
     open_udp_socket,
-    receive_datagrams,
+    read_datagrams,
     send_datagrams,
 )
 
@@ -99,7 +100,10 @@ class VrpnLink(StreamDriver):
     def _readable(self) -> None:
         sock, session = self.sock, self.session
         if sock is not None and session is not None:
-            self._after(receive_datagrams(sock, session, monotonic(), UDP_BATCH))
+            # the wake-up's datagrams decode as one batch: one delivery, one world update
+            datagrams = read_datagrams(sock, UDP_BATCH)
+            if datagrams:
+                self._after(session.feed_datagrams(datagrams, monotonic()))
 
     def flush(self) -> None:
         """Send queued datagrams, then what the stream driver does: TCP bytes, close, timer."""

@@ -80,13 +80,29 @@ class PeerSilent:
     seconds: float
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
 class TrackerReports:
     """Many tracker reports of one sender and one kind, as columns (wire units, quat xyzw).
 
     `kind` is the wire type name; `dt` is NaN-free only for Velocity/Acceleration (else None).
     `order` numbers every message a session received, so reports can be merged back in order.
+
+    Read-only like the other events, but a slotted class rather than a frozen dataclass: the
+    session builds a batch of one sender's unpadded reports (`of_frames`) as zero-copy views of
+    the received bytes, so a live-sized read costs no per-column copy, and the derived columns
+    `time` and `order` are computed on first use.
     """
+
+    __slots__ = (
+        "_frames",
+        "_order",
+        "_time",
+        "dt",
+        "kind",
+        "quaternion",
+        "sender",
+        "sensor",
+        "vector",
+    )
 
     sender: str
     kind: str
@@ -94,11 +110,65 @@ class TrackerReports:
     vector: npt.NDArray[np.float64]  # (n, 3): position, velocity or acceleration
     quaternion: npt.NDArray[np.float64]  # (n, 4) x, y, z, w
     dt: npt.NDArray[np.float64] | None
-    time: npt.NDArray[np.float64]  # header time, Unix seconds
-    order: npt.NDArray[np.int64]
+
+    def __init__(
+        self,
+        *,
+        sender: str,
+        kind: str,
+        sensor: npt.NDArray[np.int32],
+        vector: npt.NDArray[np.float64],
+        quaternion: npt.NDArray[np.float64],
+        dt: npt.NDArray[np.float64] | None,
+        time: npt.NDArray[np.float64],
+        order: npt.NDArray[np.int64] | int,
+    ) -> None:
+        self.sender = sender
+        self.kind = kind
+        self.sensor = sensor
+        self.vector = vector
+        self.quaternion = quaternion
+        self.dt = dt
+        self._time: npt.NDArray[np.float64] | None = time
+        self._order: npt.NDArray[np.int64] | int = order
+        self._frames: npt.NDArray[np.void] | None = None
+
+    @classmethod
+    def of_frames(
+        cls, sender: str, kind: str, frames: npt.NDArray[np.void], first_order: int
+    ) -> TrackerReports:
+        """A batch viewing whole report messages (a `REPORT_FRAMES` structured array)."""
+        batch = cls.__new__(cls)
+        batch.sender = sender
+        batch.kind = kind
+        batch.sensor = frames["sensor"]
+        batch.vector = frames["vector"]
+        batch.quaternion = frames["quat"]
+        batch.dt = None if kind == TrackerPosQuat.WIRE_NAME else frames["dt"]
+        batch._time = None
+        batch._order = first_order
+        batch._frames = frames
+        return batch
+
+    @property
+    def time(self) -> npt.NDArray[np.float64]:
+        """Header time, Unix seconds."""
+        if self._time is None:
+            assert self._frames is not None
+            self._time = self._frames["sec"] + self._frames["usec"] * 1e-6
+        return self._time
+
+    @property
+    def order(self) -> npt.NDArray[np.int64]:
+        if isinstance(self._order, int):
+            self._order = np.arange(self._order, self._order + len(self.sensor), dtype=np.int64)
+        return self._order
 
     def __len__(self) -> int:
         return len(self.sensor)
+
+    def __repr__(self) -> str:
+        return f"TrackerReports(sender={self.sender!r}, kind={self.kind!r}, n={len(self)})"
 
     def messages(self) -> list[Body]:
         """The same reports as message objects (slow path, for tests and dissectors)."""

@@ -149,6 +149,15 @@ _HEADER_DTYPE = [
     ("type", ">i4"),
     ("seq", ">u4"),
 ]
+_REPORT_BODY = [("sensor", ">i4"), ("pad", ">i4"), ("vector", ">f8", 3), ("quat", ">f8", 4)]
+REPORT_FRAMES: dict[str, np.dtype[np.void]] = {
+    TrackerPosQuat.WIRE_NAME: np.dtype([*_HEADER_DTYPE, *_REPORT_BODY]),
+    TrackerVelocity.WIRE_NAME: np.dtype([*_HEADER_DTYPE, *_REPORT_BODY, ("dt", ">f8")]),
+    TrackerAcceleration.WIRE_NAME: np.dtype([*_HEADER_DTYPE, *_REPORT_BODY, ("dt", ">f8")]),
+}
+"""Whole tracker report messages (header and body, no padding: 88 or 96 bytes) as read: a
+run of them decodes as one zero-copy structured view (`TrackerReports.of_frames`)."""
+
 POSE_FRAME = np.dtype(
     [*_HEADER_DTYPE, ("sensor", ">i4"), ("sensor2", ">i4"), ("pos", ">f8", 3), ("quat", ">f8", 4)]
 )

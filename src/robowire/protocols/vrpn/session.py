@@ -23,6 +23,7 @@ Time: `now` is monotonic seconds; header timestamps are `now + clock_offset` unl
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Sequence
 from enum import Enum
 
@@ -63,6 +64,7 @@ from robowire.protocols.vrpn.registry import (
     CONNECTION_EVENT_TYPES,
     CONTROL_SENDER,
     POSE_FRAME,
+    REPORT_FRAMES,
     REPORT_KINDS,
     decode_body,
     encode_pose_frames,
@@ -96,6 +98,18 @@ PING_FAIL = 10.0
 COOKIE_TIMEOUT = 10.0
 VERSION_MISMATCH = "VRPN major version mismatch"
 PEER_CLOSED = "peer closed the connection"
+MAX_RUN = 64  # reads of at most this many same-sender reports take the struct fast path
+
+_RUN_HEAD = struct.Struct(">I8xii")  # length, sender, type of one message
+_RUN_HEADS: dict[tuple[int, int], struct.Struct] = {}  # (message size, count) -> all headers
+
+
+def _run_heads(size: int, count: int) -> struct.Struct:
+    """A struct reading (length, sender, type) of `count` back-to-back messages of `size`."""
+    found = _RUN_HEADS.get((size, count))
+    if found is None:
+        found = _RUN_HEADS[(size, count)] = struct.Struct(">" + f"I8xii{size - 20}x" * count)
+    return found
 
 
 class Role(Enum):
@@ -414,9 +428,13 @@ class VrpnSession:
 
     def feed(self, data: bytes, now: float) -> list[VrpnEvent]:
         """TCP bytes from the peer. Never raises; a broken stream ends in ConnectionLost."""
-        self._start_clock(now)
-        if self.state is State.CLOSED:
-            return []
+        self._now = now
+        state = self.state  # (_start_clock, inline: this is the hot path of a live read)
+        if state is not State.CONNECTED:
+            if state is State.CLOSED:
+                return []
+            if self._cookie_deadline is None:
+                self._cookie_deadline = now + COOKIE_TIMEOUT
         self.stats.bytes_in += len(data)
         if self._in:
             self._in += data
@@ -428,7 +446,7 @@ class VrpnSession:
             work = bytes(data)
         events: list[VrpnEvent] = []
         start = 0
-        if self.state is State.AWAIT_COOKIE:
+        if state is State.AWAIT_COOKIE:
             if len(work) < COOKIE_SIZE:
                 self._in += work
                 return events
@@ -449,6 +467,9 @@ class VrpnSession:
             events.append(Connected(cookie=cookie))
         if (start & 7) and len(work) > start:
             work, start = work[start:], 0
+        start = self._report_run(work, start, events, False)
+        if start == len(work):
+            return events
         index = scan(work, start)
         if len(index):
             self._dispatch(work, index, "tcp", events)
@@ -472,6 +493,9 @@ class VrpnSession:
             return []
         self.stats.bytes_in += len(data)
         work = bytes(data)
+        events: list[VrpnEvent] = []
+        if self._report_run(work, 0, events, True) == len(work) > 0:
+            return events
         index = scan(work, 0)
         if index.error is not None or index.end != len(work):
             # whole messages only: a datagram with a truncated or bad one is dropped whole
@@ -480,9 +504,78 @@ class VrpnSession:
             return [
                 PacketDropped(protocol=PROTOCOL, reason=reason, offset=index.end, size=len(work))
             ]
-        events: list[VrpnEvent] = []
         self._dispatch(work, index, "udp", events)
         return events
+
+    def feed_datagrams(
+        self, datagrams: Sequence[tuple[bytes, Address]], now: float
+    ) -> list[VrpnEvent]:
+        """Datagrams read in one wake-up, decoded as one batch: their messages are scanned
+        together, so the reports of one sender and kind become one `TrackerReports` however
+        many datagrams carried them. Each datagram is still whole messages or dropped whole
+        (if one is not, each is fed on its own, as `feed_datagram` would)."""
+        if len(datagrams) == 1:
+            data, addr = datagrams[0]
+            return self.feed_datagram(data, addr, now)
+        self._now = now
+        if self.state is not State.CONNECTED or not datagrams:
+            return []
+        sizes = [len(data) for data, _ in datagrams]
+        if all(size and not size & 7 for size in sizes):  # whole messages are 8-aligned
+            work = b"".join([data for data, _ in datagrams])
+            index = scan(work, 0)
+            if index.error is None and index.end == len(work):
+                starts = np.cumsum(sizes) - sizes
+                found = np.searchsorted(index.offsets, starts)
+                if (index.offsets[np.minimum(found, len(index) - 1)] == starts).all():
+                    self.stats.bytes_in += len(work)
+                    events: list[VrpnEvent] = []
+                    self._dispatch(work, index, "udp", events)
+                    return events
+        events = []
+        for data, addr in datagrams:  # some datagram is not whole messages: one at a time
+            events += self.feed_datagram(data, addr, now)
+        return events
+
+    def _report_run(self, work: bytes, start: int, events: list[VrpnEvent], whole: bool) -> int:
+        """The fast path: the unpadded tracker reports of one described sender and kind that
+        start at `start` (all of `work` if `whole`), their headers checked at once (one struct
+        call for a live-sized read, a few numpy ones for a long read) and their bodies decoded
+        as one zero-copy numpy view. Returns where the run ends (`start`: no run)."""
+        rest = len(work) - start
+        if rest < HEADER_SIZE:
+            return start
+        length, sender_id, type_id = _RUN_HEAD.unpack_from(work, start)
+        kind = self._remote_types.get(type_id, "")
+        frame = REPORT_FRAMES.get(kind)
+        if frame is None or length != frame.itemsize:
+            return start
+        sender = self._remote_senders.get(sender_id)
+        count = int(rest // length)
+        if sender is None or not count or (whole and rest != count * length):
+            return start
+        if count <= MAX_RUN:
+            if count > 1:
+                heads = _RUN_HEADS.get((length, count)) or _run_heads(length, count)
+                if heads.unpack_from(work, start) != (length, sender_id, type_id) * count:
+                    return start
+            frames = np.frombuffer(work, frame, count, start)
+        else:
+            frames = np.frombuffer(work, frame, count, start)
+            same = (
+                (frames["length"] == length)
+                & (frames["sender"] == sender_id)
+                & (frames["type"] == type_id)
+            )
+            if not same.all():
+                if whole:
+                    return start
+                count = int(same.argmin())  # the run ends at the first other message
+                frames = frames[:count]
+        events.append(TrackerReports.of_frames(sender, kind, frames, self._order))
+        self._order += count
+        self.stats.messages_in += count
+        return start + count * frame.itemsize
 
     def _connect(self, now: float) -> None:
         self._move(Trigger.COOKIE_ACCEPTED)
@@ -524,46 +617,60 @@ class VrpnSession:
         events: list[VrpnEvent],
     ) -> None:
         types = index.type[first:stop]
-        senders = index.sender[first:stop]
         handled = np.zeros(stop - first, dtype=bool)
-        for type_id in np.unique(types).tolist():
+        for type_id in sorted(set(types.tolist())):  # (np.unique costs more on short runs)
             name = self._remote_types.get(type_id)
             if name is None or name not in REPORT_KINDS:
                 continue
             mask = types == type_id
             handled |= mask
             size, _ = REPORT_KINDS[name]
-            for sender_id in np.unique(senders[mask]).tolist():
-                sender = self._remote_senders.get(sender_id)
-                rows = np.flatnonzero(mask & (senders == sender_id)) + first
-                if sender is None:
-                    self._ignored(len(rows))
-                    continue
-                short = index.lengths[rows] < HEADER_SIZE + size
-                if short.any():
-                    bad = int(short.sum())
-                    self.stats.drop(f"{name} body shorter than {size} bytes")
-                    events.append(
-                        PacketDropped(
-                            protocol=PROTOCOL,
-                            reason=f"{bad} {name} bodies shorter than {size} bytes",
-                            offset=int(index.offsets[rows[short][0]]),
-                        )
+            rows = np.flatnonzero(mask) + first
+            short = index.lengths[rows] < HEADER_SIZE + size
+            if short.any():
+                bad = int(short.sum())
+                self.stats.drop(f"{name} body shorter than {size} bytes")
+                events.append(
+                    PacketDropped(
+                        protocol=PROTOCOL,
+                        reason=f"{bad} {name} bodies shorter than {size} bytes",
+                        offset=int(index.offsets[rows[short][0]]),
                     )
-                    rows = rows[~short]
-                    if not rows.size:
-                        continue
-                sensor, values = gather_reports(buf, index.offsets[rows], name)
+                )
+                rows = rows[~short]
+                if not rows.size:
+                    continue
+            # every report of this kind at once; then one batch per sender (views of these)
+            sensor, values = gather_reports(buf, index.offsets[rows], name)
+            time = index.sec[rows] + index.usec[rows] * 1e-6
+            order = rows.astype(np.int64) + self._order
+            senders = index.sender[rows]
+            ids = sorted(set(senders.tolist()))
+            parts: list[tuple[int, slice]] = [(ids[0], slice(None))]
+            if len(ids) > 1:  # group the rows by sender, each group in arrival order
+                by_sender = np.argsort(senders, kind="stable")
+                sensor, values = sensor[by_sender], values[by_sender]
+                time, order = time[by_sender], order[by_sender]
+                bounds = [*np.searchsorted(senders[by_sender], ids).tolist(), len(rows)]
+                parts = [
+                    (sender_id, slice(bounds[i], bounds[i + 1])) for i, sender_id in enumerate(ids)
+                ]
+            for sender_id, part in parts:
+                sender = self._remote_senders.get(sender_id)
+                if sender is None:
+                    self._ignored(len(sensor[part]))
+                    continue
+                part_values = values[part]
                 events.append(
                     TrackerReports(
                         sender=sender,
                         kind=name,
-                        sensor=sensor,
-                        vector=values[:, 0:3],
-                        quaternion=values[:, 3:7],
-                        dt=values[:, 7].copy() if values.shape[1] > 7 else None,
-                        time=index.sec[rows] + index.usec[rows] * 1e-6,
-                        order=rows.astype(np.int64) + self._order,
+                        sensor=sensor[part],
+                        vector=part_values[:, 0:3],
+                        quaternion=part_values[:, 3:7],
+                        dt=part_values[:, 7] if values.shape[1] > 7 else None,
+                        time=time[part],
+                        order=order[part],
                     )
                 )
         for row in np.flatnonzero(~handled).tolist():

@@ -1,0 +1,172 @@
+"""Batched ingest, bytes alone: a wake-up's datagrams decode as one batch, runs of one
+sender's reports decode as views with the same values as the general path, and one adapter
+apply() of several senders and kinds makes as few world updates as the data allows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from robowire.protocols.base import PacketDropped
+from robowire.protocols.vrpn import (
+    Role,
+    State,
+    TrackerReports,
+    VrpnSession,
+    encode_cookie,
+    encode_frame,
+)
+from robowire.protocols.vrpn.adapter import VrpnAdapter
+from robowire.protocols.vrpn.codec import encode_name
+from robowire.protocols.vrpn.messages import TrackerAcceleration, TrackerPosQuat, TrackerVelocity
+from robowire.world import Update, World
+
+POS, VEL, ACC = TrackerPosQuat.WIRE_NAME, TrackerVelocity.WIRE_NAME, TrackerAcceleration.WIRE_NAME
+TYPE_IDS = {POS: 0, VEL: 1, ACC: 2}
+SENDER_IDS = {"A": 0, "B": 1}
+PEER = ("127.0.0.1", 40001)
+
+
+def connected_client() -> VrpnSession:
+    """A client session that has the server's cookie and descriptions (senders A, B)."""
+    client = VrpnSession(Role.CLIENT, udp_inbound=("127.0.0.1", 40002))
+    head = encode_cookie()
+    for name, sender_id in SENDER_IDS.items():
+        head += encode_frame(sender_id, -1, encode_name(name))
+    for name, type_id in TYPE_IDS.items():
+        head += encode_frame(type_id, -2, encode_name(name))
+    client.feed(head, 0.0)
+    assert client.state is State.CONNECTED
+    return client
+
+
+def pose(sender: str, sensor: int, x: float, t: float = 10.0) -> bytes:
+    body = TrackerPosQuat(sensor=sensor, position=(x, 2.0, 3.0), quaternion=(0.0, 0.0, 0.6, 0.8))
+    sec, usec = int(t), round((t - int(t)) * 1e6)
+    return encode_frame(SENDER_IDS[sender], TYPE_IDS[POS], body.encode(), sec=sec, usec=usec)
+
+
+def velocity(sender: str, sensor: int, vx: float, t: float = 10.0) -> bytes:
+    body = TrackerVelocity(sensor=sensor, velocity=(vx, 0.5, 0.25), velocity_quaternion_dt=0.1)
+    return encode_frame(SENDER_IDS[sender], TYPE_IDS[VEL], body.encode(), sec=int(t))
+
+
+def acceleration(sender: str, sensor: int, ax: float, t: float = 10.0) -> bytes:
+    body = TrackerAcceleration(sensor=sensor, acceleration=(ax, 9.0, 8.0))
+    return encode_frame(SENDER_IDS[sender], TYPE_IDS[ACC], body.encode(), sec=int(t))
+
+
+def batches(events: list[object]) -> list[TrackerReports]:
+    return [e for e in events if isinstance(e, TrackerReports)]
+
+
+def updates_of(world: World, events: list[object], receive_time: float = 100.0) -> list[Update]:
+    """What one apply() of `events` publishes, every update as written."""
+    adapter = VrpnAdapter(world, "src")
+    with world.subscribe(every_update=True) as sub:
+        adapter.apply(events, receive_time)  # type: ignore[arg-type]
+        return [item for item in sub.pull() if isinstance(item, Update)]
+
+
+def test_a_wake_ups_datagrams_decode_as_one_batch_per_sender_and_kind() -> None:
+    client = connected_client()
+    datagrams = [
+        (pose("A", 0, 1.0) + pose("A", 1, 2.0) + pose("B", 0, 3.0), PEER),
+        (pose("B", 1, 4.0) + velocity("A", 0, 5.0), PEER),
+        (pose("A", 0, 6.0), PEER),
+    ]
+    events = client.feed_datagrams(datagrams, 1.0)
+    got = {(b.sender, b.kind): b for b in batches(events)}
+    assert sorted(got) == [("A", POS), ("A", VEL), ("B", POS)]
+    a = got[("A", POS)]
+    assert a.sensor.tolist() == [0, 1, 0]  # arrival order kept within a sender
+    assert a.vector[:, 0].tolist() == [1.0, 2.0, 6.0]
+    assert a.order.tolist() == sorted(a.order.tolist())
+    assert got[("B", POS)].vector[:, 0].tolist() == [3.0, 4.0]
+    assert got[("A", VEL)].vector.tolist() == [[5.0, 0.5, 0.25]]
+    assert got[("A", VEL)].dt is not None and got[("A", VEL)].dt.tolist() == [0.1]
+    assert client.stats.messages_in == 6 + 5  # the reports and the five descriptions
+
+
+def test_a_bad_datagram_in_a_batch_is_dropped_alone() -> None:
+    client = connected_client()
+    good = pose("A", 0, 1.0) + pose("A", 1, 2.0)
+    events = client.feed_datagrams(
+        [(good, PEER), (good[:-8], PEER), (pose("B", 3, 7.0), PEER)], 1.0
+    )
+    assert sum(isinstance(e, PacketDropped) for e in events) == 1
+    reported = sorted((b.sender, int(s)) for b in batches(events) for s in b.sensor)
+    assert reported == [("A", 0), ("A", 1), ("B", 3)]
+
+
+@pytest.mark.parametrize("split", [1, 7, 88, 100, 880])
+def test_report_runs_decode_like_the_general_path(split: int) -> None:
+    """A read of one sender's poses (fast path) gives what byte-wise feeding (general path)
+    gives, values and header times included."""
+    stream = b"".join(pose("A", i, float(i), t=10.5 + i) for i in range(10))
+    whole = connected_client()
+    (run,) = batches(whole.feed(stream, 0.0))
+    pieces = connected_client()
+    parts = [
+        b
+        for i in range(0, len(stream), split)
+        for b in batches(pieces.feed(stream[i : i + split], 0))
+    ]
+    assert sum(len(b) for b in parts) == len(run) == 10
+    for column in ("sensor", "vector", "quaternion", "time", "order"):
+        joined = np.concatenate([getattr(b, column) for b in parts])
+        assert np.array_equal(getattr(run, column), joined), column
+    assert run.time.tolist() == [10.5 + i for i in range(10)]
+    assert run.quaternion.tolist()[0] == [0.0, 0.0, 0.6, 0.8]
+
+
+def test_one_apply_of_several_senders_and_kinds_is_one_world_update() -> None:
+    client = connected_client()
+    frame = b"".join(
+        pose(s, i, 10.0 * i, t=10.0)
+        + velocity(s, i, 20.0 * i, t=11.0)
+        + acceleration(s, i, 30.0 * i, t=12.0)
+        for s in ("A", "B")
+        for i in range(3)
+    )
+    events = client.feed_datagrams([(frame[:840], PEER), (frame[840:], PEER)], 1.0)  # per sender
+    assert len(batches(events)) == 6  # two senders x three kinds
+    world = World()
+    (update,) = updates_of(world, events)
+    assert len(update) == 6
+    assert {"position", "orientation", "velocity", "acceleration_x"} <= update.fields
+    device = world.device("src", "B/2")
+    assert device.position == (20.0, 2.0, 3.0)
+    assert device.orientation == pytest.approx((0.8, 0.0, 0.0, 0.6))  # w, x, y, z
+    assert device.velocity == (40.0, 0.5, 0.25)
+    assert device.telemetry["acceleration_x"] == (60.0, "m/s2")
+    assert device.source_time == 12.0  # the newest of its reports
+    assert device.receive_time == 100.0
+
+
+def test_slots_that_got_only_some_kinds_keep_their_other_columns() -> None:
+    world = World()
+    client = connected_client()
+    first = b"".join(pose("A", i, 1.0) + velocity("A", i, 2.0) for i in range(3))
+    updates_of(world, client.feed(first, 0.0))
+    # now every sensor gets a pose, sensor 1 alone a velocity and an acceleration
+    second = b"".join(pose("A", i, 5.0 + i) for i in range(3))
+    second += velocity("A", 1, 7.0) + acceleration("A", 1, 9.0)
+    (update,) = updates_of(world, client.feed(second, 0.0))
+    assert len(update) == 3
+    a0, a1 = world.device("src", "A/0"), world.device("src", "A/1")
+    assert a0.position == (5.0, 2.0, 3.0) and a0.velocity == (2.0, 0.5, 0.25)  # kept
+    assert "acceleration_x" not in a0.telemetry  # never given: still unknown
+    assert a1.position == (6.0, 2.0, 3.0) and a1.velocity == (7.0, 0.5, 0.25)
+    assert a1.telemetry["acceleration_x"] == (9.0, "m/s2")
+
+
+def test_a_slot_without_a_pose_is_not_given_an_orientation() -> None:
+    world = World()
+    client = connected_client()
+    events = client.feed(pose("A", 0, 1.0) + velocity("A", 1, 2.0), 0.0)
+    updates = updates_of(world, events)
+    assert len(updates) == 2  # one per kind: a merged one would give A/1 an orientation
+    assert world.device("src", "A/1").orientation is None
+    assert world.device("src", "A/1").velocity == (2.0, 0.5, 0.25)
+    assert world.device("src", "A/0").orientation is not None
