@@ -155,23 +155,27 @@ def run(label: str, *sim_extra: str) -> None:
     print(f"   {label}:")
     print(f"     bare TCP reader (floor)             {floor:>6.1%} of a core")
     print(
-        f"     listen, table mode                  {shown:>6.1%} of a core  ({shown / floor:.1f}x floor)"
+        f"     listen, table mode                  {shown:>6.1%} of a core"
+        f"  ({shown / floor:.1f}x floor)"
     )
     print(
         f"     listen --json                       {lines['cpu']:>6.1%} of a core  "
         f"({lines['cpu'] / floor:.1f}x floor), {lines['lines']:,.0f} lines/s"
     )
     print(
-        f"       latency reader - receive_time     p50 {lines['r50']:8.2f} ms  p99 {lines['r99']:8.2f} ms"
+        f"       latency reader - receive_time     p50 {lines['r50']:8.2f} ms"
+        f"  p99 {lines['r99']:8.2f} ms"
     )
     print(
-        f"       latency reader - source_time      p50 {lines['s50']:8.2f} ms  p99 {lines['s99']:8.2f} ms"
+        f"       latency reader - source_time      p50 {lines['s50']:8.2f} ms"
+        f"  p99 {lines['s99']:8.2f} ms"
     )
 
 
 def main() -> None:
     print(
-        f"   sim vrpn --count {SENSORS} --rate 1000 -> listen (CLI processes), {WINDOW:.0f} s windows"
+        f"   sim vrpn --count {SENSORS} --rate 1000 -> listen (CLI processes),"
+        f" {WINDOW:.0f} s windows"
     )
     run("pose, velocity, acceleration (30k messages/s)")
     run("poses only, --set reports=pos (10k messages/s)", "--set", "reports=pos")
