@@ -24,6 +24,7 @@ from robowire.protocols.vrpn.messages import (
     ButtonStates,
     DialUpdate,
     TrackerAcceleration,
+    TrackerPosQuat,
     TrackerVelocity,
 )
 
@@ -51,14 +52,62 @@ def sensor_poses(t: float, count: int) -> tuple[npt.NDArray[np.float64], ...]:
     return position, quaternion, velocity, acceleration
 
 
+REPORTS = (TrackerPosQuat.WIRE_NAME, TrackerVelocity.WIRE_NAME, TrackerAcceleration.WIRE_NAME)
+MOTION_DEFAULTS = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0)
+"""A Velocity's or Acceleration's f64 columns before the vector: identity quaternion, dt 1 s."""
+
+
 @dataclass(frozen=True, slots=True)
 class Frame:
-    """One tracker frame: every sensor's pose (columns), and the other reports of the frame."""
+    """One tracker frame as columns: every sensor's pose, and unless pose-only its velocity
+    and acceleration (all sent unreliably, sensor by sensor: Pos_Quat, Velocity, Acceleration).
+    """
 
     sensors: npt.NDArray[np.int64]
     positions: npt.NDArray[np.float64]
     quaternions: npt.NDArray[np.float64]  # x, y, z, w
-    reports: list[Body]  # Velocity and Acceleration per sensor (sent unreliably)
+    velocities: npt.NDArray[np.float64] | None
+    accelerations: npt.NDArray[np.float64] | None
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The wire names of each sensor's reports, in the order they are sent."""
+        return REPORTS if self.velocities is not None else REPORTS[:1]
+
+    def values(self) -> list[npt.NDArray[np.float64]]:
+        """Each kind's f64 columns (`ReportEncoder` rows): pose and quaternion, vectors."""
+        pose = np.concatenate([self.positions, self.quaternions], axis=1)
+        if self.velocities is None or self.accelerations is None:
+            return [pose]
+        return [pose, self.velocities, self.accelerations]
+
+    def reports(self) -> list[Body]:
+        """The same reports one message object each (what the per-report encoder sent)."""
+        out: list[Body] = []
+        for k in range(len(self.sensors)):
+            out.append(
+                TrackerPosQuat(
+                    sensor=k,
+                    position=tuple(self.positions[k].tolist()),
+                    quaternion=tuple(self.quaternions[k].tolist()),
+                )
+            )
+            if self.velocities is not None and self.accelerations is not None:
+                out.append(
+                    TrackerVelocity(
+                        sensor=k,
+                        velocity=tuple(self.velocities[k].tolist()),
+                        velocity_quaternion_dt=1.0,
+                    )
+                )
+                out.append(
+                    TrackerAcceleration(
+                        sensor=k,
+                        acceleration=tuple(self.accelerations[k].tolist()),
+                        acceleration_quaternion_dt=1.0,
+                    )
+                )
+        return out
 
 
 class DeviceModel:
@@ -69,6 +118,7 @@ class DeviceModel:
         self.rate = rate
         self.pose_only = pose_only
         self.buttons = [0] * BUTTONS
+        self._sensors = np.arange(count)
         self._next_analog = self._next_button = self._next_dial = 0.0
 
     def set_rate(self, rate: float) -> None:
@@ -81,22 +131,9 @@ class DeviceModel:
 
     def frame(self, t: float) -> Frame:
         position, quaternion, velocity, acceleration = sensor_poses(t, self.count)
-        reports: list[Body] = []
-        if not self.pose_only:
-            for k in range(self.count):
-                reports.append(
-                    TrackerVelocity(
-                        sensor=k, velocity=tuple(velocity[k]), velocity_quaternion_dt=1.0
-                    )
-                )
-                reports.append(
-                    TrackerAcceleration(
-                        sensor=k,
-                        acceleration=tuple(acceleration[k]),
-                        acceleration_quaternion_dt=1.0,
-                    )
-                )
-        return Frame(np.arange(self.count), position, quaternion, reports)
+        if self.pose_only:
+            return Frame(self._sensors, position, quaternion, None, None)
+        return Frame(self._sensors, position, quaternion, velocity, acceleration)
 
     def analog(self, t: float) -> AnalogChannel | None:
         """The analog's channels, when a report is due at t."""

@@ -3,6 +3,9 @@ vectorised codecs for tracker reports (the hot path: thousands of reports per se
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import numpy as np
 import numpy.typing as npt
 
@@ -191,3 +194,122 @@ def encode_pose_frames(
     frames["pos"] = np.asarray(positions, dtype=np.float64).reshape(n, 3)
     frames["quat"] = np.asarray(quaternions_xyzw, dtype=np.float64).reshape(n, 4)
     return frames
+
+
+@dataclass(frozen=True, slots=True)
+class FrameBatch:
+    """Whole messages encoded back to back in one buffer, for any number of sessions.
+
+    Every header is final but its seq word, which each session writes with its own counter
+    as it queues the batch (`VrpnSession.send_batch`): the batch is scratch for that.
+    """
+
+    data: npt.NDArray[np.uint8]
+    seq_words: npt.NDArray[np.intp]  # index of each message's seq word in `data` as u32
+    ends: npt.NDArray[np.int64]  # the byte offset after each message, in order
+
+    def __len__(self) -> int:
+        return len(self.seq_words)
+
+
+_U32 = np.dtype(">u4")
+
+
+class ReportEncoder:
+    """Tracker reports as whole messages, encoded in one vectorised step per batch.
+
+    A batch has n rows (one per sensor); each row is one message of each of `kinds` (wire
+    names of `REPORT_KINDS`), in that order: a row of Pos_Quat, Velocity and Acceleration is
+    three messages, so a frame goes out sensor by sensor, as a C++ tracker reports it. Only
+    the changing fields are written per batch (header times and the f64 columns) over a
+    template cached per (sender ids, type ids, sensors); `defaults` are each kind's f64
+    columns before the values given (e.g. an identity quaternion and its dt), the values a
+    row's first columns.
+    """
+
+    def __init__(
+        self, kinds: Sequence[str], defaults: Sequence[Sequence[float] | None] = ()
+    ) -> None:
+        self.kinds = tuple(kinds)
+        sizes = [HEADER_SIZE + REPORT_KINDS[k][0] for k in self.kinds]
+        self.starts = np.cumsum([0, *sizes[:-1]]).astype(np.int64)
+        self.record = int(sum(sizes))  # every body is a multiple of 8: no padding
+        self.defaults = [
+            np.zeros(REPORT_KINDS[k][1]) if d is None else np.asarray(d, dtype=np.float64)
+            for k, d in zip(self.kinds, [*defaults, *[None] * len(self.kinds)], strict=False)
+        ]
+        word = self.starts // 4
+        self._sec_cols = word + 1
+        self._usec_cols = word + 2
+        self._value_cols = [(int(s) + HEADER_SIZE + 8) // 8 for s in self.starts]
+        self._templates: dict[tuple[bytes, bytes, bytes], FrameBatch] = {}
+
+    def _template(
+        self,
+        sender: npt.NDArray[np.int32],
+        types: npt.NDArray[np.int32],
+        sensor: npt.NDArray[np.int32],
+    ) -> FrameBatch:
+        key = (sender.tobytes(), types.tobytes(), sensor.tobytes())
+        found = self._templates.get(key)
+        if found is not None:
+            return found
+        n, width = sensor.size, self.record // 4
+        data = np.zeros(n * self.record, dtype=np.uint8)
+        words = data.view(_U32).reshape(n, width)
+        signed = data.view(I32).reshape(n, width)
+        doubles = data.view(F64).reshape(n, self.record // 8)
+        for k, kind in enumerate(self.kinds):
+            w = int(self.starts[k]) // 4
+            words[:, w] = HEADER_SIZE + REPORT_KINDS[kind][0]
+            signed[:, w + 3] = sender
+            signed[:, w + 4] = types[k]
+            signed[:, w + 6] = sensor
+            signed[:, w + 7] = sensor  # the filler repeats the sensor, as C++ writes it
+            col = self._value_cols[k]
+            doubles[:, col : col + len(self.defaults[k])] = self.defaults[k]
+        rows = np.arange(n)[:, None] * width
+        seq_words = (rows + (self.starts // 4 + 5)).reshape(-1).astype(np.intp)
+        ends = (
+            (
+                np.arange(n)[:, None] * self.record
+                + self.starts
+                + np.array([HEADER_SIZE + REPORT_KINDS[k][0] for k in self.kinds])
+            )
+            .reshape(-1)
+            .astype(np.int64)
+        )
+        if len(self._templates) > 64:
+            self._templates.clear()
+        found = self._templates[key] = FrameBatch(data, seq_words, ends)
+        return found
+
+    def encode(
+        self,
+        sender: int | npt.ArrayLike,
+        type_ids: Sequence[int],
+        sensors: npt.ArrayLike,
+        values: Sequence[npt.ArrayLike],
+        *,
+        time: float | npt.ArrayLike,
+    ) -> FrameBatch:
+        """n rows of messages: `values[k]` is kind k's f64 columns (n x up to its count)."""
+        sensor = np.asarray(sensors, dtype=np.int32).reshape(-1)
+        n = sensor.size
+        sender_ids = np.broadcast_to(np.asarray(sender, dtype=np.int32), (n,))
+        template = self._template(sender_ids, np.asarray(type_ids, dtype=np.int32), sensor)
+        data = template.data.copy()
+        words = data.view(_U32).reshape(n, self.record // 4)
+        doubles = data.view(F64).reshape(n, self.record // 8)
+        t = np.maximum(np.asarray(time, dtype=np.float64), 0.0)
+        sec = np.floor(t)
+        usec = np.minimum(np.rint((t - sec) * 1e6), 999_999)
+        if t.ndim:  # one time per row
+            sec, usec = sec.reshape(-1, 1), usec.reshape(-1, 1)
+        words[:, self._sec_cols] = sec.astype(np.uint64) & 0xFFFFFFFF
+        words[:, self._usec_cols] = usec.astype(np.uint32)
+        for k, column in enumerate(values):
+            block = np.asarray(column, dtype=np.float64).reshape(n, -1)
+            col = self._value_cols[k]
+            doubles[:, col : col + block.shape[1]] = block
+        return FrameBatch(data, template.seq_words, template.ends)

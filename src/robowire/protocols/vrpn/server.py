@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
+import numpy as np
 import numpy.typing as npt
 
 from robowire.protocols.base import Address, ConnectionLost, PacketDropped, SessionStats
@@ -27,7 +28,7 @@ from robowire.protocols.vrpn.messages import (
     TrackerUnitToSensor,
     TrackerWorkspace,
 )
-from robowire.protocols.vrpn.registry import SERVER_TYPE_NAMES
+from robowire.protocols.vrpn.registry import SERVER_TYPE_NAMES, FrameBatch, ReportEncoder
 from robowire.protocols.vrpn.session import Role, VrpnSession
 
 log = logging.getLogger("robowire.vrpn")
@@ -158,6 +159,40 @@ class VrpnServer:
     def flush(self) -> None:
         for link in self.connected():
             link.flush()
+
+    def broadcast_reports(
+        self,
+        encoder: ReportEncoder,
+        sender: str | Sequence[str],
+        sensors: npt.ArrayLike,
+        values: Sequence[npt.ArrayLike],
+        *,
+        time: float | npt.ArrayLike,
+        flush: bool = True,
+    ) -> None:
+        """Tracker reports (rows of `encoder.kinds`, sent unreliably) to every client that is
+        keeping up: encoded once per distinct (sender ids, type ids) mapping, which all
+        sessions share unless names were registered in another order, so every client gets
+        the same bytes but for its own seq numbers."""
+        names = [sender] if isinstance(sender, str) else list(sender)
+        messages = int(np.size(sensors)) * len(encoder.kinds)
+        batches: dict[tuple[tuple[int, ...], tuple[int, ...]], FrameBatch] = {}
+        for link in self.connected():
+            session = link.session
+            assert session is not None
+            if link.congested:
+                link.skipped += messages
+                continue
+            ids = tuple(session.register_sender(name) for name in names)
+            types = tuple(session.register_type(kind) for kind in encoder.kinds)
+            batch = batches.get((ids, types))
+            if batch is None:
+                batch = batches[(ids, types)] = encoder.encode(
+                    ids[0] if isinstance(sender, str) else ids, types, sensors, values, time=time
+                )
+            session.send_batch(batch)
+            if flush:
+                link.flush()
 
     def broadcast_poses(
         self,

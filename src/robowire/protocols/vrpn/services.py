@@ -30,7 +30,8 @@ from robowire.protocols.vrpn.dissect import looks_like_lob
 from robowire.protocols.vrpn.driver import VrpnLink, connect
 from robowire.protocols.vrpn.events import Connected, MessageReceived, PeerSilent, VrpnEvent
 from robowire.protocols.vrpn.messages import Ping, TrackerSetUpdateRate
-from robowire.protocols.vrpn.model import MAX_RATE, DeviceModel
+from robowire.protocols.vrpn.model import MAX_RATE, MOTION_DEFAULTS, REPORTS, DeviceModel
+from robowire.protocols.vrpn.registry import ReportEncoder
 from robowire.protocols.vrpn.server import VrpnServer
 from robowire.protocols.vrpn.session import VERSION_MISMATCH, Role, VrpnSession
 from robowire.service import RETRY_SECONDS, CaptureSource, Sim, SimOptions, Sink, Source
@@ -265,6 +266,8 @@ class VrpnSim(Sim):
         if not 0 < rate <= MAX_RATE:
             raise ConfigError(f"vrpn sim: --rate must be in (0, {MAX_RATE:.0f}] Hz")
         self.model = DeviceModel(count, rate, pose_only=settings.get("reports", "all") == "pos")
+        kinds = REPORTS[:1] if self.model.pose_only else REPORTS
+        self.encoder = ReportEncoder(kinds, [None, MOTION_DEFAULTS, MOTION_DEFAULTS])
         self.clock = WallClock()
         self.server = VrpnServer(
             [self.tracker, self.analog, self.button, self.dial],
@@ -301,14 +304,12 @@ class VrpnSim(Sim):
         """Send what is due at `t` seconds into the run (header time `wall`)."""
         server, model = self.server, self.model
         frame = model.frame(t)
-        server.broadcast_poses(
-            self.tracker, frame.sensors, frame.positions, frame.quaternions, time=wall, flush=False
+        server.broadcast_reports(  # one frame encoded once, in one buffer
+            self.encoder, self.tracker, frame.sensors, frame.values(), time=wall, flush=False
         )
-        for report in frame.reports:
-            server.broadcast(self.tracker, report, time=wall, reliable=False, flush=False)
         server.flush()  # one frame: one TCP write / few datagrams per client
         self.frames += 1
-        self.stats.messages_out += model.count
+        self.stats.messages_out += model.count * len(self.encoder.kinds)
         analog = model.analog(t)
         if analog is not None:
             server.broadcast(self.analog, analog, time=wall, reliable=False)
