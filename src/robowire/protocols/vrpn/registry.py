@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from robowire.errors import DecodeError
-from robowire.protocols.vrpn.codec import HEADER_SIZE, PROTOCOL
+from robowire.protocols.vrpn.codec import HEADER_SIZE, PROTOCOL, split_time
 from robowire.protocols.vrpn.imager import IMAGER_TYPES
 from robowire.protocols.vrpn.messages import (
     AnalogChannel,
@@ -215,6 +215,28 @@ class FrameBatch:
 _U32 = np.dtype(">u4")
 
 
+def split_times(t: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.uint32], ...]:
+    """`codec.split_time` for many times: (sec, usec) columns, the same numbers."""
+    t = np.where(t > 0.0, t, 0.0)
+    sec = np.floor(t)
+    usec = np.rint((t - sec) * 1e6)
+    carry = usec >= 1_000_000
+    sec, usec = sec + carry, usec - 1_000_000 * carry
+    return (sec.astype(np.uint64) & 0xFFFFFFFF).astype(np.uint32), usec.astype(np.uint32)
+
+
+@dataclass(slots=True)
+class _Layout:
+    """A cached template (the fields that do not change from batch to batch) and the work
+    buffer each batch is written into, with its word and f64 views."""
+
+    base: npt.NDArray[np.uint8]
+    work: npt.NDArray[np.uint8]
+    words: npt.NDArray[np.uint32]
+    doubles: npt.NDArray[np.float64]
+    batch: FrameBatch
+
+
 class ReportEncoder:
     """Tracker reports as whole messages, encoded in one vectorised step per batch.
 
@@ -223,8 +245,9 @@ class ReportEncoder:
     three messages, so a frame goes out sensor by sensor, as a C++ tracker reports it. Only
     the changing fields are written per batch (header times and the f64 columns) over a
     template cached per (sender ids, type ids, sensors); `defaults` are each kind's f64
-    columns before the values given (e.g. an identity quaternion and its dt), the values a
-    row's first columns.
+    columns under the values given (e.g. an identity quaternion and its dt), the values a
+    row's first columns. The batch returned lives in a buffer the next `encode` of the same
+    layout overwrites: queue it (`VrpnSession.send_batch` copies it) before encoding again.
     """
 
     def __init__(
@@ -232,26 +255,25 @@ class ReportEncoder:
     ) -> None:
         self.kinds = tuple(kinds)
         sizes = [HEADER_SIZE + REPORT_KINDS[k][0] for k in self.kinds]
+        self.sizes = np.array(sizes, dtype=np.int64)
         self.starts = np.cumsum([0, *sizes[:-1]]).astype(np.int64)
         self.record = int(sum(sizes))  # every body is a multiple of 8: no padding
+        given = [*defaults, *[None] * len(self.kinds)]
         self.defaults = [
             np.zeros(REPORT_KINDS[k][1]) if d is None else np.asarray(d, dtype=np.float64)
-            for k, d in zip(self.kinds, [*defaults, *[None] * len(self.kinds)], strict=False)
+            for k, d in zip(self.kinds, given, strict=False)
         ]
         word = self.starts // 4
         self._sec_cols = word + 1
         self._usec_cols = word + 2
         self._value_cols = [(int(s) + HEADER_SIZE + 8) // 8 for s in self.starts]
-        self._templates: dict[tuple[bytes, bytes, bytes], FrameBatch] = {}
+        self._layouts: dict[tuple[object, tuple[int, ...], bytes], _Layout] = {}
 
-    def _template(
-        self,
-        sender: npt.NDArray[np.int32],
-        types: npt.NDArray[np.int32],
-        sensor: npt.NDArray[np.int32],
-    ) -> FrameBatch:
-        key = (sender.tobytes(), types.tobytes(), sensor.tobytes())
-        found = self._templates.get(key)
+    def _layout(
+        self, sender: int | tuple[int, ...], types: tuple[int, ...], sensor: npt.NDArray[np.int32]
+    ) -> _Layout:
+        key = (sender, types, sensor.tobytes())
+        found = self._layouts.get(key)
         if found is not None:
             return found
         n, width = sensor.size, self.record // 4
@@ -268,48 +290,49 @@ class ReportEncoder:
             signed[:, w + 7] = sensor  # the filler repeats the sensor, as C++ writes it
             col = self._value_cols[k]
             doubles[:, col : col + len(self.defaults[k])] = self.defaults[k]
-        rows = np.arange(n)[:, None] * width
-        seq_words = (rows + (self.starts // 4 + 5)).reshape(-1).astype(np.intp)
-        ends = (
-            (
-                np.arange(n)[:, None] * self.record
-                + self.starts
-                + np.array([HEADER_SIZE + REPORT_KINDS[k][0] for k in self.kinds])
-            )
-            .reshape(-1)
-            .astype(np.int64)
+        rows = np.arange(n)[:, None]
+        seq_words = (rows * width + (self.starts // 4 + 5)).reshape(-1).astype(np.intp)
+        ends = (rows * self.record + self.starts + self.sizes).reshape(-1).astype(np.int64)
+        work = data.copy()
+        if len(self._layouts) >= 64:  # rows come and go (a sink): keep the cache small
+            self._layouts.clear()
+        found = self._layouts[key] = _Layout(
+            data,
+            work,
+            work.view(_U32).reshape(n, width),
+            work.view(F64).reshape(n, self.record // 8),
+            FrameBatch(work, seq_words, ends),
         )
-        if len(self._templates) > 64:
-            self._templates.clear()
-        found = self._templates[key] = FrameBatch(data, seq_words, ends)
         return found
 
     def encode(
         self,
-        sender: int | npt.ArrayLike,
+        sender: int | Sequence[int],
         type_ids: Sequence[int],
         sensors: npt.ArrayLike,
         values: Sequence[npt.ArrayLike],
         *,
         time: float | npt.ArrayLike,
     ) -> FrameBatch:
-        """n rows of messages: `values[k]` is kind k's f64 columns (n x up to its count)."""
+        """n rows of messages from `sender` (one id, or one per row) with kind k's type id
+        `type_ids[k]`; `values[k]` are kind k's f64 columns (n x up to its count); `time`
+        is one header time for all, or one per row."""
         sensor = np.asarray(sensors, dtype=np.int32).reshape(-1)
-        n = sensor.size
-        sender_ids = np.broadcast_to(np.asarray(sender, dtype=np.int32), (n,))
-        template = self._template(sender_ids, np.asarray(type_ids, dtype=np.int32), sensor)
-        data = template.data.copy()
-        words = data.view(_U32).reshape(n, self.record // 4)
-        doubles = data.view(F64).reshape(n, self.record // 8)
-        t = np.maximum(np.asarray(time, dtype=np.float64), 0.0)
-        sec = np.floor(t)
-        usec = np.minimum(np.rint((t - sec) * 1e6), 999_999)
-        if t.ndim:  # one time per row
-            sec, usec = sec.reshape(-1, 1), usec.reshape(-1, 1)
-        words[:, self._sec_cols] = sec.astype(np.uint64) & 0xFFFFFFFF
-        words[:, self._usec_cols] = usec.astype(np.uint32)
+        ids = sender if isinstance(sender, int) else tuple(sender)
+        layout = self._layout(ids, tuple(type_ids), sensor)
+        np.copyto(layout.work, layout.base)
+        words, doubles = layout.words, layout.doubles
+        if isinstance(time, float | int):
+            sec, usec = split_time(float(time))
+            words[:, self._sec_cols] = sec
+            words[:, self._usec_cols] = usec
+        else:
+            secs, usecs = split_times(np.asarray(time, dtype=np.float64).reshape(-1))
+            words[:, self._sec_cols] = secs[:, None]
+            words[:, self._usec_cols] = usecs[:, None]
         for k, column in enumerate(values):
-            block = np.asarray(column, dtype=np.float64).reshape(n, -1)
+            block = np.asarray(column, dtype=np.float64)
             col = self._value_cols[k]
-            doubles[:, col : col + block.shape[1]] = block
-        return FrameBatch(data, template.seq_words, template.ends)
+            width = block.shape[1] if block.ndim == 2 else block.size // max(sensor.size, 1)
+            doubles[:, col : col + width] = block.reshape(sensor.size, width)
+        return layout.batch
