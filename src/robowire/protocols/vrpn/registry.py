@@ -267,12 +267,16 @@ class ReportEncoder:
         self._sec_cols = word + 1
         self._usec_cols = word + 2
         self._value_cols = [(int(s) + HEADER_SIZE + 8) // 8 for s in self.starts]
-        self._layouts: dict[tuple[object, tuple[int, ...], bytes], _Layout] = {}
+        self._layouts: dict[tuple[int | bytes, tuple[int, ...], bytes], _Layout] = {}
 
     def _layout(
-        self, sender: int | tuple[int, ...], types: tuple[int, ...], sensor: npt.NDArray[np.int32]
+        self,
+        sender: int | npt.NDArray[np.int32],
+        types: tuple[int, ...],
+        sensor: npt.NDArray[np.int32],
     ) -> _Layout:
-        key = (sender, types, sensor.tobytes())
+        ids = sender if isinstance(sender, int) else sender.tobytes()
+        key = (ids, types, sensor.tobytes())
         found = self._layouts.get(key)
         if found is not None:
             return found
@@ -307,7 +311,7 @@ class ReportEncoder:
 
     def encode(
         self,
-        sender: int | Sequence[int],
+        sender: int | npt.ArrayLike,
         type_ids: Sequence[int],
         sensors: npt.ArrayLike,
         values: Sequence[npt.ArrayLike],
@@ -318,7 +322,7 @@ class ReportEncoder:
         `type_ids[k]`; `values[k]` are kind k's f64 columns (n x up to its count); `time`
         is one header time for all, or one per row."""
         sensor = np.asarray(sensors, dtype=np.int32).reshape(-1)
-        ids = sender if isinstance(sender, int) else tuple(sender)
+        ids = sender if isinstance(sender, int) else np.asarray(sender, dtype=np.int32).reshape(-1)
         layout = self._layout(ids, tuple(type_ids), sensor)
         np.copyto(layout.work, layout.base)
         words, doubles = layout.words, layout.doubles

@@ -168,12 +168,14 @@ class VrpnServer:
         values: Sequence[npt.ArrayLike],
         *,
         time: float | npt.ArrayLike,
+        senders: npt.NDArray[np.intp] | None = None,
         flush: bool = True,
     ) -> None:
         """Tracker reports (rows of `encoder.kinds`, sent unreliably) to every client that is
-        keeping up: encoded once per distinct (sender ids, type ids) mapping, which all
-        sessions share unless names were registered in another order, so every client gets
-        the same bytes but for its own seq numbers."""
+        keeping up. `sender` is one tracker for every row, or several with `senders` giving
+        each row's index among them. Encoded once per distinct (sender ids, type ids)
+        mapping, which all sessions share unless names were registered in another order, so
+        every client gets the same bytes but for its own seq numbers."""
         names = [sender] if isinstance(sender, str) else list(sender)
         messages = int(np.size(sensors)) * len(encoder.kinds)
         batches: dict[tuple[tuple[int, ...], tuple[int, ...]], FrameBatch] = {}
@@ -187,9 +189,11 @@ class VrpnServer:
             types = tuple(session.register_type(kind) for kind in encoder.kinds)
             batch = batches.get((ids, types))
             if batch is None:
-                batch = batches[(ids, types)] = encoder.encode(
-                    ids[0] if isinstance(sender, str) else ids, types, sensors, values, time=time
+                rows: int | npt.NDArray[np.int32] = (
+                    ids[0] if senders is None else np.array(ids, dtype=np.int32)[senders]
                 )
+                batch = encoder.encode(rows, types, sensors, values, time=time)
+                batches[(ids, types)] = batch
             session.send_batch(batch)
             if flush:
                 link.flush()
