@@ -161,3 +161,46 @@ def test_motion_defaults_are_the_message_defaults_the_sim_sends() -> None:
         encoder = ReportEncoder([message.WIRE_NAME], [MOTION_DEFAULTS])
         batch = encoder.encode(0, [0], [0], [[[1.0, 2.0, 3.0]]], time=0.0)
         assert bytes(batch.data[24:]) == message.encode()
+
+
+def test_world_encoder_builds_report_columns_from_the_update() -> None:
+    """The sink's encoder: every pose of an update in one set of columns (wire xyzw order,
+    the source time or else the receive time), rows without a position left out, each new
+    device named once; velocities likewise."""
+    from robowire.protocols.vrpn.adapter import WorldEncoder
+    from robowire.world import World
+
+    world = World()
+    slots = world.table("src").slots(["a", "b", "c/1"], "tracker")
+    position = np.array([[1.0, 2.0, 3.0], [np.nan, np.nan, np.nan], [4.0, 5.0, 6.0]])
+    orientation = np.array([[1.0, 0.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0], [0.5, 0.1, 0.2, 0.3]])
+    first = world.update(
+        "src",
+        slots,
+        receive_time=100.0,
+        source_time=np.array([50.0, 51.0, np.nan]),
+        position=position,
+        orientation=orientation,
+        velocity=np.array([[0.1, 0.2, 0.3], [0.4, 0.5, 0.6], [np.nan] * 3]),
+    )
+    encoder = WorldEncoder()
+    out = encoder.encode(world, [first])
+    assert out.new_devices == ["a", "b", "c_1"]
+    poses = out.poses
+    assert poses is not None and out.velocities is not None
+    assert [poses.names[i] for i in poses.senders.tolist()] == ["a", "c_1"]
+    assert poses.sensors.tolist() == [0, 0]
+    assert poses.values.tolist() == [[1, 2, 3, 0, 0, 0, 1], [4, 5, 6, 0.1, 0.2, 0.3, 0.5]]
+    assert poses.times.tolist() == [50.0, 100.0]
+    velocities = out.velocities
+    assert [velocities.names[i] for i in velocities.senders.tolist()] == ["a", "b"]
+    assert velocities.values.tolist() == [[0.1, 0.2, 0.3], [0.4, 0.5, 0.6]]
+    assert velocities.times.tolist() == [100.0, 100.0]
+    again = encoder.encode(
+        world, [world.update("src", slots[2:], receive_time=101.0, position=position[2:])]
+    )
+    assert again.new_devices == [] and again.poses is not None
+    assert again.poses.names == ["c_1"] and again.poses.times.tolist() == [101.0]
+    single = WorldEncoder("All").encode(world, [first])
+    assert single.new_devices == ["All"] and single.poses is not None
+    assert single.poses.names == ["All"] and single.poses.sensors.tolist() == [0, 2]

@@ -505,16 +505,16 @@ class WorldEncoder:
             keep = served & ~np.isnan(position).any(axis=1)
             if keep.any():
                 when = values.get("source_time")
-                times = (
-                    np.full(len(slots), item.receive_time)
-                    if when is None
-                    else np.where(np.isnan(when), item.receive_time, when)
-                )
+                if when is None:  # a latest-state pull: the table holds the values
+                    when = table.source_time[slots]
+                times = np.where(np.isnan(when), item.receive_time, when)
                 pose = np.concatenate(
                     [position[keep], orientation[keep][:, _WXYZ_TO_XYZW]], axis=1
                 )  # world wxyz -> wire xyzw
                 poses.add(targets[keep], pose, times[keep])
         velocity = values.get("velocity")
+        if velocity is None and "velocity" in item.fields:
+            velocity = table.velocity[slots]
         if velocity is not None:
             keep = served & ~np.isnan(velocity).any(axis=1)
             if keep.any():
