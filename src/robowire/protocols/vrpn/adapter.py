@@ -23,11 +23,9 @@ device is one sensor of that one tracker instead.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -41,7 +39,6 @@ from robowire.protocols.vrpn.messages import (
     ButtonChange,
     ButtonStates,
     DialUpdate,
-    TrackerVelocity,
 )
 from robowire.protocols.vrpn.messages import TextMessage as Text
 from robowire.world import LogEvent, Update, World
@@ -335,28 +332,84 @@ def _vrpn_name(text: str) -> str:
     return name or "device"
 
 
+@dataclass(frozen=True, slots=True)
+class ReportColumns:
+    """Tracker reports of one kind as columns: row i is sensor `sensors[i]` of the tracker
+    `names[senders[i]]`, its f64 columns `values[i]` (vector[, quaternion]) at header time
+    `times[i]`."""
+
+    names: list[str]
+    senders: npt.NDArray[np.intp]
+    sensors: npt.NDArray[np.int32]
+    values: npt.NDArray[np.float64]
+    times: npt.NDArray[np.float64]
+
+    def __len__(self) -> int:
+        return len(self.senders)
+
+
 @dataclass(slots=True)
 class Outgoing:
     """What one batch of world changes becomes: devices to announce first, then messages
-    (sender, body, header time, reliable), then the poses as columns (one vectorised send)."""
+    (sender, body, header time, reliable), then the velocities and the poses as columns (each
+    one vectorised send)."""
 
     new_devices: list[str] = field(default_factory=list)
     messages: list[tuple[str, Body, float | None, bool]] = field(default_factory=list)
-    pose_senders: list[str] = field(default_factory=list)
-    pose_sensors: list[int] = field(default_factory=list)
-    positions: list[Any] = field(default_factory=list)
-    quaternions: list[Any] = field(default_factory=list)  # wire order x, y, z, w
-    pose_times: list[float] = field(default_factory=list)
+    velocities: ReportColumns | None = None
+    poses: ReportColumns | None = None  # values: position, quaternion x, y, z, w
+
+
+class _Rows:
+    """Report rows gathered from several updates, as arrays (joined once at the end)."""
+
+    def __init__(self) -> None:
+        self.targets: list[npt.NDArray[np.intp]] = []
+        self.values: list[npt.NDArray[np.float64]] = []
+        self.times: list[npt.NDArray[np.float64]] = []
+
+    def add(
+        self,
+        targets: npt.NDArray[np.intp],
+        values: npt.NDArray[np.float64],
+        times: npt.NDArray[np.float64],
+    ) -> None:
+        if len(targets):
+            self.targets.append(targets)
+            self.values.append(values)
+            self.times.append(times)
+
+    def columns(self, encoder: WorldEncoder) -> ReportColumns | None:
+        if not self.targets:
+            return None
+        targets = np.concatenate(self.targets)
+        used, senders = np.unique(encoder._name_of[targets], return_inverse=True)
+        return ReportColumns(
+            names=[encoder._name_list[k] for k in used.tolist()],
+            senders=senders.reshape(-1).astype(np.intp),
+            sensors=encoder._sensor_of[targets],
+            values=np.concatenate(self.values),
+            times=np.concatenate(self.times),
+        )
 
 
 class WorldEncoder:
-    """World updates -> VRPN messages; keeps the device -> (tracker name, sensor) names."""
+    """World updates -> VRPN messages; keeps the device -> (tracker name, sensor) names.
+
+    Poses and velocities are built from the update's columns (all rows at once); only a
+    device seen for the first time, and analog telemetry, take a step per device.
+    """
 
     def __init__(self, single: str = "") -> None:
         self.single = single
         self._names: dict[tuple[str, str], tuple[str, int]] = {}  # (source, id) -> name, sensor
         self._used: set[str] = set()
         self._channels: dict[tuple[str, str], list[str]] = {}
+        self._slot_targets: dict[str, npt.NDArray[np.intp]] = {}  # source -> target per slot
+        self._name_list: list[str] = []  # tracker names, in order of first use
+        self._name_index: dict[str, int] = {}
+        self._name_of = np.zeros(0, dtype=np.intp)  # target -> index in _name_list
+        self._sensor_of = np.zeros(0, dtype=np.int32)  # target -> sensor
 
     def devices(self) -> list[str]:
         """The tracker names served before any device is known."""
@@ -387,49 +440,92 @@ class WorldEncoder:
             out.new_devices.append(target[0])
         return target
 
+    def _targets(
+        self, source: str, table: SourceTable, slots: npt.NDArray[np.intp], out: Outgoing
+    ) -> npt.NDArray[np.intp]:
+        """Each slot's target (an index into the name and sensor columns), -1 for a device
+        that cannot be served; new devices are named here, once."""
+        known = self._slot_targets.get(source)
+        top = int(slots.max()) + 1 if len(slots) else 0
+        if known is None or top > len(known):
+            grown = np.full(max(top, 16, 2 * len(known) if known is not None else 0), -2)
+            if known is not None:
+                grown[: len(known)] = known
+            known = self._slot_targets[source] = grown.astype(np.intp)
+        targets = known[slots]
+        new = targets == -2
+        if new.any():
+            for slot in np.unique(slots[new]).tolist():
+                known[slot] = self._new_target(source, table.ids[slot], out)
+            targets = known[slots]
+        return targets
+
+    def _new_target(self, source: str, device_id: str, out: Outgoing) -> int:
+        target = self._target(source, device_id, out)
+        if target is None:
+            return -1
+        name, sensor = target
+        index = self._name_index.get(name)
+        if index is None:
+            index = self._name_index[name] = len(self._name_list)
+            self._name_list.append(name)
+        self._name_of = np.append(self._name_of, index)
+        self._sensor_of = np.append(self._sensor_of, np.int32(sensor))
+        return len(self._name_of) - 1
+
     def encode(self, world: World, items: Iterable[Update | LogEvent]) -> Outgoing:
         out = Outgoing()
+        poses, velocities = _Rows(), _Rows()
         for item in items:
             if isinstance(item, LogEvent):
                 self._text(item, out)
                 continue
             table = world.tables.get(item.source)
             if table is not None:
-                self._update(table, item, out)
+                self._update(table, item, out, poses, velocities)
+        out.poses = poses.columns(self)
+        out.velocities = velocities.columns(self)
         return out
 
-    def _update(self, table: SourceTable, item: Update, out: Outgoing) -> None:
-        values = item.values
-        has_pose = "position" in item.fields or "orientation" in item.fields
-        for row, slot in enumerate(item.slots.tolist()):
-            target = self._target(item.source, table.ids[slot], out)
-            if target is None:
-                continue
-            if has_pose:
-                pos = values["position"][row] if "position" in values else table.position[slot]
-                if not np.isnan(pos).any():
-                    quat = (
-                        values["orientation"][row]
-                        if "orientation" in values
-                        else table.orientation[slot]
-                    )
-                    out.pose_senders.append(target[0])
-                    out.pose_sensors.append(target[1])
-                    out.positions.append(pos)
-                    out.quaternions.append(quat[[1, 2, 3, 0]])  # world wxyz -> wire xyzw
-                    when = (
-                        float(values["source_time"][row]) if "source_time" in values else math.nan
-                    )
-                    out.pose_times.append(item.receive_time if math.isnan(when) else when)
-            if "velocity" in values and not np.isnan(values["velocity"][row]).any():
-                v = values["velocity"][row]
-                velocity = TrackerVelocity(
-                    sensor=target[1], velocity=(float(v[0]), float(v[1]), float(v[2]))
-                )
-                out.messages.append((target[0], velocity, item.receive_time, False))
-            telemetry = [f for f in item.fields if f in table.telemetry]
-            if telemetry and not self.single:
-                self._analog(table, item.source, slot, target[0], telemetry, out)
+    def _update(
+        self, table: SourceTable, item: Update, out: Outgoing, poses: _Rows, velocities: _Rows
+    ) -> None:
+        values, slots = item.values, item.slots
+        if not len(slots):
+            return
+        targets = self._targets(item.source, table, slots, out)
+        served = targets >= 0
+        if "position" in item.fields or "orientation" in item.fields:
+            position = values.get("position")
+            if position is None:
+                position = table.position[slots]
+            orientation = values.get("orientation")
+            if orientation is None:
+                orientation = table.orientation[slots]
+            keep = served & ~np.isnan(position).any(axis=1)
+            if keep.any():
+                when = values.get("source_time")
+                if when is None:  # a latest-state pull: the table holds the values
+                    when = table.source_time[slots]
+                times = np.where(np.isnan(when), item.receive_time, when)
+                pose = np.concatenate(
+                    [position[keep], orientation[keep][:, _WXYZ_TO_XYZW]], axis=1
+                )  # world wxyz -> wire xyzw
+                poses.add(targets[keep], pose, times[keep])
+        velocity = values.get("velocity")
+        if velocity is None and "velocity" in item.fields:
+            velocity = table.velocity[slots]
+        if velocity is not None:
+            keep = served & ~np.isnan(velocity).any(axis=1)
+            if keep.any():
+                times = np.full(int(keep.sum()), item.receive_time)
+                velocities.add(targets[keep], velocity[keep], times)
+        telemetry = [f for f in item.fields if f in table.telemetry]
+        if telemetry and not self.single:
+            names = self._name_list
+            for row in np.flatnonzero(served).tolist():
+                name = names[int(self._name_of[targets[row]])]
+                self._analog(table, item.source, int(slots[row]), name, telemetry, out)
 
     def _text(self, event: LogEvent, out: Outgoing) -> None:
         """World log events go out as VRPN text messages from the device's tracker name."""

@@ -11,6 +11,7 @@ Time `t` is seconds since the simulation started, given by the caller.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -24,6 +25,7 @@ from robowire.protocols.vrpn.messages import (
     ButtonStates,
     DialUpdate,
     TrackerAcceleration,
+    TrackerPosQuat,
     TrackerVelocity,
 )
 
@@ -37,28 +39,110 @@ BUTTONS = 2
 DIALS = 2
 
 
-def sensor_poses(t: float, count: int) -> tuple[npt.NDArray[np.float64], ...]:
-    """Positions, xyzw quaternions, velocities and accelerations of every sensor at time t."""
+@functools.cache
+def _circle_terms(count: int) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Each sensor's phase, and the coefficients that turn its (cos a, sin a, cos h, sin h, 1)
+    (a its angle, h half its yaw) into its 13 columns: position, xyzw quaternion, velocity,
+    acceleration."""
     i = np.arange(count, dtype=np.float64)
     radius = 1.0 + 0.25 * i
-    angle = ANGULAR_SPEED * t + i * (2 * math.pi / max(count, 1))
-    c, s = np.cos(angle), np.sin(angle)
-    position = np.stack([radius * c, radius * s, 1.0 + 0.1 * i], axis=1)
-    velocity = np.stack([-radius * s, radius * c, 0 * i], axis=1) * ANGULAR_SPEED
-    acceleration = np.stack([-radius * c, -radius * s, 0 * i], axis=1) * ANGULAR_SPEED**2
-    yaw = angle + math.pi / 2  # facing along the direction of travel
-    quaternion = np.stack([0 * i, 0 * i, np.sin(yaw / 2), np.cos(yaw / 2)], axis=1)
-    return position, quaternion, velocity, acceleration
+    w = ANGULAR_SPEED
+    terms = np.zeros((count, 5, 13))
+    terms[:, 0, 0] = radius  # x = r cos a
+    terms[:, 1, 1] = radius  # y = r sin a
+    terms[:, 4, 2] = 1.0 + 0.1 * i  # z
+    terms[:, 3, 5] = 1.0  # qz = sin h
+    terms[:, 2, 6] = 1.0  # qw = cos h
+    terms[:, 1, 7] = -radius * w  # vx = -r w sin a
+    terms[:, 0, 8] = radius * w  # vy = r w cos a
+    terms[:, 0, 10] = -radius * w * w  # ax = -r w^2 cos a
+    terms[:, 1, 11] = -radius * w * w  # ay = -r w^2 sin a
+    return i * (2 * math.pi / max(count, 1)), terms
+
+
+def sensor_block(t: float, count: int) -> npt.NDArray[np.float64]:
+    """Every sensor at time t as one row of 13 columns: position, xyzw quaternion, velocity,
+    acceleration (a few numpy calls for any count: the simulator runs it 1000 times a second).
+    """
+    phase, terms = _circle_terms(count)
+    angles = np.empty((count, 2))
+    angles[:, 0] = phase + ANGULAR_SPEED * t
+    angles[:, 1] = angles[:, 0] * 0.5 + math.pi / 4  # half the yaw: facing along the travel
+    basis = np.ones((count, 1, 5))
+    np.cos(angles, out=basis[:, 0, 0:4:2])
+    np.sin(angles, out=basis[:, 0, 1:4:2])
+    block: npt.NDArray[np.float64] = np.matmul(basis, terms)[:, 0, :]
+    return block
+
+
+def sensor_poses(t: float, count: int) -> tuple[npt.NDArray[np.float64], ...]:
+    """Positions, xyzw quaternions, velocities and accelerations of every sensor at time t."""
+    block = sensor_block(t, count)
+    return block[:, 0:3], block[:, 3:7], block[:, 7:10], block[:, 10:13]
+
+
+REPORTS = (TrackerPosQuat.WIRE_NAME, TrackerVelocity.WIRE_NAME, TrackerAcceleration.WIRE_NAME)
+MOTION_DEFAULTS = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0)
+"""A Velocity's or Acceleration's f64 columns before the vector: identity quaternion, dt 1 s."""
 
 
 @dataclass(frozen=True, slots=True)
 class Frame:
-    """One tracker frame: every sensor's pose (columns), and the other reports of the frame."""
+    """One tracker frame as columns: every sensor's pose, and unless pose-only its velocity
+    and acceleration (all sent unreliably, sensor by sensor: Pos_Quat, Velocity, Acceleration).
+    """
 
     sensors: npt.NDArray[np.int64]
-    positions: npt.NDArray[np.float64]
-    quaternions: npt.NDArray[np.float64]  # x, y, z, w
-    reports: list[Body]  # Velocity and Acceleration per sensor (sent unreliably)
+    pose: npt.NDArray[np.float64]  # position, then quaternion x, y, z, w
+    velocities: npt.NDArray[np.float64] | None
+    accelerations: npt.NDArray[np.float64] | None
+
+    @property
+    def positions(self) -> npt.NDArray[np.float64]:
+        return self.pose[:, 0:3]
+
+    @property
+    def quaternions(self) -> npt.NDArray[np.float64]:
+        return self.pose[:, 3:7]
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The wire names of each sensor's reports, in the order they are sent."""
+        return REPORTS if self.velocities is not None else REPORTS[:1]
+
+    def values(self) -> list[npt.NDArray[np.float64]]:
+        """Each kind's f64 columns (`ReportEncoder` rows): pose and quaternion, vectors."""
+        if self.velocities is None or self.accelerations is None:
+            return [self.pose]
+        return [self.pose, self.velocities, self.accelerations]
+
+    def reports(self) -> list[Body]:
+        """The same reports one message object each (what the per-report encoder sent)."""
+        out: list[Body] = []
+        for k in range(len(self.sensors)):
+            out.append(
+                TrackerPosQuat(
+                    sensor=k,
+                    position=tuple(self.positions[k].tolist()),
+                    quaternion=tuple(self.quaternions[k].tolist()),
+                )
+            )
+            if self.velocities is not None and self.accelerations is not None:
+                out.append(
+                    TrackerVelocity(
+                        sensor=k,
+                        velocity=tuple(self.velocities[k].tolist()),
+                        velocity_quaternion_dt=1.0,
+                    )
+                )
+                out.append(
+                    TrackerAcceleration(
+                        sensor=k,
+                        acceleration=tuple(self.accelerations[k].tolist()),
+                        acceleration_quaternion_dt=1.0,
+                    )
+                )
+        return out
 
 
 class DeviceModel:
@@ -69,6 +153,7 @@ class DeviceModel:
         self.rate = rate
         self.pose_only = pose_only
         self.buttons = [0] * BUTTONS
+        self._sensors = np.arange(count)
         self._next_analog = self._next_button = self._next_dial = 0.0
 
     def set_rate(self, rate: float) -> None:
@@ -80,23 +165,10 @@ class DeviceModel:
         return ButtonStates(states=tuple(self.buttons))
 
     def frame(self, t: float) -> Frame:
-        position, quaternion, velocity, acceleration = sensor_poses(t, self.count)
-        reports: list[Body] = []
-        if not self.pose_only:
-            for k in range(self.count):
-                reports.append(
-                    TrackerVelocity(
-                        sensor=k, velocity=tuple(velocity[k]), velocity_quaternion_dt=1.0
-                    )
-                )
-                reports.append(
-                    TrackerAcceleration(
-                        sensor=k,
-                        acceleration=tuple(acceleration[k]),
-                        acceleration_quaternion_dt=1.0,
-                    )
-                )
-        return Frame(np.arange(self.count), position, quaternion, reports)
+        block = sensor_block(t, self.count)
+        if self.pose_only:
+            return Frame(self._sensors, block[:, 0:7], None, None)
+        return Frame(self._sensors, block[:, 0:7], block[:, 7:10], block[:, 10:13])
 
     def analog(self, t: float) -> AnalogChannel | None:
         """The analog's channels, when a report is due at t."""

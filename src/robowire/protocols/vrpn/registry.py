@@ -3,11 +3,14 @@ vectorised codecs for tracker reports (the hot path: thousands of reports per se
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import numpy as np
 import numpy.typing as npt
 
 from robowire.errors import DecodeError
-from robowire.protocols.vrpn.codec import HEADER_SIZE, PROTOCOL
+from robowire.protocols.vrpn.codec import HEADER_SIZE, PROTOCOL, split_time
 from robowire.protocols.vrpn.imager import IMAGER_TYPES
 from robowire.protocols.vrpn.messages import (
     AnalogChannel,
@@ -191,3 +194,149 @@ def encode_pose_frames(
     frames["pos"] = np.asarray(positions, dtype=np.float64).reshape(n, 3)
     frames["quat"] = np.asarray(quaternions_xyzw, dtype=np.float64).reshape(n, 4)
     return frames
+
+
+@dataclass(frozen=True, slots=True)
+class FrameBatch:
+    """Whole messages encoded back to back in one buffer, for any number of sessions.
+
+    Every header is final but its seq word, which each session writes with its own counter
+    as it queues the batch (`VrpnSession.send_batch`): the batch is scratch for that.
+    """
+
+    data: npt.NDArray[np.uint8]
+    seq_words: npt.NDArray[np.intp]  # index of each message's seq word in `data` as u32
+    ends: npt.NDArray[np.int64]  # the byte offset after each message, in order
+
+    def __len__(self) -> int:
+        return len(self.seq_words)
+
+
+_U32 = np.dtype(">u4")
+
+
+def split_times(t: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.uint32], ...]:
+    """`codec.split_time` for many times: (sec, usec) columns, the same numbers."""
+    t = np.where(t > 0.0, t, 0.0)
+    sec = np.floor(t)
+    usec = np.rint((t - sec) * 1e6)
+    carry = usec >= 1_000_000
+    sec, usec = sec + carry, usec - 1_000_000 * carry
+    return (sec.astype(np.uint64) & 0xFFFFFFFF).astype(np.uint32), usec.astype(np.uint32)
+
+
+@dataclass(slots=True)
+class _Layout:
+    """A cached template (the fields that do not change from batch to batch) and the work
+    buffer each batch is written into, with its word and f64 views."""
+
+    base: npt.NDArray[np.uint8]
+    work: npt.NDArray[np.uint8]
+    words: npt.NDArray[np.uint32]
+    doubles: npt.NDArray[np.float64]
+    batch: FrameBatch
+
+
+class ReportEncoder:
+    """Tracker reports as whole messages, encoded in one vectorised step per batch.
+
+    A batch has n rows (one per sensor); each row is one message of each of `kinds` (wire
+    names of `REPORT_KINDS`), in that order: a row of Pos_Quat, Velocity and Acceleration is
+    three messages, so a frame goes out sensor by sensor, as a C++ tracker reports it. Only
+    the changing fields are written per batch (header times and the f64 columns) over a
+    template cached per (sender ids, type ids, sensors); `defaults` are each kind's f64
+    columns under the values given (e.g. an identity quaternion and its dt), the values a
+    row's first columns. The batch returned lives in a buffer the next `encode` of the same
+    layout overwrites: queue it (`VrpnSession.send_batch` copies it) before encoding again.
+    """
+
+    def __init__(
+        self, kinds: Sequence[str], defaults: Sequence[Sequence[float] | None] = ()
+    ) -> None:
+        self.kinds = tuple(kinds)
+        sizes = [HEADER_SIZE + REPORT_KINDS[k][0] for k in self.kinds]
+        self.sizes = np.array(sizes, dtype=np.int64)
+        self.starts = np.cumsum([0, *sizes[:-1]]).astype(np.int64)
+        self.record = int(sum(sizes))  # every body is a multiple of 8: no padding
+        given = [*defaults, *[None] * len(self.kinds)]
+        self.defaults = [
+            np.zeros(REPORT_KINDS[k][1]) if d is None else np.asarray(d, dtype=np.float64)
+            for k, d in zip(self.kinds, given, strict=False)
+        ]
+        word = self.starts // 4
+        self._sec_cols = word + 1
+        self._usec_cols = word + 2
+        self._value_cols = [(int(s) + HEADER_SIZE + 8) // 8 for s in self.starts]
+        self._layouts: dict[tuple[int | bytes, tuple[int, ...], bytes], _Layout] = {}
+
+    def _layout(
+        self,
+        sender: int | npt.NDArray[np.int32],
+        types: tuple[int, ...],
+        sensor: npt.NDArray[np.int32],
+    ) -> _Layout:
+        ids = sender if isinstance(sender, int) else sender.tobytes()
+        key = (ids, types, sensor.tobytes())
+        found = self._layouts.get(key)
+        if found is not None:
+            return found
+        n, width = sensor.size, self.record // 4
+        data = np.zeros(n * self.record, dtype=np.uint8)
+        words = data.view(_U32).reshape(n, width)
+        signed = data.view(I32).reshape(n, width)
+        doubles = data.view(F64).reshape(n, self.record // 8)
+        for k, kind in enumerate(self.kinds):
+            w = int(self.starts[k]) // 4
+            words[:, w] = HEADER_SIZE + REPORT_KINDS[kind][0]
+            signed[:, w + 3] = sender
+            signed[:, w + 4] = types[k]
+            signed[:, w + 6] = sensor
+            signed[:, w + 7] = sensor  # the filler repeats the sensor, as C++ writes it
+            col = self._value_cols[k]
+            doubles[:, col : col + len(self.defaults[k])] = self.defaults[k]
+        rows = np.arange(n)[:, None]
+        seq_words = (rows * width + (self.starts // 4 + 5)).reshape(-1).astype(np.intp)
+        ends = (rows * self.record + self.starts + self.sizes).reshape(-1).astype(np.int64)
+        work = data.copy()
+        if len(self._layouts) >= 64:  # rows come and go (a sink): keep the cache small
+            self._layouts.clear()
+        found = self._layouts[key] = _Layout(
+            data,
+            work,
+            work.view(_U32).reshape(n, width),
+            work.view(F64).reshape(n, self.record // 8),
+            FrameBatch(work, seq_words, ends),
+        )
+        return found
+
+    def encode(
+        self,
+        sender: int | npt.ArrayLike,
+        type_ids: Sequence[int],
+        sensors: npt.ArrayLike,
+        values: Sequence[npt.ArrayLike],
+        *,
+        time: float | npt.ArrayLike,
+    ) -> FrameBatch:
+        """n rows of messages from `sender` (one id, or one per row) with kind k's type id
+        `type_ids[k]`; `values[k]` are kind k's f64 columns (n x up to its count); `time`
+        is one header time for all, or one per row."""
+        sensor = np.asarray(sensors, dtype=np.int32).reshape(-1)
+        ids = sender if isinstance(sender, int) else np.asarray(sender, dtype=np.int32).reshape(-1)
+        layout = self._layout(ids, tuple(type_ids), sensor)
+        np.copyto(layout.work, layout.base)
+        words, doubles = layout.words, layout.doubles
+        if isinstance(time, float | int):
+            sec, usec = split_time(float(time))
+            words[:, self._sec_cols] = sec
+            words[:, self._usec_cols] = usec
+        else:
+            secs, usecs = split_times(np.asarray(time, dtype=np.float64).reshape(-1))
+            words[:, self._sec_cols] = secs[:, None]
+            words[:, self._usec_cols] = usecs[:, None]
+        for k, column in enumerate(values):
+            block = np.asarray(column, dtype=np.float64)
+            col = self._value_cols[k]
+            width = block.shape[1] if block.ndim == 2 else block.size // max(sensor.size, 1)
+            doubles[:, col : col + width] = block.reshape(sensor.size, width)
+        return layout.batch

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
+import numpy as np
 import numpy.typing as npt
 
 from robowire.protocols.base import Address, ConnectionLost, PacketDropped, SessionStats
@@ -27,7 +28,7 @@ from robowire.protocols.vrpn.messages import (
     TrackerUnitToSensor,
     TrackerWorkspace,
 )
-from robowire.protocols.vrpn.registry import SERVER_TYPE_NAMES
+from robowire.protocols.vrpn.registry import SERVER_TYPE_NAMES, FrameBatch, ReportEncoder
 from robowire.protocols.vrpn.session import Role, VrpnSession
 
 log = logging.getLogger("robowire.vrpn")
@@ -158,6 +159,44 @@ class VrpnServer:
     def flush(self) -> None:
         for link in self.connected():
             link.flush()
+
+    def broadcast_reports(
+        self,
+        encoder: ReportEncoder,
+        sender: str | Sequence[str],
+        sensors: npt.ArrayLike,
+        values: Sequence[npt.ArrayLike],
+        *,
+        time: float | npt.ArrayLike,
+        senders: npt.NDArray[np.intp] | None = None,
+        flush: bool = True,
+    ) -> None:
+        """Tracker reports (rows of `encoder.kinds`, sent unreliably) to every client that is
+        keeping up. `sender` is one tracker for every row, or several with `senders` giving
+        each row's index among them. Encoded once per distinct (sender ids, type ids)
+        mapping, which all sessions share unless names were registered in another order, so
+        every client gets the same bytes but for its own seq numbers."""
+        names = [sender] if isinstance(sender, str) else list(sender)
+        messages = int(np.size(sensors)) * len(encoder.kinds)
+        batches: dict[tuple[tuple[int, ...], tuple[int, ...]], FrameBatch] = {}
+        for link in self.connected():
+            session = link.session
+            assert session is not None
+            if link.congested:
+                link.skipped += messages
+                continue
+            ids = tuple(session.register_sender(name) for name in names)
+            types = tuple(session.register_type(kind) for kind in encoder.kinds)
+            batch = batches.get((ids, types))
+            if batch is None:
+                rows: int | npt.NDArray[np.int32] = (
+                    ids[0] if senders is None else np.array(ids, dtype=np.int32)[senders]
+                )
+                batch = encoder.encode(rows, types, sensors, values, time=time)
+                batches[(ids, types)] = batch
+            session.send_batch(batch)
+            if flush:
+                link.flush()
 
     def broadcast_poses(
         self,

@@ -18,8 +18,6 @@ import asyncio
 import logging
 from collections.abc import Iterator
 
-import numpy as np
-
 from robowire.capture import Record, read_capture
 from robowire.endpoints import Endpoint
 from robowire.errors import ConfigError, SessionError
@@ -29,8 +27,14 @@ from robowire.protocols.vrpn.codec import DEFAULT_PORT, MAX_NAME
 from robowire.protocols.vrpn.dissect import looks_like_lob
 from robowire.protocols.vrpn.driver import VrpnLink, connect
 from robowire.protocols.vrpn.events import Connected, MessageReceived, PeerSilent, VrpnEvent
-from robowire.protocols.vrpn.messages import Ping, TrackerSetUpdateRate
-from robowire.protocols.vrpn.model import MAX_RATE, DeviceModel
+from robowire.protocols.vrpn.messages import (
+    Ping,
+    TrackerPosQuat,
+    TrackerSetUpdateRate,
+    TrackerVelocity,
+)
+from robowire.protocols.vrpn.model import MAX_RATE, MOTION_DEFAULTS, REPORTS, DeviceModel
+from robowire.protocols.vrpn.registry import ReportEncoder
 from robowire.protocols.vrpn.server import VrpnServer
 from robowire.protocols.vrpn.session import VERSION_MISMATCH, Role, VrpnSession
 from robowire.service import RETRY_SECONDS, CaptureSource, Sim, SimOptions, Sink, Source
@@ -38,6 +42,10 @@ from robowire.timebase import WallClock, monotonic
 from robowire.world import LogEvent, Update, World
 
 log = logging.getLogger("robowire.vrpn")
+
+POSES = ReportEncoder([TrackerPosQuat.WIRE_NAME])
+VELOCITIES = ReportEncoder([TrackerVelocity.WIRE_NAME], [(0, 0, 0, 0, 0, 0, 1, 0)])
+"""What the sink sends: a Velocity has an identity quaternion and dt 0 (`TrackerVelocity`)."""
 
 SOURCE_OPTIONS = frozenset({"time", "retry", "rate", "udp", "devices"})
 FILE_OPTIONS = frozenset({"time", "speed"})
@@ -229,16 +237,19 @@ class VrpnSink(Sink):
             server.add_device(name)
         for sender, message, time, reliable in out.messages:
             server.broadcast(sender, message, time=time, reliable=reliable, flush=False)
-        if out.pose_senders:
-            server.broadcast_poses(
-                out.pose_senders,
-                out.pose_sensors,
-                np.array(out.positions),
-                np.array(out.quaternions),
-                time=np.array(out.pose_times),
-                flush=False,
-            )
-            self.reports_sent += len(out.pose_senders)
+        for columns, encoder in ((out.velocities, VELOCITIES), (out.poses, POSES)):
+            if columns is not None:
+                server.broadcast_reports(
+                    encoder,
+                    columns.names,
+                    columns.sensors,
+                    [columns.values],
+                    time=columns.times,
+                    senders=columns.senders,
+                    flush=False,
+                )
+        if out.poses is not None:
+            self.reports_sent += len(out.poses)
         server.flush()
         return True
 
@@ -265,6 +276,8 @@ class VrpnSim(Sim):
         if not 0 < rate <= MAX_RATE:
             raise ConfigError(f"vrpn sim: --rate must be in (0, {MAX_RATE:.0f}] Hz")
         self.model = DeviceModel(count, rate, pose_only=settings.get("reports", "all") == "pos")
+        kinds = REPORTS[:1] if self.model.pose_only else REPORTS
+        self.encoder = ReportEncoder(kinds, [None, MOTION_DEFAULTS, MOTION_DEFAULTS])
         self.clock = WallClock()
         self.server = VrpnServer(
             [self.tracker, self.analog, self.button, self.dial],
@@ -301,14 +314,12 @@ class VrpnSim(Sim):
         """Send what is due at `t` seconds into the run (header time `wall`)."""
         server, model = self.server, self.model
         frame = model.frame(t)
-        server.broadcast_poses(
-            self.tracker, frame.sensors, frame.positions, frame.quaternions, time=wall, flush=False
+        server.broadcast_reports(  # one frame encoded once, in one buffer
+            self.encoder, self.tracker, frame.sensors, frame.values(), time=wall, flush=False
         )
-        for report in frame.reports:
-            server.broadcast(self.tracker, report, time=wall, reliable=False, flush=False)
         server.flush()  # one frame: one TCP write / few datagrams per client
         self.frames += 1
-        self.stats.messages_out += model.count
+        self.stats.messages_out += model.count * len(self.encoder.kinds)
         analog = model.analog(t)
         if analog is not None:
             server.broadcast(self.analog, analog, time=wall, reliable=False)

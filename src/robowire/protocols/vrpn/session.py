@@ -39,6 +39,7 @@ from robowire.protocols.vrpn.codec import (
     MAX_LENGTH,
     MAX_REMOTE_ID,
     PROTOCOL,
+    U32,
     Cookie,
     Frame,
     FrameIndex,
@@ -66,6 +67,7 @@ from robowire.protocols.vrpn.registry import (
     POSE_FRAME,
     REPORT_FRAMES,
     REPORT_KINDS,
+    FrameBatch,
     decode_body,
     encode_pose_frames,
     gather_reports,
@@ -176,7 +178,8 @@ class VrpnSession:
         self._in = bytearray()
         self._need = 0  # bytes the buffered partial message needs before it is worth a scan
         self._tcp_out = bytearray()
-        self._udp_out: list[bytes] = []
+        self._udp_out = bytearray()  # whole messages, back to back
+        self._udp_ends: list[int] = []  # where each of them ends in _udp_out
         self._tcp_seq = 0
         self._udp_seq = 0
         self._order = 0
@@ -296,9 +299,10 @@ class VrpnSession:
             )
             self._tcp_seq += 1
         else:
-            self._udp_out.append(
-                encode_frame(sender_id, type_id, body, sec=sec, usec=usec, seq=self._udp_seq)
+            self._udp_out += encode_frame(
+                sender_id, type_id, body, sec=sec, usec=usec, seq=self._udp_seq
             )
+            self._udp_ends.append(len(self._udp_out))
             self._udp_seq += 1
         self.stats.messages_out += 1
         return True
@@ -335,11 +339,32 @@ class VrpnSession:
         raw = frames.tobytes()
         if udp:
             self._udp_seq += n
-            size = POSE_FRAME.itemsize
-            self._udp_out.extend(raw[i : i + size] for i in range(0, len(raw), size))
+            base, size = len(self._udp_out), POSE_FRAME.itemsize
+            self._udp_out += raw
+            self._udp_ends.extend(range(base + size, base + len(raw) + 1, size))
         else:
             self._tcp_seq += n
             self._tcp_out += raw
+        self.stats.messages_out += n
+        return True
+
+    def send_batch(self, batch: FrameBatch, *, reliable: bool = False) -> bool:
+        """Queue messages encoded once for every session with the same ids (the server's hot
+        path: one frame of tracker reports, see `ReportEncoder`), writing our seq into them."""
+        if self.state is not State.CONNECTED:
+            return False
+        n = len(batch)
+        udp = not reliable and self.peer_udp is not None
+        seq = self._udp_seq if udp else self._tcp_seq
+        batch.data.view(U32)[batch.seq_words] = np.arange(seq, seq + n) & 0xFFFFFFFF
+        if udp:
+            base = len(self._udp_out)
+            self._udp_out += batch.data.data
+            self._udp_ends.extend((batch.ends + base).tolist())
+            self._udp_seq += n
+        else:
+            self._tcp_out += batch.data.data
+            self._tcp_seq += n
         self.stats.messages_out += n
         return True
 
@@ -351,21 +376,19 @@ class VrpnSession:
 
     def datagrams_to_send(self) -> list[tuple[bytes, Address | None]]:
         """Queued UDP messages packed whole into datagrams of at most 1472 bytes."""
-        if not self._udp_out:
+        if not self._udp_ends:
             return []
         out: list[tuple[bytes, Address | None]] = []
-        target = self.peer_udp
-        current: list[bytes] = []
-        size = 0
-        for message in self._udp_out:
-            if size + len(message) > UDP_MTU and current:
-                out.append((b"".join(current), target))
-                current, size = [], 0
-            current.append(message)
-            size += len(message)
-        if current:
-            out.append((b"".join(current), target))
+        target, buf = self.peer_udp, self._udp_out
+        start = last = 0  # the datagram being filled is buf[start:last]
+        for end in self._udp_ends:
+            if end - start > UDP_MTU and last > start:
+                out.append((bytes(buf[start:last]), target))
+                start = last
+            last = end
+        out.append((bytes(buf[start:last]), target))
         self._udp_out.clear()
+        self._udp_ends.clear()
         return out
 
     def close_expected(self) -> bool:

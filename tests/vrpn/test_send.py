@@ -1,0 +1,206 @@
+"""The vectorised send side, bytes alone: a frame encoded once (`ReportEncoder`) and queued by
+`send_batch` gives exactly the bytes the per-report encoder (`send` of one message object
+each) gave, on TCP and in UDP datagrams, for any seq a session is at."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from robowire.protocols.vrpn import (
+    Role,
+    TrackerAcceleration,
+    TrackerPosQuat,
+    TrackerVelocity,
+    VrpnSession,
+    encode_cookie,
+)
+from robowire.protocols.vrpn.codec import split_time
+from robowire.protocols.vrpn.messages import Body, Ping
+from robowire.protocols.vrpn.model import MOTION_DEFAULTS, REPORTS, DeviceModel, Frame
+from robowire.protocols.vrpn.registry import (
+    SERVER_TYPE_NAMES,
+    FrameBatch,
+    ReportEncoder,
+    split_times,
+)
+
+WALL = 1_700_000_000.123456
+
+
+def connected(udp: bool = False, earlier: int = 0) -> VrpnSession:
+    """A server session past the handshake, its queues empty, `earlier` messages already sent
+    on the channel the reports take (so its seq is not where a new one starts)."""
+    session = VrpnSession(
+        Role.SERVER,
+        senders=["Tracker0", "Other"],
+        types=SERVER_TYPE_NAMES,
+        udp_inbound=("127.0.0.1", 40001) if udp else None,
+        now=0.0,
+    )
+    session.feed(encode_cookie(), 0.0)
+    if udp:
+        session.peer_udp = ("127.0.0.1", 40002)
+    for _ in range(earlier):
+        session.send("Tracker0", Ping(), time=WALL, reliable=not udp)
+    session.data_to_send()
+    session.datagrams_to_send()
+    return session
+
+
+def per_report(session: VrpnSession, sender: str, messages: list[Body], times: list[float]) -> None:
+    for message, time in zip(messages, times, strict=True):
+        session.send(sender, message, time=time, reliable=False)
+
+
+def frame_batch(
+    session: VrpnSession, frame_time: float, pose_only: bool
+) -> tuple[Frame, FrameBatch]:
+    model = DeviceModel(10, 1000, pose_only=pose_only)
+    frame = model.frame(12.345)
+    kinds = frame.kinds
+    encoder = ReportEncoder(kinds, [None, MOTION_DEFAULTS, MOTION_DEFAULTS])
+    types = tuple(session.register_type(k) for k in kinds)
+    batch = encoder.encode(
+        session.register_sender("Tracker0"), types, frame.sensors, frame.values(), time=frame_time
+    )
+    return frame, batch
+
+
+@pytest.mark.parametrize("pose_only", [False, True])
+@pytest.mark.parametrize("earlier", [0, 7])
+def test_sim_frame_on_tcp_is_the_per_report_bytes(pose_only: bool, earlier: int) -> None:
+    vectorised, reference = connected(earlier=earlier), connected(earlier=earlier)
+    frame, batch = frame_batch(vectorised, WALL, pose_only)
+    assert vectorised.send_batch(batch)
+    reports = frame.reports()
+    per_report(reference, "Tracker0", reports, [WALL] * len(reports))
+    expected = reference.data_to_send()
+    assert len(expected) == 10 * (88 if pose_only else 280)
+    assert vectorised.data_to_send() == expected
+    assert vectorised.stats.messages_out == reference.stats.messages_out
+    # the session's seq goes on from where the batch left it, as after the per-report sends
+    vectorised.send("Tracker0", Ping(), time=WALL, reliable=False)
+    reference.send("Tracker0", Ping(), time=WALL, reliable=False)
+    assert vectorised.data_to_send() == reference.data_to_send()
+
+
+@pytest.mark.parametrize("earlier", [0, 3])
+def test_sim_frame_in_udp_datagrams_is_the_per_report_bytes(earlier: int) -> None:
+    vectorised, reference = connected(True, earlier), connected(True, earlier)
+    vectorised.send("Other", Ping(), time=WALL, reliable=False)  # a message queued before
+    reference.send("Other", Ping(), time=WALL, reliable=False)
+    frame, batch = frame_batch(vectorised, WALL, False)
+    vectorised.send_batch(batch)
+    reports = frame.reports()
+    per_report(reference, "Tracker0", reports, [WALL] * len(reports))
+    expected = reference.datagrams_to_send()
+    assert len(expected) == 2 and all(len(d) <= 1472 for d, _ in expected)
+    assert vectorised.datagrams_to_send() == expected
+    assert vectorised.data_to_send() == reference.data_to_send() == b""
+
+
+def test_one_batch_serves_sessions_at_different_seqs() -> None:
+    """The server encodes once and each session writes its own seq into the same buffer."""
+    sessions = [connected(earlier=n) for n in (0, 5, 2)]
+    references = [connected(earlier=n) for n in (0, 5, 2)]
+    frame, batch = frame_batch(sessions[0], WALL, False)
+    for session in sessions:
+        session.send_batch(batch)
+    reports = frame.reports()
+    for session, reference in zip(sessions, references, strict=True):
+        per_report(reference, "Tracker0", reports, [WALL] * len(reports))
+        assert session.data_to_send() == reference.data_to_send()
+
+
+def test_rows_with_their_own_senders_and_times() -> None:
+    """The sink's shape: one Pos_Quat per row, each row its own tracker and header time."""
+    session, reference = connected(), connected()
+    rng = np.random.default_rng(1)
+    n = 6
+    positions, quaternions = rng.normal(size=(n, 3)), rng.normal(size=(n, 4))
+    times = WALL + rng.random(n) * 10
+    times[2] = 1_700_000_000.9999997  # rounds up into the next second
+    times[3] = -1.0  # no time: a zero timeval
+    names = ["Tracker0", "Other", "Tracker0", "Other", "Other", "Tracker0"]
+    sensors = [0, 3, 1, 0, 2, 5]
+    encoder = ReportEncoder(REPORTS[:1])
+    ids = [session.register_sender(name) for name in names]
+    batch = encoder.encode(
+        ids,
+        [session.register_type(REPORTS[0])],
+        sensors,
+        [np.concatenate([positions, quaternions], axis=1)],
+        time=times,
+    )
+    session.send_batch(batch)
+    for k in range(n):
+        reference.send(
+            names[k],
+            TrackerPosQuat(
+                sensor=sensors[k],
+                position=tuple(positions[k].tolist()),
+                quaternion=tuple(quaternions[k].tolist()),
+            ),
+            time=float(times[k]),
+            reliable=False,
+        )
+    assert session.data_to_send() == reference.data_to_send()
+
+
+def test_split_times_is_split_time() -> None:
+    t = np.array([0.0, -3.0, 1.5, WALL, 1_700_000_000.9999996, 2.0**32 + 0.25, 12.0000005])
+    sec, usec = split_times(t)
+    assert list(zip(sec.tolist(), usec.tolist(), strict=True)) == [split_time(x) for x in t]
+
+
+def test_motion_defaults_are_the_message_defaults_the_sim_sends() -> None:
+    v = TrackerVelocity(sensor=0, velocity=(1.0, 2.0, 3.0), velocity_quaternion_dt=1.0)
+    a = TrackerAcceleration(sensor=0, acceleration=(1.0, 2.0, 3.0), acceleration_quaternion_dt=1.0)
+    for message in (v, a):
+        encoder = ReportEncoder([message.WIRE_NAME], [MOTION_DEFAULTS])
+        batch = encoder.encode(0, [0], [0], [[[1.0, 2.0, 3.0]]], time=0.0)
+        assert bytes(batch.data[24:]) == message.encode()
+
+
+def test_world_encoder_builds_report_columns_from_the_update() -> None:
+    """The sink's encoder: every pose of an update in one set of columns (wire xyzw order,
+    the source time or else the receive time), rows without a position left out, each new
+    device named once; velocities likewise."""
+    from robowire.protocols.vrpn.adapter import WorldEncoder
+    from robowire.world import World
+
+    world = World()
+    slots = world.table("src").slots(["a", "b", "c/1"], "tracker")
+    position = np.array([[1.0, 2.0, 3.0], [np.nan, np.nan, np.nan], [4.0, 5.0, 6.0]])
+    orientation = np.array([[1.0, 0.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0], [0.5, 0.1, 0.2, 0.3]])
+    first = world.update(
+        "src",
+        slots,
+        receive_time=100.0,
+        source_time=np.array([50.0, 51.0, np.nan]),
+        position=position,
+        orientation=orientation,
+        velocity=np.array([[0.1, 0.2, 0.3], [0.4, 0.5, 0.6], [np.nan] * 3]),
+    )
+    encoder = WorldEncoder()
+    out = encoder.encode(world, [first])
+    assert out.new_devices == ["a", "b", "c_1"]
+    poses = out.poses
+    assert poses is not None and out.velocities is not None
+    assert [poses.names[i] for i in poses.senders.tolist()] == ["a", "c_1"]
+    assert poses.sensors.tolist() == [0, 0]
+    assert poses.values.tolist() == [[1, 2, 3, 0, 0, 0, 1], [4, 5, 6, 0.1, 0.2, 0.3, 0.5]]
+    assert poses.times.tolist() == [50.0, 100.0]
+    velocities = out.velocities
+    assert [velocities.names[i] for i in velocities.senders.tolist()] == ["a", "b"]
+    assert velocities.values.tolist() == [[0.1, 0.2, 0.3], [0.4, 0.5, 0.6]]
+    assert velocities.times.tolist() == [100.0, 100.0]
+    again = encoder.encode(
+        world, [world.update("src", slots[2:], receive_time=101.0, position=position[2:])]
+    )
+    assert again.new_devices == [] and again.poses is not None
+    assert again.poses.names == ["c_1"] and again.poses.times.tolist() == [101.0]
+    single = WorldEncoder("All").encode(world, [first])
+    assert single.new_devices == ["All"] and single.poses is not None
+    assert single.poses.names == ["All"] and single.poses.sensors.tolist() == [0, 2]
