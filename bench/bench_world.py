@@ -60,7 +60,7 @@ def _show_at_30hz(seconds: float, subscriber: str) -> tuple[float, float, int]:
     return frames * 10_000 / elapsed, used / elapsed, _rss() - start_rss
 
 
-def stalled(seconds: float = 60.0) -> None:
+def stalled_show(seconds: float = 60.0) -> None:
     print("   10,000 drones at 30 Hz into the world; a subscriber that never pulls:")
     base_rate, base_cpu, base_rss = _show_at_30hz(min(seconds, 20.0), "none")
     print(f"   {'subscriber':>24} {'updates/s':>10} {'CPU':>6} {'memory growth':>14}")
@@ -99,7 +99,7 @@ def main() -> None:
     for kind in ("latest-state", "every update"):
         world = World()
         slots = world.table("show").slots(f"d{i}" for i in range(10_000))
-        stalled = world.subscribe(every_update=kind == "every update", max_bytes=1 << 40)
+        idle = world.subscribe(every_update=kind == "every update", max_bytes=1 << 40)
         positions = np.zeros((10_000, 3))
         tracemalloc.start()
         for i in range(300):
@@ -108,8 +108,8 @@ def main() -> None:
         tracemalloc.stop()
         print(f"   stalled subscriber, 300 updates of 10,000 drones, {kind}: "
               f"{held / 2**20:.1f} MiB held")  # fmt: skip
-        stalled.close()
-    stalled()
+        idle.close()
+    stalled_show()
 
 
 if __name__ == "__main__":
