@@ -30,7 +30,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, TypeAlias
+from typing import Any, ClassVar, TypeAlias
 
 import numpy as np
 
@@ -67,48 +67,35 @@ _VARIABLE_ITEMS = {code: struct.Struct(">" + c) for code, c in _STRUCT_CODES.ite
 _VALID_SYNTAX = bytes(1 if code <= SyntaxType.VARIABLE else 0 for code in range(256))
 _SYNTAX_OF = tuple(SyntaxType(code) for code in range(8))
 
-# The header as a numpy record, for reading many headers in one call.
-HEADER_DTYPE = np.dtype(
-    {
-        "names": [
-            "length",
-            "version",
-            "syntax",
-            "semantic",
-            "sender",
-            "seconds",
-            "ms",
-            "x",
-            "y",
-            "z",
-        ],
-        "formats": [">u2", "u1", "u1", "u1", ">u2", ">u4", ">u2", ">i2", ">i2", ">i2"],
-        "offsets": [0, 2, 3, 4, 5, 7, 11, 13, 15, 17],
-        "itemsize": HEADER_SIZE,
-    }
+# The header as numpy records: (name, format, offset) of each field, big-endian.
+_HEADER_FIELDS = (
+    ("length", ">u2", 0),
+    ("version", "u1", 2),
+    ("syntax", "u1", 3),
+    ("semantic", "u1", 4),
+    ("sender", ">u2", 5),
+    ("seconds", ">u4", 7),
+    ("ms", ">u2", 11),
+    ("x", ">i2", 13),
+    ("y", ">i2", 15),
+    ("z", ">i2", 17),
 )
 
-# A float data packet with one value, as a numpy record: a sink writes many at once.
-FLOAT_PACKET_DTYPE = np.dtype(
-    {
-        "names": [
-            "length",
-            "version",
-            "syntax",
-            "semantic",
-            "sender",
-            "seconds",
-            "ms",
-            "x",
-            "y",
-            "z",
-            "value",
-        ],
-        "formats": [">u2", "u1", "u1", "u1", ">u2", ">u4", ">u2", ">i2", ">i2", ">i2", ">f4"],
-        "offsets": [0, 2, 3, 4, 5, 7, 11, 13, 15, 17, HEADER_SIZE],
-        "itemsize": HEADER_SIZE + 4,
-    }
-)
+
+def _record(fields: tuple[tuple[str, str, int], ...], size: int) -> np.dtype[Any]:
+    return np.dtype(
+        {
+            "names": [name for name, _, _ in fields],
+            "formats": [form for _, form, _ in fields],
+            "offsets": [offset for _, _, offset in fields],
+            "itemsize": size,
+        }
+    )
+
+
+HEADER_DTYPE = _record(_HEADER_FIELDS, HEADER_SIZE)  # many headers read in one call
+# a float data packet with one value: a sink writes many at once
+FLOAT_PACKET_DTYPE = _record((*_HEADER_FIELDS, ("value", ">f4", HEADER_SIZE)), HEADER_SIZE + 4)
 
 Number: TypeAlias = int | float
 
