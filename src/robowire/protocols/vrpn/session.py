@@ -626,6 +626,7 @@ class VrpnSession:
         events: list[VrpnEvent],
         whole: bool,
         cuts: Sequence[int] = (),
+        record: _Record | None = None,
     ) -> int:
         """The fast path: from `start` on, unpadded tracker reports of described senders in a
         repeating pattern (a record: one sender and kind, or e.g. the pose, velocity and
@@ -634,45 +635,34 @@ class VrpnSession:
         few numpy ones for a long read) and each kind's bodies are one zero-copy numpy view
         (strided over the records). The events are those the general path gives: one batch
         per kind and sender, by type id then sender id. Returns where the run ends (`start`:
-        no run). `cuts` are offsets that must fall between messages (where datagrams joined)."""
+        no run). `cuts` are offsets that must fall between messages (where datagrams joined);
+        `record` is the pattern to try (else the one cached for the first header, or found)."""
         rest = len(work) - start
-        if rest < HEADER_SIZE:
-            return start
-        first = _RUN_HEAD.unpack_from(work, start)
-        record = self._records.get(first)
-        if record is not None:
-            end = self._run(record, work, start, events, whole, cuts)
-            if end > start:
-                return end
-        found = self._find_record(work, start, first)
-        if found is None or (record is not None and found.pattern == record.pattern):
-            return start
-        return self._run(found, work, start, events, whole, cuts)
-
-    def _run(
-        self,
-        record: _Record,
-        work: bytes,
-        start: int,
-        events: list[VrpnEvent],
-        whole: bool,
-        cuts: Sequence[int],
-    ) -> int:
-        """`_report_run` with a record: its events appended and its end, or `start`."""
-        rest = len(work) - start
+        cached = record is None
+        if record is None:
+            if rest < HEADER_SIZE:
+                return start
+            first = _RUN_HEAD.unpack_from(work, start)
+            record = self._records.get(first)
+            if record is None:
+                record = self._find_record(work, start, first)
+                if record is None:
+                    return start
+                cached = False
         size = record.size
         count = rest // size
-        if not count or (whole and rest != count * size):
-            return start
         bounds = record.bounds
-        if cuts and not all((cut - start) % size in bounds for cut in cuts):
-            return start
-        if count <= MAX_RUN:
+        if (
+            not count
+            or (whole and rest != count * size)
+            or (cuts and not all((cut - start) % size in bounds for cut in cuts))
+        ):
+            count = 0
+        elif count <= MAX_RUN:
             if count > 1 or record.period > 1:
                 heads = _RUN_HEADS.get((record.lengths, count)) or _run_heads(record.lengths, count)
                 if heads.unpack_from(work, start) != record.heads * count:
-                    return start
-            rows = np.frombuffer(work, record.dtype, count, start)
+                    count = 0
         else:
             rows = np.frombuffer(work, record.dtype, count, start)
             same = np.ones(count, dtype=bool)
@@ -684,12 +674,15 @@ class VrpnSession:
                     & (part["type"] == type_id)
                 )
             if not same.all():
-                if whole:
-                    return start
-                count = int(same.argmin())  # the run ends at the first other record
-                if not count:
-                    return start
-                rows = rows[:count]
+                # the run ends at the first other record
+                count = 0 if whole else int(same.argmin())
+        if not count:
+            if cached:  # the cached pattern did not hold: look again from here
+                found = self._find_record(work, start, _RUN_HEAD.unpack_from(work, start))
+                if found is not None and found.pattern != record.pattern:
+                    return self._report_run(work, start, events, whole, cuts, found)
+            return start
+        rows = np.frombuffer(work, record.dtype, count, start)
         period, order = record.period, self._order
         if period == 1:
             events.append(TrackerReports.of_frames(record.senders[0], record.kinds[0], rows, order))
