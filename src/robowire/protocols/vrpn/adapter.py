@@ -39,6 +39,9 @@ from robowire.protocols.vrpn.messages import (
     ButtonChange,
     ButtonStates,
     DialUpdate,
+    TrackerAcceleration,
+    TrackerPosQuat,
+    TrackerVelocity,
 )
 from robowire.protocols.vrpn.messages import TextMessage as Text
 from robowire.world import LogEvent, Update, World
@@ -48,9 +51,15 @@ MAX_SENSOR = 4096  # sensor numbers above this are not devices anyone tracks
 MAX_KNOWN = 4096  # sensor sets whose slots are remembered (forgotten all at once beyond)
 LEVELS = {0: "info", 1: "warning", 2: "error"}
 _XYZW_TO_WXYZ = [3, 0, 1, 2]
+_XYZW_TO_WXYZ_INDEX = np.array(_XYZW_TO_WXYZ, dtype=np.intp)  # (`take` with it: no list copy)
 _WXYZ_TO_XYZW = [1, 2, 3, 0]
 POSE, VELOCITY, ACCEL = "pose", "velocity", "acceleration"
 ACCEL_FIELDS = ("acceleration_x", "acceleration_y", "acceleration_z")
+GROUPS = {
+    TrackerPosQuat.WIRE_NAME: POSE,
+    TrackerVelocity.WIRE_NAME: VELOCITY,
+    TrackerAcceleration.WIRE_NAME: ACCEL,
+}
 
 
 def tracker_device(sender: str, sensor: int) -> str:
@@ -155,14 +164,18 @@ class VrpnAdapter:
                     self._known[key] = slots
             self.reports += len(batch)
             kind = batch.kind
-            group = (
+            group = GROUPS.get(kind) or (
                 POSE
                 if kind.endswith("Pos_Quat")
                 else VELOCITY
                 if kind.endswith("Velocity")
                 else ACCEL
             )
-            groups.setdefault(group, []).append((slots, batch))
+            parts = groups.get(group)
+            if parts is None:
+                groups[group] = [(slots, batch)]
+            else:
+                parts.append((slots, batch))
         if not groups:
             return
         merged = {group: _merge(parts, self.use_sender_time) for group, parts in groups.items()}
@@ -227,7 +240,7 @@ class VrpnAdapter:
             receive_time=receive_time,
             source_time=receive_time if times is None else times,
             position=None if pose is None else pose[0],
-            orientation=None if pose is None else pose[1][:, _XYZW_TO_WXYZ],
+            orientation=None if pose is None else pose[1].take(_XYZW_TO_WXYZ_INDEX, axis=1),
             velocity=None if velocity is None else velocity[0],
             telemetry=None
             if accel is None

@@ -665,14 +665,16 @@ class VrpnSession:
                     count = 0
         else:
             rows = np.frombuffer(work, record.dtype, count, start)
-            same = np.ones(count, dtype=bool)
+            same: npt.NDArray[np.bool_] | None = None
             for j, (length, sender_id, type_id) in enumerate(record.pattern):
                 part = rows[f"m{j}"] if record.period > 1 else rows
-                same &= (
+                ok = (
                     (part["length"] == length)
                     & (part["sender"] == sender_id)
                     & (part["type"] == type_id)
                 )
+                same = ok if same is None else same & ok
+            assert same is not None
             if not same.all():
                 # the run ends at the first other record
                 count = 0 if whole else int(same.argmin())
