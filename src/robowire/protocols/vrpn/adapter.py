@@ -143,8 +143,11 @@ class VrpnAdapter:
         is the newest header time among its reports.
         """
         groups: dict[str, list[tuple[npt.NDArray[np.intp], TrackerReports]]] = {}
+        shared: npt.NDArray[np.intp] | None = None  # the slots, while every batch has them
+        simple = True  # one batch per kind, all of the same slots (a tracker's whole frame)
         for batch in batches:
-            if not self.wanted(batch.sender) or not len(batch):
+            n = len(batch)
+            if not n or not self.wanted(batch.sender):
                 continue
             sensor = batch.sensor
             # a tracker sends the same sensors frame after frame: their slots are looked up once
@@ -153,7 +156,8 @@ class VrpnAdapter:
             if slots is None:
                 if int(sensor.min()) < 0 or int(sensor.max()) >= MAX_SENSOR:
                     batch = _subset(batch, (sensor >= 0) & (sensor < MAX_SENSOR))
-                    if not len(batch):
+                    n = len(batch)
+                    if not n:
                         continue
                     slots = self._sensor_slots(batch.sender, batch.sensor)
                 else:
@@ -162,7 +166,11 @@ class VrpnAdapter:
                     if len(self._known) >= MAX_KNOWN:
                         self._known.clear()
                     self._known[key] = slots
-            self.reports += len(batch)
+            self.reports += n
+            if shared is None:
+                shared = slots
+            elif slots is not shared:
+                simple = False
             kind = batch.kind
             group = GROUPS.get(kind) or (
                 POSE
@@ -176,7 +184,17 @@ class VrpnAdapter:
                 groups[group] = [(slots, batch)]
             else:
                 parts.append((slots, batch))
-        if not groups:
+                simple = False
+        if shared is None:
+            return
+        if simple:  # the common case, as the general one below would write it
+            columns: dict[str, tuple[FloatArray, FloatArray]] = {
+                g: (p[0][1].vector, p[0][1].quaternion) for g, p in groups.items()
+            }
+            times = (
+                _newest([p[0][1].time for p in groups.values()]) if self.use_sender_time else None
+            )
+            self._write(shared, receive_time, times, columns)
             return
         merged = {group: _merge(parts, self.use_sender_time) for group, parts in groups.items()}
         if len(merged) == 1:
@@ -197,7 +215,7 @@ class VrpnAdapter:
                 self._write(slots, receive_time, times, {group: (vector, quaternion)})
             return
         table = self.world.table(self.source)
-        columns: dict[str, tuple[FloatArray, FloatArray]] = {}
+        columns = {}
         newest: FloatArray | None = None
         for group, (slots, vector, quaternion, times) in merged.items():
             at = np.searchsorted(union, slots)
