@@ -311,3 +311,28 @@ def test_datagrams_cut_inside_a_record_decode_like_the_general_path(
     slow = connected_client().feed_datagrams([(g, PEER) for g in grams], 1.0)
     assert summary(list(fast)) == summary(list(slow))
     assert len(batches(list(fast))) == 3
+
+
+def test_a_whole_frame_of_every_kind_writes_what_one_batch_at_a_time_writes() -> None:
+    """One apply of an interleaved frame (one update) leaves the table as applying each
+    kind's batch on its own does, but for the source time: the newest of a sensor's reports."""
+    events = feeds(interleaved("AB", sensors=5), "datagrams")
+    assert len(batches(events)) == 6
+    together, apart = World(), World()
+    assert len(updates_of(together, events)) == 1
+    one_by_one = VrpnAdapter(apart, "src")
+    for batch in batches(events):
+        one_by_one.tracker(batch, 100.0)
+    a, b = together.table("src"), apart.table("src")
+    assert list(a.ids) == list(b.ids) and len(a.ids) == 10
+    order = [list(b.ids).index(device) for device in a.ids]
+    for column in ("position", "orientation", "velocity", "receive_time"):
+        assert np.array_equal(getattr(a, column)[: len(a.ids)], getattr(b, column)[order]), column
+    newest: dict[str, float] = {}
+    for batch in batches(events):
+        for sensor, t in zip(batch.sensor.tolist(), batch.time.tolist(), strict=True):
+            device = f"{batch.sender}/{sensor}"
+            newest[device] = max(newest.get(device, -1.0), t)
+    assert a.source_time[: len(a.ids)].tolist() == [newest[device] for device in a.ids]
+    for name in ("acceleration_x", "acceleration_y", "acceleration_z"):
+        assert np.array_equal(a.telemetry[name][: len(a.ids)], b.telemetry[name][order]), name
