@@ -245,10 +245,11 @@ HOWS = ["tcp", "udp", "datagrams"]
 
 @pytest.mark.parametrize("how", HOWS)
 @pytest.mark.parametrize("senders", ["A", "AB", "BA"])
+@pytest.mark.parametrize("sensors", [10, 70])  # 70 records: more than one struct call checks
 def test_interleaved_kinds_decode_like_the_general_path(
-    how: str, senders: str, monkeypatch: pytest.MonkeyPatch
+    how: str, senders: str, sensors: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    messages = interleaved(senders) + interleaved(senders, sensors=4, t0=11.0)
+    messages = interleaved(senders, sensors) + interleaved(senders, sensors=4, t0=11.0)
     fast = feeds(messages, how)
     assert len(batches(fast)) == 3 * len(senders)  # one batch per sender and kind
     general(monkeypatch)
@@ -290,15 +291,21 @@ def short_pose(sender: str) -> bytes:
     ],
     ids=["padded", "short", "undescribed-type", "undescribed-sender"],
 )
+@pytest.mark.parametrize("sensors", [4, 70])
 def test_interleaved_kinds_with_an_odd_message_inside_decode_like_the_general_path(
-    how: str, odd: bytes, monkeypatch: pytest.MonkeyPatch
+    how: str, odd: bytes, sensors: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    messages = interleaved("A", sensors=4)
+    messages = interleaved("A", sensors=sensors)
     messages.insert(5, odd)  # in the middle of the second sensor's record
     fast = feeds(messages, how)
     general(monkeypatch)
-    assert summary(fast) == summary(feeds(messages, how))
-    assert per_kind(fast) == per_kind(feeds(messages, how))
+    slow = feeds(messages, how)
+    assert per_kind(fast) == per_kind(slow)
+    others = [e for e in summary(fast) if not isinstance(e, tuple)]
+    assert others == [e for e in summary(slow) if not isinstance(e, tuple)]
+    if how != "tcp" or sensors <= 64:
+        assert summary(fast) == summary(slow)
+    # (a long TCP read: the records before the odd one are a run of their own, as batches)
 
 
 def test_datagrams_cut_inside_a_record_decode_like_the_general_path(
