@@ -24,7 +24,7 @@ Time: `now` is monotonic seconds; header timestamps are `now + clock_offset` unl
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from enum import Enum
 from itertools import accumulate
 
@@ -128,6 +128,7 @@ class _Record:
     __slots__ = (
         "bounds",
         "by_type",
+        "checks",
         "dtype",
         "heads",
         "kinds",
@@ -135,6 +136,7 @@ class _Record:
         "pattern",
         "period",
         "senders",
+        "size",
     )
 
     def __init__(
@@ -162,10 +164,18 @@ class _Record:
                     "itemsize": sum(self.lengths),
                 }
             )
+        self.size = int(self.dtype.itemsize)
+        # record count -> (unpack of all their headers, what it must give), see `check`
+        self.checks: dict[int, tuple[Callable[[bytes, int], tuple[int, ...]], tuple[int, ...]]]
+        self.checks = {}
 
-    @property
-    def size(self) -> int:
-        return int(self.dtype.itemsize)
+    def check(self, count: int) -> tuple[Callable[[bytes, int], tuple[int, ...]], tuple[int, ...]]:
+        """(unpack, expected): the headers of `count` records and what they must read."""
+        found = self.checks[count] = (
+            _run_heads(self.lengths, count).unpack_from,
+            self.heads * count,
+        )
+        return found
 
 
 class Role(Enum):
@@ -651,17 +661,16 @@ class VrpnSession:
                 cached = False
         size = record.size
         count = rest // size
-        bounds = record.bounds
         if (
             not count
             or (whole and rest != count * size)
-            or (cuts and not all((cut - start) % size in bounds for cut in cuts))
+            or (cuts and not all((cut - start) % size in record.bounds for cut in cuts))
         ):
             count = 0
         elif count <= MAX_RUN:
             if count > 1 or record.period > 1:
-                heads = _RUN_HEADS.get((record.lengths, count)) or _run_heads(record.lengths, count)
-                if heads.unpack_from(work, start) != record.heads * count:
+                unpack, expected = record.checks.get(count) or record.check(count)
+                if unpack(work, start) != expected:
                     count = 0
         else:
             rows = np.frombuffer(work, record.dtype, count, start)
