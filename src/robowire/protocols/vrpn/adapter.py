@@ -191,9 +191,7 @@ class VrpnAdapter:
             columns: dict[str, tuple[FloatArray, FloatArray]] = {
                 g: (p[0][1].vector, p[0][1].quaternion) for g, p in groups.items()
             }
-            times = (
-                _newest([p[0][1].time for p in groups.values()]) if self.use_sender_time else None
-            )
+            times = _newest_of([p[0][1] for p in groups.values()]) if self.use_sender_time else None
             self._write(shared, receive_time, times, columns)
             return
         merged = {group: _merge(parts, self.use_sender_time) for group, parts in groups.items()}
@@ -327,6 +325,21 @@ def _merge(
         np.concatenate([batch.quaternion for _, batch in parts]),
         np.concatenate([batch.time for _, batch in parts]) if sender_time else None,
     )
+
+
+def _newest_of(batches: list[TrackerReports]) -> FloatArray:
+    """The newest header time of each row of batches with the same rows: compared as the
+    integers sec << 32 | usec where the batches view their bytes (fewer steps), the same
+    float `sec + usec * 1e-6` as `TrackerReports.time` gives."""
+    stamps = [stamp for stamp in (batch.stamps for batch in batches) if stamp is not None]
+    if len(stamps) < len(batches):
+        newest = _newest([batch.time for batch in batches])
+        assert newest is not None
+        return newest
+    top = stamps[0]
+    for stamp in stamps[1:]:
+        top = np.maximum(top, stamp)
+    return (top >> 32) + (top & 0xFFFFFFFF) * 1e-6
 
 
 def _newest(times: list[FloatArray | None]) -> FloatArray | None:

@@ -169,6 +169,12 @@ class TrackerReports:
         return self._time
 
     @property
+    def stamps(self) -> npt.NDArray[np.uint64] | None:
+        """Header times as sec << 32 | usec (ordered as the times; `time` is sec + usec * 1e-6),
+        a view of the received bytes; None for a batch not built from them."""
+        return None if self._frames is None else self._frames["stamp"]
+
+    @property
     def order(self) -> npt.NDArray[np.int64]:
         if isinstance(self._order, int):
             first, step = self._order, self._step
