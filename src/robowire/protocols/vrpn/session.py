@@ -101,7 +101,7 @@ PING_FAIL = 10.0
 COOKIE_TIMEOUT = 10.0
 VERSION_MISMATCH = "VRPN major version mismatch"
 PEER_CLOSED = "peer closed the connection"
-MAX_RUN = 64  # reads of at most this many same-sender reports take the struct fast path
+MAX_RUN = 64  # reads of at most this many report records are checked by one struct call
 
 _RUN_HEAD = struct.Struct(">I8xii")  # length, sender, type of one message
 _RUN_HEADS: dict[tuple[tuple[int, ...], int], struct.Struct] = {}  # (lengths, count) -> heads
