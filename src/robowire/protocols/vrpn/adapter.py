@@ -85,7 +85,7 @@ class VrpnAdapter:
         self.use_sender_time = time == "sender"
         self._slots: dict[str, npt.NDArray[np.intp]] = {}  # sender -> slot per sensor (-1 none)
         # (sender, sensor dtype, sensor bytes) -> their slots, for the sensor sets seen lately
-        self._known: dict[tuple[str, str, bytes], npt.NDArray[np.intp]] = {}
+        self._known: dict[tuple[str, np.dtype[np.int32], bytes], npt.NDArray[np.intp]] = {}
         self._dials: dict[tuple[str, int], float] = {}
         self.reports = 0
 
@@ -147,11 +147,11 @@ class VrpnAdapter:
         simple = True  # one batch per kind, all of the same slots (a tracker's whole frame)
         for batch in batches:
             n = len(batch)
-            if not n or not self.wanted(batch.sender):
+            if not n or (self.devices is not None and batch.sender not in self.devices):
                 continue
             sensor = batch.sensor
             # a tracker sends the same sensors frame after frame: their slots are looked up once
-            key = (batch.sender, sensor.dtype.str, sensor.tobytes())
+            key = (batch.sender, sensor.dtype, sensor.tobytes())
             slots = self._known.get(key)
             if slots is None:
                 if int(sensor.min()) < 0 or int(sensor.max()) >= MAX_SENSOR:
