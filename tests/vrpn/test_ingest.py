@@ -170,3 +170,176 @@ def test_a_slot_without_a_pose_is_not_given_an_orientation() -> None:
     assert world.device("src", "A/1").orientation is None
     assert world.device("src", "A/1").velocity == (2.0, 0.5, 0.25)
     assert world.device("src", "A/0").orientation is not None
+
+
+# -- interleaved records (pose, velocity, acceleration per sensor, as C++ trackers send) -------
+
+
+def interleaved(senders: str = "A", sensors: int = 10, t0: float = 10.5) -> list[bytes]:
+    """The messages of one frame: per sensor (and sender) its pose, velocity, acceleration."""
+    out: list[bytes] = []
+    for i in range(sensors):
+        for sender in senders:
+            t = t0 + i * 0.001
+            out += [pose(sender, i, i + 0.5, t), velocity(sender, i, -i, t)]
+            out.append(acceleration(sender, i, 2.0 * i, t))
+    return out
+
+
+def general(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Turn the report fast path off: every read takes the scan + gather path."""
+    monkeypatch.setattr(VrpnSession, "_report_run", lambda self, work, start, *a, **k: start)
+
+
+def summary(events: list[object]) -> list[object]:
+    """Events as comparable values (a TrackerReports batch as its columns)."""
+    out: list[object] = []
+    for e in events:
+        if isinstance(e, TrackerReports):
+            dt = None if e.dt is None else e.dt.tolist()
+            columns = (e.sensor, e.vector, e.quaternion, e.time, e.order)
+            out.append((e.sender, e.kind, dt, *(c.tolist() for c in columns)))
+        else:
+            out.append(e)
+    return out
+
+
+def per_kind(events: list[object]) -> dict[tuple[str, str], list[object]]:
+    """Every report's values by (sender, kind), in order, however the batches were cut."""
+    found: dict[tuple[str, str], list[object]] = {}
+    for e in batches(events):
+        rows = found.setdefault((e.sender, e.kind), [])
+        for i in range(len(e)):
+            dt = None if e.dt is None else float(e.dt[i])
+            rows.append(
+                (
+                    int(e.sensor[i]),
+                    e.vector[i].tolist(),
+                    e.quaternion[i].tolist(),
+                    dt,
+                    float(e.time[i]),
+                    int(e.order[i]),
+                )
+            )
+    return found
+
+
+def feeds(messages: list[bytes], how: str) -> list[object]:
+    """A fresh connected client fed `messages`: one TCP read, one datagram, or datagrams of
+    at most 1472 bytes of whole messages (as a server packs them), in one wake-up."""
+    client = connected_client()
+    if how == "tcp":
+        return list(client.feed(b"".join(messages), 1.0))
+    if how == "udp":
+        return list(client.feed_datagram(b"".join(messages), PEER, 1.0))
+    grams: list[bytes] = [b""]
+    for m in messages:
+        if len(grams[-1]) + len(m) > 1472:
+            grams.append(b"")
+        grams[-1] += m
+    return list(client.feed_datagrams([(g, PEER) for g in grams], 1.0))
+
+
+HOWS = ["tcp", "udp", "datagrams"]
+
+
+@pytest.mark.parametrize("how", HOWS)
+@pytest.mark.parametrize("senders", ["A", "AB", "BA"])
+@pytest.mark.parametrize("sensors", [10, 70])  # 70 records: more than one struct call checks
+def test_interleaved_kinds_decode_like_the_general_path(
+    how: str, senders: str, sensors: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    messages = interleaved(senders, sensors) + interleaved(senders, sensors=4, t0=11.0)
+    fast = feeds(messages, how)
+    assert len(batches(fast)) == 3 * len(senders)  # one batch per sender and kind
+    general(monkeypatch)
+    assert summary(fast) == summary(feeds(messages, how))
+
+
+def test_interleaved_kinds_fed_byte_by_byte_give_the_same_reports(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    stream = b"".join(interleaved("AB", sensors=3))
+    whole = per_kind(feeds([stream], "tcp"))
+    client = connected_client()
+    pieces = [e for i in range(len(stream)) for e in client.feed(stream[i : i + 1], 1.0)]
+    assert per_kind(pieces) == whole
+    general(monkeypatch)
+    assert per_kind(feeds([stream], "tcp")) == whole
+    assert sum(len(rows) for rows in whole.values()) == 18
+
+
+def padded_pose(sender: str, sensor: int, x: float) -> bytes:
+    """A pose whose body has 4 bytes more than a Pos_Quat's (length 92, padded to 96)."""
+    body = TrackerPosQuat(sensor=sensor, position=(x, 2.0, 3.0), quaternion=(0.0, 0.0, 0.6, 0.8))
+    return encode_frame(SENDER_IDS[sender], TYPE_IDS[POS], body.encode() + b"\x01\x02\x03\x04")
+
+
+def short_pose(sender: str) -> bytes:
+    """A Pos_Quat message whose body is cut short: the general path drops it."""
+    return encode_frame(SENDER_IDS[sender], TYPE_IDS[POS], bytes(32))
+
+
+@pytest.mark.parametrize("how", HOWS)
+@pytest.mark.parametrize(
+    "odd",
+    [
+        padded_pose("A", 7, 70.0),
+        short_pose("A"),
+        encode_frame(SENDER_IDS["A"], 9, b"undescribed type"),
+        encode_frame(5, TYPE_IDS[VEL], bytes(72)),  # an undescribed sender
+    ],
+    ids=["padded", "short", "undescribed-type", "undescribed-sender"],
+)
+@pytest.mark.parametrize("sensors", [4, 70])
+def test_interleaved_kinds_with_an_odd_message_inside_decode_like_the_general_path(
+    how: str, odd: bytes, sensors: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    messages = interleaved("A", sensors=sensors)
+    messages.insert(5, odd)  # in the middle of the second sensor's record
+    fast = feeds(messages, how)
+    general(monkeypatch)
+    slow = feeds(messages, how)
+    assert per_kind(fast) == per_kind(slow)
+    others = [e for e in summary(fast) if not isinstance(e, tuple)]
+    assert others == [e for e in summary(slow) if not isinstance(e, tuple)]
+    if how != "tcp" or sensors <= 64:
+        assert summary(fast) == summary(slow)
+    # (a long TCP read: the records before the odd one are a run of their own, as batches)
+
+
+def test_datagrams_cut_inside_a_record_decode_like_the_general_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    messages = interleaved("A", sensors=4)
+    grams = [b"".join(messages[:2]), b"".join(messages[2:7]), b"".join(messages[7:])]
+    fast = connected_client().feed_datagrams([(g, PEER) for g in grams], 1.0)
+    general(monkeypatch)
+    slow = connected_client().feed_datagrams([(g, PEER) for g in grams], 1.0)
+    assert summary(list(fast)) == summary(list(slow))
+    assert len(batches(list(fast))) == 3
+
+
+def test_a_whole_frame_of_every_kind_writes_what_one_batch_at_a_time_writes() -> None:
+    """One apply of an interleaved frame (one update) leaves the table as applying each
+    kind's batch on its own does, but for the source time: the newest of a sensor's reports."""
+    events = feeds(interleaved("AB", sensors=5), "datagrams")
+    assert len(batches(events)) == 6
+    together, apart = World(), World()
+    assert len(updates_of(together, events)) == 1
+    one_by_one = VrpnAdapter(apart, "src")
+    for batch in batches(events):
+        one_by_one.tracker(batch, 100.0)
+    a, b = together.table("src"), apart.table("src")
+    assert list(a.ids) == list(b.ids) and len(a.ids) == 10
+    order = [list(b.ids).index(device) for device in a.ids]
+    for column in ("position", "orientation", "velocity", "receive_time"):
+        assert np.array_equal(getattr(a, column)[: len(a.ids)], getattr(b, column)[order]), column
+    newest: dict[str, float] = {}
+    for batch in batches(events):
+        for sensor, t in zip(batch.sensor.tolist(), batch.time.tolist(), strict=True):
+            device = f"{batch.sender}/{sensor}"
+            newest[device] = max(newest.get(device, -1.0), t)
+    assert a.source_time[: len(a.ids)].tolist() == [newest[device] for device in a.ids]
+    for name in ("acceleration_x", "acceleration_y", "acceleration_z"):
+        assert np.array_equal(a.telemetry[name][: len(a.ids)], b.telemetry[name][order]), name

@@ -39,6 +39,9 @@ from robowire.protocols.vrpn.messages import (
     ButtonChange,
     ButtonStates,
     DialUpdate,
+    TrackerAcceleration,
+    TrackerPosQuat,
+    TrackerVelocity,
 )
 from robowire.protocols.vrpn.messages import TextMessage as Text
 from robowire.world import LogEvent, Update, World
@@ -48,9 +51,15 @@ MAX_SENSOR = 4096  # sensor numbers above this are not devices anyone tracks
 MAX_KNOWN = 4096  # sensor sets whose slots are remembered (forgotten all at once beyond)
 LEVELS = {0: "info", 1: "warning", 2: "error"}
 _XYZW_TO_WXYZ = [3, 0, 1, 2]
+_XYZW_TO_WXYZ_INDEX = np.array(_XYZW_TO_WXYZ, dtype=np.intp)  # (`take` with it: no list copy)
 _WXYZ_TO_XYZW = [1, 2, 3, 0]
 POSE, VELOCITY, ACCEL = "pose", "velocity", "acceleration"
 ACCEL_FIELDS = ("acceleration_x", "acceleration_y", "acceleration_z")
+GROUPS = {
+    TrackerPosQuat.WIRE_NAME: POSE,
+    TrackerVelocity.WIRE_NAME: VELOCITY,
+    TrackerAcceleration.WIRE_NAME: ACCEL,
+}
 
 
 def tracker_device(sender: str, sensor: int) -> str:
@@ -76,7 +85,7 @@ class VrpnAdapter:
         self.use_sender_time = time == "sender"
         self._slots: dict[str, npt.NDArray[np.intp]] = {}  # sender -> slot per sensor (-1 none)
         # (sender, sensor dtype, sensor bytes) -> their slots, for the sensor sets seen lately
-        self._known: dict[tuple[str, str, bytes], npt.NDArray[np.intp]] = {}
+        self._known: dict[tuple[str, np.dtype[np.int32], bytes], npt.NDArray[np.intp]] = {}
         self._dials: dict[tuple[str, int], float] = {}
         self.reports = 0
 
@@ -134,17 +143,21 @@ class VrpnAdapter:
         is the newest header time among its reports.
         """
         groups: dict[str, list[tuple[npt.NDArray[np.intp], TrackerReports]]] = {}
+        shared: npt.NDArray[np.intp] | None = None  # the slots, while every batch has them
+        simple = True  # one batch per kind, all of the same slots (a tracker's whole frame)
         for batch in batches:
-            if not self.wanted(batch.sender) or not len(batch):
+            n = len(batch)
+            if not n or (self.devices is not None and batch.sender not in self.devices):
                 continue
             sensor = batch.sensor
             # a tracker sends the same sensors frame after frame: their slots are looked up once
-            key = (batch.sender, sensor.dtype.str, sensor.tobytes())
+            key = (batch.sender, sensor.dtype, sensor.tobytes())
             slots = self._known.get(key)
             if slots is None:
                 if int(sensor.min()) < 0 or int(sensor.max()) >= MAX_SENSOR:
                     batch = _subset(batch, (sensor >= 0) & (sensor < MAX_SENSOR))
-                    if not len(batch):
+                    n = len(batch)
+                    if not n:
                         continue
                     slots = self._sensor_slots(batch.sender, batch.sensor)
                 else:
@@ -153,17 +166,33 @@ class VrpnAdapter:
                     if len(self._known) >= MAX_KNOWN:
                         self._known.clear()
                     self._known[key] = slots
-            self.reports += len(batch)
+            self.reports += n
+            if shared is None:
+                shared = slots
+            elif slots is not shared:
+                simple = False
             kind = batch.kind
-            group = (
+            group = GROUPS.get(kind) or (
                 POSE
                 if kind.endswith("Pos_Quat")
                 else VELOCITY
                 if kind.endswith("Velocity")
                 else ACCEL
             )
-            groups.setdefault(group, []).append((slots, batch))
-        if not groups:
+            parts = groups.get(group)
+            if parts is None:
+                groups[group] = [(slots, batch)]
+            else:
+                parts.append((slots, batch))
+                simple = False
+        if shared is None:
+            return
+        if simple:  # the common case, as the general one below would write it
+            columns: dict[str, tuple[FloatArray, FloatArray]] = {
+                g: (p[0][1].vector, p[0][1].quaternion) for g, p in groups.items()
+            }
+            times = _newest_of([p[0][1] for p in groups.values()]) if self.use_sender_time else None
+            self._write(shared, receive_time, times, columns)
             return
         merged = {group: _merge(parts, self.use_sender_time) for group, parts in groups.items()}
         if len(merged) == 1:
@@ -184,7 +213,7 @@ class VrpnAdapter:
                 self._write(slots, receive_time, times, {group: (vector, quaternion)})
             return
         table = self.world.table(self.source)
-        columns: dict[str, tuple[FloatArray, FloatArray]] = {}
+        columns = {}
         newest: FloatArray | None = None
         for group, (slots, vector, quaternion, times) in merged.items():
             at = np.searchsorted(union, slots)
@@ -227,7 +256,7 @@ class VrpnAdapter:
             receive_time=receive_time,
             source_time=receive_time if times is None else times,
             position=None if pose is None else pose[0],
-            orientation=None if pose is None else pose[1][:, _XYZW_TO_WXYZ],
+            orientation=None if pose is None else pose[1].take(_XYZW_TO_WXYZ_INDEX, axis=1),
             velocity=None if velocity is None else velocity[0],
             telemetry=None
             if accel is None
@@ -296,6 +325,21 @@ def _merge(
         np.concatenate([batch.quaternion for _, batch in parts]),
         np.concatenate([batch.time for _, batch in parts]) if sender_time else None,
     )
+
+
+def _newest_of(batches: list[TrackerReports]) -> FloatArray:
+    """The newest header time of each row of batches with the same rows: compared as the
+    integers sec << 32 | usec where the batches view their bytes (fewer steps), the same
+    float `sec + usec * 1e-6` as `TrackerReports.time` gives."""
+    stamps = [stamp for stamp in (batch.stamps for batch in batches) if stamp is not None]
+    if len(stamps) < len(batches):
+        newest = _newest([batch.time for batch in batches])
+        assert newest is not None
+        return newest
+    top = stamps[0]
+    for stamp in stamps[1:]:
+        top = np.maximum(top, stamp)
+    return (top >> 32) + (top & 0xFFFFFFFF) * 1e-6
 
 
 def _newest(times: list[FloatArray | None]) -> FloatArray | None:

@@ -95,6 +95,7 @@ class TrackerReports:
     __slots__ = (
         "_frames",
         "_order",
+        "_step",
         "_time",
         "dt",
         "kind",
@@ -131,13 +132,21 @@ class TrackerReports:
         self.dt = dt
         self._time: npt.NDArray[np.float64] | None = time
         self._order: npt.NDArray[np.int64] | int = order
+        self._step = 1
         self._frames: npt.NDArray[np.void] | None = None
 
     @classmethod
     def of_frames(
-        cls, sender: str, kind: str, frames: npt.NDArray[np.void], first_order: int
+        cls,
+        sender: str,
+        kind: str,
+        frames: npt.NDArray[np.void],
+        first_order: int,
+        order_step: int = 1,
     ) -> TrackerReports:
-        """A batch viewing whole report messages (a `REPORT_FRAMES` structured array)."""
+        """A batch viewing whole report messages (a `REPORT_FRAMES` structured array, maybe
+        strided over records of several messages: then the i-th report's order number is
+        `first_order + i * order_step`)."""
         batch = cls.__new__(cls)
         batch.sender = sender
         batch.kind = kind
@@ -147,6 +156,7 @@ class TrackerReports:
         batch.dt = None if kind == TrackerPosQuat.WIRE_NAME else frames["dt"]
         batch._time = None
         batch._order = first_order
+        batch._step = order_step
         batch._frames = frames
         return batch
 
@@ -159,9 +169,16 @@ class TrackerReports:
         return self._time
 
     @property
+    def stamps(self) -> npt.NDArray[np.uint64] | None:
+        """Header times as sec << 32 | usec (ordered as the times; `time` is sec + usec * 1e-6),
+        a view of the received bytes; None for a batch not built from them."""
+        return None if self._frames is None else self._frames["stamp"]
+
+    @property
     def order(self) -> npt.NDArray[np.int64]:
         if isinstance(self._order, int):
-            self._order = np.arange(self._order, self._order + len(self.sensor), dtype=np.int64)
+            first, step = self._order, self._step
+            self._order = np.arange(first, first + len(self.sensor) * step, step, dtype=np.int64)
         return self._order
 
     def __len__(self) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -153,10 +154,28 @@ _HEADER_DTYPE = [
     ("seq", ">u4"),
 ]
 _REPORT_BODY = [("sensor", ">i4"), ("pad", ">i4"), ("vector", ">f8", 3), ("quat", ">f8", 4)]
+
+
+def _stamped(fields: list[Any]) -> np.dtype[np.void]:
+    """A message dtype plus `stamp`: its header's (sec, usec) read as one big-endian u64
+    (sec << 32 | usec), whose order is the header times' order."""
+    plain = np.dtype(fields)
+    names = list(plain.names or ())
+    assert plain.fields is not None
+    return np.dtype(
+        {
+            "names": [*names, "stamp"],
+            "formats": [*(plain.fields[n][0] for n in names), ">u8"],
+            "offsets": [*(plain.fields[n][1] for n in names), 4],
+            "itemsize": plain.itemsize,
+        }
+    )
+
+
 REPORT_FRAMES: dict[str, np.dtype[np.void]] = {
-    TrackerPosQuat.WIRE_NAME: np.dtype([*_HEADER_DTYPE, *_REPORT_BODY]),
-    TrackerVelocity.WIRE_NAME: np.dtype([*_HEADER_DTYPE, *_REPORT_BODY, ("dt", ">f8")]),
-    TrackerAcceleration.WIRE_NAME: np.dtype([*_HEADER_DTYPE, *_REPORT_BODY, ("dt", ">f8")]),
+    TrackerPosQuat.WIRE_NAME: _stamped([*_HEADER_DTYPE, *_REPORT_BODY]),
+    TrackerVelocity.WIRE_NAME: _stamped([*_HEADER_DTYPE, *_REPORT_BODY, ("dt", ">f8")]),
+    TrackerAcceleration.WIRE_NAME: _stamped([*_HEADER_DTYPE, *_REPORT_BODY, ("dt", ">f8")]),
 }
 """Whole tracker report messages (header and body, no padding: 88 or 96 bytes) as read: a
 run of them decodes as one zero-copy structured view (`TrackerReports.of_frames`)."""

@@ -24,8 +24,9 @@ Time: `now` is monotonic seconds; header timestamps are `now + clock_offset` unl
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from enum import Enum
+from itertools import accumulate
 
 import numpy as np
 import numpy.typing as npt
@@ -100,18 +101,81 @@ PING_FAIL = 10.0
 COOKIE_TIMEOUT = 10.0
 VERSION_MISMATCH = "VRPN major version mismatch"
 PEER_CLOSED = "peer closed the connection"
-MAX_RUN = 64  # reads of at most this many same-sender reports take the struct fast path
+MAX_RUN = 64  # reads of at most this many report records are checked by one struct call
 
 _RUN_HEAD = struct.Struct(">I8xii")  # length, sender, type of one message
-_RUN_HEADS: dict[tuple[int, int], struct.Struct] = {}  # (message size, count) -> all headers
+_RUN_HEADS: dict[tuple[tuple[int, ...], int], struct.Struct] = {}  # (lengths, count) -> heads
+MAX_PERIOD = 16  # the most messages a repeating record of reports may have
 
 
-def _run_heads(size: int, count: int) -> struct.Struct:
-    """A struct reading (length, sender, type) of `count` back-to-back messages of `size`."""
-    found = _RUN_HEADS.get((size, count))
+def _run_heads(lengths: tuple[int, ...], count: int) -> struct.Struct:
+    """A struct reading (length, sender, type) of every message of `count` back-to-back
+    records, each the unpadded messages of `lengths`."""
+    found = _RUN_HEADS.get((lengths, count))
     if found is None:
-        found = _RUN_HEADS[(size, count)] = struct.Struct(">" + f"I8xii{size - 20}x" * count)
+        record = "".join(f"I8xii{size - 20}x" for size in lengths)
+        if len(_RUN_HEADS) >= 256:
+            _RUN_HEADS.clear()
+        found = _RUN_HEADS[(lengths, count)] = struct.Struct(">" + record * count)
     return found
+
+
+class _Record:
+    """A repeating pattern of unpadded tracker report messages (see `_report_run`): their
+    headers' (length, sender id, type id), names, and one numpy dtype for the whole record
+    (a `REPORT_FRAMES` dtype, or fields m0, m1, ... of them)."""
+
+    __slots__ = (
+        "bounds",
+        "by_type",
+        "checks",
+        "dtype",
+        "heads",
+        "kinds",
+        "lengths",
+        "pattern",
+        "period",
+        "senders",
+        "size",
+    )
+
+    def __init__(
+        self, pattern: list[tuple[int, int, int]], kinds: list[str], senders: list[str]
+    ) -> None:
+        self.pattern = tuple(pattern)
+        self.period = len(pattern)
+        self.heads = tuple(v for head in pattern for v in head)
+        self.lengths = tuple(length for length, _, _ in pattern)
+        self.bounds = frozenset(sum(self.lengths[:j]) for j in range(self.period))
+        self.kinds = kinds
+        self.senders = senders
+        # the general path's event order: by type id, then sender id
+        self.by_type = sorted(range(self.period), key=lambda j: (pattern[j][2], pattern[j][1]))
+        frames = [REPORT_FRAMES[kind] for kind in kinds]
+        if self.period == 1:
+            self.dtype = frames[0]
+        else:
+            offsets = [sum(self.lengths[:j]) for j in range(self.period)]
+            self.dtype = np.dtype(
+                {
+                    "names": [f"m{j}" for j in range(self.period)],
+                    "formats": frames,
+                    "offsets": offsets,
+                    "itemsize": sum(self.lengths),
+                }
+            )
+        self.size = int(self.dtype.itemsize)
+        # record count -> (unpack of all their headers, what it must give), see `check`
+        self.checks: dict[int, tuple[Callable[[bytes, int], tuple[int, ...]], tuple[int, ...]]]
+        self.checks = {}
+
+    def check(self, count: int) -> tuple[Callable[[bytes, int], tuple[int, ...]], tuple[int, ...]]:
+        """(unpack, expected): the headers of `count` records and what they must read."""
+        found = self.checks[count] = (
+            _run_heads(self.lengths, count).unpack_from,
+            self.heads * count,
+        )
+        return found
 
 
 class Role(Enum):
@@ -175,6 +239,7 @@ class VrpnSession:
         self._local_types: dict[str, int] = {}
         self._remote_senders: dict[int, str] = {}
         self._remote_types: dict[int, str] = {}
+        self._records: dict[tuple[int, int, int], _Record] = {}  # first header -> its record
         self._in = bytearray()
         self._need = 0  # bytes the buffered partial message needs before it is worth a scan
         self._tcp_out = bytearray()
@@ -546,13 +611,17 @@ class VrpnSession:
         sizes = [len(data) for data, _ in datagrams]
         if all(size and not size & 7 for size in sizes):  # whole messages are 8-aligned
             work = b"".join([data for data, _ in datagrams])
+            events: list[VrpnEvent] = []
+            cuts = list(accumulate(sizes[:-1]))
+            if self._report_run(work, 0, events, True, cuts) == len(work):
+                self.stats.bytes_in += len(work)
+                return events
             index = scan(work, 0)
             if index.error is None and index.end == len(work):
                 starts = np.cumsum(sizes) - sizes
                 found = np.searchsorted(index.offsets, starts)
                 if (index.offsets[np.minimum(found, len(index) - 1)] == starts).all():
                     self.stats.bytes_in += len(work)
-                    events: list[VrpnEvent] = []
                     self._dispatch(work, index, "udp", events)
                     return events
         events = []
@@ -560,45 +629,119 @@ class VrpnSession:
             events += self.feed_datagram(data, addr, now)
         return events
 
-    def _report_run(self, work: bytes, start: int, events: list[VrpnEvent], whole: bool) -> int:
-        """The fast path: the unpadded tracker reports of one described sender and kind that
-        start at `start` (all of `work` if `whole`), their headers checked at once (one struct
-        call for a live-sized read, a few numpy ones for a long read) and their bodies decoded
-        as one zero-copy numpy view. Returns where the run ends (`start`: no run)."""
+    def _report_run(
+        self,
+        work: bytes,
+        start: int,
+        events: list[VrpnEvent],
+        whole: bool,
+        cuts: Sequence[int] = (),
+        record: _Record | None = None,
+    ) -> int:
+        """The fast path: from `start` on, unpadded tracker reports of described senders in a
+        repeating pattern (a record: one sender and kind, or e.g. the pose, velocity and
+        acceleration of one sensor, as a C++ tracker interleaves them), all of `work` if
+        `whole`. Their headers are checked at once (one struct call for a live-sized read, a
+        few numpy ones for a long read) and each kind's bodies are one zero-copy numpy view
+        (strided over the records). The events are those the general path gives: one batch
+        per kind and sender, by type id then sender id. Returns where the run ends (`start`:
+        no run). `cuts` are offsets that must fall between messages (where datagrams joined);
+        `record` is the pattern to try (else the one cached for the first header, or found)."""
         rest = len(work) - start
-        if rest < HEADER_SIZE:
-            return start
-        length, sender_id, type_id = _RUN_HEAD.unpack_from(work, start)
-        kind = self._remote_types.get(type_id, "")
-        frame = REPORT_FRAMES.get(kind)
-        if frame is None or length != frame.itemsize:
-            return start
-        sender = self._remote_senders.get(sender_id)
-        count = int(rest // length)
-        if sender is None or not count or (whole and rest != count * length):
-            return start
-        if count <= MAX_RUN:
-            if count > 1:
-                heads = _RUN_HEADS.get((length, count)) or _run_heads(length, count)
-                if heads.unpack_from(work, start) != (length, sender_id, type_id) * count:
+        cached = record is None
+        if record is None:
+            if rest < HEADER_SIZE:
+                return start
+            first = _RUN_HEAD.unpack_from(work, start)
+            record = self._records.get(first)
+            if record is None:
+                record = self._find_record(work, start, first)
+                if record is None:
                     return start
-            frames = np.frombuffer(work, frame, count, start)
+                cached = False
+        size = record.size
+        count = rest // size
+        if (
+            not count
+            or (whole and rest != count * size)
+            or (cuts and not all((cut - start) % size in record.bounds for cut in cuts))
+        ):
+            count = 0
+        elif count <= MAX_RUN:
+            if count > 1 or record.period > 1:
+                unpack, expected = record.checks.get(count) or record.check(count)
+                if unpack(work, start) != expected:
+                    count = 0
         else:
-            frames = np.frombuffer(work, frame, count, start)
-            same = (
-                (frames["length"] == length)
-                & (frames["sender"] == sender_id)
-                & (frames["type"] == type_id)
-            )
+            rows = np.frombuffer(work, record.dtype, count, start)
+            same: npt.NDArray[np.bool_] | None = None
+            for j, (length, sender_id, type_id) in enumerate(record.pattern):
+                part = rows[f"m{j}"] if record.period > 1 else rows
+                ok = (
+                    (part["length"] == length)
+                    & (part["sender"] == sender_id)
+                    & (part["type"] == type_id)
+                )
+                same = ok if same is None else same & ok
+            assert same is not None
             if not same.all():
-                if whole:
-                    return start
-                count = int(same.argmin())  # the run ends at the first other message
-                frames = frames[:count]
-        events.append(TrackerReports.of_frames(sender, kind, frames, self._order))
-        self._order += count
-        self.stats.messages_in += count
-        return start + count * frame.itemsize
+                # the run ends at the first other record
+                count = 0 if whole else int(same.argmin())
+        if not count:
+            if cached:  # the cached pattern did not hold: look again from here
+                found = self._find_record(work, start, _RUN_HEAD.unpack_from(work, start))
+                if found is not None and found.pattern != record.pattern:
+                    return self._report_run(work, start, events, whole, cuts, found)
+            return start
+        rows = np.frombuffer(work, record.dtype, count, start)
+        period, order = record.period, self._order
+        if period == 1:
+            events.append(TrackerReports.of_frames(record.senders[0], record.kinds[0], rows, order))
+        else:
+            for j in record.by_type:
+                events.append(
+                    TrackerReports.of_frames(
+                        record.senders[j], record.kinds[j], rows[f"m{j}"], order + j, period
+                    )
+                )
+        messages = count * period
+        self._order += messages
+        self.stats.messages_in += messages
+        return start + count * size
+
+    def _find_record(self, work: bytes, start: int, first: tuple[int, int, int]) -> _Record | None:
+        """The repeating pattern of report messages that starts at `start`: the messages up to
+        the next one with the same header as the first (at most MAX_PERIOD), each an unpadded
+        report of a described sender and type, no (sender, type) twice. Cached by `first`."""
+        pattern: list[tuple[int, int, int]] = []
+        offset, limit = start, len(work) - HEADER_SIZE
+        head = first
+        while True:
+            length, sender_id, type_id = head
+            frame = REPORT_FRAMES.get(self._remote_types.get(type_id, ""))
+            if frame is None or length != frame.itemsize:
+                return None
+            if self._remote_senders.get(sender_id) is None or head in pattern:
+                return None
+            pattern.append(head)
+            offset += length
+            if offset > limit or len(pattern) >= MAX_PERIOD:
+                closed = False  # the pattern may go on: a record for this read, not cached
+                break
+            head = _RUN_HEAD.unpack_from(work, offset)
+            if head == first:
+                closed = True
+                break
+        record = _Record(
+            pattern,
+            [self._remote_types[t] for _, _, t in pattern],
+            [self._remote_senders[s] for _, s, _ in pattern],
+        )
+        if closed:
+            if len(self._records) >= 64:
+                self._records.clear()
+            self._records[first] = record
+        return record
 
     def _connect(self, now: float) -> None:
         self._move(Trigger.COOKIE_ACCEPTED)
@@ -781,6 +924,7 @@ class VrpnSession:
                 table, kind = self._remote_types, "type"
             if table.get(message.id) != message.name:
                 table[message.id] = message.name
+                self._records.clear()
                 events.append(Described(kind=kind, id=message.id, name=message.name))
             # like C++ peers: register names we did not have, which announces them back
             if isinstance(message, SenderDescription):
@@ -792,6 +936,7 @@ class VrpnSession:
         elif type_ == SystemType.DISCONNECT_MESSAGE:
             self._remote_senders.clear()
             self._remote_types.clear()
+            self._records.clear()
         # LOG_DESCRIPTION: robowire never writes VRPN log files; accepted and ignored
 
 
