@@ -391,7 +391,9 @@ def record(urls: tuple[str, ...], output: str, duration: float | None) -> None:
             await gateway.run(duration)
         finally:
             progress.cancel()
-        click.echo(f"record: {recorder.messages} messages written to {output}", err=True)
+        dropped = recorder.stats.dropped  # updates that came faster than the file took them
+        lost = f" ({dropped} updates dropped: the recorder fell behind)" if dropped else ""
+        click.echo(f"record: {recorder.messages} messages written to {output}{lost}", err=True)
         return gateway_exit_code(gateway)
 
     run_async(go)

@@ -259,14 +259,25 @@ class Sink(Service):
                         return
                     waiting = None
                     going = self.write(world, changes.pull())
+                    self._count_feed_drops(changes.dropped)
             finally:
                 for task in (waiting, server):
                     if task is not None:
                         task.cancel()
                 await asyncio.gather(*(t for t in (waiting, server) if t), return_exceptions=True)
                 self.write(world, changes.pull())  # what arrived while ending
-                self.stats.dropped += changes.dropped
+                self._count_feed_drops(changes.dropped)
                 self.finish(world)
+
+    _feed_drops = 0  # what the subscription had dropped at the last pull
+
+    def _count_feed_drops(self, total: int) -> None:
+        """Updates the subscription dropped (a queue that was full) count as this sink's
+        drops, as they happen."""
+        if total > self._feed_drops:
+            self.stats.dropped += total - self._feed_drops
+            self.stats.last_drop_reason = "fell behind: oldest updates dropped"
+            self._feed_drops = total
 
 
 class Sim(Service):

@@ -2,6 +2,7 @@ import asyncio
 import io
 import json
 
+import numpy as np
 import pytest
 
 from robowire.endpoints import parse_endpoint
@@ -52,3 +53,19 @@ def test_a_file_that_is_not_mcap_is_one_config_error(tmp_path):
     bad.write_bytes(b"not an mcap file at all")
     with pytest.raises(ConfigError, match="not a readable MCAP recording"):
         list(read_recording(str(bad)))
+
+
+async def test_a_recorder_that_falls_behind_counts_what_its_queue_dropped(tmp_path):
+    world = World()
+    recorder = McapRecorder(str(tmp_path / "run.mcap"), max_bytes=64 << 10)
+    task = asyncio.create_task(recorder.run(world))
+    await asyncio.wait_for(recorder.ready.wait(), 2)
+    slots = world.table("show").slots(f"d{i}" for i in range(1000))
+    for i in range(50):  # ~50 updates of 1,000 drones without letting the recorder run
+        world.update("show", slots, receive_time=float(i), position=np.full((1000, 3), i))
+    await asyncio.sleep(0.05)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert recorder.stats.dropped > 40  # each update holds ~24 kB: the 64 kB queue kept two
+    kept = {line["receive_time"] for _, line in read_recording(recorder.path)}
+    assert len(kept) == 50 - recorder.stats.dropped and max(kept) == 49.0  # the newest kept
