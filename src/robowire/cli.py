@@ -250,8 +250,17 @@ def _json_default(value: object) -> object:
 @click.argument("protocol", type=PROTOCOL_CHOICE)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--port", type=PORT, default=None, help="Port (default: the protocol's own).")
-@click.option("--count", type=COUNT, default=None, metavar="N", help="How many devices.")
+@click.option(
+    "--count", "--drones", "count", type=COUNT, default=None, metavar="N", help="How many devices."
+)
 @click.option("--rate", type=POSITIVE, default=None, metavar="HZ", help="Updates per second.")
+@click.option(
+    "--to",
+    "target",
+    default=None,
+    metavar="HOST[:PORT]",
+    help="Where a sim that sends (VRSP) or dials out (UgCS reverse mode) goes.",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
 @click.option(
     "--set",
@@ -267,6 +276,7 @@ def sim(
     port: int | None,
     count: int | None,
     rate: float | None,
+    target: str | None,
     seed: int,
     settings: tuple[str, ...],
     duration: float | None,
@@ -287,10 +297,18 @@ def sim(
     async def go() -> int:
         simulator = open_sim(
             protocol.lower(),
-            SimOptions(host=host, port=port, count=count, rate=rate, seed=seed, options=options),
+            SimOptions(
+                host=host,
+                port=port,
+                count=count,
+                rate=rate,
+                seed=seed,
+                target=target,
+                options=options,
+            ),
         )
         gateway = Gateway().add(simulator)
-        return await _run_announced(gateway, simulator, duration, f"{protocol} simulator listening")
+        return await _run_announced(gateway, simulator, duration, f"{protocol} simulator")
 
     run_async(go)
 
@@ -301,9 +319,7 @@ def _serve(to: str, sources: tuple[str, ...], duration: float | None) -> None:
         sink = open_sink(to)
         gateway.add_sources(sources)
         gateway.add(sink)
-        return await _run_announced(
-            gateway, sink, duration, f"serving {parse_endpoint(to).protocol}"
-        )
+        return await _run_announced(gateway, sink, duration, f"{parse_endpoint(to).protocol} sink")
 
     run_async(go)
 
@@ -315,7 +331,7 @@ async def _run_announced(
     task = asyncio.create_task(gateway.run(duration))
     if await _ready(task, server) and server.address is not None:
         host, port = server.address
-        click.echo(f"{what} on {host}:{port}; Ctrl-C ends it", err=True)
+        click.echo(f"{what} {server.announce} {host}:{port}; Ctrl-C ends it", err=True)
     await task
     return gateway_exit_code(gateway)
 

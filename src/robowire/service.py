@@ -45,6 +45,7 @@ class Service(ABC):
     """Something the gateway runs; subclasses implement `run`."""
 
     role = "service"
+    announce = "listening on"  # what `address` is, for the line the CLI prints once ready
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -295,4 +296,5 @@ class SimOptions:
     count: int | None = None  # how many devices (None: the simulator's default)
     rate: float | None = None  # updates per second (None: the simulator's default)
     seed: int = 0  # all randomness comes from this seed
+    target: str | None = None  # `--to HOST[:PORT]`: where a sending (or dialling) sim goes
     options: dict[str, str] = field(default_factory=dict)  # protocol-specific --set k=v

@@ -69,7 +69,7 @@ def test_a_port_in_use_ends_the_run_with_one_line(command, taken_port):
         (["sim", "spyglass", "--port", "-1"], "'--port': -1 is not in the range 0<=x<=65535"),
         (["sim", "spyglass", "--port", "70000"], "'--port': 70000 is not in the range"),
         (["sim", "spyglass", "--rate", "0"], "'--rate': 0.0 is not in the range x>0"),
-        (["sim", "spyglass", "--count", "0"], "'--count': 0 is not in the range x>=1"),
+        (["sim", "spyglass", "--count", "0"], "'--count' / '--drones': 0 is not in the range x>=1"),
         (["demo", "--duration", "0"], "'--duration': 0.0 is not in the range x>0"),
         (["demo", "--duration", "-1"], "'--duration': -1.0 is not in the range x>0"),
         (["listen", "spyglass://127.0.0.1:1", "--count", "-1"], "'--count': -1 is not in"),
