@@ -88,6 +88,7 @@ class Gateway:
     _tasks: dict[asyncio.Task[None], Service] = field(default_factory=dict)
     _stopping: asyncio.Event = field(default_factory=asyncio.Event)
     _running: bool = False
+    _started: list[Service] = field(default_factory=list)
 
     def add(self, *services: Service) -> Gateway:
         for service in services:
@@ -109,11 +110,9 @@ class Gateway:
         Raises the RobowireError of a sink or simulator that failed, once everything stopped.
         """
         self._running = True
-        # sinks and servers first, so they subscribe to the feed before any source writes
-        for service in sorted(self.services, key=lambda s: isinstance(s, Source)):
-            self._start(service)
         try:
             async with asyncio.timeout(duration):
+                await self._start_servers_then_sources()
                 await self._stopping.wait()
         except TimeoutError:
             pass
@@ -127,7 +126,28 @@ class Gateway:
             if not isinstance(service, Source) and isinstance(exc, RobowireError):
                 raise exc
 
+    async def _start_servers_then_sources(self) -> None:
+        """Sinks and simulators first, each until it is ready (bound, subscribed) or has
+        failed; sources only once all are up, so a sink that cannot bind ends the run before
+        any source has started (one error line, nothing half-started)."""
+        servers = [s for s in self.services if not isinstance(s, Source)]
+        for service in servers:
+            self._start(service)
+        for service in servers:
+            task = next((t for t, s in self._tasks.items() if s is service), None)
+            if task is None or self.failures:
+                break
+            ready = asyncio.ensure_future(service.ready.wait())
+            await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)
+            ready.cancel()
+        if not self.failures:
+            for service in list(self.services):
+                self._start(service)
+
     def _start(self, service: Service) -> None:
+        if any(s is service for s in self._started):
+            return
+        self._started.append(service)
         task = asyncio.create_task(service.run(self.world), name=service.name)
         self._tasks[task] = service
         task.add_done_callback(self._finished)

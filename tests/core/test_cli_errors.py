@@ -51,8 +51,10 @@ def taken_port() -> Iterator[int]:
         ["sim", "vrpn", "--port", "{port}"],
         ["serve", "spyglass://127.0.0.1:{port}", "--from", REC],
         ["bridge", REC, "--to", "vrpn://127.0.0.1:{port}"],
+        # a source that cannot connect is never started when the sink cannot bind: no retry line
+        ["bridge", "spyglass://127.0.0.1:1", "--to", "spyglass://127.0.0.1:{port}"],
     ],
-    ids=["sim-spyglass", "sim-vrpn", "serve", "bridge"],
+    ids=["sim-spyglass", "sim-vrpn", "serve", "bridge", "bridge-unreachable-source"],
 )
 def test_a_port_in_use_ends_the_run_with_one_line(command, taken_port):
     run = robowire(*(arg.format(port=taken_port) for arg in command))
