@@ -334,20 +334,25 @@ def definition_from_json(obj: object, at: int = 0) -> DeviceDefinition:
     )
 
 
-def _quaternion_json(q: Quaternion) -> dict[str, float]:
-    return {"w": q.w, "x": q.x, "y": q.y, "z": q.z}
+def _json_number(value: float) -> float | int:
+    """Whole numbers as JSON integers (`900`, as the example writes them), others as floats."""
+    return int(value) if float(value).is_integer() and abs(value) < 2**53 else value
+
+
+def _quaternion_json(q: Quaternion) -> dict[str, float | int]:
+    return {axis: _json_number(getattr(q, axis)) for axis in "wxyz"}
 
 
 def payload_to_json(payload: Payload) -> dict[str, Any]:
     out: dict[str, Any] = {"DefType": payload.def_type.value, "MountType": payload.mount.value}
     if payload.lumens is not None:
-        out["LightLumens"] = payload.lumens
+        out["LightLumens"] = _json_number(payload.lumens)
     if payload.color is not None:
         out["Color"] = dict(zip("rgb", payload.color, strict=True))
     if payload.light_type is not None:
         out["LightType"] = payload.light_type
     if payload.spot_angle is not None:
-        out["SpotAngle"] = payload.spot_angle
+        out["SpotAngle"] = _json_number(payload.spot_angle)
     if payload.cues:
         out["Cues"] = [
             {"ID": c.id, "VDL": c.vdl, "MountDirection": _quaternion_json(c.mount_direction)}
@@ -363,7 +368,7 @@ def definition_to_json(definition: DeviceDefinition) -> dict[str, Any]:
         "DeviceModel": definition.model,
     }
     if definition.lumens is not None:
-        out["LightLumens"] = definition.lumens
+        out["LightLumens"] = _json_number(definition.lumens)
     out["PayloadDefinitions"] = [payload_to_json(p) for p in definition.payloads]
     return {**definition.extra, **out}
 
