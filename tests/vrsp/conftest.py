@@ -38,7 +38,7 @@ LOADED = DeviceDefinition(
             lumens=1200.0,
             light_type="Spotlight",
             spot_angle=15.0,
-        ),  # fmt: skip
+        ),
         Payload(def_type=DefType.LASER, mount=MountType.GIMBAL_3DOF),
     ),
 )

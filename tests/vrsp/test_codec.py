@@ -188,7 +188,7 @@ def test_prose_spellings_decode_too() -> None:
                 "LightType": "Spotlight",
                 "SpotAngle": "12.5",
             }
-        ],  # fmt: skip
+        ],
     }
     definition = definition_from_json(obj)
     assert definition.definition_id == 3 and definition.model == "X1"
