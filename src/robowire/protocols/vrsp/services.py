@@ -347,6 +347,7 @@ Blocks = Sequence[tuple[DeviceDefinition, NDArray[np.uint16]]]
 
 def make_show(count: int, seed: int, settings: dict[str, str]) -> Any:
     """The simulator's show: `model.LightShow` with the `--set` settings."""
-    from robowire.protocols.vrsp import model
+    import importlib
 
+    model = importlib.import_module("robowire.protocols.vrsp.model")  # the show's own branch
     return model.LightShow.from_settings(count, seed, settings)

@@ -107,6 +107,7 @@ class ReceiverSession:
     _pending: dict[int, _Pending] = field(default_factory=dict)
     _pending_bytes: int = 0
     _seen: set[bytes] = field(default_factory=set)
+    _sizes: tuple[int, int] = (0, 0)  # the smallest and largest record of the table
 
     def __post_init__(self) -> None:
         for name in ("no_definition", "stale", "incomplete", "duplicate", "frames"):
@@ -203,6 +204,9 @@ class ReceiverSession:
             new = True
         if len(self._seen) < MAX_SEEN_DEFS:
             self._seen.add(data)
+        if table.definitions:
+            sizes = table.sizes()
+            self._sizes = (int(sizes.min()), int(sizes.max()))
         self._move("def")
         out.append(DefinitionReceived(table=table, new=new))
 
@@ -213,8 +217,19 @@ class ReceiverSession:
             out.append(self._drop(reason, len(data), counter="no_definition"))
             return
         frame = packet.frame
+        if frame is not None and self.framing == "auto" and not self._plausible(packet):
+            # not the profile's framing? the sheet's implicit form (one whole frame), if it
+            # decodes; if not, the profile's own error says what is wrong
+            implicit = decode_implicit(data)
+            try:
+                swarm = table.decode_implicit(implicit.body, implicit.body_offset)
+            except DecodeError:
+                pass
+            else:
+                self._delivered(table, None, swarm, 1, out)
+                return
         if frame is None:  # implicit: a whole frame in one datagram
-            self._decode([packet], None, len(data), out)
+            self._decode([packet], None, 1, out)
             return
         latest = self.latest
         if latest is not None and not newer(frame, latest):
@@ -253,6 +268,22 @@ class ReceiverSession:
                 self._give_up(older)
             self._decode([p for p in pending.parts if p is not None], frame, parts, out)
 
+    def _plausible(self, packet: VrspData) -> bool:
+        """Whether a DATA datagram reads sensibly as the profile's framing: a part of its
+        frame, whose first record names a defined device with known flags, and whose size
+        fits its record count."""
+        table = self.table
+        assert table is not None
+        body, count = packet.body, packet.count
+        if packet.part >= packet.parts or not table.definitions:
+            return False
+        if count == 0:
+            return not body
+        if len(body) < 15 or body[14] & ~7 or table.index_of[body[0] | body[1] << 8] < 0:
+            return False
+        low, high = self._sizes
+        return count * low <= len(body) <= count * high
+
     def _oldest(self) -> int:
         frames = list(self._pending)
         oldest = frames[0]
@@ -285,6 +316,16 @@ class ReceiverSession:
         except DecodeError as exc:
             out.append(self._drop(exc.reason, size, exc.offset))
             return
+        self._delivered(table, frame, swarm, datagrams, out)
+
+    def _delivered(
+        self,
+        table: DefinitionTable,
+        frame: int | None,
+        swarm: Swarm,
+        datagrams: int,
+        out: list[VrspEvent],
+    ) -> None:
         if frame is not None:
             self.latest = frame
         self.stats.messages_in += datagrams
@@ -294,12 +335,16 @@ class ReceiverSession:
     def _decode_one(self, table: DefinitionTable, p: VrspData) -> Swarm:
         try:
             return table.decode(p.body, p.count, p.body_offset)
-        except DecodeError:
+        except DecodeError as exc:
             if self.framing != "auto":
                 raise
-        # not the profile's framing after all: the sheet's implicit form, if it decodes
+            error = exc
+        # not the profile's framing after all? the sheet's implicit form, if it decodes
         start = p.body_offset - _FRAME.size  # where the records start without framing
-        return table.decode_implicit(_frame_header(p) + p.body, start)
+        try:
+            return table.decode_implicit(_frame_header(p) + p.body, start)
+        except DecodeError:
+            raise error from None
 
 
 _FRAME = struct.Struct("<IHHH")
