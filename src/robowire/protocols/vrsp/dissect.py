@@ -158,13 +158,15 @@ def dissect(path: str) -> Iterator[dict[str, Any]]:
 def _data_json(
     packet: VrspData, data: bytes, tables: dict[int, tuple[DefinitionTable, int]]
 ) -> dict[str, Any]:
-    known = tables.get(packet.instance)
-    if known is None:
-        raise DecodeError(
-            "vrsp", 0, f"VRSP_DATA of instance {packet.instance} before any VRSP_DEF of it"
-        )
-    table, def_index = known
     out: dict[str, Any] = {"version": packet.version, "instance": packet.instance}
+    known = tables.get(packet.instance)
+    if known is None:  # the header still says what it is; its records need the DEF
+        if packet.frame is not None:
+            out.update(frame=packet.frame, part=packet.part, parts=packet.parts)
+        out.update(definition=None, records=None, record_count=packet.count,
+                   note="no VRSP_DEF of this instance before it: records not decoded")  # fmt: skip
+        return out
+    table, def_index = known
     if packet.frame is None:
         swarm = table.decode_implicit(packet.body, packet.body_offset)
         out["framing"] = "implicit"
