@@ -152,3 +152,35 @@ def test_bad_options_are_one_line() -> None:
     run = robowire("serve", "vrsp://127.0.0.1:9?size=70000", "--from", "vrsp://127.0.0.1:9")
     assert run.returncode != 0 and len(run.stderr.splitlines()) == 1, run.stderr
     assert "size" in run.stderr
+
+
+def test_sim_to_listen_end_to_end() -> None:
+    """`robowire sim vrsp` -> `robowire listen vrsp://` on loopback, both real processes."""
+    port = free_udp_port()
+    listen = subprocess.Popen(
+        [*ROBOWIRE, "listen", f"vrsp://127.0.0.1:{port}", "--json", "--count", "40",
+         "--duration", "60"],
+        env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    sim = subprocess.Popen(
+        [*ROBOWIRE, "sim", "vrsp", "--drones", "20", "--to", f"127.0.0.1:{port}",
+         "--set", "lat=10", "--set", "lon=20", "--set", "alt=5", "--duration", "60"],
+        env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        out, err = listen.communicate(timeout=80)
+    finally:
+        sim.kill()
+        listen.kill()
+        _, sim_err = sim.communicate(timeout=30)
+    assert listen.returncode == 0, err
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert len(lines) == 40
+    assert {line["device"] for line in lines} == {str(i) for i in range(1, 21)}
+    for line in lines:
+        assert line["kind"] == "drone"
+        lat, lon, alt = line["geodetic"]
+        assert abs(lat - 10) < 0.01 and abs(lon - 20) < 0.01 and alt > 5  # above the root
+        assert line["position"][2] == pytest.approx(alt - 5, abs=1e-3)  # up is up
+        assert line["attributes"]["model"]
+    assert f"sending to 127.0.0.1:{port}" in sim_err

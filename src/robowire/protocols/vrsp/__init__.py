@@ -46,6 +46,7 @@ from robowire.protocols.vrsp.definitions import (
 from robowire.protocols.vrsp.dissect import dissect, read_capture
 from robowire.protocols.vrsp.services import (
     SENDER_OPTIONS,
+    SHOW_SETTINGS,
     SOURCE_OPTIONS,
     VrspFileSource,
     VrspSim,
@@ -96,7 +97,7 @@ PROTOCOL = WireProtocol(
     source_options=SOURCE_OPTIONS,
     file_options=frozenset({"speed", "framing", "rgba"}),
     sink_options=SENDER_OPTIONS,
-    sim_settings=frozenset({"lat", "lon", "alt", "size", "broadcast"}),
+    sim_settings=SHOW_SETTINGS | {"lat", "lon", "alt", "size", "broadcast"},
 )
 """VRSP for the registry: `listen vrsp://0.0.0.0:9742` (a UDP receiver; `?framing=`, `rgba=1`,
 `geodetic=0`), `vrsp:capture.pcap` (a capture), `serve vrsp://HOST:9742?broadcast=1&rate=30`

@@ -21,7 +21,6 @@ import asyncio
 import logging
 import random
 import socket
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -48,6 +47,7 @@ BATCH = 4096  # datagrams read per wake-up at most
 SEND_BUFFER = 4 << 20  # room for a whole frame's datagrams at once
 DEFAULT_RATE = 30.0
 DEFAULT_DRONES = 500
+DEFAULT_ROOT = (47.3769, 8.5417, 406.0)  # the sim's root when not set: Zurich's lakeside
 MAX_DRONES = 65_536
 SOURCE_OPTIONS = frozenset({"framing", "rgba", "geodetic"})
 SENDER_OPTIONS = frozenset({"rate", "size", "broadcast", "lat", "lon", "alt"})
@@ -281,8 +281,9 @@ class _SinkSender(_Sender):
 class VrspSim(Sim):
     """A light-show swarm sent as VRSP (see the module docstring).
 
-    Settings (`--set k=v`): `lat`, `lon`, `alt` (the root), `size` (datagram bytes), and the
-    show's own settings (see `model`).
+    Settings (`--set k=v`): `lat`, `lon`, `alt` (the root; default `DEFAULT_ROOT`), `size`
+    (datagram bytes), `broadcast=1`, and the show's own: `spacing`, `altitude` (m), `text`,
+    `hold`, `transition` (s), `orientation` (0: leave the 0x4 option out).
     """
 
     announce = "sending to"
@@ -294,14 +295,19 @@ class VrspSim(Sim):
         self.count = DEFAULT_DRONES if options.count is None else options.count
         if not 1 <= self.count <= MAX_DRONES:
             raise ConfigError(f"vrsp sim: drones must be 1..{MAX_DRONES}")
-        settings = dict(options.options)
+        settings = options.options
         self.rate = _rate(options.rate or DEFAULT_RATE, "vrsp sim")
         self.size = _size(settings, "vrsp sim")
-        self.broadcast = settings.pop("broadcast", "0") == "1"
-        settings.pop("size", None)
+        broadcast = settings.get("broadcast", "0")
+        if broadcast not in ("0", "1"):
+            raise ConfigError(f"vrsp sim: broadcast must be 0 or 1, not {broadcast!r}")
+        self.broadcast = broadcast == "1"
+        self.root = _root(settings, "vrsp sim") or DEFAULT_ROOT
         self.show = make_show(self.count, options.seed, settings)
-        self.session = SenderSession(rate=self.rate, max_size=self.size,
-                                     rng=random.Random(options.seed))  # fmt: skip
+        self.blocks = show_blocks(self.show)
+        self.session = SenderSession(
+            rate=self.rate, max_size=self.size, rng=random.Random(options.seed)
+        )
         self.start: float | None = None
         self.frames = 0
 
@@ -312,7 +318,7 @@ class VrspSim(Sim):
         sender = _SimSender(self.session, sock, self)
         try:
             self.start = monotonic()
-            self.define(self.start)
+            self.session.define(self.root, self.blocks, self.start)
             sender.driver.flush()
             self.listening(destination)
             log.info("vrsp sim: %d drones to %s:%d", self.count, *destination)
@@ -321,15 +327,9 @@ class VrspSim(Sim):
             self.frames = sender.frames
             sender.driver.close()
 
-    def define(self, now: float) -> None:
-        root, blocks = self.show.definitions()
-        self.session.define(root, blocks, now)
-
     def frame(self, now: float) -> Swarm:
         assert self.start is not None
-        t = now - self.start
-        self.define(now)
-        swarm: Swarm = self.show.swarm(t)
+        swarm: Swarm = self.show.frame(now - self.start)
         return swarm
 
 
@@ -342,12 +342,34 @@ class _SimSender(_Sender):
         return self.sim.frame(now)
 
 
-Blocks = Sequence[tuple[DeviceDefinition, NDArray[np.uint16]]]
+Blocks = list[tuple[DeviceDefinition, NDArray[np.uint16]]]
+SHOW_FLOATS = ("spacing", "altitude", "hold", "transition")
+SHOW_SETTINGS = frozenset({*SHOW_FLOATS, "text", "orientation"})
 
 
 def make_show(count: int, seed: int, settings: dict[str, str]) -> Any:
     """The simulator's show: `model.LightShow` with the `--set` settings."""
     import importlib
 
-    model = importlib.import_module("robowire.protocols.vrsp.model")  # the show's own branch
-    return model.LightShow.from_settings(count, seed, settings)
+    model = importlib.import_module("robowire.protocols.vrsp.model")  # the show's own module
+    kwargs: dict[str, Any] = {
+        name: _number(settings, name, 0.0, "vrsp sim") for name in SHOW_FLOATS if name in settings
+    }
+    if "text" in settings:
+        kwargs["text"] = settings["text"]
+    if "orientation" in settings:
+        if settings["orientation"] not in ("0", "1"):
+            raise ConfigError("vrsp sim: orientation must be 0 or 1")
+        kwargs["orientation"] = settings["orientation"] == "1"
+    return model.LightShow(count, seed=seed, **kwargs)
+
+
+def show_blocks(show: Any) -> Blocks:
+    """The show's definition blocks: each definition with the ids of the drones that use it."""
+    ids = np.asarray(show.ids, dtype=np.uint16)
+    definition_of = np.asarray(show.definition_of)
+    return [
+        (definition, ids[definition_of == k])
+        for k, definition in enumerate(show.definitions)
+        if (definition_of == k).any()
+    ]
