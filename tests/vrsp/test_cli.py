@@ -184,3 +184,13 @@ def test_sim_to_listen_end_to_end() -> None:
         assert line["position"][2] == pytest.approx(alt - 5, abs=1e-3)  # up is up
         assert line["attributes"]["model"]
     assert f"sending to 127.0.0.1:{port}" in sim_err
+
+
+def test_listen_reads_a_capture_through_the_receiver(tmp_path: Path) -> None:
+    path = tmp_path / "hand.pcap"
+    write_pcap(path, [HAND_DATA, HAND_DEF, HAND_DATA])  # the first DATA has no DEF yet
+    run = robowire("listen", f"vrsp:{path}", "--json")
+    assert run.returncode == 0, run.stderr
+    (line,) = [json.loads(x) for x in run.stdout.splitlines()]
+    assert line["device"] == "5" and line["position"] == [1.0, -0.5, 2.0]
+    assert line["geodetic"][0] == pytest.approx(1.5 + 2.0 / 110_574, abs=1e-4)  # 2 m north
