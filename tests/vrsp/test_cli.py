@@ -194,3 +194,35 @@ def test_listen_reads_a_capture_through_the_receiver(tmp_path: Path) -> None:
     (line,) = [json.loads(x) for x in run.stdout.splitlines()]
     assert line["device"] == "5" and line["position"] == [1.0, -0.5, 2.0]
     assert line["geodetic"][0] == pytest.approx(1.5 + 2.0 / 110_574, abs=1e-4)  # 2 m north
+
+
+def test_sim_sends_to_loopback_on_the_port_given() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.settimeout(1.0)
+        port = sock.getsockname()[1]
+        sim = subprocess.Popen(
+            [*ROBOWIRE, "sim", "vrsp", "--drones", "5", "--port", str(port), "--duration", "60"],
+            env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        names: set[bytes] = set()
+        try:
+            deadline = time.monotonic() + 60
+            while len(names) < 2 and time.monotonic() < deadline:
+                try:
+                    data, _ = sock.recvfrom(65535)
+                except TimeoutError:
+                    continue
+                names.add(data[:10])
+        finally:
+            sim.kill()
+            sim.communicate(timeout=30)
+    assert names == {b"\x08VRSP_DEF\x01", b"\x09VRSP_DATA"}
+
+
+def test_sim_rejects_a_bad_destination_in_one_line() -> None:
+    run = robowire("sim", "vrsp", "--to", "127.0.0.1:x", "--duration", "1")
+    assert run.returncode != 0
+    assert run.stderr.splitlines() == [
+        "robowire: error: --to 127.0.0.1:x: the port must be a number"
+    ]
