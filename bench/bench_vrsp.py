@@ -204,6 +204,7 @@ async def main():
         await asyncio.sleep(0.05)
     await asyncio.sleep(warmup)
     frames0, latest0, cpu0 = session.stats.extra["frames"], session.latest, sum(os.times()[:2])
+    print("window", flush=True)
     await asyncio.sleep(seconds)
     frames1, latest1, cpu1 = session.stats.extra["frames"], session.latest, sum(os.times()[:2])
     task.cancel()
@@ -246,7 +247,8 @@ def end_to_end(seconds: float) -> dict[str, float]:
              "--rate", str(RATE), "--to", f"127.0.0.1:{port}"],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
-        time.sleep(WARMUP + 1.0)  # the sender starts, the receiver sees frames, then warms up
+        # the sender builds its show, the receiver sees frames, warms up, then says "window"
+        assert receiver.stdout.readline().strip() == "window"
         t0, c0 = time.monotonic(), _cpu_seconds(sender.pid)
         line = receiver.stdout.readline()
         t1, c1 = time.monotonic(), _cpu_seconds(sender.pid)
