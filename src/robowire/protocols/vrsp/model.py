@@ -5,7 +5,7 @@ global RNG (a `seed`).
 `LightShow(drones)` gives the swarm's `definitions` (what a VRSP_DEF carries), the drones'
 `ids` and `definition_of`, and `frame(t)` -> `Swarm`, one DATA frame, for any t >= 0.
 
-The show (all our own choices; see docs/vrsp-show.md):
+The show (all our own choices):
 
 * Formations, each held `hold` seconds, then a `transition`-second morph to the next, looping:
   a horizontal **grid** (a slow wave runs across it), a **sphere** (Fibonacci points; spins
@@ -18,8 +18,10 @@ The show (all our own choices; see docs/vrsp-show.md):
   path length, so the repair ends). With that property two drones are never closer than
   min(|A_i - A_j|, |B_i - B_j|) / sqrt(2) during a morph, and every formation keeps its points
   at least `spacing` apart: the show keeps any two drones >= spacing/sqrt(2) apart (1.41 m for
-  the default 2 m). The slot permutation that one loop applies is carried into the next (drone
-  i holds grid slot pi^L(i) in loop L), so the show never re-crosses at the loop's seam.
+  the default 2 m), checked pair by pair up to `EXACT_LIMIT` (3000) drones; larger shows check
+  pairs of near drones only (`match`), to set up in seconds. The slot permutation that one
+  loop applies is carried into the next (drone i holds grid slot pi^L(i) in loop L), so the
+  show never re-crosses at the loop's seam.
 * Colours: each formation has a palette (ocean, rainbow, gold, violet-fire) swept over it as a
   wave; a morph blends the two formations' colours.
 * Heading: a morphing drone faces its direction of travel; a holding drone turns from the way
@@ -161,9 +163,7 @@ def _palette(stops: tuple[tuple[int, int, int], ...]) -> F32:
     where = np.linspace(0.0, 1.0, len(stops) + 1)
     ring = np.array([*stops, stops[0]], dtype=np.float64)
     x = np.arange(256) / 256.0
-    return np.stack([np.interp(x, where, ring[:, c]) for c in range(3)], axis=1).astype(
-        np.float32
-    )
+    return np.stack([np.interp(x, where, ring[:, c]) for c in range(3)], axis=1).astype(np.float32)
 
 
 def qmul(a: F32, b: F32) -> F32:
@@ -324,23 +324,25 @@ def _repair(a: F64, b: F64, out: Index, rows: Index, limit: float, rounds: int) 
 
 
 EXACT_LIMIT = 3000  # up to this many drones every pair is checked; above, blocks of near ones
-BLOCK = 1024
+BLOCKS = (512, 2048)
 
 
 def match(a: F64, b: F64, limit: float, max_rounds: int = 10_000) -> Index:
     """Drone at a[i] flies to b[out[i]]; no pair closer than `limit` while moving against
     each other (see the module docstring). Above `EXACT_LIMIT` drones only pairs within blocks
-    of `BLOCK` drones near each other at the start (k-d order; two staggered passes) are
-    checked, which keeps the set-up to seconds but is no longer a guarantee."""
+    of drones near each other at the start (k-d order; `BLOCKS` sizes, each staggered) are
+    checked: set-up in seconds, but no longer a guarantee (10,000 drones: a few pairs of the
+    50 million still move against each other, none closer than 1 m in our runs)."""
     out, order = _kd_match(a, b)
     n = len(a)
     if n <= EXACT_LIMIT:
         _repair(a, b, out, np.arange(n), limit, max_rounds)
         return out
-    for offset in (0, BLOCK // 2, 0):
-        for start in range(-offset, n, BLOCK):
-            rows = order[max(start, 0) : start + BLOCK]
-            _repair(a, b, out, rows, limit, max_rounds)
+    for block in BLOCKS:
+        for offset in (0, block // 2):
+            for start in range(-offset, n, block):
+                rows = order[max(start, 0) : start + block]
+                _repair(a, b, out, rows, limit, max_rounds)
     return out
 
 
@@ -599,7 +601,8 @@ class LightShow:
     def _colour(self, formation: int, phase: F32, t: float) -> F32:
         shift = (t * _PALETTE_SPEED[formation]) % 1.0
         index = ((phase + np.float32(shift)) * np.float32(256.0)).astype(np.intp) & 255
-        return self._palettes[formation][index]
+        colours: F32 = self._palettes[formation][index]
+        return colours
 
     def frame(self, t: float) -> Swarm:
         """The swarm at `t` seconds (t >= 0) as one DATA frame (row i = drone `ids[i]`)."""
@@ -618,7 +621,9 @@ class LightShow:
             position = seg.base.copy()
             if k == GRID:
                 lift = self.wave_amplitude * math.sin(math.pi * u) ** 2
-                position[:, 1] += np.float32(lift) * np.sin(seg.wave - np.float32(2 * np.pi * u * 4))
+                position[:, 1] += np.float32(lift) * np.sin(
+                    seg.wave - np.float32(2 * np.pi * u * 4)
+                )
             elif k in (SPHERE, RING):
                 angle = 2 * math.pi * float(smootherstep(u))
                 c, s = np.float32(math.cos(angle)), np.float32(math.sin(angle))
@@ -639,9 +644,10 @@ class LightShow:
             u = (within - self.hold) / self.transition
             s = np.float32(smootherstep(u))
             position = seg.start + s * seg.delta
-            mix = self._colour(k, seg.phase_from, t) * (1 - s) + self._colour(
-                (k + 1) % 4, seg.phase_to, t
-            ) * s
+            mix = (
+                self._colour(k, seg.phase_from, t) * (1 - s)
+                + self._colour((k + 1) % 4, seg.phase_to, t) * s
+            )
             colour = mix
             heading = seg.heading
             accel = (60 * u - 180 * u * u + 120 * u**3) / (self.transition**2)
@@ -651,7 +657,7 @@ class LightShow:
         yaw = np.radians(heading32.astype(np.float64))
         body = yaw_pitch(yaw, pitch) if self.orientation else yaw_pitch(yaw, np.zeros(n))
         colour8 = np.clip(colour + 0.5, 0, 255).astype(np.uint8)
-        light, cue, cue_ms, gimbal = self._payloads(t, tau, k, holding, position, body, colour8)
+        light, cue, cue_ms, gimbal = self._payloads(t, tau, position, body, colour8)
         return Swarm(
             ids=self.ids,
             position=position.astype(np.float32, copy=False),
@@ -680,9 +686,9 @@ class LightShow:
         return any(self.formations[k].start <= tau < self.formations[k].end for k in (1, 3))
 
     def _payloads(
-        self, t: float, tau: float, k: int, holding: bool, position: F32, body: F32,
-        colour: npt.NDArray[np.uint8],
-    ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint8], npt.NDArray[np.uint16], F32]:  # fmt: skip
+        self, t: float, tau: float, position: F32, body: F32, colour: npt.NDArray[np.uint8]
+    ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint8], npt.NDArray[np.uint16], F32]:
+        """Per payload slot: light/intensity, pyro cue and ms, gimbal (relative to `body`)."""
         n, slots = self.drones, self.slots
         light = np.zeros((n, slots, 3), dtype=np.uint8)
         cue = np.zeros((n, slots), dtype=np.uint8)
