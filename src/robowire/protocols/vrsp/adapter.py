@@ -39,8 +39,7 @@ from robowire import units
 from robowire.protocols.vrsp.codec import LIGHT_LEVEL, LIGHT_RGB, MAX_DEVICES, PYRO, DefinitionTable
 from robowire.protocols.vrsp.definitions import DeviceDefinition, Swarm
 from robowire.protocols.vrsp.events import DefinitionReceived, SwarmFrame, VrspEvent
-from robowire.world import LogEvent, Update, World
-from robowire.world.model import ORIENTATION, POSITION
+from robowire.world import World
 
 log = logging.getLogger("robowire.vrsp")
 
@@ -318,11 +317,3 @@ class SwarmEncoder:
         swarm.has_orientation[:] = has_quat
         swarm.orientation[:] = quaternion_mirror(np.concatenate(quat_parts))
         return swarm
-
-
-def changed(items: Sequence[Update | LogEvent]) -> bool:
-    """Whether `items` moved or turned anything (what makes a sink send a frame)."""
-    return any(
-        isinstance(item, Update) and (POSITION in item.fields or ORIENTATION in item.fields)
-        for item in items
-    )
