@@ -101,6 +101,10 @@ def test_definitions_plain_spotlight_laser_and_pyro() -> None:
     first = pyros[0].cues[0].mount_direction
     up = rotate(np.array([first.w, first.x, first.y, first.z]), np.array([0.0, 0.0, 1.0]))
     assert up == pytest.approx([0.0, 1.0, 0.0], abs=1e-9)
+    second = pyros[0].cues[1].mount_direction  # 20 degrees off vertical, leaning west
+    lean = rotate(np.array([second.w, second.x, second.y, second.z]), np.array([0.0, 0.0, 1.0]))
+    s20, c20 = math.sin(math.radians(20)), math.cos(math.radians(20))
+    assert lean == pytest.approx([-s20, c20, 0.0], abs=1e-9)
     # a share of the drones carry each payload kind
     counts = np.bincount(show.definition_of, minlength=len(defs))
     assert counts[0] > 150 and all(c >= 1 for c in counts)

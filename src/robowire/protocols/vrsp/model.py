@@ -91,13 +91,15 @@ _CUE_SCRIPT: dict[int, tuple[int, float, float]] = {
 UP = Quaternion(w=math.sqrt(0.5), x=-math.sqrt(0.5))  # forward (+Z) turned to point up (+Y)
 
 
+def _leaning(degrees: float) -> Quaternion:
+    """UP, then leaned `degrees` about the north axis (+Z; positive leans west): the product
+    rotZ x UP, written out."""
+    c, s, h = math.cos(math.radians(degrees) / 2), math.sin(math.radians(degrees) / 2), UP.w
+    return Quaternion(w=c * h, x=-c * h, y=-s * h, z=s * h)
+
+
 def _cues(count: int) -> tuple[Cue, ...]:
-    tilt = math.radians(20.0)
-    directions = (
-        UP,
-        Quaternion(w=math.cos(tilt / 2) * UP.w, x=UP.x, z=math.sin(tilt / 2) * UP.w),
-        Quaternion(w=math.cos(tilt / 2) * UP.w, x=UP.x, z=-math.sin(tilt / 2) * UP.w),
-    )
+    directions = (UP, _leaning(20.0), _leaning(-20.0))  # straight up, leaning west, east
     return tuple(
         Cue(id=k + 1, vdl=EFFECTS[k][0], mount_direction=directions[k % len(directions)])
         for k in range(count)
@@ -324,21 +326,25 @@ def _repair(a: F64, b: F64, out: Index, rows: Index, limit: float, rounds: int) 
 
 
 EXACT_LIMIT = 3000  # up to this many drones every pair is checked; above, blocks of near ones
-BLOCKS = (512, 2048)
+# the passes above EXACT_LIMIT: block size, and where in the morph (0 = start) the k-d order of
+# the drones is taken; each pass runs twice, the second time with blocks staggered by half
+BLOCKS = ((512, 0.0), (2048, 0.0), (2048, 0.5))
 
 
 def match(a: F64, b: F64, limit: float, max_rounds: int = 10_000) -> Index:
     """Drone at a[i] flies to b[out[i]]; no pair closer than `limit` while moving against
     each other (see the module docstring). Above `EXACT_LIMIT` drones only pairs within blocks
-    of drones near each other at the start (k-d order; `BLOCKS` sizes, each staggered) are
-    checked: set-up in seconds, but no longer a guarantee (10,000 drones: a few pairs of the
-    50 million still move against each other, none closer than 1 m in our runs)."""
+    of drones near each other (k-d order; `BLOCKS`) are checked: set-up in seconds, but no
+    longer a guarantee (10,000 drones: a few pairs of the 50 million still move against each
+    other, none closer than 1 m in our runs)."""
     out, order = _kd_match(a, b)
     n = len(a)
     if n <= EXACT_LIMIT:
         _repair(a, b, out, np.arange(n), limit, max_rounds)
         return out
-    for block in BLOCKS:
+    for block, where in BLOCKS:
+        if where:
+            order = _kd_match(a + where * (b[out] - a), b)[1]
         for offset in (0, block // 2):
             for start in range(-offset, n, block):
                 rows = order[max(start, 0) : start + block]
