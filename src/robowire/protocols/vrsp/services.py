@@ -35,6 +35,7 @@ from robowire.protocols.vrsp.codec import DEFAULT_DATAGRAM, DEFAULT_PORT, MAX_DA
 from robowire.protocols.vrsp.definitions import DeviceDefinition, Swarm
 from robowire.protocols.vrsp.dissect import read_capture
 from robowire.protocols.vrsp.events import FrameDue, VrspEvent
+from robowire.protocols.vrsp.model import LightShow
 from robowire.protocols.vrsp.session import FRAMINGS, Framing, ReceiverSession, SenderSession
 from robowire.service import CaptureSource, Sim, SimOptions, Sink, Source
 from robowire.timebase import monotonic
@@ -347,11 +348,8 @@ SHOW_FLOATS = ("spacing", "altitude", "hold", "transition")
 SHOW_SETTINGS = frozenset({*SHOW_FLOATS, "text", "orientation"})
 
 
-def make_show(count: int, seed: int, settings: dict[str, str]) -> Any:
+def make_show(count: int, seed: int, settings: dict[str, str]) -> LightShow:
     """The simulator's show: `model.LightShow` with the `--set` settings."""
-    import importlib
-
-    model = importlib.import_module("robowire.protocols.vrsp.model")  # the show's own module
     kwargs: dict[str, Any] = {
         name: _number(settings, name, 0.0, "vrsp sim") for name in SHOW_FLOATS if name in settings
     }
@@ -361,10 +359,10 @@ def make_show(count: int, seed: int, settings: dict[str, str]) -> Any:
         if settings["orientation"] not in ("0", "1"):
             raise ConfigError("vrsp sim: orientation must be 0 or 1")
         kwargs["orientation"] = settings["orientation"] == "1"
-    return model.LightShow(count, seed=seed, **kwargs)
+    return LightShow(count, seed=seed, **kwargs)
 
 
-def show_blocks(show: Any) -> Blocks:
+def show_blocks(show: LightShow) -> Blocks:
     """The show's definition blocks: each definition with the ids of the drones that use it."""
     ids = np.asarray(show.ids, dtype=np.uint16)
     definition_of = np.asarray(show.definition_of)
