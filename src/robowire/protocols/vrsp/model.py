@@ -14,14 +14,16 @@ The show (all our own choices):
 * Morphs are straight lines, every drone on the same smootherstep (6u^5 - 15u^4 + 10u^3, so
   speed and acceleration are 0 at both ends). Which drone goes to which point is chosen so
   that, for every pair (i, j), (A_i - A_j) . (B_i - B_j) >= 0 or the pair never comes within
-  spacing/sqrt(2): a k-d split matching, then pairwise swaps (each lowers the total squared
-  path length, so the repair ends). With that property two drones are never closer than
-  min(|A_i - A_j|, |B_i - B_j|) / sqrt(2) during a morph, and every formation keeps its points
-  at least `spacing` apart: the show keeps any two drones >= spacing/sqrt(2) apart (1.41 m for
-  the default 2 m), checked pair by pair up to `EXACT_LIMIT` (3000) drones; larger shows check
-  pairs of near drones only (`match`), to set up in seconds. The slot permutation that one
-  loop applies is carried into the next (drone i holds grid slot pi^L(i) in loop L), so the
-  show never re-crosses at the loop's seam.
+  spacing/sqrt(2): a k-d split matching, then swaps in batches of disjoint pairs (each
+  lowers the total squared path length, so the repair ends). With that property two drones
+  are never closer than min(|A_i - A_j|, |B_i - B_j|) / sqrt(2) during a morph, and every
+  formation keeps its points at least `spacing` apart: the show keeps any two drones >=
+  spacing/sqrt(2) apart (1.41 m for the default 2 m), for any number of drones: every pair
+  is checked, through a k-d tree that lists the pairs that could come that close
+  (`candidate_pairs`, exact, a few per drone), all in numpy (`match`; 10,000 drones set up
+  in about a second). The slot permutation that one loop applies is carried into the next
+  (drone i holds grid slot pi^L(i) in loop L), so the show never re-crosses at the loop's
+  seam.
 * Colours: each formation has a palette (ocean, rainbow, gold, violet-fire) swept over it as a
   wave; a morph blends the two formations' colours.
 * Heading: a morphing drone faces its direction of travel; a holding drone turns from the way
@@ -480,27 +482,22 @@ class _Cycles:
 
     def __init__(self, perm: Index) -> None:
         n = len(perm)
-        self.order = np.empty(n, dtype=np.intp)
-        self.start = np.empty(n, dtype=np.intp)
-        self.length = np.empty(n, dtype=np.intp)
-        self.pos = np.empty(n, dtype=np.intp)
-        seen = np.zeros(n, dtype=np.bool_)
-        k = 0
-        for first in range(n):
-            if seen[first]:
-                continue
-            members = []
-            i = first
-            while not seen[i]:
-                seen[i] = True
-                members.append(i)
-                i = int(perm[i])
-            idx = np.array(members, dtype=np.intp)
-            self.order[k : k + len(idx)] = idx
-            self.start[idx] = k
-            self.length[idx] = len(idx)
-            self.pos[idx] = np.arange(len(idx))
-            k += len(idx)
+        rounds = max(1, int(n).bit_length())  # pointer doubling: 2^rounds >= any cycle
+        label, jump = np.arange(n), perm.copy()
+        for _ in range(rounds):  # the least member of each drone's cycle
+            label = np.minimum(label, label[jump])
+            jump = jump[jump]
+        # cut each cycle before its least member; steps to the cut, by pointer doubling
+        last = perm == label
+        nxt = np.where(last, np.arange(n), perm)
+        steps = (~last).astype(np.intp)
+        for _ in range(rounds):
+            steps = steps + steps[nxt]
+            nxt = nxt[nxt]
+        self.length = np.bincount(label, minlength=n)[label]
+        self.pos = self.length - 1 - steps  # the least member is 0, then perm order
+        self.order = np.lexsort((self.pos, label))
+        self.start = np.searchsorted(label[self.order], label)
 
     def power(self, times: int) -> Index:
         return self.order[self.start + (self.pos + times) % self.length]
