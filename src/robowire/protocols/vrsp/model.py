@@ -494,10 +494,10 @@ class _Cycles:
         for _ in range(rounds):
             steps = steps + steps[nxt]
             nxt = nxt[nxt]
-        self.length = np.bincount(label, minlength=n)[label]
-        self.pos = self.length - 1 - steps  # the least member is 0, then perm order
-        self.order = np.lexsort((self.pos, label))
-        self.start = np.searchsorted(label[self.order], label)
+        self.length: Index = np.bincount(label, minlength=n)[label]
+        self.pos: Index = self.length - 1 - steps  # the least member is 0, then perm order
+        self.order: Index = np.lexsort((self.pos, label))
+        self.start: Index = np.searchsorted(label[self.order], label)
 
     def power(self, times: int) -> Index:
         return self.order[self.start + (self.pos + times) % self.length]
