@@ -372,18 +372,19 @@ def candidate_pairs(a: F64, b: F64, limit: float, *, moving: bool = True) -> Ind
     return np.concatenate(found)
 
 
-def crossing_pairs(ab: F64, pairs: Index, limit: float) -> tuple[Index, F64]:
+def crossing_pairs(ends: F64, pairs: Index, limit: float) -> tuple[Index, F64]:
     """The `pairs` that come closer than `limit` while moving against each other
-    ((a_i - a_j) . (b_i - b_j) < 0; `ab` = a and b side by side, (n, 6)), and how much
-    swapping their targets shortens the total squared path length (> 0)."""
-    d = ab[pairs[:, 0]] - ab[pairs[:, 1]]
-    da, db = d[:, :3], d[:, 3:]
-    ab = np.einsum("ij,ij->i", da, db)
-    aa = np.einsum("ij,ij->i", da, da)
-    bb = np.einsum("ij,ij->i", db, db)
+    ((a_i - a_j) . (b_i - b_j) < 0; `ends` = a and b stacked as columns, (6, n)), and how
+    much swapping their targets shortens the total squared path length (> 0)."""
+    d = ends[:, pairs[:, 0]] - ends[:, pairs[:, 1]]
+    ab = d[0] * d[3] + d[1] * d[4] + d[2] * d[5]
+    against = np.flatnonzero(ab < -1e-9)
+    d, ab = d[:, against], ab[against]
+    aa = d[0] * d[0] + d[1] * d[1] + d[2] * d[2]
+    bb = d[3] * d[3] + d[4] * d[4] + d[5] * d[5]
     # min over s of |(1 - s) da + s db|^2 = (aa bb - ab^2) / |da - db|^2 when ab < 0
-    bad = (ab < -1e-9) & (aa * bb - ab * ab < limit * limit * (aa + bb - 2.0 * ab))
-    return pairs[bad], -2.0 * ab[bad]
+    bad = aa * bb - ab * ab < limit * limit * (aa + bb - 2.0 * ab)
+    return pairs[against[bad]], -2.0 * ab[bad]
 
 
 def near_pairs(p: F64, radius: float) -> Index:
@@ -449,13 +450,13 @@ def match(
     slot_owner = np.empty(n, dtype=np.intp)
     rows = np.arange(n)
     pending = np.empty((0, 2), dtype=np.intp)
-    ends = np.empty((n, 6))
-    ends[:, :3] = a
+    ends = np.empty((6, n))
+    ends[:3] = a.T
     moved = np.ones(n, dtype=np.bool_)
     while True:
         while True:
             slot_owner[out] = np.arange(n)
-            ends[:, 3:] = b[out]
+            ends[3:] = b[out].T
             i1, j1 = _around(ptr_a, nbr_a, rows)
             i2, j2 = slot_owner[np.stack(_around(ptr_b, nbr_b, out[rows]))]
             i, j = np.concatenate([i1, i2]), np.concatenate([j1, j2])
@@ -468,7 +469,7 @@ def match(
             moved[:] = False
             moved[rows] = True
             pending = bad[~(moved[bad[:, 0]] | moved[bad[:, 1]])]
-        ends[:, 3:] = b[out]
+        ends[3:] = b[out].T
         pending, _ = crossing_pairs(ends, candidate_pairs(a, b[out], limit), limit)
         if not len(pending):
             return out
