@@ -101,6 +101,10 @@ def test_definitions_plain_spotlight_laser_and_pyro() -> None:
     first = pyros[0].cues[0].mount_direction
     up = rotate(np.array([first.w, first.x, first.y, first.z]), np.array([0.0, 0.0, 1.0]))
     assert up == pytest.approx([0.0, 1.0, 0.0], abs=1e-9)
+    second = pyros[0].cues[1].mount_direction  # 20 degrees off vertical, leaning west
+    lean = rotate(np.array([second.w, second.x, second.y, second.z]), np.array([0.0, 0.0, 1.0]))
+    s20, c20 = math.sin(math.radians(20)), math.cos(math.radians(20))
+    assert lean == pytest.approx([-s20, c20, 0.0], abs=1e-9)
     # a share of the drones carry each payload kind
     counts = np.bincount(show.definition_of, minlength=len(defs))
     assert counts[0] > 150 and all(c >= 1 for c in counts)
@@ -216,7 +220,75 @@ def test_drones_stay_apart_and_inside_the_show_volume(show300: LightShow) -> Non
         closest = min(closest, float(d.min()))
         assert (p >= lo - 1e-3).all() and (p <= hi + 1e-3).all(), t
         assert (p[:, 1] >= 20.0 - 1e-3).all()  # the altitude (20 m) is the floor of every formation
-    assert closest > 1.0  # spacing 2 m: the morphs keep >= 2 / sqrt(2) = 1.41 m
+    assert closest > 1.41  # spacing 2 m: the morphs keep >= 2 / sqrt(2) = 1.414 m
+
+
+def closest_morph_approach(a: np.ndarray, b: np.ndarray) -> float:
+    """The least distance between any two drones flying straight from a to b on one schedule,
+    over every pair and the whole morph: |(1 - s) da + s db| minimised over s in [0, 1]."""
+    i, j = np.triu_indices(len(a), 1)
+    da, db = a[i] - a[j], b[i] - b[j]
+    step = db - da
+    s = np.clip(-np.einsum("ij,ij->i", da, step) / np.einsum("ij,ij->i", step, step).clip(1e-12),
+                0.0, 1.0)  # fmt: skip
+    closest = da + s[:, None] * step
+    return float(np.sqrt(np.einsum("ij,ij->i", closest, closest).min()))
+
+
+@pytest.mark.parametrize("drones", [2, 37, 1200])
+def test_no_two_drones_come_within_spacing_over_root_two_in_any_morph(drones: int) -> None:
+    # every pair, the whole (continuous) morph, every morph of the loop and the seam
+    show = LightShow(drones, seed=drones)
+    for k in range(4):
+        a = show.targets(0, k)
+        b = show.targets(1, 0) if k == 3 else show.targets(0, k + 1)
+        assert closest_morph_approach(a, b) > 2.0 / math.sqrt(2.0) - 2e-3, k
+    assert closest_morph_approach(show.targets(1, 3), show.targets(2, 0)) > 1.41  # next loop
+
+
+def closest_pair(p: np.ndarray, within: float) -> float:
+    """The least distance between two rows of `p` if some pair is closer than `within`, else
+    >= `within` (a cell grid of side `within`: such a pair is in one cell or two touching)."""
+    cell = np.floor(p / within).astype(np.int64)
+    cell -= cell.min(axis=0) - 1
+    side = int(cell.max()) + 2
+    key = (cell[:, 0] * side + cell[:, 1]) * side + cell[:, 2]
+    order = np.argsort(key, kind="stable")
+    key, q = key[order], p[order]
+    best = math.inf
+    for dx in (-1, 0, 1):
+        for dy in (-1, 0, 1):
+            for dz in (-1, 0, 1):
+                shifted = key + (dx * side + dy) * side + dz
+                lo = np.searchsorted(key, shifted, "left")
+                hi = np.searchsorted(key, shifted, "right")
+                count = hi - lo
+                i = np.repeat(np.arange(len(q)), count)
+                j = np.repeat(lo - np.cumsum(count) + count, count) + np.arange(count.sum())
+                other = i != j
+                if other.any():
+                    d = q[i[other]] - q[j[other]]
+                    best = min(best, float(np.sqrt(np.einsum("ij,ij->i", d, d).min())))
+    return best
+
+
+def test_closest_pair_finds_the_pair_a_brute_force_finds() -> None:
+    rng = np.random.default_rng(5)
+    p = rng.uniform(0.0, 40.0, (400, 3))
+    d = np.linalg.norm(p[:, None] - p[None], axis=2)
+    np.fill_diagonal(d, np.inf)
+    assert closest_pair(p, 1.5) == pytest.approx(float(d.min()))
+    assert closest_pair(p + 1000.0, 1.5) == pytest.approx(float(d.min()))
+
+
+def test_ten_thousand_drones_stay_apart() -> None:
+    # the size drone-show tools fly: every morph sampled every 0.25 s, holds every 2 s
+    show = LightShow(10_000)
+    times = [t for k in range(4) for t in np.arange(k * SPAN, k * SPAN + HOLD, 2.0)]
+    times += [t for k in range(4) for t in np.arange(k * SPAN + HOLD, (k + 1) * SPAN, 0.25)]
+    closest = min(closest_pair(show.frame(float(t)).position.astype(np.float64), 1.5)
+                  for t in times)  # fmt: skip
+    assert closest > 1.41
 
 
 def test_headings_and_orientations(show300: LightShow) -> None:
