@@ -21,7 +21,7 @@ The show (all our own choices):
   spacing/sqrt(2) apart (1.41 m for the default 2 m), for any number of drones: every pair
   is checked, through a k-d tree that lists the pairs that could come that close
   (`candidate_pairs`, exact, a few per drone), all in numpy (`match`; 10,000 drones set up
-  in about a second). The slot permutation that one loop applies is carried into the next
+  in 1.5 s or so). The slot permutation that one loop applies is carried into the next
   (drone i holds grid slot pi^L(i) in loop L), so the show never re-crosses at the loop's
   seam.
 * Colours: each formation has a palette (ocean, rainbow, gold, violet-fire) swept over it as a
@@ -325,7 +325,7 @@ def candidate_pairs(a: F64, b: F64, limit: float, *, moving: bool = True) -> Ind
     fraction s is (1 - s)(a_j - a_i).u + s(b_j - b_i).u >= min of the two, so they can come
     closer than `limit` only if (a_j - a_i).u < limit or (b_j - b_i).u < limit: the two
     sorted searches below list exactly those; leaves list all their pairs. No pair is missed,
-    so the check is exact for any assignment; the list stays short (about 5 per drone) when
+    so the check is exact for any assignment; the list stays short (a few pairs per drone) when
     the assignment keeps order like `_kd_match`. `moving` False: a = b, the pairs nearer
     than `limit` (and some more)."""
     n = len(a)
