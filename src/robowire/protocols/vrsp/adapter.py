@@ -1,0 +1,319 @@
+"""VRSP <-> world model, both directions, as columns (no Python step per drone on the data path).
+
+Wire -> world (`VrspAdapter`): every drone is a device (kind "drone", id the VRSP device id as
+text, attributes `definition` and `model` from its definition). Frames:
+
+* position: VRSP's left-handed Y-up frame (x East, y Up, z North, metres from the DEF's root)
+  becomes ENU by swapping y and z: (E, N, U) = (x, z, y).
+* orientation: that swap is a reflection M, so a rotation R in the wire frame is M R M in ENU,
+  the rotation about the mirrored axis -M a by the same angle: the quaternion (w, x, y, z)
+  becomes (w, -x, -z, -y). A drone that sends a heading but no orientation gets the yaw the
+  heading says (degrees clockwise from north seen from above = a negative turn about Up).
+* geodetic: the DEF's root plus the ENU offset, through pymap3d (WGS84).
+* telemetry: `led_red/green/blue` (0..255, the 0x1 colour), `heading` (deg); per payload slot
+  k of the drone's definition: Light/Laser `payload<k>_red/green/blue` (RGB) or
+  `payload<k>_level` (0..255, fixed colour); Pyro `payload<k>_cue` (0 = nothing firing) and
+  `payload<k>_since` (s since the cue fired); gimballed payloads `payload<k>_gimbal_w/x/y/z`
+  (the gimbal's quaternion, converted to ENU like the orientation). A cue that starts firing
+  is also a log event naming the cue's VDL.
+
+World -> wire (`SwarmEncoder`, for the serve sink): every world device with a position becomes
+a drone; ids are given in order of first sight (at most 65,536); one definition per device
+kind, without payloads. Positions are the world's ENU positions (metres) in the wire's order.
+The root is the sink's `lat`/`lon`/`alt` when given; otherwise it is derived once from the
+first device that has both a geodetic and an ENU position, so that this device's local offset
+maps back to its latitude/longitude (a VRSP -> VRSP bridge keeps the sender's root).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pymap3d
+from numpy.typing import NDArray
+
+from robowire import units
+from robowire.protocols.vrsp.codec import LIGHT_LEVEL, LIGHT_RGB, MAX_DEVICES, PYRO, DefinitionTable
+from robowire.protocols.vrsp.definitions import DeviceDefinition, Swarm
+from robowire.protocols.vrsp.events import DefinitionReceived, SwarmFrame, VrspEvent
+from robowire.world import World
+
+log = logging.getLogger("robowire.vrsp")
+
+KIND = "drone"
+MAX_FIRE_LOGS = 64  # cue firings logged per frame (the rest still show in telemetry)
+FloatArray = NDArray[np.float64]
+
+
+def wire_to_enu(position: NDArray[np.floating]) -> FloatArray:
+    """(x East, y Up, z North) -> (East, North, Up)."""
+    return np.asarray(position, dtype=np.float64)[:, [0, 2, 1]]
+
+
+def quaternion_mirror(q: NDArray[np.floating]) -> FloatArray:
+    """A rotation (w, x, y, z) in one of the two frames -> the same rotation in the other:
+    (w, -x, -z, -y). The y/z swap is its own inverse, so this maps both ways."""
+    q = np.asarray(q, dtype=np.float64)
+    return np.stack([q[:, 0], -q[:, 1], -q[:, 3], -q[:, 2]], axis=1)
+
+
+def heading_quaternion(heading_deg: NDArray[np.floating]) -> FloatArray:
+    """ENU yaw quaternions of headings (degrees clockwise from north, seen from above)."""
+    half = np.radians(np.asarray(heading_deg, dtype=np.float64)) * -0.5
+    zero = np.zeros_like(half)
+    return np.stack([np.cos(half), zero, zero, np.sin(half)], axis=1)
+
+
+def _normalised(q: FloatArray) -> FloatArray:
+    norm = np.linalg.norm(q, axis=1, keepdims=True)
+    out: FloatArray = np.tile([1.0, 0.0, 0.0, 0.0], (len(q), 1))
+    np.divide(q, norm, out=out, where=norm > 0)
+    return out
+
+
+class VrspAdapter:
+    """Writes one VRSP receiver's frames into the world under `source`."""
+
+    def __init__(self, world: World, source: str, *, geodetic: bool = True) -> None:
+        self.world = world
+        self.source = source
+        self.geodetic = geodetic
+        self.table: DefinitionTable | None = None
+        self._slot_of = np.full(MAX_DEVICES, -1, dtype=np.intp)
+        self._cues = np.zeros((MAX_DEVICES, 0), dtype=np.uint8)  # last cue per id and slot
+        self.frames = 0
+
+    def apply(self, events: Sequence[VrspEvent], receive_time: float) -> int:
+        """Write the events into the world; returns the datagrams taken in."""
+        taken = 0
+        for event in events:
+            if isinstance(event, SwarmFrame):
+                self.frame(event, receive_time)
+                taken += event.datagrams
+            elif isinstance(event, DefinitionReceived):
+                self.definition(event.table, receive_time)
+                taken += 1
+        return taken
+
+    def definition(self, table: DefinitionTable, receive_time: float) -> None:
+        """A new or grown definition table: name its devices (once per DEF, not per frame)."""
+        self.table = table
+        k = table.slots
+        if self._cues.shape[1] != k:
+            self._cues = np.zeros((MAX_DEVICES, k), dtype=np.uint8)
+        source_table = self.world.table(self.source)
+        ids = table.order
+        rows = table.index_of[ids]
+        for device, row in zip(ids.tolist(), rows.tolist(), strict=True):
+            slot = self._slot_of[device]
+            if slot < 0:
+                slot = self._slot_of[device] = source_table.slot(str(device), KIND)
+            d = table.definitions[row]
+            source_table.attributes[slot].update(definition=d.definition_id, model=d.model)
+
+    def _slots(self, ids: NDArray[np.uint16]) -> NDArray[np.intp]:
+        slots = self._slot_of[ids]
+        missing = slots < 0
+        if missing.any():
+            source_table = self.world.table(self.source)
+            for device in np.unique(ids[missing]).tolist():
+                self._slot_of[device] = source_table.slot(str(device), KIND)
+            slots = self._slot_of[ids]
+        return slots
+
+    def frame(self, event: SwarmFrame, receive_time: float) -> None:
+        swarm, table = event.swarm, event.table
+        n = len(swarm.ids)
+        if n == 0:
+            return
+        self.frames += 1
+        slots = self._slots(swarm.ids)
+        position = wire_to_enu(swarm.position)
+        telemetry: dict[str, tuple[FloatArray | float, str]] = {}
+        if swarm.has_color.any():
+            color = np.where(swarm.has_color[:, None], swarm.color, np.nan)
+            for i, name in enumerate(("led_red", "led_green", "led_blue")):
+                telemetry[name] = (color[:, i], units.COUNT)
+        if swarm.has_heading.any():
+            heading = np.where(swarm.has_heading, swarm.heading, np.nan)
+            telemetry["heading"] = (heading, units.DEGREE)
+        self._payloads(swarm, table, telemetry, receive_time)
+        geodetic = None
+        if self.geodetic:
+            lat0, lon0, alt0 = table.root
+            lat, lon, alt = pymap3d.enu2geodetic(
+                position[:, 0], position[:, 1], position[:, 2], lat0, lon0, alt0
+            )
+            geodetic = np.stack([lat, lon, alt], axis=1)
+        oriented = swarm.has_orientation | swarm.has_heading
+        orientation = None
+        if oriented.any():
+            orientation = np.where(
+                swarm.has_orientation[:, None],
+                _normalised(quaternion_mirror(swarm.orientation)),
+                heading_quaternion(swarm.heading),
+            )
+        all_oriented = orientation is not None and bool(oriented.all())
+        self.world.update(
+            self.source,
+            slots,
+            receive_time=receive_time,
+            source_time=receive_time,
+            position=position,
+            orientation=orientation if all_oriented else None,
+            geodetic=geodetic,
+            telemetry=telemetry,
+        )
+        if orientation is not None and not all_oriented:
+            self.world.update(
+                self.source,
+                slots[oriented],
+                receive_time=receive_time,
+                orientation=orientation[oriented],
+            )
+
+    def _payloads(
+        self,
+        swarm: Swarm,
+        table: DefinitionTable,
+        telemetry: dict[str, tuple[FloatArray | float, str]],
+        receive_time: float,
+    ) -> None:
+        k = swarm.cue.shape[1]
+        if not k or not table.definitions:
+            return
+        rows = table.index_of[swarm.ids]
+        kinds = table.kinds[rows]  # (n, K)
+        gimballed = table.gimballed[rows]
+        for j in range(k):
+            kind = kinds[:, j]
+            if (kind == LIGHT_RGB).any():
+                rgb = np.where((kind == LIGHT_RGB)[:, None], swarm.light[:, j], np.nan)
+                for i, name in enumerate(("red", "green", "blue")):
+                    telemetry[f"payload{j}_{name}"] = (rgb[:, i], units.COUNT)
+            if (kind == LIGHT_LEVEL).any():
+                level = np.where(kind == LIGHT_LEVEL, swarm.light[:, j, 0], np.nan)
+                telemetry[f"payload{j}_level"] = (level, units.COUNT)
+            pyro = kind == PYRO
+            if pyro.any():
+                cue = swarm.cue[:, j]
+                telemetry[f"payload{j}_cue"] = (np.where(pyro, cue, np.nan), units.COUNT)
+                since = np.where(pyro & (cue > 0), swarm.cue_ms[:, j] / 1000.0, np.nan)
+                telemetry[f"payload{j}_since"] = (since, units.SECOND)
+                before = self._cues[swarm.ids, j]
+                fired = np.flatnonzero(pyro & (cue > 0) & (cue != before))
+                self._cues[swarm.ids, j] = np.where(pyro, cue, 0)
+                for row in fired[:MAX_FIRE_LOGS].tolist():
+                    self._log_fire(table, int(swarm.ids[row]), int(rows[row]), j, int(cue[row]),
+                                   receive_time)  # fmt: skip
+            if gimballed[:, j].any():
+                g = np.where(gimballed[:, j, None], quaternion_mirror(swarm.gimbal[:, j]), np.nan)
+                for i, axis in enumerate("wxyz"):
+                    telemetry[f"payload{j}_gimbal_{axis}"] = (g[:, i], units.COUNT)
+
+    def _log_fire(
+        self, table: DefinitionTable, device: int, row: int, slot: int, cue: int, when: float
+    ) -> None:
+        payload = table.definitions[row].payloads[slot]
+        vdl = next((c.vdl for c in payload.cues if c.id == cue), "")
+        text = f"pyro cue {cue} fired" + (f": {vdl}" if vdl else "")
+        self.world.log(self.source, str(device), text, time=when)
+
+
+# -- world -> wire -----------------------------------------------------------------------------
+
+
+@dataclass
+class SwarmEncoder:
+    """World devices -> the swarm a VRSP sender sends (see the module docstring)."""
+
+    root: tuple[float, float, float] | None = None
+    _ids: dict[tuple[str, str], int] = field(default_factory=dict)
+    _kinds: dict[str, int] = field(default_factory=dict)  # kind -> definition id
+    _device_kind: list[int] = field(default_factory=list)  # VRSP id -> definition id
+    _slot_ids: dict[str, NDArray[np.intp]] = field(default_factory=dict)  # source -> id per slot
+    full = False  # more than 65,536 devices were offered (the rest are not sent)
+
+    def _ids_of(self, world: World, source: str, slots: NDArray[np.intp]) -> NDArray[np.intp]:
+        known = self._slot_ids.get(source)
+        table = world.tables[source]
+        if known is None or len(known) < len(table):
+            grown = np.full(max(len(table), 16), -2, dtype=np.intp)
+            if known is not None:
+                grown[: len(known)] = known
+            known = self._slot_ids[source] = grown
+        ids = known[slots]
+        new = ids == -2
+        if new.any():
+            for slot in np.unique(slots[new]).tolist():
+                known[slot] = self._new_id(source, table.ids[slot], table.kinds[slot])
+            ids = known[slots]
+        return ids
+
+    def _new_id(self, source: str, device_id: str, kind: str) -> int:
+        if len(self._ids) >= MAX_DEVICES:
+            self.full = True
+            return -1
+        vrsp_id = self._ids[(source, device_id)] = len(self._ids)
+        definition = self._kinds.setdefault(kind, len(self._kinds))
+        self._device_kind.append(definition)
+        return vrsp_id
+
+    def blocks(self) -> list[tuple[DeviceDefinition, NDArray[np.uint16]]]:
+        """The definition blocks of every device seen so far (one per device kind)."""
+        kinds = np.asarray(self._device_kind, dtype=np.int64)
+        out = []
+        for kind, definition_id in self._kinds.items():
+            ids = np.flatnonzero(kinds == definition_id).astype(np.uint16)
+            out.append((DeviceDefinition(definition_id=definition_id, model=kind), ids))
+        return out
+
+    def _find_root(self, world: World) -> tuple[float, float, float] | None:
+        for table in world.tables.values():
+            n = len(table)
+            usable = ~np.isnan(table.geodetic[:n]).any(axis=1) & ~np.isnan(table.position[:n]).any(
+                axis=1
+            )
+            found = np.flatnonzero(usable)
+            if len(found):
+                slot = int(found[0])
+                e, n_, u = table.position[slot]
+                lat, lon, alt = table.geodetic[slot]
+                root = pymap3d.enu2geodetic(-e, -n_, -u, lat, lon, alt)
+                return (float(root[0]), float(root[1]), float(root[2]))
+        return None
+
+    def swarm(self, world: World) -> Swarm | None:
+        """Every device with a position, as one frame (None before any device has one)."""
+        from robowire.protocols.vrsp.codec import empty_swarm
+
+        ids_parts, pos_parts, quat_parts, has_quat_parts = [], [], [], []
+        for source, table in world.tables.items():
+            n = len(table)
+            if not n:
+                continue
+            slots = np.flatnonzero(~np.isnan(table.position[:n]).any(axis=1))
+            if not len(slots):
+                continue
+            ids = self._ids_of(world, source, slots)
+            keep = ids >= 0
+            slots, ids = slots[keep], ids[keep]
+            ids_parts.append(ids)
+            pos_parts.append(table.position[slots])
+            quat_parts.append(table.orientation[slots])
+            has_quat_parts.append(table.has_orientation[slots])
+        if not ids_parts:
+            return None
+        if self.root is None:
+            self.root = self._find_root(world) or (0.0, 0.0, 0.0)
+        ids = np.concatenate(ids_parts)
+        swarm = empty_swarm(len(ids), 0)
+        swarm.ids[:] = ids
+        swarm.position[:] = wire_to_enu(np.concatenate(pos_parts))  # the swap is an involution
+        has_quat = np.concatenate(has_quat_parts)
+        swarm.has_orientation[:] = has_quat
+        swarm.orientation[:] = quaternion_mirror(np.concatenate(quat_parts))
+        return swarm

@@ -1,0 +1,852 @@
+"""The VRSP light-show simulator: a looping drone show as columns (numpy, one row per drone).
+Pure: no clocks (time `t` is an argument, seconds since the show started), no sockets, no
+global RNG (a `seed`).
+
+`LightShow(drones)` gives the swarm's `definitions` (what a VRSP_DEF carries), the drones'
+`ids` and `definition_of`, and `frame(t)` -> `Swarm`, one DATA frame, for any t >= 0.
+
+The show (all our own choices):
+
+* Formations, each held `hold` seconds, then a `transition`-second morph to the next, looping:
+  a horizontal **grid** (a slow wave runs across it), a **sphere** (Fibonacci points; spins
+  one turn), the **text** (default "ROBOWIRE", hand-drawn 5x7 font, facing south) and a
+  **ring** logo (concentric circles, spins one turn in its plane).
+* Morphs are straight lines, every drone on the same smootherstep (6u^5 - 15u^4 + 10u^3, so
+  speed and acceleration are 0 at both ends). Which drone goes to which point is chosen so
+  that, for every pair (i, j), (A_i - A_j) . (B_i - B_j) >= 0 or the pair never comes within
+  spacing/sqrt(2): a k-d split matching, then swaps in batches of disjoint pairs (each
+  lowers the total squared path length, so the repair ends). With that property two drones
+  are never closer than min(|A_i - A_j|, |B_i - B_j|) / sqrt(2) during a morph, and every
+  formation keeps its points at least `spacing` apart: the show keeps any two drones >=
+  spacing/sqrt(2) apart (1.41 m for the default 2 m), for any number of drones: every pair
+  is checked, through a k-d tree that lists the pairs that could come that close
+  (`candidate_pairs`, exact, a few per drone), all in numpy (`match`; 10,000 drones set up
+  in 1.5 s or so). The slot permutation that one loop applies is carried into the next
+  (drone i holds grid slot pi^L(i) in loop L), so the show never re-crosses at the loop's
+  seam.
+* Colours: each formation has a palette (ocean, rainbow, gold, violet-fire) swept over it as a
+  wave; a morph blends the two formations' colours.
+* Heading: a morphing drone faces its direction of travel; a holding drone turns from the way
+  it came to the way it will go. Orientation: yaw = heading, pitched into its acceleration
+  (atan(a / g), nose down when speeding up; Unity's convention: +X rotation = nose down).
+* Spotlights (2DOF) aim at a point circling on the ground (y = 0), lit in the drone's colour;
+  lasers (fixed green, 3DOF) aim at the ground under the show's centre and shine during the
+  sphere and ring holds. A gimbal quaternion is relative to the body: world aim =
+  orientation x gimbal, and it rotates the payload's forward (+Z) onto the target.
+* Pyro: cue c of every pyro payload fires once a loop at a scripted time (cues in sequence
+  through the sphere, text and ring holds, staggered per drone), never two at once on one
+  payload; while it burns, `cue` = c and `cue_ms` counts up; after its duration, 0.
+
+Frame: VRSP's, left-handed Y up, x = East, y = Up, z = North, metres from the root; the audience
+stands south (-z). Quaternions (w, x, y, z) compose and rotate with the usual Hamilton formulas
+applied to these coordinates (as Unity does).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+import numpy.typing as npt
+
+from robowire.errors import ConfigError
+from robowire.protocols.vrsp import font
+from robowire.protocols.vrsp.definitions import (
+    Cue,
+    DefType,
+    DeviceDefinition,
+    MountType,
+    Payload,
+    Quaternion,
+    Swarm,
+)
+
+F32 = npt.NDArray[np.float32]
+F64 = npt.NDArray[np.float64]
+Index = npt.NDArray[np.intp]
+
+GRAVITY = 9.80665
+MAX_DRONES = 65535  # device ids are uint16; ours are 1..N
+SPHERE_PACKING = 2.5  # sphere radius = spacing * sqrt(N) / 2.5 (Fibonacci points: >= spacing)
+CUE_GAP = 0.25  # s, least time between one cue's end and the next on the same payload
+
+# (VDL, burn time in s): Finale3D-style descriptions; cue k of a pyro payload is entry k - 1.
+EFFECTS: tuple[tuple[str, float], ...] = (
+    ("Silver Waterfall 6s", 6.0),
+    ("red comet three times", 3.0),
+    ("30mm Gold Glitter Gerb 4s", 4.0),
+    ("Blue Strobe Pot 2s", 2.0),
+    ("Green Crossette Mine 3s", 3.0),
+    ("White Flash Salute", 1.0),
+)
+# cue id -> (formation whose hold it fires in, offset and stagger as fractions of the hold)
+_CUE_SCRIPT: dict[int, tuple[int, float, float]] = {
+    1: (1, 1 / 12, 2 / 12),
+    2: (2, 1 / 12, 4 / 12),
+    3: (2, 8.5 / 12, 0.0),
+    4: (3, 1 / 12, 3 / 12),
+    5: (3, 6.5 / 12, 1 / 12),
+    6: (3, 11 / 12, 0.0),
+}
+
+UP = Quaternion(w=math.sqrt(0.5), x=-math.sqrt(0.5))  # forward (+Z) turned to point up (+Y)
+
+
+def _leaning(degrees: float) -> Quaternion:
+    """UP, then leaned `degrees` about the north axis (+Z; positive leans west): the product
+    rotZ x UP, written out."""
+    c, s, h = math.cos(math.radians(degrees) / 2), math.sin(math.radians(degrees) / 2), UP.w
+    return Quaternion(w=c * h, x=-c * h, y=-s * h, z=s * h)
+
+
+def _cues(count: int) -> tuple[Cue, ...]:
+    directions = (UP, _leaning(20.0), _leaning(-20.0))  # straight up, leaning west, east
+    return tuple(
+        Cue(id=k + 1, vdl=EFFECTS[k][0], mount_direction=directions[k % len(directions)])
+        for k in range(count)
+    )
+
+
+SPOTLIGHT = Payload(
+    def_type=DefType.LIGHT,
+    mount=MountType.GIMBAL_2DOF,
+    lumens=2500.0,
+    light_type="Spotlight",
+    spot_angle=15.0,
+)
+LASER = Payload(
+    def_type=DefType.LASER, mount=MountType.GIMBAL_3DOF, lumens=60.0, color=(0, 255, 64),
+    spot_angle=0.2,
+)  # fmt: skip
+
+# The show's drone types, with the share of the swarm each gets (the plain drones the rest).
+DEFINITIONS: tuple[tuple[DeviceDefinition, float], ...] = (
+    (DeviceDefinition(definition_id=0, model="X7", lumens=900.0), 0.0),
+    (DeviceDefinition(definition_id=1, model="X7-Spot", lumens=900.0, payloads=(SPOTLIGHT,)),
+     0.06),
+    (DeviceDefinition(definition_id=2, model="X7-Laser", lumens=900.0, payloads=(LASER,)), 0.04),
+    (DeviceDefinition(definition_id=3, model="X7-Pyro", lumens=900.0,
+                      payloads=(Payload(def_type=DefType.PYRO, cues=_cues(6)),)), 0.06),
+    (DeviceDefinition(definition_id=4, model="X7-SpotPyro", lumens=900.0,
+                      payloads=(Payload(def_type=DefType.PYRO, cues=_cues(2)), SPOTLIGHT)),
+     0.02),
+)  # fmt: skip
+
+# Palettes: colour stops around a cycle (0..1), one per formation.
+_PALETTES: tuple[tuple[tuple[int, int, int], ...], ...] = (
+    ((0, 20, 120), (0, 200, 255), (220, 240, 255), (0, 200, 255)),  # ocean
+    ((255, 0, 0), (255, 255, 0), (0, 255, 0), (0, 255, 255), (0, 0, 255), (255, 0, 255)),
+    ((255, 110, 0), (255, 200, 40), (255, 250, 220), (255, 200, 40)),  # gold
+    ((120, 0, 255), (255, 0, 180), (255, 80, 40), (255, 0, 180)),  # violet fire
+)
+_PALETTE_SPEED = (0.2, 0.1, 0.3, 0.5)  # cycles per second the colour wave moves
+GRID, SPHERE, TEXT, RING = range(4)
+NAMES = ("grid", "sphere", "text", "ring")
+
+
+@dataclass(frozen=True, slots=True)
+class Formation:
+    """One formation: its `points` (slot order), the colour phase of each slot, and when it
+    is held in loop 0 (`start`..`end`, seconds; loop L adds L * period)."""
+
+    name: str
+    points: F64  # (n, 3)
+    phase: F32  # (n,) 0..1, where the slot sits in the formation's colour wave
+    start: float
+    end: float
+
+
+def smootherstep(u: F64 | float) -> F64:
+    u = np.clip(u, 0.0, 1.0)
+    return np.asarray(u * u * u * (u * (u * 6.0 - 15.0) + 10.0), dtype=np.float64)
+
+
+def _palette(stops: tuple[tuple[int, int, int], ...]) -> F32:
+    """256 colours (float32 RGB) interpolated around the cycle of `stops`."""
+    where = np.linspace(0.0, 1.0, len(stops) + 1)
+    ring = np.array([*stops, stops[0]], dtype=np.float64)
+    x = np.arange(256) / 256.0
+    return np.stack([np.interp(x, where, ring[:, c]) for c in range(3)], axis=1).astype(np.float32)
+
+
+def qmul(a: F32, b: F32) -> F32:
+    """Hamilton products of rows of (w, x, y, z) quaternions."""
+    aw, ax, ay, az = a[:, 0], a[:, 1], a[:, 2], a[:, 3]
+    bw, bx, by, bz = b[:, 0], b[:, 1], b[:, 2], b[:, 3]
+    out = np.empty(np.broadcast_shapes(a.shape, b.shape), dtype=np.float32)
+    out[:, 0] = aw * bw - ax * bx - ay * by - az * bz
+    out[:, 1] = aw * bx + ax * bw + ay * bz - az * by
+    out[:, 2] = aw * by - ax * bz + ay * bw + az * bx
+    out[:, 3] = aw * bz + ax * by - ay * bx + az * bw
+    return out
+
+
+def yaw_pitch(yaw: F64, pitch: F64) -> F32:
+    """Quaternions of a turn `yaw` (rad) about +Y, then `pitch` (rad) about the turned +X."""
+    cy, sy = np.cos(yaw * 0.5), np.sin(yaw * 0.5)
+    cp, sp = np.cos(pitch * 0.5), np.sin(pitch * 0.5)
+    return np.stack([cy * cp, cy * sp, sy * cp, -sy * sp], axis=1).astype(np.float32)
+
+
+def rotate(q: F32, v: F64) -> F64:
+    """Vectors `v` (m, 3) rotated by unit quaternions `q` (m, 4)."""
+    w = q[:, :1].astype(np.float64)
+    u = q[:, 1:].astype(np.float64)
+    t = 2.0 * np.cross(u, v)
+    return np.asarray(v + w * t + np.cross(u, t), dtype=np.float64)
+
+
+# -- formations --------------------------------------------------------------------------------
+
+
+def grid_points(n: int, spacing: float, height: float) -> F64:
+    """A horizontal square grid (row-major, centred on x = z = 0) at `height`."""
+    side = math.ceil(math.sqrt(n))
+    k = np.arange(n)
+    x = (k % side - (side - 1) / 2) * spacing
+    z = (k // side - (math.ceil(n / side) - 1) / 2) * spacing
+    return np.stack([x, np.full(n, height), z], axis=1)
+
+
+def sphere_radius(n: int, spacing: float) -> float:
+    return spacing * math.sqrt(n) / SPHERE_PACKING
+
+
+def sphere_points(n: int, radius: float, centre_y: float) -> F64:
+    """Fibonacci points on a sphere of `radius` centred at (0, centre_y, 0)."""
+    i = np.arange(n) + 0.5
+    y = 1.0 - 2.0 * i / n
+    r = np.sqrt(1.0 - y * y)
+    angle = math.pi * (1.0 + math.sqrt(5.0)) * i
+    return np.stack([r * np.sin(angle), y, r * np.cos(angle)], axis=1) * radius + [
+        0.0,
+        centre_y,
+        0.0,
+    ]
+
+
+def text_points(n: int, text: str, spacing: float, bottom: float) -> F64:
+    """`text` in the vertical plane z = 0, readable from the south, bottom row at `bottom`.
+
+    Each font pixel becomes s x s points `spacing` apart, s the least that gives >= n points;
+    the n used are spread evenly over them (raster order)."""
+    pixels = font.bitmap(text)
+    lit = int(pixels.sum())
+    s = max(1, math.ceil(math.sqrt(n / lit)))
+    fine = np.kron(pixels, np.ones((s, s), dtype=np.bool_))
+    rows, cols = np.nonzero(fine)  # row 0 at the top
+    pick = (np.arange(n) * len(rows)) // n
+    x = (cols[pick] - (fine.shape[1] - 1) / 2) * spacing
+    y = bottom + (fine.shape[0] - 1 - rows[pick]) * spacing
+    return np.stack([x, y, np.zeros(n)], axis=1).astype(np.float64)
+
+
+def ring_layout(n: int, spacing: float) -> tuple[F64, float]:
+    """Concentric circles `spacing` apart, points on each >= `spacing` apart (chords), filled
+    from the inside out: (x, y) offsets from the centre in the ring's plane, outer radius."""
+    inner = max(spacing, spacing * math.sqrt(n) / 8)
+    xs: list[F64] = []
+    have, radius = 0, inner
+    while have < n:
+        count = max(1, math.floor(math.pi / math.asin(min(1.0, spacing / (2 * radius)))))
+        take = min(count, n - have)
+        angle = 2 * math.pi * np.arange(take) / take + radius  # rings start at different angles
+        xs.append(np.stack([radius * np.sin(angle), radius * np.cos(angle)], axis=1))
+        have += take
+        radius += spacing
+    return np.concatenate(xs)[:n], radius - spacing
+
+
+# -- matching ----------------------------------------------------------------------------------
+
+# Split directions for the k-d trees: the axes, the face and the body diagonals.
+_DIRECTIONS = np.array(
+    [(1, 0, 0), (0, 1, 0), (0, 0, 1), (1, 1, 0), (1, -1, 0), (0, 1, 1), (0, 1, -1), (1, 0, 1),
+     (1, 0, -1), (1, 1, 1), (1, 1, -1), (1, -1, 1), (1, -1, -1)], dtype=np.float64,
+)  # fmt: skip
+_DIRECTIONS /= np.linalg.norm(_DIRECTIONS, axis=1)[:, None]
+LEAF = 4  # k-d leaves: at most this many drones
+NEAR = 4.0  # the repair re-checks pairs within NEAR * limit of each other at start or end
+
+
+def _runs(node: Index) -> Index:
+    """Where the runs of equal values of the nondecreasing `node` start."""
+    return np.flatnonzero(np.r_[True, node[1:] != node[:-1]])
+
+
+def _directions(pa: F64, pb: F64, starts: Index) -> tuple[F64, F64, Index]:
+    """Per node (rows from `starts[k]`), the split direction along which both the starts (pa)
+    and the ends (pb) are spread widest (the least of the two spreads, then their sum); and
+    every row projected on every direction."""
+    qa, qb = pa @ _DIRECTIONS.T, pb @ _DIRECTIONS.T
+    sa = np.maximum.reduceat(qa, starts) - np.minimum.reduceat(qa, starts)
+    sb = np.maximum.reduceat(qb, starts) - np.minimum.reduceat(qb, starts)
+    return qa, qb, np.argmax(np.minimum(sa, sb) + 0.1 * (sa + sb), axis=1)
+
+
+def _kd_match(a: F64, b: F64) -> Index:
+    """A first assignment a[i] -> b[out[i]], built level by level (all nodes of a level at
+    once): split both sets at the same count along the node's direction (`_directions`);
+    leaves are matched in order along theirs. Pairs split apart keep their order along that
+    direction at both ends."""
+    n = len(a)
+    out = np.empty(n, dtype=np.intp)
+    oa, ob = np.arange(n), np.arange(n)
+    node = np.zeros(n, dtype=np.intp)
+    while len(oa):
+        starts = _runs(node)
+        sizes = np.diff(np.r_[starts, len(node)])
+        seg = np.repeat(np.arange(len(starts)), sizes)
+        qa, qb, direction = _directions(a[oa], b[ob], starts)
+        rows = np.arange(len(oa))
+        ax = direction[seg]
+        oa = oa[np.lexsort((qa[rows, ax], seg))]
+        ob = ob[np.lexsort((qb[rows, ax], seg))]
+        pos, size = rows - starts[seg], sizes[seg]
+        leaf = size <= LEAF
+        out[oa[leaf]] = ob[leaf]
+        node = (2 * seg + (pos >= size // 2))[~leaf]
+        oa, ob = oa[~leaf], ob[~leaf]
+    return out
+
+
+def _expand(first: Index, count: Index) -> Index:
+    """The runs first[k], first[k] + 1, ..., count[k] of them, concatenated."""
+    return np.repeat(first - np.cumsum(count) + count, count) + np.arange(int(count.sum()))
+
+
+def candidate_pairs(a: F64, b: F64, limit: float, *, moving: bool = True) -> Index:
+    """Every pair (i, j) that can come closer than `limit` during the straight-line morph
+    a[i] -> b[i] (all drones on one schedule), and some more: (m, 2), maybe repeated.
+
+    A k-d tree over the drones (split at the median of a along the node's direction u): at a
+    split, a drone i left and j right have (a_j - a_i).u >= 0. Their gap along u at morph
+    fraction s is (1 - s)(a_j - a_i).u + s(b_j - b_i).u >= min of the two, so they can come
+    closer than `limit` only if (a_j - a_i).u < limit or (b_j - b_i).u < limit: the two
+    sorted searches below list exactly those; leaves list all their pairs. No pair is missed,
+    so the check is exact for any assignment; the list stays short (a few pairs per drone) when
+    the assignment keeps order like `_kd_match`. `moving` False: a = b, the pairs nearer
+    than `limit` (and some more)."""
+    n = len(a)
+    width = 4.0 * float(max(np.abs(a).max(), np.abs(b).max())) + 4.0 * limit + 1.0
+    found: list[Index] = []
+    order = np.arange(n)
+    node = np.zeros(n, dtype=np.intp)
+    while len(order):
+        starts = _runs(node)
+        sizes = np.diff(np.r_[starts, len(node)])
+        seg = np.repeat(np.arange(len(starts)), sizes)
+        qa, qb, direction = _directions(a[order], b[order], starts)
+        rows = np.arange(len(order))
+        ax = direction[seg]
+        ka = qa[rows, ax]
+        by_a = np.lexsort((ka, seg))
+        order, ka, kb = order[by_a], ka[by_a], qb[by_a, ax]
+        pos, size = rows - starts[seg], sizes[seg]
+        small = size <= LEAF
+        for k in range(1, LEAF):  # all pairs within a leaf
+            p = np.flatnonzero(small & (pos + k < size))
+            found.append(np.stack([order[p], order[p + k]], axis=1))
+        right = pos >= size // 2
+        mid = starts[seg] + size // 2
+        left = np.flatnonzero(~small & ~right)
+        # near along u at the start: j right with ka_j < ka_i + limit (sorted by node, ka)
+        key = seg * width + ka
+        count = np.maximum(np.searchsorted(key, key[left] + limit) - mid[left], 0)
+        j = _expand(mid[left], count)
+        found.append(np.stack([order[np.repeat(left, count)], order[j]], axis=1))
+        if not moving:
+            node = (2 * seg + right)[~small]
+            order = order[~small]
+            continue
+        # near (or the wrong way round) along u at the end: j right with kb_j < kb_i + limit
+        key = (2 * seg + right) * width + kb
+        by_b = np.argsort(key, kind="stable")
+        end = np.searchsorted(key[by_b], (2 * seg[left] + 1) * width + kb[left] + limit)
+        count = np.maximum(end - mid[left], 0)
+        j = by_b[_expand(mid[left], count)]
+        found.append(np.stack([order[np.repeat(left, count)], order[j]], axis=1))
+        node = (2 * seg + right)[~small]
+        order = order[~small]
+    return np.concatenate(found)
+
+
+def crossing_pairs(ends: F64, pairs: Index, limit: float) -> tuple[Index, F64]:
+    """The `pairs` that come closer than `limit` while moving against each other
+    ((a_i - a_j) . (b_i - b_j) < 0; `ends` = a and b stacked as columns, (6, n)), and how
+    much swapping their targets shortens the total squared path length (> 0)."""
+    d = ends[:, pairs[:, 0]] - ends[:, pairs[:, 1]]
+    ab = d[0] * d[3] + d[1] * d[4] + d[2] * d[5]
+    against = np.flatnonzero(ab < -1e-9)
+    d, ab = d[:, against], ab[against]
+    aa = d[0] * d[0] + d[1] * d[1] + d[2] * d[2]
+    bb = d[3] * d[3] + d[4] * d[4] + d[5] * d[5]
+    # min over s of |(1 - s) da + s db|^2 = (aa bb - ab^2) / |da - db|^2 when ab < 0
+    bad = aa * bb - ab * ab < limit * limit * (aa + bb - 2.0 * ab)
+    return pairs[against[bad]], -2.0 * ab[bad]
+
+
+def near_pairs(p: F64, radius: float) -> Index:
+    """All pairs of rows of `p` closer than `radius` (each once)."""
+    found = candidate_pairs(p, p, radius, moving=False)
+    d = p[found[:, 0]] - p[found[:, 1]]
+    near: Index = found[np.einsum("ij,ij->i", d, d) < radius * radius]
+    return near
+
+
+def _neighbours(pairs: Index, n: int) -> tuple[Index, Index]:
+    """`pairs` as adjacency lists: row r's neighbours are nbrs[ptr[r]:ptr[r + 1]]."""
+    both = np.concatenate([pairs, pairs[:, ::-1]])
+    both = both[np.argsort(both[:, 0], kind="stable")]
+    ptr = np.zeros(n + 1, dtype=np.intp)
+    np.cumsum(np.bincount(both[:, 0], minlength=n), out=ptr[1:])
+    return ptr, both[:, 1]
+
+
+def _around(ptr: Index, nbrs: Index, rows: Index) -> tuple[Index, Index]:
+    count = ptr[rows + 1] - ptr[rows]
+    return np.repeat(rows, count), nbrs[_expand(ptr[rows], count)]
+
+
+def _swap_batch(bad: Index, gain: F64, out: Index) -> Index:
+    """Swap the targets of disjoint pairs of `bad` (the best-gaining pair of each drone
+    first, a few passes); the drones swapped."""
+    used = np.zeros(len(out), dtype=np.bool_)
+    for _ in range(4):
+        keep = ~(used[bad[:, 0]] | used[bad[:, 1]])
+        bad, gain = bad[keep], gain[keep]
+        if not len(bad):
+            break
+        rank = np.empty(len(bad), dtype=np.intp)
+        rank[np.argsort(-gain, kind="stable")] = np.arange(len(bad))
+        first = np.full(len(out), len(bad), dtype=np.intp)
+        np.minimum.at(first, bad[:, 0], rank)
+        np.minimum.at(first, bad[:, 1], rank)
+        take = (first[bad[:, 0]] == rank) & (first[bad[:, 1]] == rank)
+        i, j = bad[take, 0], bad[take, 1]
+        out[i], out[j] = out[j], out[i].copy()
+        used[i] = used[j] = True
+    return np.flatnonzero(used)
+
+
+def match(
+    a: F64, b: F64, limit: float, near_a: Index | None = None, near_b: Index | None = None
+) -> Index:
+    """Drone at a[i] flies to b[out[i]]; no pair comes closer than `limit` while moving
+    against each other (see the module docstring), for any number of drones.
+
+    `_kd_match`, then rounds of swaps in batches of disjoint pairs (each swap lowers the total
+    squared path length, so this ends). A round re-checks only the pairs of the drones just
+    swapped with their neighbours at the start (in a) and at the end (in b's slots), plus the
+    pairs still bad; when none is left, `candidate_pairs` checks every pair, exactly, and the
+    rounds go on with whatever it finds, until it finds nothing. `near_a`/`near_b`:
+    `near_pairs(a or b, NEAR * limit)` if known."""
+    n = len(a)
+    out = _kd_match(a, b)
+    radius = NEAR * limit
+    ptr_a, nbr_a = _neighbours(near_a if near_a is not None else near_pairs(a, radius), n)
+    ptr_b, nbr_b = _neighbours(near_b if near_b is not None else near_pairs(b, radius), n)
+    slot_owner = np.empty(n, dtype=np.intp)
+    rows = np.arange(n)
+    pending = np.empty((0, 2), dtype=np.intp)
+    ends = np.empty((6, n))
+    ends[:3] = a.T
+    moved = np.ones(n, dtype=np.bool_)
+    while True:
+        while True:
+            slot_owner[out] = np.arange(n)
+            ends[3:] = b[out].T
+            i1, j1 = _around(ptr_a, nbr_a, rows)
+            i2, j2 = slot_owner[np.stack(_around(ptr_b, nbr_b, out[rows]))]
+            i, j = np.concatenate([i1, i2]), np.concatenate([j1, j2])
+            once = ~moved[j] | (i < j)  # a pair of two moved drones: once is enough
+            pairs = np.concatenate([np.stack([i[once], j[once]], axis=1), pending])
+            bad, gain = crossing_pairs(ends, pairs, limit)
+            if not len(bad):
+                break
+            rows = _swap_batch(bad, gain, out)
+            moved[:] = False
+            moved[rows] = True
+            pending = bad[~(moved[bad[:, 0]] | moved[bad[:, 1]])]
+        ends[3:] = b[out].T
+        pending, _ = crossing_pairs(ends, candidate_pairs(a, b[out], limit), limit)
+        if not len(pending):
+            return out
+        rows = np.unique(pending)
+        moved[:] = False
+        moved[rows] = True
+
+
+class _Cycles:
+    """Powers of one permutation: `power(L)[i]` = perm applied L times to i (L may be < 0)."""
+
+    def __init__(self, perm: Index) -> None:
+        n = len(perm)
+        rounds = max(1, int(n).bit_length())  # pointer doubling: 2^rounds >= any cycle
+        label, jump = np.arange(n), perm.copy()
+        for _ in range(rounds):  # the least member of each drone's cycle
+            label = np.minimum(label, label[jump])
+            jump = jump[jump]
+        # cut each cycle before its least member; steps to the cut, by pointer doubling
+        last = perm == label
+        nxt = np.where(last, np.arange(n), perm)
+        steps = (~last).astype(np.intp)
+        for _ in range(rounds):
+            steps = steps + steps[nxt]
+            nxt = nxt[nxt]
+        self.length: Index = np.bincount(label, minlength=n)[label]
+        self.pos: Index = self.length - 1 - steps  # the least member is 0, then perm order
+        self.order: Index = np.lexsort((self.pos, label))
+        self.start: Index = np.searchsorted(label[self.order], label)
+
+    def power(self, times: int) -> Index:
+        return self.order[self.start + (self.pos + times) % self.length]
+
+
+# -- the show ----------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Hold:
+    formation: int
+    base: F32  # (n, 3) positions
+    phase: F32  # (n,)
+    wave: F32  # (n,) the grid wave's spatial phase (rad)
+    came: F64  # (n,) heading in, degrees
+    goes: F64  # (n,) heading out
+
+
+@dataclass(slots=True)
+class _Morph:
+    formation: int
+    start: F32  # (n, 3)
+    delta: F32  # (n, 3)
+    phase_from: F32
+    phase_to: F32
+    heading: F64  # (n,) degrees
+    yaw: F64  # (n,) radians
+    reach: F64  # (n,) horizontal path length, m
+
+
+class LightShow:
+    """A drone light show of `drones` drones (see the module docstring). `altitude` is the
+    lowest point of the formations above the root (m); `text` is what the text formation
+    spells; `hold`/`transition` are seconds; `orientation` False leaves the 0x4 option out."""
+
+    def __init__(
+        self,
+        drones: int,
+        *,
+        seed: int = 0,
+        spacing: float = 2.0,
+        altitude: float = 20.0,
+        text: str = "ROBOWIRE",
+        hold: float = 12.0,
+        transition: float = 8.0,
+        orientation: bool = True,
+    ) -> None:
+        if not 1 <= drones <= MAX_DRONES:
+            raise ConfigError(f"vrsp show: drones must be 1..{MAX_DRONES}, not {drones}")
+        for name, value in (("spacing", spacing), ("hold", hold), ("transition", transition)):
+            if not value > 0 or not math.isfinite(value):
+                raise ConfigError(f"vrsp show: {name} must be > 0, not {value}")
+        if not math.isfinite(altitude) or altitude < 0:
+            raise ConfigError(f"vrsp show: altitude must be >= 0, not {altitude}")
+        n = drones
+        self.drones = n
+        self.spacing = spacing
+        self.hold = hold
+        self.transition = transition
+        self.period = 4 * (hold + transition)
+        self.orientation = orientation
+        rng = np.random.default_rng(seed)
+
+        # who is who
+        self.ids = np.arange(1, n + 1, dtype=np.uint16)
+        self.ids.setflags(write=False)
+        counts = [round(share * n) for _, share in DEFINITIONS]
+        if n >= len(DEFINITIONS):
+            counts = [max(1, c) for c in counts]
+        counts[0] = n - sum(counts[1:])
+        kinds = np.repeat(np.arange(len(DEFINITIONS)), counts)
+        used = [d for (d, _), c in zip(DEFINITIONS, counts, strict=True) if c]
+        position = np.cumsum(np.array(counts) > 0) - 1  # the kinds in use, renumbered 0..
+        definition_of = np.empty(n, dtype=np.int32)
+        definition_of[rng.permutation(n)] = position[kinds]
+        definition_of.setflags(write=False)
+        self.definition_of = definition_of  # the drone's definition: definitions[it]
+        self.definitions = tuple(replace(d, definition_id=k) for k, d in enumerate(used))
+        self.slots = max((len(d.payloads) for d in self.definitions), default=0)
+
+        # formations
+        self.wave_amplitude = 1.5 * spacing
+        radius = sphere_radius(n, spacing)
+        ring_xy, ring_radius = ring_layout(n, spacing)
+        grid = grid_points(n, spacing, altitude + self.wave_amplitude)
+        sphere = sphere_points(n, radius, altitude + radius)
+        words = text_points(n, text, spacing, altitude)
+        ring_centre = altitude + ring_radius
+        ring = np.stack([ring_xy[:, 0], ring_xy[:, 1] + ring_centre, np.zeros(n)], axis=1)
+        self.sphere_radius = radius
+        self.sphere_centre = np.array([0.0, altitude + radius, 0.0])
+        self.ring_radius = ring_radius
+        self.ring_centre = np.array([0.0, ring_centre, 0.0])
+        points = (grid, sphere, words, ring)
+
+        def spread(v: F64) -> F64:
+            return np.asarray((v - v.min()) / max(float(np.ptp(v)), 1e-9), dtype=np.float64)
+
+        phases = (
+            spread(grid[:, 0] + grid[:, 2]) * 0.999,
+            spread(sphere[:, 1]) * 0.999,
+            spread(words[:, 0]) * 0.999,
+            (np.arctan2(ring_xy[:, 0], ring_xy[:, 1]) / (2 * np.pi)) % 1.0,
+        )
+        self.formations = tuple(
+            Formation(
+                name=NAMES[k],
+                points=points[k],
+                phase=phases[k].astype(np.float32),
+                start=k * (hold + transition),
+                end=k * (hold + transition) + hold,
+            )
+            for k in range(4)
+        )
+        for f in self.formations:
+            f.points.setflags(write=False)
+        wavelength = 12.0 * spacing
+        self._wave = ((grid[:, 0] * 0.8 + grid[:, 2] * 0.6) * (2 * np.pi / wavelength)).astype(
+            np.float32
+        )
+        self._palettes = tuple(_palette(p) for p in _PALETTES)
+
+        # the morphs: slot of formation k -> slot of formation k + 1
+        limit = spacing / math.sqrt(2.0) * 0.999
+        near = [near_pairs(p, NEAR * limit) for p in points]
+        self._next = tuple(
+            match(points[k], points[(k + 1) % 4], limit, near[k], near[(k + 1) % 4])
+            for k in range(4)
+        )
+        loop = np.arange(n)
+        for k in range(4):
+            loop = self._next[k][loop]
+        self._loop = _Cycles(loop)
+
+        lo = np.min([p.min(0) for p in points], axis=0)
+        hi = np.max([p.max(0) for p in points], axis=0)
+        lo[1] = min(lo[1], grid[0, 1] - self.wave_amplitude)
+        hi[1] = max(hi[1], grid[0, 1] + self.wave_amplitude, ring_centre + ring_radius)
+        lo[0] = min(lo[0], -ring_radius)
+        hi[0] = max(hi[0], ring_radius)
+        self.volume = (lo, hi)
+
+        # payload slots: (rows, slot k, payload) per definition with payloads
+        self._groups = [
+            (np.flatnonzero(definition_of == d.definition_id), k, p)
+            for d in self.definitions
+            for k, p in enumerate(d.payloads)
+        ]
+        self._cue_start: list[F64] = []
+        durations = np.array([e[1] for e in EFFECTS])
+        for rows, _, payload in self._groups:
+            count = len(payload.cues) if payload.def_type is DefType.PYRO else 0
+            starts = np.full((len(rows), count), np.inf)
+            end = np.zeros(len(rows))
+            for c in range(count):
+                where, offset, stagger = _CUE_SCRIPT[c + 1]
+                planned = self.formations[where].start + hold * (
+                    offset + stagger * rng.random(len(rows))
+                )
+                begin = np.maximum(planned, end + CUE_GAP * (c > 0))
+                fits = begin + durations[c] <= self.period
+                starts[:, c] = np.where(fits, begin, np.inf)
+                end = np.where(fits, begin + durations[c], end)
+            self._cue_start.append(starts)
+        self._cue_length = durations
+        self._cache: dict[tuple[int, int], _Hold | _Morph] = {}
+
+        self._has_color = np.ones(n, dtype=np.bool_)
+        self._has_heading = np.ones(n, dtype=np.bool_)
+        self._has_orientation = np.full(n, orientation, dtype=np.bool_)
+        for flags in (self._has_color, self._has_heading, self._has_orientation):
+            flags.setflags(write=False)
+
+    # -- which slot each drone holds -------------------------------------------------------------
+
+    def slots_of(self, loop: int, formation: int) -> Index:
+        """The slot of `formation` each drone (row) takes in loop `loop`."""
+        slot = self._loop.power(loop)
+        for k in range(formation):
+            slot = self._next[k][slot]
+        return slot
+
+    def targets(self, loop: int, formation: int) -> F64:
+        """Where each drone (row) holds `formation` in loop `loop` (m)."""
+        return np.asarray(self.formations[formation].points[self.slots_of(loop, formation)])
+
+    def _segment(self, loop: int, index: int) -> _Hold | _Morph:
+        """Segment `index` of loop `loop`: 2k = hold of formation k, 2k + 1 = morph k -> k+1."""
+        key = (loop, index)
+        found = self._cache.get(key)
+        if found is not None:
+            return found
+        k = index // 2
+        if index % 2:
+            a = self.targets(loop, k)
+            b = self.targets(loop + 1, 0) if k == 3 else self.targets(loop, k + 1)
+            d = b - a
+            yaw = np.arctan2(d[:, 0], d[:, 2])
+            seg: _Hold | _Morph = _Morph(
+                formation=k,
+                start=a.astype(np.float32),
+                delta=d.astype(np.float32),
+                phase_from=self.formations[k].phase[self.slots_of(loop, k)],
+                phase_to=self.formations[(k + 1) % 4].phase[
+                    self.slots_of(loop + (k == 3), (k + 1) % 4)
+                ],
+                heading=np.degrees(yaw) % 360.0,
+                yaw=yaw,
+                reach=np.hypot(d[:, 0], d[:, 2]),
+            )
+        else:
+            came = self._segment(loop - (k == 0), (index - 1) % 8)
+            goes = self._segment(loop, index + 1)
+            assert isinstance(came, _Morph) and isinstance(goes, _Morph)
+            slot = self.slots_of(loop, k)
+            seg = _Hold(
+                formation=k,
+                base=self.formations[k].points[slot].astype(np.float32),
+                phase=self.formations[k].phase[slot],
+                wave=self._wave[slot] if k == GRID else np.zeros(0, np.float32),
+                came=came.heading,
+                goes=goes.heading,
+            )
+        if len(self._cache) >= 6:
+            self._cache.pop(next(iter(self._cache)))
+        self._cache[key] = seg
+        return seg
+
+    # -- one frame -------------------------------------------------------------------------------
+
+    def _colour(self, formation: int, phase: F32, t: float) -> F32:
+        shift = (t * _PALETTE_SPEED[formation]) % 1.0
+        index = ((phase + np.float32(shift)) * np.float32(256.0)).astype(np.intp) & 255
+        colours: F32 = self._palettes[formation][index]
+        return colours
+
+    def frame(self, t: float) -> Swarm:
+        """The swarm at `t` seconds (t >= 0) as one DATA frame (row i = drone `ids[i]`)."""
+        if not t >= 0 or not math.isfinite(t):
+            raise ValueError(f"show time must be finite and >= 0, not {t}")
+        n = self.drones
+        loop, tau = divmod(float(t), self.period)
+        span = self.hold + self.transition
+        k = min(int(tau // span), 3)
+        within = tau - k * span
+        holding = within < self.hold
+        seg = self._segment(int(loop), 2 * k + (0 if holding else 1))
+        pitch = np.zeros(n)
+        if isinstance(seg, _Hold):
+            u = within / self.hold
+            position = seg.base.copy()
+            if k == GRID:
+                lift = self.wave_amplitude * math.sin(math.pi * u) ** 2
+                position[:, 1] += np.float32(lift) * np.sin(
+                    seg.wave - np.float32(2 * np.pi * u * 4)
+                )
+            elif k in (SPHERE, RING):
+                angle = 2 * math.pi * float(smootherstep(u))
+                c, s = np.float32(math.cos(angle)), np.float32(math.sin(angle))
+                centre = (self.sphere_centre if k == SPHERE else self.ring_centre).astype(
+                    np.float32
+                )
+                rel = seg.base - centre
+                if k == SPHERE:  # about the vertical axis
+                    position[:, 0] = centre[0] + c * rel[:, 0] + s * rel[:, 2]
+                    position[:, 2] = centre[2] - s * rel[:, 0] + c * rel[:, 2]
+                else:  # in the ring's plane, about its axis (z)
+                    position[:, 0] = centre[0] + c * rel[:, 0] - s * rel[:, 1]
+                    position[:, 1] = centre[1] + s * rel[:, 0] + c * rel[:, 1]
+            colour = self._colour(k, seg.phase, t)
+            turn = (seg.goes - seg.came + 180.0) % 360.0 - 180.0
+            heading = seg.came + turn * smootherstep(u)
+        else:
+            u = (within - self.hold) / self.transition
+            s = np.float32(smootherstep(u))
+            position = seg.start + s * seg.delta
+            mix = (
+                self._colour(k, seg.phase_from, t) * (1 - s)
+                + self._colour((k + 1) % 4, seg.phase_to, t) * s
+            )
+            colour = mix
+            heading = seg.heading
+            accel = (60 * u - 180 * u * u + 120 * u**3) / (self.transition**2)
+            pitch = np.arctan(seg.reach * (accel / GRAVITY))
+        heading32 = (np.asarray(heading) % 360.0).astype(np.float32)
+        heading32[heading32 >= 360.0] = 0.0
+        yaw = np.radians(heading32.astype(np.float64))
+        body = yaw_pitch(yaw, pitch) if self.orientation else yaw_pitch(yaw, np.zeros(n))
+        colour8 = np.clip(colour + 0.5, 0, 255).astype(np.uint8)
+        light, cue, cue_ms, gimbal = self._payloads(t, tau, position, body, colour8)
+        return Swarm(
+            ids=self.ids,
+            position=position.astype(np.float32, copy=False),
+            has_color=self._has_color,
+            color=colour8,
+            has_heading=self._has_heading,
+            heading=heading32,
+            has_orientation=self._has_orientation,
+            orientation=body if self.orientation else np.zeros((n, 4), np.float32),
+            light=light,
+            cue=cue,
+            cue_ms=cue_ms,
+            gimbal=gimbal,
+        )
+
+    def spot_target(self, t: float) -> F64:
+        """The point on the ground (y = 0) the spotlights aim at, at `t`."""
+        angle = 2 * math.pi * t / 20.0
+        r = 0.5 * max(self.sphere_radius, self.ring_radius)
+        return np.array([r * math.sin(angle), 0.0, r * math.cos(angle)])
+
+    LASER_TARGET = np.zeros(3)  # the ground under the show's centre
+
+    def laser_on(self, tau: float) -> bool:
+        """Lasers shine during the sphere and ring holds (loop time `tau`)."""
+        return any(self.formations[k].start <= tau < self.formations[k].end for k in (1, 3))
+
+    def _payloads(
+        self, t: float, tau: float, position: F32, body: F32, colour: npt.NDArray[np.uint8]
+    ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint8], npt.NDArray[np.uint16], F32]:
+        """Per payload slot: light/intensity, pyro cue and ms, gimbal (relative to `body`)."""
+        n, slots = self.drones, self.slots
+        light = np.zeros((n, slots, 3), dtype=np.uint8)
+        cue = np.zeros((n, slots), dtype=np.uint8)
+        cue_ms = np.zeros((n, slots), dtype=np.uint16)
+        gimbal = np.zeros((n, slots, 4), dtype=np.float32)
+        laser = self.laser_on(tau)
+        pulse = 0.75 + 0.25 * math.cos(2 * math.pi * tau)
+        for (rows, slot, payload), starts in zip(self._groups, self._cue_start, strict=True):
+            if payload.def_type is DefType.PYRO:
+                burning = tau - starts
+                active = (burning >= 0) & (burning < self._cue_length[: starts.shape[1]])
+                ids = np.arange(1, starts.shape[1] + 1, dtype=np.uint8)
+                cue[rows, slot] = (active * ids).max(axis=1, initial=0)
+                ms = np.where(active, burning, 0.0).sum(axis=1) * 1000.0
+                cue_ms[rows, slot] = np.minimum(ms, 65535).astype(np.uint16)
+                continue
+            if payload.color is None:
+                light[rows, slot] = colour[rows]
+            else:
+                light[rows, slot, 0] = round(255 * pulse) if laser else 0
+            if payload.mount is MountType.STATIC:
+                continue
+            target = self.spot_target(t) if payload.def_type is DefType.LIGHT else self.LASER_TARGET
+            aim = target - position[rows].astype(np.float64)
+            yaw = np.arctan2(aim[:, 0], aim[:, 2])
+            pitch = np.arctan2(-aim[:, 1], np.hypot(aim[:, 0], aim[:, 2]))
+            world = yaw_pitch(yaw, pitch)
+            inverse = body[rows] * np.array([1, -1, -1, -1], dtype=np.float32)
+            gimbal[rows, slot] = qmul(inverse, world)
+        return light, cue, cue_ms, gimbal
