@@ -517,7 +517,10 @@ class Fleet:
         handler = getattr(self, "_do_" + name, None)
         if handler is None:  # a mission item sent as a command
             return _invalid(f"{name} is a mission item, not a command")
-        result: Result = handler(index, values)
+        try:
+            result: Result = handler(index, values)
+        except _Invalid as error:
+            return _invalid(str(error))
         return result
 
     def mission_upload(self, index: int, params: Params, items: Sequence[MissionItem]) -> Result:
