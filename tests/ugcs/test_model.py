@@ -126,7 +126,7 @@ def test_fields_and_commands_use_the_sdk_names() -> None:
     assert semantic["current_command"] == "FIELD_SEMANTIC_NUMERIC"
     kinds = {spec.name: spec.kind for spec in FIELDS}
     assert (kinds["latitude"], kinds["altitude_amsl"], kinds["gps_fix"]) == ("double", "float",
-                                                                             "enum")  # fmt: skip
+                                                                             "int")  # fmt: skip
     commands = {spec.name: spec for spec in COMMANDS}
     waypoint_params = [p.name for p in commands["waypoint"].parameters]
     assert waypoint_params == [

@@ -18,8 +18,9 @@ The VSM session registers what this module declares and drives a `Fleet`:
     `mission_upload(index, params, items)` is the same as `command(index, "mission_upload",
     params, items)`;
   - `telemetry() -> dict[str, NDArray]`: one column per field of `FIELDS`, `count` rows, in
-    wire units; float64 with NaN for "not available" (the VSM sends META_VALUE_NA), except
-    STRING fields, which are object arrays of `str | None`;
+    wire units; float64 with NaN for "not available" (the VSM sends META_VALUE_NA), also
+    for int and bool fields (whole numbers, 0/1: convert when encoding), except STRING
+    fields, which are object arrays of `str | None`;
   - `availability() -> dict[str, NDArray[bool]]`: `is_enabled` per command per vehicle
     (every command of `COMMANDS` is `is_available`);
   - `serial(index)` -- the vehicle's serial number.
@@ -86,9 +87,8 @@ Params = Mapping[str, ParamValue]
 MissionItem = tuple[str, Params]
 """A `mission_upload` sub-command: (command name, its parameters)."""
 
-ValueKind = Literal["double", "float", "int", "enum", "bool", "string"]
-"""The `Field_value` member a value travels in: double_value, float_value, int_value (also
-for enums), bool_value, string_value."""
+ValueKind = Literal["double", "float", "int", "bool", "string"]
+"""The `Field_value` member a value travels in, without its `_value` suffix (enums: int)."""
 
 EARTH_RADIUS = 6_378_137.0  # m, WGS84 equatorial
 ALT_TOLERANCE = 0.1  # m, vertical distance that counts as "at the target altitude"
@@ -170,17 +170,17 @@ FIELDS: tuple[FieldSpec, ...] = (
     _f("main_current", "CURRENT", "A", "float"),
     _f("remaining_power_level", "CAPACITY_LEVEL", "1", "float"),
     _f("satellite_count", "SATELLITE_COUNT", "", "int"),
-    _f("gps_fix", "GPS_FIX_TYPE", "", "enum"),
+    _f("gps_fix", "GPS_FIX_TYPE", "", "int"),
     _f("rc_link_quality", "RC_LINK_QUALITY", "1", "float"),
     _f("gcs_link_quality", "GCS_LINK_QUALITY", "1", "float"),
     _f("downlink_present", "BOOL", "", "bool"),
     _f("uplink_present", "BOOL", "", "bool"),
     _f("is_armed", "BOOL", "", "bool"),
     _f("fence_enabled", "BOOL", "", "bool"),
-    _f("control_mode", "CONTROL_MODE", "", "enum", enumeration=CONTROL_MODES),
-    _f("flight_mode", "FLIGHT_MODE", "", "enum"),
+    _f("control_mode", "CONTROL_MODE", "", "int", enumeration=CONTROL_MODES),
+    _f("flight_mode", "FLIGHT_MODE", "", "int"),
     _f("native_flight_mode", "STRING", "", "string"),
-    _f("autopilot_status", "AUTOPILOT_STATUS", "", "enum"),
+    _f("autopilot_status", "AUTOPILOT_STATUS", "", "int"),
     _f("home_latitude", "LATITUDE", "rad", "double"),
     _f("home_longitude", "LONGITUDE", "rad", "double"),
     _f("home_altitude_amsl", "ALTITUDE_AMSL", "m", "float"),
@@ -249,10 +249,10 @@ COMMANDS: tuple[CommandSpec, ...] = (
        _p("name", "STRING", "", "string"),
        _alt(False, "safe_altitude"),
        _alt(False, "rth_wait_altitude"),
-       _p("rc_loss_action", "ENUM", "", "enum", enumeration=FAILSAFE_ACTIONS),
-       _p("gps_loss_action", "ENUM", "", "enum", enumeration=FAILSAFE_ACTIONS),
-       _p("low_battery_action", "ENUM", "", "enum", enumeration=FAILSAFE_ACTIONS),
-       _p("rth_action", "ENUM", "", "enum", enumeration=RTH_ACTIONS)),
+       _p("rc_loss_action", "ENUM", "", "int", enumeration=FAILSAFE_ACTIONS),
+       _p("gps_loss_action", "ENUM", "", "int", enumeration=FAILSAFE_ACTIONS),
+       _p("low_battery_action", "ENUM", "", "int", enumeration=FAILSAFE_ACTIONS),
+       _p("rth_action", "ENUM", "", "int", enumeration=RTH_ACTIONS)),
     _c("mission_clear"),
     _c("mission_pause", _p("additional_altitude", "NUMERIC", "m", "float"), mission=True),
     _c("mission_resume"),
@@ -261,7 +261,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
        _p("vertical_speed", "VERTICAL_SPEED", "m/s", "float"),
        _HEADING),
     _c("move",
-       _p("turn_type", "ENUM", "", "enum", enumeration=TURN_TYPES),
+       _p("turn_type", "ENUM", "", "int", enumeration=TURN_TYPES),
        _lat(True), _lon(True), _alt(True), _RADIUS,
        _p("loiter_radius", "NUMERIC", "m", "float"),
        _p("wait_time", "NUMERIC", "s", "float"),
@@ -1193,7 +1193,8 @@ def _parse(spec: CommandSpec, params: Params) -> dict[str, Any]:
         if value is None:
             if p.required:
                 raise _Invalid(f"{spec.name}: {p.name} is not available")
-            values[p.name] = math.nan if p.kind in ("double", "float", "int") else None
+            numeric = p.kind in ("double", "float", "int") and not p.enumeration
+            values[p.name] = math.nan if numeric else None
             continue
         values[p.name] = _check(spec.name, p, value)
     return values
@@ -1201,7 +1202,13 @@ def _parse(spec: CommandSpec, params: Params) -> dict[str, Any]:
 
 def _check(command: str, p: ParamSpec, value: object) -> object:
     where = f"{command}: {p.name}"
-    if p.kind in ("double", "float", "int"):
+    if p.semantic == "FIELD_SEMANTIC_ENUM":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _Invalid(f"{where} must be an enum id, not {value!r}")
+        if all(value != id_ for id_, _ in p.enumeration):
+            raise _Invalid(f"{where}: {value} is not one of its enumeration")
+        return value
+    if p.kind in ("double", "float", "int"):  # numbers: the SDK takes any numeric member
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise _Invalid(f"{where} must be a number, not {value!r}")
         number = float(value)
@@ -1214,12 +1221,6 @@ def _check(command: str, p: ParamSpec, value: object) -> object:
         if p.semantic in _NOT_NEGATIVE and number < 0:
             raise _Invalid(f"{where} must not be negative, not {number:g}")
         return number
-    if p.kind == "enum":
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise _Invalid(f"{where} must be an enum id, not {value!r}")
-        if all(value != id_ for id_, _ in p.enumeration):
-            raise _Invalid(f"{where}: {value} is not one of its enumeration")
-        return value
     if p.kind == "bool":
         if not isinstance(value, bool):
             raise _Invalid(f"{where} must be true or false, not {value!r}")
