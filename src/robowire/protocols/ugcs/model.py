@@ -51,7 +51,9 @@ Our own choices (not from any source; see docs/ugcs.md):
 * Battery: 4S LiPo of `battery_capacity` Ah; current 0.4 A disarmed, 2 A armed on the
   ground, 12 A hovering + 0.8 A per m/s ground speed + 4 A per m/s climb; voltage
   4 x (3.3 + 0.9 x charge) V less 0.02 ohm x current. Below 15 % in the air the vehicle does
-  the mission's `low_battery_action` (return home by default) once.
+  the mission's `low_battery_action` (return home by default) once. Reported as a MAVLink
+  autopilot does: voltage and current to 0.01 V / A, the level in whole percent (so that a
+  VSM sending only changes does not resend them at every step).
 * GPS: satellites climb from 0 to 10..16 (seeded per vehicle) over a warm-up of
   `gps_warmup` seconds (seeded per vehicle) from the first step; fix NONE below 4
   satellites, 2D below 6, 3D from 6. Position telemetry is NA below 4 satellites. Arming
@@ -568,9 +570,9 @@ class Fleet:
             "vertical_speed": vu.copy(),
             "roll": roll,
             "pitch": pitch,
-            "main_voltage": 4.0 * (3.3 + 0.9 * self.charge) - 0.02 * self.current,
-            "main_current": self.current.copy(),
-            "remaining_power_level": self.charge.copy(),
+            "main_voltage": np.round(4.0 * (3.3 + 0.9 * self.charge) - 0.02 * self.current, 2),
+            "main_current": np.round(self.current, 2),
+            "remaining_power_level": np.round(self.charge, 2),
             "satellite_count": sats,
             "gps_fix": fix,
             "rc_link_quality": nan.copy(),
@@ -1086,6 +1088,7 @@ class Fleet:
         if need_airborne and not self.airborne[i]:
             return _failed("not flying")
         self.control_mode[i] = mode
+        self.emergency[i] = False  # the pilot took over
         if self.airborne[i]:
             if self.activity[i] == Activity.MISSION:
                 self.paused[i] = True
