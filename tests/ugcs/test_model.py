@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from robowire.errors import ConfigError
 from robowire.protocols.ugcs.model import (
     COMMANDS,
     FIELDS,
@@ -604,3 +605,22 @@ def test_a_thousand_vehicles_fly_together() -> None:
     expected = 4.0 + np.arange(1000) % 3  # 4..6 m at 2 m/s: all up within 3 s
     assert tel["altitude_agl"] == pytest.approx(expected)
     assert np.all(tel["flight_mode"] == 4)
+
+
+# -- settings ---------------------------------------------------------------------------------
+
+
+def test_settings_from_the_command_line() -> None:
+    fleet = Fleet.from_settings(
+        2, {"origin": "47.5,8.25,400", "cruise_speed": "12", "gps_warmup": "1,3", "other": "x"}
+    )
+    assert fleet.origin == (47.5, 8.25, 400.0) and fleet.cruise_speed == 12.0
+    fleet.step(0.0)
+    fleet.step(3.0)
+    tel = fleet.telemetry()
+    assert math.degrees(tel["latitude"][0]) == pytest.approx(47.5)
+    assert tel["altitude_amsl"][0] == 400.0
+    for bad in ({"origin": "47.5,8.25"}, {"origin": "95,0,0"}, {"climb_rate": "fast"},
+                {"climb_rate": "0"}, {"descent_rate": "-1"}, {"cruise_speed": "nan"}):  # fmt: skip
+        with pytest.raises(ConfigError, match="ugcs sim: "):
+            Fleet.from_settings(1, bad)

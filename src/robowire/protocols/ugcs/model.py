@@ -9,7 +9,8 @@ The VSM session registers what this module declares and drives a `Fleet`:
 * `COMMANDS` -- the commands with their parameters (`CommandSpec`, `ParamSpec`), and which
   are mission items (`available_in_mission`). `COMMAND_NAMES`, `MISSION_ITEMS` for lookups.
 * `PROPERTIES` / `AUTOPILOT_TYPE` -- the device and flight-controller properties.
-* `Fleet(count, *, origin=(lat_deg, lon_deg, alt_amsl_m), seed=0, ...)`:
+* `Fleet(count, *, origin=(lat_deg, lon_deg, alt_amsl_m), seed=0, ...)`, or
+  `Fleet.from_settings(count, settings, seed=...)` from `--set k=v` text (`SETTINGS`):
   - `step(now)` integrates every vehicle to `now` (seconds, any monotonic origin);
   - `command(index, name, params, items=()) -> Result`: one UgCS command for vehicle
     `index` at the time of the last `step`; `params` maps every registered parameter name
@@ -78,6 +79,8 @@ from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
+
+from robowire.errors import ConfigError
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -469,6 +472,33 @@ class Fleet:
         self.satellites_max = rng.integers(10, 17, size=n).astype(np.float64)
         low, high = gps_warmup
         self.gps_warmup = rng.uniform(low, high, size=n) if high > low else np.full(n, low)
+
+    @classmethod
+    def from_settings(
+        cls, count: int, settings: Mapping[str, str], *, seed: int = 0, where: str = "ugcs sim"
+    ) -> Fleet:
+        """A fleet with the `SETTINGS` that `settings` names (`--set k=v`, URL options):
+        `origin=LAT,LON,ALT` (degrees, degrees, metres AMSL), `gps_warmup=S` or `MIN,MAX`, the
+        rest one non-negative number each. ConfigError names a bad one."""
+        given: dict[str, Any] = {}
+        for key, text in settings.items():
+            if key not in SETTINGS:
+                continue
+            numbers = _numbers(text, key, where)
+            if key == "origin":
+                if len(numbers) != 3 or not (-90 <= numbers[0] <= 90 and -180 <= numbers[1] <= 180):
+                    raise ConfigError(f"{where}: origin must be LAT,LON,ALT in degrees and metres")
+                given[key] = (numbers[0], numbers[1], numbers[2])
+                continue
+            if any(x < 0 for x in numbers):
+                raise ConfigError(f"{where}: {key} must not be negative, not {text!r}")
+            if key == "gps_warmup" and len(numbers) in (1, 2):
+                given[key] = (numbers[0], numbers[-1])
+            elif len(numbers) == 1 and (numbers[0] > 0 or key in ("spacing",)):
+                given[key] = numbers[0]
+            else:
+                raise ConfigError(f"{where}: {key} must be one positive number, not {text!r}")
+        return cls(count, seed=seed, **given)
 
     # -- public API ---------------------------------------------------------------------------
 
@@ -1174,6 +1204,21 @@ class Fleet:
         self.current_command[i] = math.nan
         self.altitude_origin[i] = math.nan
         return OK
+
+
+SETTINGS = ("origin", "spacing", "gps_warmup", "cruise_speed", "climb_rate", "descent_rate",
+            "rth_altitude", "acceptance_radius", "battery_capacity")  # fmt: skip
+"""The `Fleet` options a user can set (`Fleet.from_settings`)."""
+
+
+def _numbers(text: str, key: str, where: str) -> list[float]:
+    try:
+        numbers = [float(part) for part in text.split(",")]
+    except ValueError:
+        raise ConfigError(f"{where}: {key} must be numbers, not {text!r}") from None
+    if not all(math.isfinite(x) for x in numbers):
+        raise ConfigError(f"{where}: {key} must be finite, not {text!r}")
+    return numbers
 
 
 # -- parameters -------------------------------------------------------------------------------
