@@ -6,8 +6,10 @@ positions are checked with a haversine distance on the reported radians.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -624,3 +626,54 @@ def test_settings_from_the_command_line() -> None:
                 {"climb_rate": "0"}, {"descent_rate": "-1"}, {"cruise_speed": "nan"}):  # fmt: skip
         with pytest.raises(ConfigError, match="ugcs sim: "):
             Fleet.from_settings(1, bad)
+
+
+# -- the example mission of the docs ------------------------------------------------------------
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "ugcs-square.json"
+
+
+def from_example(data: dict[str, Any], home_altitude: float) -> tuple[Params, list[Any]]:
+    """The documented mission file form (user units: degrees) as wire-unit parameters."""
+    spec = {s.name: s for s in COMMANDS}
+
+    def wire(name: str, given: Mapping[str, Any]) -> Params:
+        out: dict[str, Any] = {p.name: None for p in spec[name].parameters}
+        for key, value in given.items():
+            assert key in out, (name, key)
+            radians = key in ("latitude", "longitude", "heading")
+            out[key] = math.radians(value) if radians else value
+        return out
+
+    attributes = {"altitude_origin": home_altitude, **data["attributes"]}
+    items: list[Any] = []
+    speed = None
+    for point in data["waypoints"]:
+        point = dict(point)
+        name = point.pop("command", "move")
+        if name == "move":
+            point["altitude_amsl"] = point.pop("altitude")
+            new = point.pop("speed", None)
+            if new is not None and new != speed:
+                items.append(("set_speed", wire("set_speed", {"ground_speed": new})))
+                speed = new
+        items.append((name, wire(name, point)))
+    return wire("mission_upload", attributes), items
+
+
+def test_the_example_mission_flies_on_the_default_fleet() -> None:
+    fleet = ready()
+    clock = Clock(fleet)
+    params, items = from_example(json.loads(EXAMPLE.read_text()), ORIGIN[2])
+    result = fleet.mission_upload(0, params, items)
+    assert result.ok, result.text
+    assert fleet.command(0, "arm", {}).ok and fleet.command(0, "auto", {}).ok
+    top: list[float] = []
+    clock.run(200.0, watch=lambda _, tel: top.append(float(tel["altitude_agl"][0])),
+              until=lambda tel: tel["is_armed"][0] == 0)  # fmt: skip
+    # 30 m up at 3 m/s; 2 x 100 m at 8 m/s, 3 s wait, 2 x 100 m at 5 m/s (legs end up to 2 m
+    # early); 30 m down at 2 m/s: 10 + 25 + 3 + 40 + 15 = 93 s
+    assert clock.now == pytest.approx(93.0, abs=1.5)
+    assert max(top) == pytest.approx(30.0)
+    lat, lon = position(fleet.telemetry())
+    assert haversine(lat, lon, math.radians(ORIGIN[0]), math.radians(ORIGIN[1])) < 2.01

@@ -503,8 +503,8 @@ class Fleet:
     # -- public API ---------------------------------------------------------------------------
 
     def serial(self, index: int) -> str:
-        """Vehicle `index`'s serial number (`vehicle_serial`), unique within a seed."""
-        return f"SIM{self.seed:03d}-{index + 1:05d}"
+        """Vehicle `index`'s serial number (`vehicle_serial`): SIM-0001, SIM-0002, ..."""
+        return f"SIM-{index + 1:04d}"
 
     def step(self, now: float) -> None:
         """Fly every vehicle from the last step to `now` (seconds, monotonic)."""
