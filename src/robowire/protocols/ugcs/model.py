@@ -107,6 +107,7 @@ LOW_BATTERY = 0.15  # charge at which the low-battery action runs (airborne)
 CRITICAL_BATTERY = 0.20  # autopilot_status CRITICAL below this charge
 MAX_DISTANCE = 100_000.0  # m from the origin: targets farther are refused
 FIRST_COMMAND_ID = 1  # vehicle command id of mission item 0
+MAX_SUBSTEPS = 400  # per `step` call (100 s of flight at the default max_step)
 MIN_HEIGHT = 1.0  # m above the ground: lower targets in the air are raised to it
 
 # -- the vocabulary the VSM registers --------------------------------------------------------
@@ -511,14 +512,17 @@ class Fleet:
         return f"SIM-{index + 1:04d}"
 
     def step(self, now: float) -> None:
-        """Fly every vehicle from the last step to `now` (seconds, monotonic)."""
+        """Fly every vehicle from the last step to `now` (seconds, monotonic), in steps of at
+        most `max_step` (longer ones after a gap of more than `MAX_SUBSTEPS` of them)."""
         if self.time is None:
             self.time = self.start = now
             return
         total = now - self.time
         if total <= 0.0:
             return
-        steps = max(1, math.ceil(total / self.max_step))
+        # at most MAX_SUBSTEPS per call: after a long gap (a suspended host) the flight is
+        # integrated in longer steps, still without overshooting any target
+        steps = min(MAX_SUBSTEPS, max(1, math.ceil(total / self.max_step)))
         dt = total / steps
         start = self.time
         for k in range(1, steps + 1):
