@@ -4,6 +4,7 @@ frames built with the protobuf runtime, no robowire session code."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from robowire.protocols.ugcs.proto import ucs_vsm_pb2 as pb
 
@@ -99,7 +100,5 @@ class RawUcs:
 
     async def close(self) -> None:
         self.writer.close()
-        try:
+        with contextlib.suppress(ConnectionError, OSError):
             await self.writer.wait_closed()
-        except (ConnectionError, OSError):
-            pass

@@ -53,7 +53,7 @@ def test_every_frame_of_the_golden_capture_decodes_as_the_reference_says() -> No
     assert len(want) == 16
     assert not [r for r in rows if "error" in r]
     assert len(rows) == len(want)
-    for row, (direction, length, msg) in zip(rows, want, strict=True):
+    for row, (direction, length, _msg) in zip(rows, want, strict=True):
         assert row["direction"] == direction
         assert row["length"] == length
         assert row["message"] == json.loads(json.dumps(row["message"]))  # JSON-ready
