@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 
+from robowire.protocols.ugcs.proto import ucs_vsm_defs_pb2 as defs
 from robowire.protocols.ugcs.proto import ucs_vsm_pb2 as pb
 
 OK = 0
@@ -51,13 +53,15 @@ class RawUcs:
         payload = await asyncio.wait_for(self.reader.readexactly(size), timeout)
         return pb.Vsm_message.FromString(payload)
 
-    async def read_until(self, want: object, timeout: float = 10.0) -> pb.Vsm_message:
+    async def read_until(
+        self, want: Callable[[pb.Vsm_message], bool], timeout: float = 10.0
+    ) -> pb.Vsm_message:
         """The next message for which `want(msg)` is true (others are skipped)."""
         loop = asyncio.get_running_loop()
         end = loop.time() + timeout
         while True:
             msg = await self.read(max(0.01, end - loop.time()))
-            if want(msg):  # type: ignore[operator]
+            if want(msg):
                 return msg
 
     def send(self, msg: pb.Vsm_message) -> None:
@@ -66,7 +70,7 @@ class RawUcs:
     def register_peer(self, major: int = 4, minor: int = 4, peer_id: int = 0x5EED) -> None:
         msg = pb.Vsm_message(device_id=0)
         msg.register_peer.peer_id = peer_id
-        msg.register_peer.peer_type = SERVER  # type: ignore[assignment]
+        msg.register_peer.peer_type = defs.Peer_type.ValueType(SERVER)
         msg.register_peer.version_major = major
         msg.register_peer.version_minor = minor
         msg.register_peer.version_build = "test"
@@ -75,7 +79,7 @@ class RawUcs:
 
     def ack(self, device_id: int, message_id: int, code: int = OK) -> None:
         msg = pb.Vsm_message(device_id=device_id, message_id=message_id)
-        msg.device_response.code = code  # type: ignore[assignment]
+        msg.device_response.code = defs.Status_code.ValueType(code)
         self.send(msg)
 
     def ping(self) -> int:
@@ -92,7 +96,7 @@ class RawUcs:
         for field_id, value in (params or {}).items():
             p = dc.parameters.add(field_id=field_id)
             if value is None:
-                p.value.meta_value = 0  # type: ignore[assignment]
+                p.value.meta_value = defs.META_VALUE_NA
             else:
                 p.value.double_value = value
         self.send(msg)

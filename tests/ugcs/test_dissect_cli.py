@@ -41,7 +41,9 @@ def golden() -> list[tuple[str, int, pb.Vsm_message]]:
     for block in blocks:
         header, _, body = block.partition("\n")
         direction = header.split()[3]
-        length = int(re.search(r"payload_len=(\d+)", header).group(1))  # type: ignore[union-attr]
+        found = re.search(r"payload_len=(\d+)", header)
+        assert found, header
+        length = int(found.group(1))
         out.append((direction, length, text_format.Parse(body, pb.Vsm_message())))
     return out
 

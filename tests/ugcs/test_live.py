@@ -9,6 +9,7 @@ import pytest
 
 from robowire.endpoints import parse_endpoint
 from robowire.protocols.ugcs import services
+from robowire.protocols.ugcs.proto import ucs_vsm_pb2 as pb
 from robowire.protocols.ugcs.services import UgcsSim, UgcsSink
 from robowire.service import SimOptions
 from robowire.world import World
@@ -30,9 +31,9 @@ async def stop(task: asyncio.Task[None]) -> None:
     await asyncio.gather(task, return_exceptions=True)
 
 
-def _names(msg: object) -> dict[str, int]:
+def _names(msg: pb.Vsm_message) -> dict[str, int]:
     """command name -> id, field name -> id of a Register_device (flight controller)."""
-    reg = msg.register_device  # type: ignore[attr-defined]
+    reg = msg.register_device
     out: dict[str, int] = {}
     for sub in reg.subsystems:
         if sub.type == 1:
@@ -43,7 +44,7 @@ def _names(msg: object) -> dict[str, int]:
     return out
 
 
-async def handshake(ucs: RawUcs, count: int) -> list[object]:
+async def handshake(ucs: RawUcs, count: int) -> list[pb.Vsm_message]:
     first = await ucs.read()
     assert first.device_id == 0
     assert first.HasField("register_peer")  # the VSM speaks first, at once
@@ -57,7 +58,7 @@ async def handshake(ucs: RawUcs, count: int) -> list[object]:
     assert len({r.message_id for r in regs}) == count
     for reg in regs:
         ucs.ack(reg.device_id, reg.message_id)
-    return list(regs)
+    return regs
 
 
 async def test_handshake_ack_ping_commands_and_unknown_device() -> None:
@@ -67,12 +68,12 @@ async def test_handshake_ack_ping_commands_and_unknown_device() -> None:
         ucs = await RawUcs.connect(*sim.address)
         regs = await handshake(ucs, 2)
         reg = regs[0]
-        device = reg.device_id  # type: ignore[attr-defined]
+        device = reg.device_id
         names = _names(reg)
-        props = {p.name: p.value for p in reg.register_device.properties}  # type: ignore[attr-defined]
+        props = {p.name: p.value for p in reg.register_device.properties}
         assert props["vehicle_type"].int_value == 2  # VEHICLE_TYPE_MULTICOPTER
         assert props["vehicle_serial"].string_value == "SIM-0001"
-        fc = reg.register_device.subsystems[0]  # type: ignore[attr-defined]
+        fc = reg.register_device.subsystems[0]
         assert fc.properties[0].name == "autopilot_type"
         assert fc.properties[0].value.string_value == "emulator"
         # after the ACK: that device's telemetry arrives (the flush, then changes)
@@ -179,20 +180,21 @@ async def test_telemetry_only_to_acked_and_only_to_the_primary() -> None:
 
 async def test_shutdown_unregisters_the_vehicles() -> None:
     sim, task = await start_sim(count=2)
-    ucs = await RawUcs.connect(*sim.address)  # type: ignore[misc]
+    assert sim.address is not None
+    ucs = await RawUcs.connect(*sim.address)
     regs = await handshake(ucs, 2)
-    ids = {r.device_id for r in regs}  # type: ignore[attr-defined]
+    ids = {r.device_id for r in regs}
     heard: set[int] = set()
     while heard != ids:  # both ACKs were taken: each device's telemetry flows
         msg = await ucs.read_until(lambda m: m.HasField("device_status"))
         heard.add(msg.device_id)
     await stop(task)
-    gone = set()
+    gone: set[int] = set()
     while len(gone) < 2:
         msg = await ucs.read()
         if msg.HasField("unregister_device"):
             gone.add(msg.device_id)
-    assert gone == {r.device_id for r in regs}  # type: ignore[attr-defined]
+    assert gone == {r.device_id for r in regs}
     await ucs.close()
 
 
