@@ -265,3 +265,24 @@ async def test_serve_turns_world_devices_into_vehicles() -> None:
         await ucs.close()
     finally:
         await stop(task)
+
+
+async def test_a_ucs_that_never_registers_is_closed_after_10_s(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The connection is opened 9.8 s in the past (a fake `now` for the session's clock), so
+    the 10 s Register_peer timeout falls 0.2 s from now: no real 10 s wait."""
+    from robowire.timebase import monotonic
+
+    monkeypatch.setattr(services, "monotonic", lambda: monotonic() - 9.8)
+    sim, task = await start_sim(count=1)
+    try:
+        assert sim.address is not None
+        silent = await RawUcs.connect(*sim.address)
+        first = await silent.read()
+        assert first.HasField("register_peer")
+        with pytest.raises(asyncio.IncompleteReadError):  # closed by the VSM, nothing else sent
+            await silent.read(timeout=10.0)
+        await silent.close()
+    finally:
+        await stop(task)
