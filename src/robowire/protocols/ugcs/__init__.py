@@ -1,7 +1,62 @@
 """UgCS VSM: the protocol between a UgCS Control Server (UCS) and a Vehicle Specific Module (VSM).
 
-proto/          robowire's own .proto schema and the generated modules (`make proto`)
+proto/          robowire's own .proto schema and the modules `make proto` generates from it
 codec           LEB128 framing both ways, the incremental frame reader, Field_value <-> Python
 device          a device's registration both ways: specs -> ids (one counter) -> Register_device
 events          the typed events of both sessions
+session_vsm     the VSM side: one session per VSM, a `VsmLink` per UCS connection
+vehicle         a vehicle's registration the way the SDK's `Vehicle` does it
+model           the simulator: a vectorised fleet of multicopters that fly missions
+adapter         world devices -> VSM telemetry columns (the serve sink)
+services        sim (the model's fleet as a VSM, also dialling out), serve (world -> UgCS)
+dissect         `robowire decode ugcs` on pcap/pcapng and the jsonl capture form
+
+Where it differs from the shape:
+proto/, device, vehicle   the schema is protobuf (generated code), and both sides share the
+                registration model, so it is a module of its own.
+session_vsm     one session serves every connection of a VSM (the SDK's primary-connection
+                rules span connections); each connection is a `VsmLink` view of it.
 """
+
+from robowire.endpoints import Endpoint
+from robowire.errors import ConfigError
+from robowire.protocols.base import WireProtocol
+from robowire.protocols.ugcs.codec import DEFAULT_PORT, FrameReader, decode_frames, encode
+from robowire.protocols.ugcs.dissect import dissect, read_capture
+from robowire.protocols.ugcs.services import SIM_SETTINGS, UgcsSim, UgcsSink
+from robowire.protocols.ugcs.session_vsm import VsmLink, VsmSession
+from robowire.service import Source
+
+__all__ = [
+    "DEFAULT_PORT",
+    "PROTOCOL",
+    "FrameReader",
+    "UgcsSim",
+    "UgcsSink",
+    "VsmLink",
+    "VsmSession",
+    "decode_frames",
+    "encode",
+]
+
+
+def _open_source(endpoint: Endpoint) -> Source:
+    raise ConfigError("ugcs: listening as a UCS is not in this build yet")
+
+
+PROTOCOL = WireProtocol(
+    name="ugcs",
+    title="UgCS VSM",
+    default_port=DEFAULT_PORT,
+    schemes=("ugcs",),
+    open_source=_open_source,
+    open_sink=UgcsSink,
+    open_sim=UgcsSim,
+    dissect=dissect,
+    read_capture=read_capture,
+    sink_options=frozenset({"origin", "keep_alive", "name"}),
+    sim_settings=SIM_SETTINGS,
+)
+"""UgCS for the registry: `sim ugcs` (simulated vehicles behind a VSM on 127.0.0.1:5556, or
+`--to HOST[:PORT]` to dial a UCS), `serve ugcs://127.0.0.1:5556 --from ...` (world devices as
+UgCS vehicles), `decode ugcs FILE`."""
