@@ -661,9 +661,10 @@ def from_example(data: dict[str, Any], home_altitude: float) -> tuple[Params, li
     return wire("mission_upload", attributes), items
 
 
-def test_the_example_mission_flies_on_the_default_fleet() -> None:
+@pytest.mark.parametrize("tick", [0.1, 0.17, 0.2, 0.5])  # 0.2: the sim's 5 Hz; 0.17: uneven
+def test_the_example_mission_flies_on_the_default_fleet(tick: float) -> None:
     fleet = ready()
-    clock = Clock(fleet)
+    clock = Clock(fleet, tick)
     params, items = from_example(json.loads(EXAMPLE.read_text()), ORIGIN[2])
     result = fleet.mission_upload(0, params, items)
     assert result.ok, result.text
@@ -675,6 +676,7 @@ def test_the_example_mission_flies_on_the_default_fleet() -> None:
     # early); 30 m down at 2 m/s: 10 + 25 + 3 + 40 + 15 = 93 s
     assert clock.now == pytest.approx(93.0, abs=1.5)
     assert max(top) == pytest.approx(30.0)
+    assert fleet.telemetry()["altitude_agl"][0] == 0.0  # landed, and so disarmed
     lat, lon = position(fleet.telemetry())
     assert haversine(lat, lon, math.radians(ORIGIN[0]), math.radians(ORIGIN[1])) < 2.01
 
@@ -692,3 +694,17 @@ def test_a_long_gap_between_steps_overshoots_nothing() -> None:
     assert haversine(*position(tel), lat, lon) < 0.05
     assert tel["altitude_agl"][0] == pytest.approx(7.0)
     assert tel["remaining_power_level"][0] == pytest.approx(1 - 12.0 * 24 / 1000.0, abs=0.01)
+
+
+def test_throttle_down_onto_the_ground_lands() -> None:
+    fleet = ready(descent_rate=1.0)
+    clock = Clock(fleet)
+    take_off(fleet, clock, 2.0)
+    sticks = {"pitch": 0.0, "roll": 0.0, "yaw": 0.0, "throttle": -1.0}
+    for _ in range(3):  # 1 m/s down, re-sent every 0.6 s (the sticks hold for 1 s)
+        assert fleet.command(0, "direct_vehicle_control", sticks).ok
+        clock.run(0.6)
+    clock.run(0.5)  # 2 m down at 2.0 s
+    tel = fleet.telemetry()
+    assert tel["altitude_agl"][0] == 0.0 and tel["is_armed"][0] == 0
+    assert tel["native_flight_mode"][0] == "IDLE"

@@ -63,6 +63,7 @@ Our own choices (not from any source; see docs/ugcs.md):
 * `direct_vehicle_control`: pitch +1 = full `cruise_speed` forward, roll +1 = right,
   yaw +1 = turn clockwise at 90 deg/s, throttle +1 = climb at `climb_rate` (-1 descends at
   `descent_rate`); the sticks fall back to 0 after `DIRECT_TIMEOUT` s without a command.
+  Throttle down onto the ground lands (and disarms).
 * Mission items get vehicle command ids `FIRST_COMMAND_ID + index` (reported as
   `current_command`). `wait` without a time, and the `mission_pause` item, pause the mission
   until `mission_resume`. `move`'s turn_type, loiter_radius, ground_elevation and
@@ -759,8 +760,10 @@ class Fleet:
     def _landings(self) -> None:
         """Vehicles descending onto the ground touch down and disarm."""
         down = self.airborne & (self.alt <= self.ground + 1e-6)
-        down &= np.isin(self.activity, _LANDING) | (
-            (self.activity == Activity.MISSION) & (self.phase == Phase.DESCEND)
+        down &= (
+            np.isin(self.activity, _LANDING)
+            | ((self.activity == Activity.MISSION) & (self.phase == Phase.DESCEND))
+            | ((self.activity == Activity.DIRECT) & (self.sticks[:, 3] < 0))  # throttle down
         )
         if not down.any():
             return
@@ -996,7 +999,9 @@ class Fleet:
         assert mission is not None
         k = int(self.item[i])
         name, v = mission.items[k]
-        if name == "land_mission" and self.phase[i] == Phase.FLY:
+        if name == "land_mission":
+            if self.phase[i] == Phase.DESCEND:
+                return  # the touchdown (`_landings`) ends it, not the last centimetres
             self.phase[i] = Phase.DESCEND
             rate = v["descent_rate"]
             if math.isnan(rate) or rate <= 0:
