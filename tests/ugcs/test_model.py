@@ -565,8 +565,11 @@ def test_random_commands_give_a_result_never_an_exception(
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(sorted(MISSION_ITEMS)),
                           st.floats(-50, 50), st.floats(-50, 50), st.floats(0, 40)),
-                max_size=6))  # fmt: skip
-def test_any_valid_mission_flies_to_an_end(items: list[tuple[str, float, float, float]]) -> None:
+                max_size=6),
+       st.sampled_from([0.13, 0.2, 0.37, 1.0]))  # fmt: skip
+def test_any_valid_mission_flies_to_an_end(
+    items: list[tuple[str, float, float, float]], tick: float
+) -> None:
     fleet = ready()
     spec = {s.name: s for s in COMMANDS}
     mission = []
@@ -579,18 +582,23 @@ def test_any_valid_mission_flies_to_an_end(items: list[tuple[str, float, float, 
     assert fleet.command(0, "arm", {}).ok
     assert fleet.command(0, "auto", {}).ok
     now = 0.0
-    for _ in range(200):  # at most 200 s
-        now += 1.0
+    for _ in range(round(300 / tick)):  # at most 300 s
+        now += tick
         fleet.step(now)
-        if fleet.activity[0] != 4 and not fleet.paused[0]:  # no longer Activity.MISSION
+        if fleet.paused[0]:  # a wait without time or a mission_pause item
+            if not fleet.command(0, "mission_resume", {}).ok:
+                assert fleet.command(0, "auto", {}).ok  # on the ground
+        elif fleet.activity[0] != 4:  # no longer Activity.MISSION: the end
             break
-        if fleet.paused[0]:
-            assert fleet.command(0, "mission_resume", {}).ok or not fleet.airborne[0]
-            if not fleet.airborne[0]:
-                break
     tel = fleet.telemetry()
-    assert tel["native_flight_mode"][0] in ("HOLD", "IDLE")
+    mode = tel["native_flight_mode"][0]
+    assert mode in ("HOLD", "IDLE")
     assert np.isfinite(tel["latitude"][0]) and tel["altitude_agl"][0] >= 0.0
+    if mode == "HOLD":  # hovering in the air
+        assert tel["altitude_agl"][0] >= 1.0 - 0.1
+    flown = [name for name, *_ in items if name in ("move", "takeoff_mission", "land_mission")]
+    if flown and flown[-1] == "land_mission":  # ends landed and disarmed
+        assert (mode, tel["altitude_agl"][0], tel["is_armed"][0]) == ("IDLE", 0.0, 0.0)
 
 
 # -- many vehicles ----------------------------------------------------------------------------

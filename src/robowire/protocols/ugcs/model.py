@@ -792,8 +792,8 @@ class Fleet:
         self.pending[i] = True
 
     def _hold(self, i: int) -> None:
-        """Hover where the vehicle is."""
-        self.activity[i] = Activity.HOLD
+        """Hover where the vehicle is (stay put, on the ground)."""
+        self.activity[i] = Activity.HOLD if self.airborne[i] else Activity.IDLE
         self.target[i] = (self.east[i], self.north[i], self.alt[i])
         self.pending[i] = False
 
@@ -961,9 +961,9 @@ class Fleet:
                 self._fly_item(i, mission, name, v)
                 return
             k += 1
-        # past the last item: hover at the last target
+        # past the last item: hover at the last target (or stay on the ground)
         self.item[i] = len(mission.items)
-        self.activity[i] = Activity.HOLD
+        self.activity[i] = Activity.HOLD if self.airborne[i] else Activity.IDLE
         self.pending[i] = False
 
     def _fly_item(self, i: int, mission: Mission, name: str, v: Mapping[str, Any]) -> None:
