@@ -136,15 +136,26 @@ class VsmServer:
                 driver.close()
 
     async def serve(self, host: str, port: int, on_listening: Callable[[Address], None]) -> None:
-        await serve_stream(
-            host,
-            port,
-            self._link,
-            self._events,
-            on_listening=on_listening,
-            on_open=self._opened,
-            on_close=self._closed,
+        """Listen until cancelled; then unregister every device on every connection before
+        the server closes them (an orderly VSM stop)."""
+        task = asyncio.create_task(
+            serve_stream(
+                host,
+                port,
+                self._link,
+                self._events,
+                on_listening=on_listening,
+                on_open=self._opened,
+                on_close=self._closed,
+            )
         )
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            self.shutdown()
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            raise
 
     async def dial(
         self, host: str, port: int, on_connected: Callable[[], None] | None = None
