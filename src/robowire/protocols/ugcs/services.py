@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
+import math
 import random
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -282,12 +283,14 @@ class UgcsSim(Sim):
                 command_map=result.command_map,
             )
 
-    def tick(self, now: float) -> None:
-        """One simulation step: physics, telemetry columns, availability, commit."""
+    def tick(self, now: float, scheduled: float | None = None) -> None:
+        """One simulation step: physics, telemetry columns, availability, commit. `scheduled`
+        is the tick's time on the rate's grid: commits on the grid are exactly one period
+        apart, so a tick that wakes a little early does not fall inside the 200 ms window."""
         self.fleet.step(now)
         self.group.update(self.fleet.telemetry(), self._wall_ms(now))
         self.group.set_enabled(self.fleet.availability())
-        self.session.commit(now)
+        self.session.commit(now if scheduled is None else scheduled)
         self.server.flush_all()
 
     async def run(self, world: World) -> None:
@@ -300,7 +303,7 @@ class UgcsSim(Sim):
         next_tick = monotonic()
         try:
             while not serving.done():
-                self.tick(monotonic())
+                self.tick(monotonic(), next_tick)
                 next_tick += period
                 delay = next_tick - monotonic()
                 if delay < -period:  # far behind (a slow machine): do not try to catch up
@@ -353,7 +356,9 @@ class UgcsSink(Sink):
     def write(self, world: World, items: list[Update | LogEvent]) -> bool:
         now = monotonic()
         self.vehicles.write(world, items, int(self.clock.wall(now) * 1000.0))
-        self.session.commit(now)
+        # commits on a grid of the pull period: a pull that comes a little early does not
+        # hold a value back for a whole extra window
+        self.session.commit(math.floor(now * self.max_rate) / self.max_rate)
         self.server.flush_all()
         return True
 
