@@ -171,3 +171,14 @@ def test_cli_sim_on_a_busy_port_is_one_line() -> None:
     lines = run.stderr.splitlines()
     assert len(lines) == 1, run.stderr
     assert str(port) in lines[0] and "in use" in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("setting", "word"),
+    [("camera=yes", "camera"), ("origin=1,2", "origin"), ("rate=3", "'rate'")],
+)
+def test_cli_sim_settings_are_checked(setting: str, word: str) -> None:
+    run = robowire("sim", "ugcs", "--set", setting, "--duration", "1")
+    assert run.returncode != 0
+    assert len(run.stderr.splitlines()) == 1, run.stderr
+    assert word in run.stderr

@@ -244,8 +244,11 @@ class UgcsSim(Sim):
         self.fleet = model.Fleet.from_settings(self.count, settings, seed=options.seed, where=where)
         self.clock = WallClock()
         self.session = VsmSession(peer_id=instance_id(), name=name, keep_alive=keep_alive)
-        camera = settings.get("camera", "1") != "0"
-        gimbal = settings.get("gimbal", "1") != "0"
+        for key in ("camera", "gimbal"):
+            if settings.get(key, "1") not in ("0", "1"):
+                raise ConfigError(f"{where}: {key} must be 0 or 1, not {settings[key]!r}")
+        camera = settings.get("camera", "1") == "1"
+        gimbal = settings.get("gimbal", "1") == "1"
         specs = [
             vehicle_spec(self.fleet.serial(i), camera=camera, gimbal=gimbal)
             for i in range(self.count)
