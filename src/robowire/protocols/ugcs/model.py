@@ -27,7 +27,8 @@ The VSM session registers what this module declares and drives a `Fleet`:
   - `serial(index)` -- the vehicle's serial number.
 * `Result(code, text, mission_id, command_map)`: `code` is a `Status_code` enum name
   ("STATUS_OK", "STATUS_FAILED" = the vehicle refused, "STATUS_INVALID_COMMAND" = unknown
-  command, missing/bad parameter, item not allowed in a mission); `text` goes in
+  command, missing/bad parameter, item not allowed in a mission; "STATUS_INVALID_SESSION_ID"
+  for an index out of range); `text` goes in
   `Device_response.status`; for `mission_upload`, `mission_id` (CRC32 of the mission's
   content) and `command_map` as (vehicle_command_id, mission_command_idx) pairs.
 
@@ -36,7 +37,7 @@ and parameter names, which are mission items, the semantic a name gets by defaul
 the wire: latitude/longitude radians, heading radians 0..2pi clockwise from north, altitudes
 metres, speeds m/s, voltage V, current A, remaining_power_level 0..1.
 
-Our own choices (not from any source; see docs/ugcs.md):
+Our own choices (not from any source):
 
 * The ground is flat at the origin's altitude; vehicles park on a square grid `spacing` m apart
   (east, then north) starting at the origin, home = parking spot.
