@@ -240,3 +240,30 @@ UcsEvent: TypeAlias = (
 UgcsEvent: TypeAlias = VsmEvent | UcsEvent
 
 # The ugcs-ucs engineer may add classes below this line.
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CommandTimedOut:
+    """UCS side: no final reply to our request `message_id` within `timeout` s (the SDK never
+    answers a command for a device it does not know)."""
+
+    conn: int = 0
+    device_id: int
+    message_id: int
+    timeout: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MissionProgress:
+    """UCS side: the vehicle's `current_command` mapped back to the mission we uploaded: it is
+    on item `item` (0-based index of the mission_upload sub-command), or on none (None), of
+    mission `mission_id` (the id the VSM replied to the upload with)."""
+
+    conn: int = 0
+    device_id: int
+    mission_id: int
+    item: int | None
+
+
+UcsSessionEvent: TypeAlias = UcsEvent | CommandTimedOut | MissionProgress
+"""Everything `session_ucs.UcsSession` emits."""
