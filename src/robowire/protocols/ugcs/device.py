@@ -304,8 +304,9 @@ def _field_info(f: pb.Register_field, subsystem: int, index: int) -> FieldInfo:
 
 
 def register(spec: DeviceSpec, ids: IdCounter, begin_of_epoch: int) -> DeviceInfo:
-    """Give `spec` ids from `ids`, the SDK's order: each subsystem's telemetry fields, then its
-    commands each followed by its parameters; the device id last."""
+    """Give `spec` ids from `ids` in the order seen from the SDK (hello world: fields 1-7,
+    commands 8-11, parameters 12-19, device 20): per subsystem its telemetry fields, its
+    commands, then their parameters; the device id last."""
     fields: list[FieldInfo] = []
     commands: list[CommandInfo] = []
     seen: dict[int, int] = {}
@@ -316,8 +317,8 @@ def register(spec: DeviceSpec, ids: IdCounter, begin_of_epoch: int) -> DeviceInf
         subs.append((sub.type, {name: value for name, (value, _) in sub.properties.items()}))
         for f in sub.telemetry:
             fields.append(_info(f, ids(), sub.type, index))
-        for c in sub.commands:
-            command_id = ids()
+        command_ids = [ids() for _ in sub.commands]
+        for command_id, c in zip(command_ids, sub.commands, strict=True):
             params = tuple(_info(p, ids(), sub.type, index) for p in c.parameters)
             commands.append(
                 CommandInfo(command_id, c.name, params, c.available_in_mission, sub.type, index)
