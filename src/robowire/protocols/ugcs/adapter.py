@@ -300,7 +300,7 @@ class UcsAdapter:
                 if column.enum is not None:
                     names = column.enum
                     attributes.setdefault(row, {})[name] = (
-                        names.Name(int(value)).split("_", 2)[-1]
+                        names.Name(value).removeprefix(names.DESCRIPTOR.name.upper() + "_")
                         if isinstance(value, int) and value in names.values()
                         else None
                     )

@@ -562,6 +562,8 @@ class UcsSession:
             return
         item: int | None = None
         current = device.values.get("current_command")
+        if isinstance(current, float) and current.is_integer():
+            current = int(current)  # a VSM may send it as a float: the same number
         if mission == device.mission_id and isinstance(current, int):
             item = device.mission_map.get(current)
         if item != device.mission_item:
