@@ -243,7 +243,7 @@ SPEC = DeviceSpec(
                             "low_battery_action",
                             defs.FIELD_SEMANTIC_ENUM,
                             enumeration={0: "rth", 1: "land"},
-                        ),  # fmt: skip
+                        ),
                     ),
                 ),
                 CommandSpec("move", (FieldSpec("latitude", defs.FIELD_SEMANTIC_LATITUDE),), True),
@@ -506,7 +506,7 @@ def test_random_bytes_never_raise(data: bytes) -> None:
                 st.integers(-(2**62), 2**62),
                 st.booleans(),
                 st.text(max_size=5),
-            ),  # fmt: skip
+            ),
         ),
         max_size=8,
     )
