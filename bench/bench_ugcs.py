@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import math
 import multiprocessing
 import statistics
 import sys
@@ -43,20 +44,61 @@ from robowire.world import World
 VEHICLES = 1000
 RATE = 5.0
 SECONDS = 30.0
-WARMUP = 3.0  # s of the run not measured (registrations, GPS warm-up)
+WARMUP = 4.0  # s of the run not measured (registrations, take-off)
 RECORD = 4.0  # s of received bytes kept for the decode benchmark
 
 
 # -- the VSM in a child process ------------------------------------------------------------------
 
 
+def _params(name: str, given: dict[str, Any]) -> dict[str, Any]:
+    """Every parameter of model command `name` (None = NA), `given` ones set (wire units)."""
+    from robowire.protocols.ugcs import model
+
+    return {p.name: given.get(p.name) for p in model.COMMAND_BY_NAME[name].parameters}
+
+
+def _fly(sim: Any) -> None:
+    """Every vehicle flies a 300 m square at 30 m: its telemetry changes at every tick."""
+    fleet = sim.fleet
+    lat0, lon0 = math.radians(fleet.origin[0]), math.radians(fleet.origin[1])
+    alt0 = fleet.origin[2]
+    north = 300.0 / 6_371_000.0
+    east = north / math.cos(lat0)
+    corners = [(lat0 + north, lon0), (lat0 + north, lon0 + east), (lat0, lon0 + east), (lat0, lon0)]
+    items = [("takeoff_mission", _params("takeoff_mission", {"altitude_amsl": alt0 + 30}))]
+    items += [
+        (
+            "move",
+            _params(
+                "move",
+                {
+                    "latitude": lat,
+                    "longitude": lon,
+                    "altitude_amsl": alt0 + 30,
+                    "acceptance_radius": 3.0,
+                },
+            ),
+        )
+        for lat, lon in corners
+    ]
+    attributes = _params("mission_upload", {"altitude_origin": alt0})
+    for i in range(fleet.count):
+        fleet.mission_upload(i, attributes, items)
+        fleet.command(i, "arm", {})
+        fleet.command(i, "auto", {})
+
+
 def _vsm(pipe: Connection, count: int, rate: float) -> None:
     from robowire.protocols.ugcs.services import UgcsSim
 
     async def run() -> None:
-        sim = UgcsSim(SimOptions(port=0, count=count, rate=rate))
+        options = SimOptions(port=0, count=count, rate=rate, options={"gps_warmup": "0.5"})
+        sim = UgcsSim(options)
         task = asyncio.create_task(sim.run(World()))
         await sim.ready.wait()
+        await asyncio.sleep(1.0)  # every vehicle has a 3D fix
+        _fly(sim)
         pipe.send(sim.address)
         loop = asyncio.get_running_loop()
         marks: list[tuple[float, float]] = []
@@ -173,15 +215,21 @@ def _best(fn: Any, repeat: int = 3) -> float:
 
 def _decode(stream: bytes) -> None:
     payloads = [payload for _, payload in codec.split_frames(stream, final=False)]
-    n = len(payloads)
-    if not n:
-        print("   decode: nothing received")
-        return
     parse = pb.Vsm_message.FromString
-    chunks = [stream[i : i + 65536] for i in range(0, len(stream), 65536)]  # socket-sized reads
+    last_registration = max(
+        (i for i, p in enumerate(payloads) if parse(p).HasField("register_device")), default=-1
+    )
+    setup, rest = payloads[: last_registration + 1], payloads[last_registration + 1 :]
+    n = len(rest)
+    if not n:
+        print("   decode: no telemetry received")
+        return
+    setup_bytes = b"".join(codec.frame(p) for p in setup)
+    rest_bytes = b"".join(codec.frame(p) for p in rest)
+    chunks = [rest_bytes[i : i + 65536] for i in range(0, len(rest_bytes), 65536)]  # reads
 
     def baseline() -> None:
-        for payload in payloads:
+        for payload in rest:
             parse(payload)
 
     def reader() -> None:
@@ -190,16 +238,25 @@ def _decode(stream: bytes) -> None:
             frames.feed(chunk)
 
     def session() -> None:
-        ucs = UcsSession(0.0, peer_id=1)
         for chunk in chunks:
             ucs.feed(chunk, 1.0)
 
+    def registrations() -> None:
+        UcsSession(0.0, peer_id=1).feed(setup_bytes, 1.0)
+
     base = _best(baseline)
-    print(f"   decode: {n} frames ({len(stream) / 1e6:.1f} MB) received from the VSM")
+    print(f"   decode: {n} frames after the registrations ({len(rest_bytes) / 1e6:.1f} MB)")
     print(f"     ParseFromString alone   {n / base:12,.0f} frames/s   1.00x")
-    for name, fn in (("frame reader", reader), ("UCS session", session)):
-        took = _best(fn)
-        print(f"     {name:<22}  {n / took:12,.0f} frames/s   {base / took:.2f}x")
+    took = _best(reader)
+    print(f"     frame reader            {n / took:12,.0f} frames/s   {base / took:.2f}x"
+          "   (target >= 0.7)")  # fmt: skip
+    ucs = UcsSession(0.0, peer_id=1)
+    ucs.feed(setup_bytes, 1.0)
+    took = _best(session, 1)
+    print(f"     UCS session             {n / took:12,.0f} frames/s   {base / took:.2f}x"
+          "   (framing, parse, names, held values, events)")  # fmt: skip
+    took = _best(registrations, 1)
+    print(f"     ({len(setup)} registration frames: {len(setup) / took:,.0f}/s)")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,238 @@
+"""Our UCS side against our VSM (`UgcsSim`: the VSM session with the simulated fleet) through
+real sockets on 127.0.0.1: a mission flown to completion, the source into the world, the CLI.
+
+What the vehicle must do comes from the mission we wrote (its waypoints) and the fact sheet
+(ACKs, the item map, `current_command`), never from the code under test. No assertion is on
+wall-clock time: waits are bounded only so that a broken peer fails instead of hanging.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from robowire.endpoints import parse_endpoint
+from robowire.errors import TransportError
+from robowire.protocols.ugcs.client import Mission, UcsClient
+from robowire.protocols.ugcs.codec import defs
+from robowire.protocols.ugcs.events import MissionProgress
+from robowire.protocols.ugcs.services import UcsSource, UgcsSim
+from robowire.service import SimOptions
+from robowire.world import World
+
+pytestmark = pytest.mark.timeout(120)
+
+ORIGIN = (56.9496, 24.1052, 10.0)  # the simulator's default origin (lat, lon deg; alt m)
+FAST = {"climb_rate": "6", "descent_rate": "6", "cruise_speed": "8"}
+M_PER_DEG_LAT = 111_320.0
+
+
+def offset(north: float, east: float) -> tuple[float, float]:
+    """The point `north`, `east` metres from the origin, in degrees."""
+    lat = ORIGIN[0] + north / M_PER_DEG_LAT
+    lon = ORIGIN[1] + east / (M_PER_DEG_LAT * math.cos(math.radians(ORIGIN[0])))
+    return lat, lon
+
+
+def distance(lat: float, lon: float, lat2: float, lon2: float) -> float:
+    """Metres between two points in degrees (equirectangular: fine over tens of metres)."""
+    north = (lat2 - lat) * M_PER_DEG_LAT
+    east = (lon2 - lon) * M_PER_DEG_LAT * math.cos(math.radians(lat))
+    return math.hypot(north, east)
+
+
+WAYPOINTS = [offset(0.0, 20.0), offset(20.0, 20.0), offset(20.0, 0.0)]
+MISSION = {
+    "attributes": {"name": "test", "altitude_origin": ORIGIN[2]},
+    "waypoints": [
+        {"command": "takeoff_mission", "altitude_amsl": ORIGIN[2] + 8, "climb_rate": 6},
+        *(
+            {"latitude": lat, "longitude": lon, "altitude": ORIGIN[2] + 8, "speed": 8,
+             "acceptance_radius": 1.5}
+            for lat, lon in WAYPOINTS
+        ),
+        {"command": "land_mission", "descent_rate": 6},
+    ],
+}  # fmt: skip
+
+
+@contextlib.asynccontextmanager
+async def vsm(count: int = 2, rate: float = 10.0) -> AsyncIterator[UgcsSim]:
+    sim = UgcsSim(SimOptions(port=0, count=count, rate=rate, options=dict(FAST)))
+    task = asyncio.create_task(sim.run(World()))
+    await asyncio.wait_for(sim.ready.wait(), 10)
+    try:
+        yield sim
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def port_of(sim: UgcsSim) -> int:
+    assert sim.address is not None
+    return sim.address[1]
+
+
+async def test_a_mission_is_flown_to_completion() -> None:
+    async with vsm() as sim, UcsClient("127.0.0.1", port_of(sim)) as ucs:
+        assert ucs.peer is not None and ucs.peer.peer_type == defs.PEER_TYPE_VSM
+        drone = await ucs.wait_for_device("SIM-0001")
+        assert drone.info.device_id != 0
+        items: list[int | None] = []
+        track: list[tuple[float, float]] = []
+
+        def watch(events: list[Any]) -> None:
+            items.extend(e.item for e in events if isinstance(e, MissionProgress))
+            lat, lon = drone.values.get("latitude"), drone.values.get("longitude")
+            if isinstance(lat, float) and isinstance(lon, float):
+                track.append((math.degrees(lat), math.degrees(lon)))
+
+        ucs.listeners.append(watch)
+        await ucs.wait_for(lambda: drone.values.get("gps_fix") == defs.GPS_FIX_TYPE_3D, 30,
+                           "no 3D fix")  # fmt: skip
+        mission = Mission.from_json(MISSION)
+        upload = await ucs.upload_mission("SIM-0001", mission)
+        assert upload.ok, upload
+        assert upload.mission_id is not None
+        # the map covers every item of what we sent (takeoff, set_speed, 3 moves, land)
+        assert sorted(upload.mission_map.values()) == list(range(len(mission.items)))
+        assert (await ucs.command("SIM-0001", "arm")).ok
+        assert (await ucs.command("SIM-0001", "auto")).ok
+        await ucs.wait_for(lambda: drone.values.get("current_mission_id") == upload.mission_id,
+                           10, "the mission is not running")  # fmt: skip
+        await ucs.wait_for(lambda: drone.values.get("is_armed") is False, 90,
+                           "the vehicle did not land")  # fmt: skip
+        # current_command followed the map: items in order, each move among them
+        seen = [i for i in items if i is not None]
+        assert seen == sorted(seen)
+        moves = [i for i, (name, _) in enumerate(mission.items) if name == "move"]
+        assert set(moves) <= set(seen)
+        # the vehicle passed each waypoint (within its acceptance radius and one 200 ms step)
+        for lat, lon in WAYPOINTS:
+            closest = min(distance(lat, lon, *p) for p in track)
+            assert closest < 1.5 + 8 * 0.2 + 0.5, (lat, lon, closest)
+        await ucs.wait_for(lambda: drone.values.get("altitude_agl") == pytest.approx(0, abs=0.1),
+                           10, "not on the ground")  # fmt: skip
+
+
+async def test_a_refusal_and_a_silent_unknown_device() -> None:
+    async with vsm(count=1) as sim, UcsClient("127.0.0.1", port_of(sim)) as ucs:
+        await ucs.wait_for_device("SIM-0001")
+        refused = await ucs.command("SIM-0001", "land_command")  # on the ground
+        assert refused.code == defs.STATUS_FAILED and refused.text
+        with pytest.raises(TransportError, match="no reply"):
+            await ucs.command_id(4242, 1, timeout=1.0)  # the SDK never answers: we time out
+        assert (await ucs.command("SIM-0001", "disarm")).code in (
+            defs.STATUS_OK, defs.STATUS_FAILED,
+        )  # fmt: skip
+
+
+async def test_the_source_puts_the_fleet_in_the_world() -> None:
+    async with vsm(count=3, rate=10) as sim:
+        world = World()
+        source = UcsSource(parse_endpoint(f"ugcs://127.0.0.1:{port_of(sim)}"))
+        task = asyncio.create_task(source.run(world))
+        try:
+            for _ in range(200):
+                table = world.tables.get(source.name)
+                if table is not None and len(table) == 3 and all(
+                    d.geodetic is not None for d in world.devices(source.name)
+                ):
+                    break
+                await asyncio.sleep(0.05)
+            devices = {d.device_id: d for d in world.devices(source.name)}
+            assert sorted(devices) == ["SIM-0001", "SIM-0002", "SIM-0003"]
+            first = devices["SIM-0001"]
+            assert first.kind == "ugcs"
+            assert first.geodetic is not None
+            assert first.geodetic[0] == pytest.approx(ORIGIN[0], abs=0.001)  # degrees
+            assert first.attributes["autopilot_type"] == "emulator"
+            assert first.telemetry["remaining_power_level"][1] == "ratio"
+            assert first.position is not None  # ENU from the first fix
+            assert math.hypot(first.position[0], first.position[1]) < 50
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+# -- the CLI, as processes -------------------------------------------------------------------------
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+ENV = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+
+
+def robowire(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "robowire.cli", *args],
+        env=ENV, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def sim_process() -> Any:
+    """`robowire sim ugcs` on a free port; yields HOST:PORT."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "robowire.cli", "sim", "ugcs", "--port", "0", "--count", "2",
+         "--duration", "60"],
+        env=ENV, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    assert process.stderr is not None
+    try:
+        line = process.stderr.readline()
+        assert "listening on" in line, line
+        yield line.split("listening on ", 1)[1].split(";", 1)[0].strip()
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def test_cli_command_devices_and_mission(sim_process: str, tmp_path: Path) -> None:
+    listed = robowire("ugcs", "devices", "--host", sim_process, "--json")
+    assert listed.returncode == 0, listed.stderr
+    names = [json.loads(line)["device"] for line in listed.stdout.splitlines()]
+    assert names == ["SIM-0001", "SIM-0002"]
+    armed = robowire("ugcs", "command", "--host", sim_process, "--device", "SIM-0002", "arm")
+    # a fresh vehicle may still be without a 3D fix: then the VSM refuses (exit 1, its reason)
+    assert armed.stdout.startswith("arm: STATUS_"), armed.stdout + armed.stderr
+    assert (armed.returncode == 0) == armed.stdout.startswith("arm: STATUS_OK")
+    path = tmp_path / "mission.json"
+    path.write_text(json.dumps(MISSION))
+    uploaded = robowire("ugcs", "mission", "--host", sim_process, "--device", "SIM-0001",
+                        str(path))  # fmt: skip
+    assert uploaded.returncode == 0, uploaded.stderr
+    assert uploaded.stdout.startswith("mission_upload: STATUS_OK (mission id ")
+
+
+def test_cli_errors_are_one_line(sim_process: str, tmp_path: Path) -> None:
+    nobody = robowire("ugcs", "command", "--host", sim_process, "--device", "NOPE", "arm",
+                      "--timeout", "1")  # fmt: skip
+    assert nobody.returncode != 0
+    assert len(nobody.stderr.splitlines()) == 1 and "NOPE" in nobody.stderr
+    unknown = robowire("ugcs", "command", "--host", sim_process, "--device", "SIM-0001", "fly")
+    assert unknown.returncode != 0 and "no command 'fly'" in unknown.stderr
+    assert len(unknown.stderr.splitlines()) == 1
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"waypoints": []}')
+    mission = robowire("ugcs", "mission", "--host", sim_process, "--device", "SIM-0001", str(bad))
+    assert mission.returncode != 0 and "waypoints" in mission.stderr
+    closed = robowire("ugcs", "devices", "--host", "127.0.0.1:1", "--timeout", "1")
+    assert closed.returncode != 0 and len(closed.stderr.splitlines()) == 1
+    assert "cannot connect to 127.0.0.1:1" in closed.stderr
+
+
+def test_cli_help_has_examples() -> None:
+    for command in ("command", "mission", "devices"):
+        run = robowire("ugcs", command, "--help")
+        assert run.returncode == 0 and "Example" in run.stdout
