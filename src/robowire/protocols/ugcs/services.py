@@ -1,6 +1,11 @@
-"""The UgCS services on the shared templates.
+"""UgCS services on the templates.
 
-# --- UCS side: the source (`robowire listen ugcs://host:5556`) ---------------------------------
+VSM side (this block): `VsmServer`, the thin asyncio driver of one `VsmSession` (a listening
+server, or in reverse mode a dialler that retries), one shared `StreamDriver` per connection;
+`UgcsSim` (`robowire sim ugcs`: the model's fleet as a VSM) and `UgcsSink` (`robowire serve
+ugcs://...`: every world device as a UgCS vehicle).
+
+UCS side (the block at the end): the listen source (`robowire listen ugcs://host:5556`).
 
 * `UcsSource`: we are the UgCS server. By default it dials the VSM (the VSM listens, 5556 by
   convention) and the `Source` template reconnects with backoff when the connection ends.
@@ -16,25 +21,364 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import ipaddress
 import itertools
 import logging
-from collections.abc import Sequence
+import random
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from robowire.endpoints import Endpoint
-from robowire.errors import ConfigError
-from robowire.protocols.base import ConnectionLost, PacketDropped
-from robowire.protocols.ugcs.adapter import Origin, UcsAdapter
+from robowire.errors import ConfigError, TransportError
+from robowire.protocols.base import Address, ConnectionLost, PacketDropped
+from robowire.protocols.ugcs import model
+from robowire.protocols.ugcs.adapter import DEFAULT_ORIGIN, Origin, UcsAdapter, WorldVehicles
 from robowire.protocols.ugcs.client import process_peer_id
-from robowire.protocols.ugcs.codec import DEFAULT_PORT
-from robowire.protocols.ugcs.events import DeviceRegistered, PeerRegistered
+from robowire.protocols.ugcs.codec import DEFAULT_PORT, Value
+from robowire.protocols.ugcs.events import (
+    CommandReceived,
+    ConnectionEnded,
+    DeviceAcknowledged,
+    DeviceRegistered,
+    PeerRegistered,
+    VsmEvent,
+)
+from robowire.protocols.ugcs.proto import ucs_vsm_defs_pb2 as defs
 from robowire.protocols.ugcs.session_ucs import UcsSession
-from robowire.service import Source
-from robowire.timebase import monotonic
+from robowire.protocols.ugcs.session_vsm import VsmLink, VsmSession
+from robowire.protocols.ugcs.vehicle import vehicle_spec
+from robowire.service import Sim, SimOptions, Sink, Source
+from robowire.timebase import WallClock, monotonic
 from robowire.transport.tcp import StreamDriver, connect_stream, serve_stream
-from robowire.world import World
+from robowire.world import LogEvent, Update, World
 
 log = logging.getLogger("robowire.ugcs")
+
+RETRY_SECONDS = 10.0
+"""Reverse mode: the SDK's `ucs.retry_timeout` default."""
+CONNECT_TIMEOUT = 10.0
+"""Reverse mode: the SDK's `TCP_CONNECT_TIMEOUT`."""
+MAX_VEHICLES = 10_000
+DEFAULT_RATE = 5.0
+SIM_SETTINGS = frozenset(model.SETTINGS) | {"keep_alive", "name", "camera", "gimbal"}
+
+
+def instance_id() -> int:
+    """A VSM's random 32-bit instance id, drawn once per VSM (its Register_peer `peer_id`)."""
+    return random.SystemRandom().getrandbits(32)
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def host_port(text: str, default_port: int, where: str) -> tuple[str, int]:
+    """`HOST[:PORT]` (or `ugcs://HOST[:PORT]`) -> (host, port)."""
+    rest = text.split("://", 1)[-1].rstrip("/")
+    host, sep, port_text = rest.rpartition(":")
+    if not sep or not port_text.isdigit() or (host.endswith("]") is False and ":" in host):
+        host, port = rest, default_port
+    else:
+        port = int(port_text)
+    host = host.strip("[]")
+    if not host or not 0 < port < 65536:
+        raise ConfigError(f"{where}: {text!r} is not HOST[:PORT]")
+    return host, port
+
+
+class VsmServer:
+    """Drives one `VsmSession` over asyncio: `serve` (listen) or `dial` (reverse mode)."""
+
+    def __init__(
+        self,
+        session: VsmSession,
+        on_command: Callable[[CommandReceived], None],
+        stats_owner: Any,
+    ) -> None:
+        self.session = session
+        self.on_command = on_command
+        self.owner = stats_owner
+        self.drivers: dict[int, StreamDriver] = {}
+
+    def _link(self, peer: Address) -> VsmLink:
+        return self.session.connect(monotonic(), loopback=_loopback(peer[0]))
+
+    def _opened(self, driver: StreamDriver) -> None:
+        if isinstance(driver.session, VsmLink):
+            self.drivers[driver.session.conn] = driver
+
+    def _closed(self, driver: StreamDriver) -> None:
+        if isinstance(driver.session, VsmLink):
+            conn = driver.session.conn
+            self.drivers.pop(conn, None)
+            self.session.forget(conn)
+
+    def _events(self, driver: StreamDriver, events: list[VsmEvent]) -> None:
+        for event in events:
+            match event:
+                case CommandReceived():
+                    self.owner.stats.messages_in += 1
+                    self.on_command(event)
+                case PeerRegistered(compatible=False):
+                    log.warning(
+                        "ugcs: UCS %d:%d at %s:%d is too old (< 2.14): keeping quiet",
+                        event.version_major,
+                        event.version_minor,
+                        *driver.peer,
+                    )
+                case PeerRegistered():
+                    log.info("ugcs: UCS peer %08x at %s:%d", event.peer_id, *driver.peer)
+                case DeviceAcknowledged(code=code) if code != defs.STATUS_OK:
+                    log.info("ugcs: the UCS refused device %d (code %d)", event.device_id, code)
+                case PacketDropped():
+                    self.owner.stats.drop(event.reason)
+                case ConnectionEnded():
+                    log.info("ugcs: closing %s:%d: %s", *driver.peer, event.reason)
+        driver.flush()
+
+    def flush_all(self) -> None:
+        for driver in list(self.drivers.values()):
+            driver.flush()
+
+    async def serve(self, host: str, port: int, on_listening: Callable[[Address], None]) -> None:
+        await serve_stream(
+            host,
+            port,
+            self._link,
+            self._events,
+            on_listening=on_listening,
+            on_open=self._opened,
+            on_close=self._closed,
+        )
+
+    async def dial(
+        self, host: str, port: int, on_connected: Callable[[], None] | None = None
+    ) -> None:
+        """Reverse mode: connect to the UCS, and again `RETRY_SECONDS` after each loss."""
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                async with asyncio.timeout(CONNECT_TIMEOUT):
+                    _, driver = await loop.create_connection(
+                        lambda: StreamDriver(
+                            self._link,
+                            self._events,
+                            on_open=self._opened,
+                            on_close=self._closed,
+                        ),
+                        host,
+                        port,
+                    )
+            except (OSError, TimeoutError) as exc:
+                reason = "timed out" if isinstance(exc, TimeoutError) else exc.strerror or str(exc)
+                log.info("ugcs: cannot reach the UCS at %s:%d (%s); retrying", host, port, reason)
+            else:
+                if on_connected is not None:
+                    on_connected()
+                try:
+                    await asyncio.shield(driver.closed)
+                finally:
+                    driver.close()
+            await asyncio.sleep(RETRY_SECONDS)
+
+    def shutdown(self) -> None:
+        """Unregister every device where it was registered, send that, close everything."""
+        self.session.shutdown()
+        for driver in list(self.drivers.values()):
+            driver.flush()
+            driver.close()
+
+
+def _options(settings: dict[str, str], where: str) -> tuple[float | None, str]:
+    keep_alive: float | None = None
+    text = settings.get("keep_alive")
+    if text is not None:
+        try:
+            keep_alive = float(text)
+        except ValueError:
+            raise ConfigError(f"{where}: keep_alive must be seconds, not {text!r}") from None
+        if keep_alive <= 0:
+            raise ConfigError(f"{where}: keep_alive must be positive, not {text!r}")
+    return keep_alive, settings.get("name", "robowire")
+
+
+class UgcsSim(Sim):
+    """`robowire sim ugcs`: `--count` simulated multicopters (model.py) on one VSM, telemetry
+    at `--rate` Hz (default 5). Listens on 127.0.0.1:5556 by default; with `--to HOST[:PORT]`
+    it dials the UCS instead (reverse mode) and redials every 10 s after a loss.
+
+    Settings (`--set k=v`): the fleet's (`origin=LAT,LON,ALT`, `spacing`, `cruise_speed`, ...;
+    see `model.SETTINGS`), `keep_alive=N` (ping every second, close after N s of silence),
+    `name` (the VSM's name in its Register_peer), `camera=0`, `gimbal=0`.
+    """
+
+    def __init__(self, options: SimOptions) -> None:
+        where = "ugcs sim"
+        self.count = 1 if options.count is None else options.count
+        if not 1 <= self.count <= MAX_VEHICLES:
+            raise ConfigError(f"{where}: count must be 1..{MAX_VEHICLES}")
+        self.rate = DEFAULT_RATE if options.rate is None else options.rate
+        if not 0 < self.rate <= 50:
+            raise ConfigError(f"{where}: rate must be in (0, 50] Hz")
+        settings = options.options
+        unknown = set(settings) - SIM_SETTINGS
+        if unknown:
+            raise ConfigError(f"{where}: unknown setting {sorted(unknown)[0]!r}")
+        keep_alive, name = _options(settings, where)
+        self.target: tuple[str, int] | None = None
+        if options.target:
+            self.target = host_port(options.target, DEFAULT_PORT, where)
+            self.announce = "connecting to"
+            self.host, self.port = self.target
+        else:
+            self.host = options.host
+            self.port = DEFAULT_PORT if options.port is None else options.port
+        super().__init__(f"ugcs-sim@{self.host}:{self.port}")
+        self.fleet = model.Fleet.from_settings(self.count, settings, seed=options.seed, where=where)
+        self.clock = WallClock()
+        self.session = VsmSession(peer_id=instance_id(), name=name, keep_alive=keep_alive)
+        camera = settings.get("camera", "1") != "0"
+        gimbal = settings.get("gimbal", "1") != "0"
+        specs = [
+            vehicle_spec(self.fleet.serial(i), camera=camera, gimbal=gimbal)
+            for i in range(self.count)
+        ]
+        infos = self.session.register_group(specs, self._wall_ms(monotonic()))
+        self.group = self.session.groups[0]
+        self._row = {info.device_id: row for row, info in enumerate(infos)}
+        self.server = VsmServer(self.session, self._command, self)
+
+    def _wall_ms(self, now: float) -> int:
+        return int(self.clock.wall(now) * 1000.0)
+
+    def _command(self, event: CommandReceived) -> None:
+        row = self._row.get(event.device_id)
+        if row is None:
+            return
+        command = event.command
+        items = [(sub.name, _plain(sub.parameters)) for sub in command.sub_commands]
+        result = self.fleet.command(row, command.name, _plain(command.parameters), items)
+        log.info(
+            "ugcs sim: vehicle %d %s: %s %s",
+            row,
+            command.name,
+            result.code,
+            result.text,
+        )
+        if event.response_required:
+            self.session.respond(
+                event.conn,
+                event.device_id,
+                event.message_id,
+                int(defs.Status_code.Value(result.code)),
+                result.text,
+                mission_id=result.mission_id,
+                command_map=result.command_map,
+            )
+
+    def tick(self, now: float) -> None:
+        """One simulation step: physics, telemetry columns, availability, commit."""
+        self.fleet.step(now)
+        self.group.update(self.fleet.telemetry(), self._wall_ms(now))
+        self.group.set_enabled(self.fleet.availability())
+        self.session.commit(now)
+        self.server.flush_all()
+
+    async def run(self, world: World) -> None:
+        if self.target is not None:
+            self.listening(self.target)
+            serving = asyncio.create_task(self.server.dial(*self.target))
+        else:
+            serving = asyncio.create_task(self.server.serve(self.host, self.port, self.listening))
+        period = 1.0 / self.rate
+        next_tick = monotonic()
+        try:
+            while not serving.done():
+                self.tick(monotonic())
+                next_tick += period
+                delay = next_tick - monotonic()
+                if delay < -period:  # far behind (a slow machine): do not try to catch up
+                    next_tick = monotonic()
+                    delay = 0.0
+                await asyncio.wait([serving], timeout=max(0.0, delay))
+            serving.result()
+        finally:
+            self.server.shutdown()
+            serving.cancel()
+            with contextlib.suppress(asyncio.CancelledError, TransportError):
+                await serving
+
+
+class UgcsSink(Sink):
+    """`robowire serve ugcs://127.0.0.1:5556 --from ...`: a VSM whose vehicles are the world's
+    devices (`adapter.WorldVehicles`). Options: `origin=LAT,LON,ALT` (where ENU devices are),
+    `keep_alive=N`, `name`."""
+
+    max_rate = 10.0  # the commits' 200 ms windows need a regular pull
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        where = "ugcs serve"
+        self.host = endpoint.host or "127.0.0.1"
+        self.port = endpoint.port_or(DEFAULT_PORT)
+        super().__init__(f"ugcs-serve@{self.host}:{self.port}")
+        settings = dict(endpoint.options)
+        keep_alive, name = _options(settings, where)
+        origin = DEFAULT_ORIGIN_TEXT
+        if "origin" in settings:
+            origin = settings["origin"]
+        self.clock = WallClock()
+        self.session = VsmSession(peer_id=instance_id(), name=name, keep_alive=keep_alive)
+        self.vehicles = WorldVehicles(self.session, origin=_origin(origin, where), name=name)
+        self.server = VsmServer(self.session, self._command, self)
+
+    def _command(self, event: CommandReceived) -> None:
+        if event.response_required:  # world devices are not ours to fly
+            self.session.respond(
+                event.conn,
+                event.device_id,
+                event.message_id,
+                defs.STATUS_FAILED,
+                f"{event.command.name}: robowire serves this vehicle read-only",
+            )
+
+    async def serve(self, world: World) -> None:
+        await self.server.serve(self.host, self.port, self.listening)
+
+    def write(self, world: World, items: list[Update | LogEvent]) -> bool:
+        now = monotonic()
+        self.vehicles.write(world, items, int(self.clock.wall(now) * 1000.0))
+        self.session.commit(now)
+        self.server.flush_all()
+        return True
+
+    def finish(self, world: World) -> None:
+        self.server.shutdown()
+
+
+def _plain(params: Mapping[str, Value]) -> dict[str, model.ParamValue]:
+    """Parameters as the model takes them (no list or bytes value is registered for it)."""
+    return {k: None if isinstance(v, bytes | list) else v for k, v in params.items()}
+
+
+DEFAULT_ORIGIN_TEXT = ",".join(str(x) for x in DEFAULT_ORIGIN)
+
+
+def _origin(text: str, where: str) -> tuple[float, float, float]:
+    try:
+        lat, lon, alt = (float(x) for x in text.split(","))
+    except ValueError:
+        raise ConfigError(f"{where}: origin must be LAT,LON,ALT, not {text!r}") from None
+    if not (-90 <= lat <= 90 and -180 <= lon <= 180):
+        raise ConfigError(f"{where}: origin {text!r} is not a place on Earth")
+    return lat, lon, alt
+
+
+# --- UCS side: the listen source ------------------------------------------------------------
 
 UCS_SOURCE_OPTIONS = frozenset({"mode", "origin"})
 _PASSED_ON = (PacketDropped, ConnectionLost)  # what a standby connection still reports

@@ -538,7 +538,7 @@ class VsmSession:
         rp.version_major, rp.version_minor, rp.version_build = VERSION
         rp.name = self.name
         self._queue(link, codec.encode(peer))
-        return VsmLink(self, link.conn)
+        return VsmLink(self, link.conn, link.stats)
 
     @property
     def connections(self) -> list[int]:
@@ -857,14 +857,10 @@ def _command(info: DeviceInfo, dc: pb.Device_command, *, in_mission: bool) -> Co
 class VsmLink:
     """One connection of a `VsmSession`, as a `StreamSession` for the shared `StreamDriver`."""
 
-    def __init__(self, session: VsmSession, conn: int) -> None:
+    def __init__(self, session: VsmSession, conn: int, stats: SessionStats) -> None:
         self.session = session
         self.conn = conn
-
-    @property
-    def stats(self) -> SessionStats:
-        link = self.session._links.get(self.conn)
-        return link.stats if link is not None else SessionStats()
+        self.stats = stats
 
     @property
     def state(self) -> LinkState:
