@@ -146,8 +146,10 @@ async def test_the_source_puts_the_fleet_in_the_world() -> None:
         try:
             for _ in range(200):
                 table = world.tables.get(source.name)
-                if table is not None and len(table) == 3 and all(
-                    d.geodetic is not None for d in world.devices(source.name)
+                if (
+                    table is not None
+                    and len(table) == 3
+                    and all(d.geodetic is not None for d in world.devices(source.name))
                 ):
                     break
                 await asyncio.sleep(0.05)
