@@ -317,6 +317,7 @@ class UcsAdapter:
         self.dropped = 0
         self._columns: dict[str, dict[str, _Column]] = {}  # label -> field key -> column
         self._labels: dict[tuple[int, int], str] = {}  # (conn, session device id) -> label
+        self._keys: dict[tuple[int, int], tuple[str, dict[int, str]]] = {}  # ... + field keys
         self._enabled: dict[str, dict[str, bool]] = {}  # label -> command -> usable now
 
     def apply(self, events: Sequence[UcsSessionEvent], receive_time: float) -> int:
@@ -331,20 +332,21 @@ class UcsAdapter:
             match event:
                 case TelemetryReceived(conn=conn, device_id=device_id, values=values):
                     taken += 1
-                    label = labels.get((conn, device_id))
-                    if label is None:
+                    known = self._keys.get((conn, device_id))
+                    if known is None:
                         continue
-                    held = changes.get(label)
+                    vehicle, keys = known
+                    held = changes.get(vehicle)
                     if held is None:
-                        held = changes[label] = {}
-                    latest = newest.get(label, -(1 << 62))
+                        held = changes[vehicle] = {}
+                    latest = newest.get(vehicle, -(1 << 62))
                     for tv in values:
-                        info = tv.field
-                        if info is not None:
-                            held[info.key] = tv.value
+                        key = keys.get(tv.field_id)
+                        if key is not None:
+                            held[key] = tv.value
                             if tv.time_ms > latest:
                                 latest = tv.time_ms
-                    newest[label] = latest
+                    newest[vehicle] = latest
                 case MissionProgress(conn=conn, device_id=device_id, item=item):
                     label = labels.get((conn, device_id))
                     if label is not None:
@@ -355,6 +357,7 @@ class UcsAdapter:
                 case DeviceUnregistered(conn=conn, device_id=device_id):
                     taken += 1
                     label = labels.pop((conn, device_id), None)
+                    self._keys.pop((conn, device_id), None)
                     if label is not None:
                         self._attributes(label, {"registered": False}, receive_time)
                 case AvailabilityChanged(conn=conn, device_id=device_id, commands=commands):
@@ -384,6 +387,7 @@ class UcsAdapter:
     def _register(self, conn: int, device: DeviceInfo, receive_time: float) -> None:
         label = device_label(device)
         self._labels[(conn, device.device_id)] = label
+        self._keys[(conn, device.device_id)] = (label, {f.field_id: f.key for f in device.fields})
         self._columns[label] = {f.key: _Column(f.key, f.semantic) for f in device.fields}
         self._enabled[label] = {}
         table = self.world.table(self.source)
@@ -419,7 +423,7 @@ class UcsAdapter:
         receive_time: float,
     ) -> None:
         table = self.world.table(self.source)
-        labels = list(changes.keys() | mission.keys())
+        labels = [*changes, *(m for m in mission if m not in changes)]  # arrival order
         slot_of = table.index
         slots = np.fromiter(
             (slot_of[x] if x in slot_of else table.slot(x, KIND) for x in labels),

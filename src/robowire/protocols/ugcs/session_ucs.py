@@ -128,6 +128,11 @@ class UcsDevice:
     mission_map: dict[int, int] = field(default_factory=dict)
     mission_item: int | None = None
     mission_matched: bool = False  # current_mission_id has been our mission's id
+    fields: dict[int, tuple[FieldInfo, str]] = field(init=False, repr=False)
+    """field id -> (its registration, its key): the telemetry hot path's one lookup"""
+
+    def __post_init__(self) -> None:
+        self.fields = {f.field_id: (f, f.key) for f in self.info.fields}
 
     @property
     def device_id(self) -> int:
@@ -495,7 +500,7 @@ class UcsSession:
         device_id = device.device_id
         telemetry = status.telemetry_fields
         if telemetry:
-            fields = device.info.fields_by_id
+            fields = device.fields
             begin = device.info.begin_of_epoch
             held = device.values
             times = device.times
@@ -503,18 +508,21 @@ class UcsSession:
             unknown = 0
             mission = False
             for tf in telemetry:
-                info = fields.get(tf.field_id)
+                field_id = tf.field_id
+                found = fields.get(field_id)
                 value = _value(tf.value)
                 time_ms = begin + tf.ms_since_epoch
-                if info is None:
+                if found is None:
                     unknown += 1
+                    info = None
                 else:
-                    key = info.key
+                    info, key = found
                     held[key] = value
                     times[key] = time_ms
-                    mission = mission or key in _MISSION_KEYS
+                    if key in _MISSION_KEYS:
+                        mission = True
                 received.append(
-                    TelemetryValue(field_id=tf.field_id, field=info, time_ms=time_ms, value=value)
+                    TelemetryValue(field_id=field_id, field=info, time_ms=time_ms, value=value)
                 )
             if unknown:
                 self._drop(f"{device.label}: {unknown} value(s) of unregistered fields", events)
