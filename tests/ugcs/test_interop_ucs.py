@@ -149,7 +149,7 @@ async def test_the_source_puts_the_fleet_in_the_world() -> None:
                 if (
                     table is not None
                     and len(table) == 3
-                    and all(d.geodetic is not None for d in world.devices(source.name))
+                    and all(d.geodetic is not None for d in vehicles(world, source.name))
                 ):
                     break
                 await asyncio.sleep(0.05)
@@ -238,3 +238,117 @@ def test_cli_help_has_examples() -> None:
     for command in ("command", "mission", "devices"):
         run = robowire("ugcs", command, "--help")
         assert run.returncode == 0 and "Example" in run.stdout
+
+
+# -- reverse mode: VSMs dial the source ------------------------------------------------------------
+
+
+async def listening_source(world: World) -> tuple[UcsSource, asyncio.Task[None]]:
+    source = UcsSource(parse_endpoint("ugcs://127.0.0.1:0?mode=listen"))
+    task = asyncio.create_task(source.run(world))
+    await asyncio.wait_for(source.ready.wait(), 10)
+    return source, task
+
+
+def vehicles(world: World, source: str) -> list[Any]:
+    return list(world.devices(source)) if source in world.tables else []
+
+
+async def until(condition: Any, what: str, seconds: float = 30.0) -> None:
+    for _ in range(int(seconds / 0.05)):
+        if condition():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(what)
+
+
+async def test_a_reverse_mode_vsm_dials_the_listening_source() -> None:
+    world = World()
+    source, task = await listening_source(world)
+    assert source.address is not None
+    sim = UgcsSim(SimOptions(count=2, rate=10, target=f"127.0.0.1:{source.address[1]}"))
+    sim_task = asyncio.create_task(sim.run(World()))
+    try:
+        await until(lambda: len(vehicles(world, source.name)) == 2, "no vehicles")
+        await until(
+            lambda: all(d.geodetic is not None for d in vehicles(world, source.name)), "no fix"
+        )
+        assert sorted(d.device_id for d in vehicles(world, source.name)) == ["SIM-0001", "SIM-0002"]
+    finally:
+        for t in (sim_task, task):
+            t.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await t
+
+
+class RawVsm:
+    """A VSM written by hand on a socket: Register_peer with a given peer_id, one device."""
+
+    def __init__(self, peer_id: int, serial: str) -> None:
+        from robowire.protocols.ugcs.device import DeviceSpec, FieldSpec, IdCounter, SubsystemSpec
+        from robowire.protocols.ugcs.device import register as register_device
+
+        spec = DeviceSpec(
+            properties={"vehicle_serial": (serial, defs.FIELD_SEMANTIC_STRING)},
+            subsystems=(
+                SubsystemSpec(
+                    type=defs.SUBSYSTEM_TYPE_FLIGHT_CONTROLLER,
+                    telemetry=(FieldSpec("altitude_agl", defs.FIELD_SEMANTIC_ALTITUDE_AGL),),
+                ),
+            ),
+        )
+        self.info = register_device(spec, IdCounter(), 1_700_000_000_000)
+        self.peer_id = peer_id
+
+    async def dial(self, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        from robowire.protocols.ugcs.codec import encode, pb
+
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        peer = pb.Vsm_message(device_id=0)
+        peer.register_peer.peer_id = self.peer_id
+        peer.register_peer.peer_type = defs.PEER_TYPE_VSM
+        registration = self.info.to_message()
+        registration.message_id = 1
+        registration.response_required = True
+        writer.write(encode(peer) + encode(registration))
+        await writer.drain()
+        return reader, writer
+
+    def altitude(self, value: float) -> bytes:
+        from robowire.protocols.ugcs.codec import encode, pb, write_value
+
+        msg = pb.Vsm_message(device_id=self.info.device_id)
+        tf = msg.device_status.telemetry_fields.add(
+            field_id=self.info.fields[0].field_id, ms_since_epoch=1
+        )
+        write_value(tf.value, value)
+        return encode(msg)
+
+
+async def test_one_vsm_on_two_connections_feeds_the_world_once() -> None:
+    world = World()
+    source, task = await listening_source(world)
+    assert source.address is not None
+    vsm_a = RawVsm(4711, "SN-A")
+    try:
+        _, old = await vsm_a.dial(source.address[1])
+        await until(lambda: len(vehicles(world, source.name)) == 1, "not registered")
+        _, new = await vsm_a.dial(source.address[1])  # the same VSM instance again
+        await until(lambda: len(source.sessions) == 2, "second connection not up")
+        await asyncio.sleep(0.2)
+        new.write(vsm_a.altitude(5.0))
+        await until(lambda: world.device(source.name, "SN-A").telemetry.get("altitude_agl")
+                    == (5.0, "m"), "newest connection not applied")  # fmt: skip
+        old.write(vsm_a.altitude(99.0))  # the older connection is on standby: not applied
+        await asyncio.sleep(0.3)
+        assert world.device(source.name, "SN-A").telemetry["altitude_agl"] == (5.0, "m")
+        new.close()  # the newest goes: the older one takes over
+        await until(lambda: len(source.sessions) == 1, "close not seen")
+        old.write(vsm_a.altitude(7.0))
+        await until(lambda: world.device(source.name, "SN-A").telemetry.get("altitude_agl")
+                    == (7.0, "m"), "the older connection did not take over")  # fmt: skip
+        old.close()
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
