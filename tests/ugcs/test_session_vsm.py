@@ -6,9 +6,11 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from robowire.protocols.ugcs import codec
-from robowire.protocols.ugcs.codec import defs, pb
+from robowire.protocols.ugcs.codec import Value, defs, pb
 from robowire.protocols.ugcs.device import CommandSpec, DeviceSpec, FieldSpec, SubsystemSpec
 from robowire.protocols.ugcs.events import (
     CommandReceived,
@@ -500,7 +502,7 @@ def test_progress_reports_then_the_final_reply() -> None:
 # --- telemetry --------------------------------------------------------------------------------
 
 
-def _telemetry(link: VsmLink) -> list[dict[int, object]]:
+def _telemetry(link: VsmLink) -> list[dict[int, Value]]:
     out = []
     for msg in frames(link.data_to_send()):
         out.append(
@@ -695,3 +697,68 @@ def test_devices_added_later_are_registered_on_primary_links() -> None:
     assert msg.device_id == info.device_id
     assert msg.HasField("register_device")
     assert msg.response_required
+
+
+# --- bad input: only typed events, never an exception; other connections carry on --------------
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.binary(max_size=200))
+def test_random_bytes_after_the_handshake(data: bytes) -> None:
+    session = new_session()
+    victim = handshake(session)
+    other = handshake(session, peer_id=UCS_PEER + 1)
+    victim.data_to_send()
+    other.data_to_send()
+    events = victim.feed(data, 1.0)
+    for event in events:
+        assert isinstance(event, PacketDropped | ConnectionEnded | CommandReceived)
+    other.feed(codec.encode(pb.Vsm_message(device_id=0, message_id=4, response_required=True)), 1.0)
+    assert frames(other.data_to_send())[-1].message_id == 4
+
+
+_values = st.one_of(
+    st.none(),
+    st.floats(allow_nan=True),
+    st.integers(-(2**63), 2**63 - 1),
+    st.booleans(),
+    st.text(max_size=5),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([0, DEVICE, DEVICE + 1]),
+            st.integers(0, 2**32 - 1),
+            st.booleans(),
+            st.sampled_from([ARM, TAKEOFF, UPLOAD, MOVE, 99]),
+            st.lists(
+                st.tuples(st.sampled_from([REL_ALT, ALT_ORIGIN, MOVE_LAT, MOVE_TURN, 1]), _values),
+                max_size=3,
+            ),
+        ),
+        max_size=6,
+    )
+)
+def test_random_well_formed_messages(
+    items: list[tuple[int, int, bool, int, list[tuple[int, Value]]]],
+) -> None:
+    session = new_session()
+    link = handshake(session)
+    link.data_to_send()
+    wire = b""
+    for device_id, message_id, required, command_id, params in items:
+        msg = pb.Vsm_message(device_id=device_id, message_id=message_id, response_required=required)
+        dc = msg.device_commands.add(command_id=command_id)
+        for field_id, value in params:
+            codec.write_value(dc.parameters.add(field_id=field_id).value, value)
+        wire += codec.encode(msg)
+    for event in link.feed(wire, 1.0):
+        assert isinstance(event, PacketDropped | CommandReceived)
+        if isinstance(event, CommandReceived):
+            session.respond(event.conn, event.device_id, event.message_id, S.STATUS_OK)
+    for reply in frames(link.data_to_send()):
+        assert reply.HasField("device_response")
+    assert not link.close_expected()

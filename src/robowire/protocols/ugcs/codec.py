@@ -185,9 +185,10 @@ def decode_frames(buf: bytes) -> list[pb.Vsm_message]:
     """Every message of a buffer of whole frames; DecodeError on the first bad one, or if the
     buffer ends inside a frame."""
     reader = FrameReader()
-    msgs, error = reader.feed(buf)
+    found, error = reader.feed(buf)
     if error is not None:
         raise error
+    msgs = list(found)
     if reader.pending:
         tail = len(buf) - reader.pending
         try:
@@ -223,24 +224,27 @@ class FrameReader:
         """Bytes held waiting for the rest of their frame."""
         return len(self._buf)
 
-    def feed(self, data: bytes) -> tuple[list[pb.Vsm_message], DecodeError | None]:
+    def feed(self, data: bytes) -> tuple[Sequence[pb.Vsm_message], DecodeError | None]:
+        """The messages `data` completes (a sequence to iterate once; it holds them all in one
+        arena) and the DecodeError that stopped the stream, if one did."""
         if self.error is not None:
-            return [], None
+            return (), None
         buf = self._buf + data if self._buf else data
         end = len(buf)
         pos = 0
-        frames: list[bytes] = []  # whole non-empty frames, length prefix included
-        starts: list[int] = []  # where each one's payload starts in buf
+        frames: list[bytes] = [b""]  # whole non-empty frames, length prefix included
+        add = frames.append
         error: DecodeError | None = None
         while pos < end:
             # fast path: one- and two-byte lengths (every frame under 16 KiB)
             b0 = buf[pos]
             if b0 < 0x80:
-                size = b0
-                start = pos + 1
+                if not b0:  # a zero-length frame: skipped
+                    pos += 1
+                    continue
+                stop = pos + 1 + b0
             elif pos + 1 < end and buf[pos + 1] < 0x80:
-                size = (b0 & 0x7F) | (buf[pos + 1] << 7)
-                start = pos + 2
+                stop = pos + 2 + ((b0 & 0x7F) | (buf[pos + 1] << 7))
             else:
                 try:
                     found = _read_length(buf, pos, end)
@@ -250,14 +254,15 @@ class FrameReader:
                 if found is None:
                     break
                 size, start = found
-            stop = start + size
+                stop = start + size
+                if not size:
+                    pos = stop
+                    continue
             if stop > end:
                 break
-            if size:
-                frames.append(buf[pos:stop])
-                starts.append(start)
+            add(buf[pos:stop])
             pos = stop
-        out, bad = _parse_frames(frames, starts)
+        out, bad = _parse_frames(frames, buf)
         if bad is not None:
             error = bad
         self.frames += len(out)
@@ -271,38 +276,32 @@ class FrameReader:
 
 
 def _parse_frames(
-    frames: list[bytes], starts: list[int]
-) -> tuple[list[pb.Vsm_message], DecodeError | None]:
-    """Parse whole frames (prefix included) in one runtime call: a 0x0a tag before each frame
-    makes the run the encoding of `Frames` (field 1, repeated Vsm_message). Serializing the
-    result checks every required field in C (the upb parser does not check them; its
-    `IsInitialized` walk costs as much as the parse). On any failure, frame by frame, to keep
-    the good messages before the bad one and say which it is."""
-    if not frames:
-        return [], None
-    joined = b"\n" + b"\n".join(frames)
+    frames: list[bytes], buf: bytes
+) -> tuple[Sequence[pb.Vsm_message], DecodeError | None]:
+    """Parse whole frames (prefix included; `frames[0]` is an empty start) in one runtime
+    call: a 0x0a tag before each frame makes the run the encoding of `Frames` (field 1,
+    repeated Vsm_message). Serializing the result checks every required field in C (the upb
+    parser does not check them; its `IsInitialized` walk costs more than the parse). On any
+    failure, frame by frame, to keep the good messages before the bad one and say which it
+    is. The messages stay in the batch's container (iterating it makes each one's Python
+    object, as parsing one would)."""
+    if len(frames) == 1:
+        return (), None
+    joined = b"\n".join(frames)  # frames[0] is b"": a tag before every frame
     try:
         batch = _Frames.FromString(joined)
         batch.SerializeToString()
     except (_ProtobufDecodeError, _ProtobufEncodeError):
         pass
     else:
-        return list(batch.messages), None
+        return batch.messages, None
     out: list[pb.Vsm_message] = []
-    for whole, start in zip(frames, starts, strict=True):
-        payload = whole[len(whole) - _payload_size(whole) :]
+    for _, (offset, payload) in zip(frames[1:], split_frames(buf, final=False), strict=False):
         try:
-            out.append(decode_message(payload, start))
+            out.append(decode_message(payload, offset))
         except DecodeError as exc:
             return out, exc
     return out, None
-
-
-def _payload_size(whole: bytes) -> int:
-    """The payload size of a whole frame whose length prefix was already checked."""
-    found = _read_length(whole, 0, len(whole))
-    assert found is not None
-    return found[0]
 
 
 # ---------------------------------------------------------------------------------------------

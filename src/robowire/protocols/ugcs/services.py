@@ -60,6 +60,9 @@ RETRY_SECONDS = 10.0
 """Reverse mode: the SDK's `ucs.retry_timeout` default."""
 CONNECT_TIMEOUT = 10.0
 """Reverse mode: the SDK's `TCP_CONNECT_TIMEOUT`."""
+MAX_BACKLOG = 32 << 20
+"""Bytes written to a UCS but not sent: past this the UCS has stalled and its connection is
+closed (the SDK closes a connection whose write has not completed in 60 s)."""
 MAX_VEHICLES = 10_000
 DEFAULT_RATE = 5.0
 SIM_SETTINGS = frozenset(model.SETTINGS) | {"keep_alive", "name", "camera", "gimbal"}
@@ -144,6 +147,10 @@ class VsmServer:
     def flush_all(self) -> None:
         for driver in list(self.drivers.values()):
             driver.flush()
+            if driver.write_buffer_size() > MAX_BACKLOG:
+                log.warning("ugcs: the UCS at %s:%d stopped reading: closing", *driver.peer)
+                self.owner.stats.drop("a UCS stopped reading")
+                driver.close()
 
     async def serve(self, host: str, port: int, on_listening: Callable[[Address], None]) -> None:
         await serve_stream(
