@@ -192,3 +192,32 @@ def test_orientation_from_ugcs_angles(
 ) -> None:
     q = quaternions(np.array([heading]), np.array([pitch]), np.array([roll]))[0]
     assert tuple(q) == pytest.approx(expected, abs=1e-9)
+
+
+async def test_the_golden_capture_replays_into_the_world() -> None:
+    from pathlib import Path
+
+    from robowire.endpoints import parse_endpoint
+    from robowire.protocols.ugcs import PROTOCOL
+
+    capture = Path(__file__).parents[1] / "data" / "captures" / "ugcs" / "capture_hello_basic.jsonl"
+    assert capture.is_file()
+    world = World()
+    source = PROTOCOL.open_source(parse_endpoint(f"ugcs:{capture}"))
+    await source.run(world)
+    device = world.device(source.name, "asd123456")  # the hello world's serial_number
+    t = device.telemetry
+    # the last values of frames 4-15 (decoded text): armed, altitude_raw 2.5 m, heading 0.4 rad
+    assert t["is_armed"] == (1.0, "bool")
+    assert t["altitude_raw"] == (2.5, "m")
+    assert t["heading"][0] == pytest.approx(math.degrees(0.4), abs=1e-4)
+    assert t["main_voltage"] == (13.5, "V")
+    assert device.attributes["autopilot_type"] == "my_t"
+    assert device.source_time == pytest.approx((BEGIN_HELLO + 10999) / 1000.0)
+    # taken in: 1 registration, 6 telemetry reports, 2 availability reports (frames 4 and 9),
+    # the unregistration at the end of the file; dropped: the 3 replies to requests that the
+    # capture's client sent (ping, arm, mission), which this session never sent
+    assert (source.stats.messages_in, source.stats.dropped) == (10, 3)
+
+
+BEGIN_HELLO = 1795336002989  # frame 2's begin_of_epoch

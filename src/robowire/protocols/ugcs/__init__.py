@@ -25,7 +25,6 @@ client          `UcsClient` (the UCS side as a Python object) and the `robowire 
 """
 
 from robowire.endpoints import Endpoint
-from robowire.errors import ConfigError
 from robowire.protocols.base import WireProtocol
 from robowire.protocols.ugcs.client import Mission, UcsClient
 from robowire.protocols.ugcs.client import command as _command
@@ -33,7 +32,9 @@ from robowire.protocols.ugcs.codec import DEFAULT_PORT, FrameReader, decode_fram
 from robowire.protocols.ugcs.dissect import dissect, read_capture
 from robowire.protocols.ugcs.services import (
     SIM_SETTINGS,
+    UCS_FILE_OPTIONS,
     UCS_SOURCE_OPTIONS,
+    UcsFileSource,
     UcsSource,
     UgcsSim,
     UgcsSink,
@@ -58,11 +59,9 @@ __all__ = [
 ]
 
 
-def _open_source(endpoint: Endpoint) -> UcsSource:
-    """A URL makes us the UgCS server (UCS side) of a VSM."""
-    if endpoint.is_file:
-        raise ConfigError(f"{endpoint.raw}: use `robowire decode ugcs` to read a UgCS capture")
-    return UcsSource(endpoint)
+def _open_source(endpoint: Endpoint) -> UcsSource | UcsFileSource:
+    """A URL makes us the UgCS server (UCS side) of a VSM; a capture replays what a UCS saw."""
+    return UcsFileSource(endpoint) if endpoint.is_file else UcsSource(endpoint)
 
 
 PROTOCOL = WireProtocol(
@@ -76,12 +75,14 @@ PROTOCOL = WireProtocol(
     dissect=dissect,
     read_capture=read_capture,
     source_options=UCS_SOURCE_OPTIONS,
+    file_options=UCS_FILE_OPTIONS,
     sink_options=frozenset({"origin", "keep_alive", "name"}),
     sim_settings=SIM_SETTINGS,
     command=_command,
 )
 """UgCS for the registry: `listen ugcs://127.0.0.1:5556` (we are the UgCS server: dial a VSM;
-`?mode=listen` to be dialled by reverse-mode VSMs; `?origin=LAT,LON,ALT`), `sim ugcs`
+`?mode=listen` to be dialled by reverse-mode VSMs; `?origin=LAT,LON,ALT`; `ugcs:FILE` replays
+a capture's VSM side), `sim ugcs`
 (simulated vehicles behind a VSM on 127.0.0.1:5556, or `--to HOST[:PORT]` to dial a UCS),
 `serve ugcs://127.0.0.1:5556 --from ...` (world devices as UgCS vehicles), `decode ugcs FILE`,
 and `robowire ugcs devices|command|mission` (`client`)."""

@@ -322,7 +322,8 @@ class UcsAdapter:
 
     def apply(self, events: Sequence[UcsSessionEvent], receive_time: float) -> int:
         """Write `events` into the world (telemetry as one columnar update); returns how many
-        VSM messages they were."""
+        reports it took in (registrations, unregistrations, telemetry, availability, status
+        messages: a Device_status with telemetry and availability is two)."""
         taken = 0
         changes: dict[str, dict[str, Value]] = {}
         newest: dict[str, int] = {}

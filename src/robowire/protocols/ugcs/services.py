@@ -5,7 +5,9 @@ server, or in reverse mode a dialler that retries), one shared `StreamDriver` pe
 `UgcsSim` (`robowire sim ugcs`: the model's fleet as a VSM) and `UgcsSink` (`robowire serve
 ugcs://...`: every world device as a UgCS vehicle).
 
-UCS side (the block at the end): the listen source (`robowire listen ugcs://host:5556`).
+UCS side (the block at the end): the listen source (`robowire listen ugcs://host:5556`), and
+`UcsFileSource` (`robowire listen ugcs:capture.jsonl`, pcap/pcapng too: a capture's VSM side
+through the UCS session and adapter, as live).
 
 * `UcsSource`: we are the UgCS server. By default it dials the VSM (the VSM listens, 5556 by
   convention) and the `Source` template reconnects with backoff when the connection ends.
@@ -30,13 +32,15 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from robowire.capture import Record
 from robowire.endpoints import Endpoint
 from robowire.errors import ConfigError, TransportError
 from robowire.protocols.base import Address, ConnectionLost, PacketDropped
 from robowire.protocols.ugcs import model
 from robowire.protocols.ugcs.adapter import DEFAULT_ORIGIN, Origin, UcsAdapter, WorldVehicles
 from robowire.protocols.ugcs.client import process_peer_id
-from robowire.protocols.ugcs.codec import DEFAULT_PORT, Value
+from robowire.protocols.ugcs.codec import DEFAULT_PORT, NAME, Value
+from robowire.protocols.ugcs.dissect import TO_UCS, direction_of, read_capture
 from robowire.protocols.ugcs.events import (
     CommandReceived,
     ConnectionEnded,
@@ -49,7 +53,7 @@ from robowire.protocols.ugcs.proto import ucs_vsm_defs_pb2 as defs
 from robowire.protocols.ugcs.session_ucs import UcsSession
 from robowire.protocols.ugcs.session_vsm import VsmLink, VsmSession
 from robowire.protocols.ugcs.vehicle import vehicle_spec
-from robowire.service import Sim, SimOptions, Sink, Source
+from robowire.service import CaptureSource, Sim, SimOptions, Sink, Source
 from robowire.timebase import WallClock, monotonic
 from robowire.transport.tcp import StreamDriver, connect_stream, serve_stream
 from robowire.world import LogEvent, Update, World
@@ -388,6 +392,7 @@ def _origin(text: str, where: str) -> tuple[float, float, float]:
 # --- UCS side: the listen source ------------------------------------------------------------
 
 UCS_SOURCE_OPTIONS = frozenset({"mode", "origin"})
+UCS_FILE_OPTIONS = frozenset({"speed", "origin"})
 _PASSED_ON = (PacketDropped, ConnectionLost)  # what a standby connection still reports
 
 
@@ -512,3 +517,28 @@ class UcsSource(Source):
     def _listening(self, address: tuple[str, int]) -> None:
         self.listening(address)
         self.connected()
+
+
+class UcsFileSource(CaptureSource):
+    """`robowire listen ugcs:capture.jsonl` (pcap/pcapng too): the VSM side of each captured
+    connection goes through a UCS session and the adapter as a live VSM's would; what the UCS
+    side sent is not needed (our session's own replies are discarded). `?origin=` as live."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        super().__init__(NAME, endpoint, read_capture)
+        self.origin = parse_origin(endpoint)
+        self._conn_ids = itertools.count(1)
+
+    def new_adapter(self, world: World) -> UcsAdapter:
+        return UcsAdapter(world, self.name, self.origin)
+
+    def feed(self, record: Record, now: float) -> list[Any]:
+        if direction_of(record) != TO_UCS:
+            return []
+        session = self.sessions.get(record.flow)
+        if session is None:
+            session = UcsSession(now, peer_id=process_peer_id(), conn=next(self._conn_ids))
+            self.sessions[record.flow] = session
+        events: list[Any] = session.feed(record.data, now)
+        session.data_to_send()
+        return events
