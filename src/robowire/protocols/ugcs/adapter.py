@@ -266,8 +266,12 @@ class _Column:
         self.unit = _UNITS.get(semantic, units.COUNT)
         self.scale = _SCALE if semantic in _DEGREES else 1.0
         self.enum = _ENUM_NAMES.get(semantic)
-        self.text = semantic in (_S.FIELD_SEMANTIC_STRING, _S.FIELD_SEMANTIC_BINARY,
-                                 _S.FIELD_SEMANTIC_LIST, _S.FIELD_SEMANTIC_ANY)  # fmt: skip
+        self.text = semantic in (
+            _S.FIELD_SEMANTIC_STRING,
+            _S.FIELD_SEMANTIC_BINARY,
+            _S.FIELD_SEMANTIC_LIST,
+            _S.FIELD_SEMANTIC_ANY,
+        )
 
 
 def _device_type(number: int) -> str:
@@ -375,8 +379,9 @@ class UcsAdapter:
                     label = labels.get((conn, device_id), f"device{device_id}")
                     for message in messages:
                         level = _LEVELS.get(message.severity, "info")
-                        self.world.log(self.source, label, message.text, time=receive_time,
-                                       level=level)  # fmt: skip
+                        self.world.log(
+                            self.source, label, message.text, time=receive_time, level=level
+                        )
                 case PacketDropped():
                     self.dropped += 1
         if changes or mission:

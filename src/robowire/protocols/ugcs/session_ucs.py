@@ -8,8 +8,8 @@ What it does (ugcs.md 1.3-3.7, the checklist in section 6):
   before it is dropped, as the SDK does. A peer that says it is a server is refused.
 * Every Register_device is ACKed (`Device_response{STATUS_OK}`, same `message_id`) and
   mapped: field, command and parameter ids are this session's only, so everything is kept by
-  name (`UcsDevice`). A name that two subsystems register gets the second subsystem's type as
-  a prefix (`gimbal_roll`).
+  name (`UcsDevice` over the shared `device.DeviceInfo`); a field of another subsystem than the
+  flight controller is keyed `gimbal.heading` (`FieldInfo.key`).
 * Telemetry is applied at `begin_of_epoch + ms_since_epoch` and held until the VSM sends
   `META_VALUE_NA` (None); availability and status messages are passed on.
 * VSM pings (`device_id` 0, `response_required`, no payload) are answered OK.
@@ -334,8 +334,9 @@ class UcsSession:
         """The registered device `name` names (label, serial, model or session id)."""
         return next((d for d in self.devices.values() if d.matches(name)), None)
 
-    def _fill(self, cmd: pb.Device_command, info: CommandInfo, params: Mapping[str, Value],
-              where: str) -> None:  # fmt: skip
+    def _fill(
+        self, cmd: pb.Device_command, info: CommandInfo, params: Mapping[str, Value], where: str
+    ) -> None:
         known = {p.name for p in info.parameters}
         unknown = sorted(set(params) - known)
         if unknown:
@@ -535,8 +536,11 @@ class UcsSession:
             for a in status.command_availability:
                 command = names.get(a.id)
                 name = "" if command is None else command.name
-                states.append(CommandState(command_id=a.id, name=name, available=a.is_available,
-                                           enabled=a.is_enabled))  # fmt: skip
+                states.append(
+                    CommandState(
+                        command_id=a.id, name=name, available=a.is_available, enabled=a.is_enabled
+                    )
+                )
                 if name:
                     device.availability[name] = (a.is_available, a.is_enabled)
             events.append(
@@ -565,8 +569,11 @@ class UcsSession:
             device.mission_map = {}
             if device.mission_item is not None:
                 device.mission_item = None
-                events.append(MissionProgress(conn=self.conn, device_id=device.device_id,
-                                              mission_id=ours, item=None))  # fmt: skip
+                events.append(
+                    MissionProgress(
+                        conn=self.conn, device_id=device.device_id, mission_id=ours, item=None
+                    )
+                )
             return
         item: int | None = None
         current = device.values.get("current_command")
@@ -577,9 +584,13 @@ class UcsSession:
         if item != device.mission_item:
             device.mission_item = item
             events.append(
-                MissionProgress(conn=self.conn, device_id=device.device_id,
-                                mission_id=device.mission_id, item=item)
-            )  # fmt: skip
+                MissionProgress(
+                    conn=self.conn,
+                    device_id=device.device_id,
+                    mission_id=device.mission_id,
+                    item=item,
+                )
+            )
 
     def _on_response(self, msg: pb.Vsm_message, now: float, events: list[UcsSessionEvent]) -> None:
         pending = self._pending.get(msg.message_id) if msg.HasField("message_id") else None
@@ -591,8 +602,9 @@ class UcsSession:
             pending.deadline = now + pending.timeout  # progress: the VSM is still at it
         else:
             del self._pending[msg.message_id]
-        mission_map = {m.vehicle_command_id: m.mission_command_idx
-                       for m in response.mission_command_map}  # fmt: skip
+        mission_map = {
+            m.vehicle_command_id: m.mission_command_idx for m in response.mission_command_map
+        }
         mission_id = response.mission_id if response.HasField("mission_id") else None
         reply = ResponseReceived(
             conn=self.conn,
