@@ -352,3 +352,34 @@ async def test_one_vsm_on_two_connections_feeds_the_world_once() -> None:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def test_the_source_reconnects_when_the_vsm_comes_back() -> None:
+    world = World()
+    async with vsm(count=1) as first:
+        port = port_of(first)
+        source = UcsSource(parse_endpoint(f"ugcs://127.0.0.1:{port}"))
+        source.retry = 0.2
+        task = asyncio.create_task(source.run(world))
+        await until(lambda: len(vehicles(world, source.name)) == 1, "no vehicle")
+    try:
+        await until(
+            lambda: world.device(source.name, "SIM-0001").attributes["registered"] is False,
+            "the lost connection did not unregister the vehicle",
+        )
+        again = UgcsSim(SimOptions(port=port, count=1, rate=10, options=dict(FAST)))
+        again_task = asyncio.create_task(again.run(World()))
+        try:
+            await until(
+                lambda: world.device(source.name, "SIM-0001").attributes["registered"] is True,
+                "not registered again after the VSM came back",
+            )
+            assert source.connections == 2
+        finally:
+            again_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await again_task
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
