@@ -762,3 +762,31 @@ def test_random_well_formed_messages(
     for reply in frames(link.data_to_send()):
         assert reply.HasField("device_response")
     assert not link.close_expected()
+
+
+def test_the_sim_answers_commands_and_logs_them_as_status_messages() -> None:
+    from robowire.protocols.ugcs.services import UgcsSim
+    from robowire.service import SimOptions
+
+    sim = UgcsSim(SimOptions(count=1))
+    link = sim.session.connect(0.0)
+    link.data_to_send()
+    link.feed(peer(), 0.0)
+    (reg,) = frames(link.data_to_send())
+    link.feed(response(reg.device_id, reg.message_id), 0.0)
+    link.data_to_send()
+    info = sim.session.device(reg.device_id)
+    assert info is not None
+    takeoff = info.commands_by_name["takeoff_command"]
+    param = takeoff.parameters[0].field_id
+    # takeoff while disarmed: the vehicle refuses (STATUS_FAILED), with its reason
+    (event,) = link.feed(command(reg.device_id, 70, takeoff.command_id, {param: 10.0}), 1.0)
+    assert isinstance(event, CommandReceived)
+    sim._command(event)
+    (reply,) = frames(link.data_to_send())
+    assert (reply.message_id, reply.device_response.code) == (70, S.STATUS_FAILED)
+    assert reply.device_response.status
+    sim.session.commit(2.0)
+    (status,) = [m for m in frames(link.data_to_send()) if m.device_status.status_messages]
+    assert status.device_status.status_messages[0].startswith("takeoff_command: ")
+    assert list(status.device_status.messages_severity) == [S.SEVERITY_WARN]

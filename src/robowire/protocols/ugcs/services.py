@@ -274,12 +274,12 @@ class UgcsSim(Sim):
         command = event.command
         items = [(sub.name, _plain(sub.parameters)) for sub in command.sub_commands]
         result = self.fleet.command(row, command.name, _plain(command.parameters), items)
-        log.info(
-            "ugcs sim: vehicle %d %s: %s %s",
-            row,
-            command.name,
-            result.code,
-            result.text,
+        log.info("ugcs sim: vehicle %d %s: %s %s", row, command.name, result.code, result.text)
+        # what the UgCS operator sees in the vehicle's log (not cached: only live connections)
+        refused = result.code != "STATUS_OK"
+        text = f"{command.name}: {result.text or ('refused' if refused else 'done')}"
+        self.session.status_message(
+            event.device_id, text, defs.SEVERITY_WARN if refused else defs.SEVERITY_INF
         )
         if event.response_required:
             self.session.respond(

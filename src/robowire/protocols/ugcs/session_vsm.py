@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -284,6 +284,54 @@ class DeviceGroup:
             status.messages_severity.append(defs.Severity_code.ValueType(severity))
         return msg
 
+    def statuses(self, rows: IntArray, due: BoolArray, av: BoolArray) -> Iterator[bytes]:
+        """One encoded Device_status per row of `rows`: its `due` values, its `av` commands'
+        availability and its queued status messages. The cells are gathered as columns first;
+        what is left per device is building its message."""
+        ri, j = np.nonzero(due[rows])
+        cells = rows[ri]
+        field_ids = self.field_ids[cells, j].tolist()
+        times = self.set_ms[cells, j].tolist()
+        values = self.cur[cells, j].tolist()
+        columns = j.tolist()
+        bounds = np.searchsorted(ri, np.arange(len(rows) + 1)).tolist()
+        ai, k = np.nonzero(av[rows])
+        acells = rows[ai]
+        command_ids = self.command_ids[acells, k].tolist()
+        available = self.available[acells, k].tolist()
+        enabled = self.enabled[acells, k].tolist()
+        abounds = np.searchsorted(ai, np.arange(len(rows) + 1)).tolist()
+        kinds, stringy = self.kinds, self.stringy.tolist()
+        for r, row in enumerate(rows.tolist()):
+            msg = pb.Vsm_message(device_id=int(self.device_ids[row]))
+            status = msg.device_status
+            add = status.telemetry_fields.add
+            for c in range(bounds[r], bounds[r + 1]):
+                fv = add(field_id=field_ids[c], ms_since_epoch=times[c]).value
+                col = columns[c]
+                if stringy[col]:
+                    write_value(fv, self.scur[row, col], kinds[col])
+                    continue
+                x = values[c]
+                kind = kinds[col]
+                if x != x:  # NaN: not available
+                    fv.meta_value = defs.META_VALUE_NA
+                elif kind is ValueKind.FLOAT:
+                    fv.float_value = x
+                elif kind is ValueKind.DOUBLE:
+                    fv.double_value = x
+                elif kind is ValueKind.INT:
+                    fv.int_value = int(x)
+                else:
+                    fv.bool_value = x != 0.0
+            add_av = status.command_availability.add
+            for c in range(abounds[r], abounds[r + 1]):
+                add_av(id=command_ids[c], is_available=available[c], is_enabled=enabled[c])
+            for text, severity in self.messages.get(row, ()):
+                status.status_messages.append(text)
+                status.messages_severity.append(defs.Severity_code.ValueType(severity))
+            yield codec.encode(msg)
+
     def snapshot(self, row: int) -> pb.Vsm_message:
         """Every known (non-NA) value and every command's availability (the flush on ACK)."""
         known = ~np.isnan(self.cur[row]) & ~self.stringy
@@ -454,20 +502,15 @@ class VsmSession:
                     wanted |= acked
             send_rows = np.flatnonzero(rows_mask & wanted)
             if len(send_rows):
-                due_cells = due[send_rows]
-                av_cells = av[send_rows]
-                for r, row in enumerate(send_rows.tolist()):
-                    msg = group.status(
-                        row,
-                        np.flatnonzero(due_cells[r]).tolist(),
-                        np.flatnonzero(av_cells[r]).tolist(),
-                        group.messages.get(row, ()),
-                    )
-                    data = codec.encode(msg)
+                receivers = [
+                    (link, link.acked[index][send_rows].tolist())
+                    for link in targets
+                    if index in link.acked
+                ]
+                for r, data in enumerate(group.statuses(send_rows, due, av)):
                     built += 1
-                    for link in targets:
-                        acked = link.acked.get(index)
-                        if acked is not None and acked[row]:
+                    for link, acked_rows in receivers:
+                        if acked_rows[r]:
                             self._queue(link, data)
             # committed whether or not anyone is connected: the values are cached
             group.sent[due] = group.cur[due]
