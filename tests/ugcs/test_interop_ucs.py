@@ -234,6 +234,21 @@ def test_cli_errors_are_one_line(sim_process: str, tmp_path: Path) -> None:
     assert "cannot connect to 127.0.0.1:1" in closed.stderr
 
 
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("ugcs://127.0.0.1:1?mode=bogus", "mode must be connect or listen"),
+        ("ugcs://127.0.0.1:1?origin=1,2,3,4", "origin must be LAT,LON[,ALT]"),
+        ("ugcs://127.0.0.1:1?origin=95,0", "origin must be LAT,LON[,ALT]"),
+        ("ugcs://127.0.0.1:1?foo=1", "unknown option 'foo'"),
+    ],
+)
+def test_cli_listen_options_are_checked(url: str, message: str) -> None:
+    run = robowire("listen", url, "--duration", "1")
+    assert run.returncode != 0
+    assert len(run.stderr.splitlines()) == 1 and message in run.stderr, run.stderr
+
+
 def test_cli_help_has_examples() -> None:
     for command in ("command", "mission", "devices"):
         run = robowire("ugcs", command, "--help")
