@@ -398,3 +398,37 @@ async def test_the_source_reconnects_when_the_vsm_comes_back() -> None:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def test_a_command_fails_at_once_when_the_vsm_hangs_up() -> None:
+    from robowire.protocols.ugcs.codec import FrameReader, encode, pb
+
+    vsm_a = RawVsm(99, "SN-H")  # one device, command-less: the command goes by raw id
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = pb.Vsm_message(device_id=0)
+        peer.register_peer.peer_id = 99
+        peer.register_peer.peer_type = defs.PEER_TYPE_VSM
+        registration = vsm_a.info.to_message()
+        registration.message_id = 1
+        registration.response_required = True
+        writer.write(encode(peer) + encode(registration))
+        await writer.drain()
+        frames = FrameReader()
+        while True:  # our Register_peer, the ACK, then the command: hang up without a reply
+            data = await reader.read(1000)
+            messages, _ = frames.feed(data)
+            if not data or any(m.device_commands for m in messages):
+                break
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with UcsClient("127.0.0.1", port) as ucs:
+            await ucs.wait_for_device("SN-H")
+            await asyncio.sleep(0.2)
+            with pytest.raises(TransportError, match="closed the connection"):
+                await asyncio.wait_for(ucs.command_id(vsm_a.info.device_id, 1, timeout=30), 10)
+    finally:
+        server.close()

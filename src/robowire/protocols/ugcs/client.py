@@ -44,6 +44,7 @@ from typing import Any
 import click
 
 from robowire.errors import ConfigError, RobowireError, SessionError, TransportError
+from robowire.protocols.base import ConnectionLost
 from robowire.protocols.ugcs.codec import DEFAULT_PORT, Value, defs
 from robowire.protocols.ugcs.device import CommandInfo, FieldInfo
 from robowire.protocols.ugcs.events import (
@@ -303,6 +304,11 @@ class UcsClient:
                     future = self._replies.pop(event.message_id, None)
                     if future is not None and not future.done():
                         future.set_result(event)
+                case ConnectionLost(reason=reason):
+                    for future in self._replies.values():  # no reply can come any more
+                        if not future.done():
+                            future.set_exception(TransportError(f"{self.where}: {reason}"))
+                    self._replies.clear()
         for listener in self.listeners:
             listener(events)
         self._changed.set()
