@@ -113,8 +113,8 @@ def test_a_vehicle_in_degrees_enu_and_units() -> None:
     # heading east = facing +x: the identity rotation
     assert device.orientation == pytest.approx((1.0, 0.0, 0.0, 0.0), abs=1e-6)
     t = device.telemetry
-    assert t["latitude"] == (pytest.approx(LAT), "deg")
-    assert t["heading"] == (pytest.approx(90.0), "deg")
+    assert t["latitude"][0] == pytest.approx(LAT) and t["latitude"][1] == "deg"
+    assert t["heading"][0] == pytest.approx(90.0) and t["heading"][1] == "deg"
     assert t["altitude_amsl"] == (30.0, "m")
     assert t["ground_speed"] == (4.0, "m/s")
     assert t["remaining_power_level"] == (0.75, "ratio")
