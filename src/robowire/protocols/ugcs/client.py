@@ -491,7 +491,14 @@ _TIMEOUT = click.option(
 
 @click.group(name="ugcs")
 def command() -> None:
-    """UgCS tools: command the vehicles of a VSM as a UgCS server would."""
+    """UgCS tools: command the vehicles of a VSM as a UgCS server would.
+
+    \b
+    Examples:
+      robowire ugcs devices --host 127.0.0.1:5556
+      robowire ugcs command --host 127.0.0.1 --device SIM-0001 arm
+      robowire ugcs mission --host 127.0.0.1 --device SIM-0001 examples/ugcs-square.json --start
+    """
 
 
 @command.command(name="command")
@@ -540,11 +547,12 @@ def command_cmd(host: str, device: str, name: str, params: tuple[str, ...], time
 def mission(host: str, device: str, mission_file: str, start: bool, timeout: float) -> None:
     """Upload a mission (JSON: attributes + waypoints in degrees, metres, m/s) to a vehicle.
 
-    Prints the VSM's reply and the mission id; exit 1 unless OK.
+    Prints the VSM's reply and the mission id; exit 1 unless OK. The file form is in
+    docs/ugcs.md ("The mission file").
 
     \b
     Example:
-      robowire ugcs mission --host 127.0.0.1:5556 --device SIM-0001 examples/ugcs-mission.json
+      robowire ugcs mission --host 127.0.0.1:5556 --device SIM-0001 examples/ugcs-square.json
     """
     plan = Mission.load(mission_file)
 
