@@ -522,9 +522,7 @@ class UcsSession:
                     times[key] = time_ms
                     if key in _MISSION_KEYS:
                         mission = True
-                received.append(
-                    TelemetryValue(field_id=field_id, field=info, time_ms=time_ms, value=value)
-                )
+                received.append(TelemetryValue(field_id, info, time_ms, value))
             if unknown:
                 self._drop(f"{device.label}: {unknown} value(s) of unregistered fields", events)
             events.append(TelemetryReceived(conn=conn, device_id=device_id, values=tuple(received)))
