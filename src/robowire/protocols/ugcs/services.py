@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import ipaddress
 import itertools
 import logging
@@ -301,6 +302,7 @@ class UgcsSim(Sim):
         self.server.flush_all()
 
     async def run(self, world: World) -> None:
+        gc.freeze()  # the fleet's registrations: out of every full collection (FREEZE_AFTER)
         if self.target is not None:
             self.listening(self.target)
             serving = asyncio.create_task(self.server.dial(*self.target))
@@ -393,6 +395,12 @@ def _origin(text: str, where: str) -> tuple[float, float, float]:
 
 UCS_SOURCE_OPTIONS = frozenset({"mode", "origin"})
 UCS_FILE_OPTIONS = frozenset({"speed", "origin"})
+FREEZE_AFTER = 100
+"""Registrations are big and live long (a 1,000-vehicle fleet's are about half a million
+Python objects), and every full garbage collection scans them all: a 60-80 ms pause, the
+whole tail of the telemetry lag (bench_ugcs). Once a connection has this many devices, a
+read that registered more ends with `gc.freeze()`: what exists then is left out of later
+collections (it is still freed when no longer referenced)."""
 _PASSED_ON = (PacketDropped, ConnectionLost)  # what a standby connection still reports
 
 
@@ -459,6 +467,10 @@ class UcsSource(Source):
         if not self.primary(session):
             events = [e for e in events if isinstance(e, _PASSED_ON)]
         self.deliver(events, monotonic())
+        if len(session.devices) >= FREEZE_AFTER and any(
+            isinstance(e, DeviceRegistered) for e in events
+        ):
+            gc.freeze()  # see FREEZE_AFTER
 
     def _resend(self, conns: Sequence[int]) -> None:
         """The newest connection of a VSM took over: its devices (already registered on it)
