@@ -159,3 +159,26 @@ def test_cli_sim_bad_setting_is_one_line() -> None:
     assert run.returncode != 0
     assert len(run.stderr.splitlines()) == 1, run.stderr
     assert "keep_alive" in run.stderr
+
+
+def test_cli_sim_on_a_busy_port_is_one_line() -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        run = robowire("sim", "ugcs", "--port", str(port), "--duration", "2")
+    assert run.returncode != 0
+    lines = run.stderr.splitlines()
+    assert len(lines) == 1, run.stderr
+    assert str(port) in lines[0] and "in use" in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("setting", "word"),
+    [("camera=yes", "camera"), ("origin=1,2", "origin"), ("rate=3", "'rate'")],
+)
+def test_cli_sim_settings_are_checked(setting: str, word: str) -> None:
+    run = robowire("sim", "ugcs", "--set", setting, "--duration", "1")
+    assert run.returncode != 0
+    assert len(run.stderr.splitlines()) == 1, run.stderr
+    assert word in run.stderr

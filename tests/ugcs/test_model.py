@@ -677,3 +677,18 @@ def test_the_example_mission_flies_on_the_default_fleet() -> None:
     assert max(top) == pytest.approx(30.0)
     lat, lon = position(fleet.telemetry())
     assert haversine(lat, lon, math.radians(ORIGIN[0]), math.radians(ORIGIN[1])) < 2.01
+
+
+def test_a_long_gap_between_steps_overshoots_nothing() -> None:
+    fleet = ready(battery_capacity=1000.0)  # 12 A for a day: 288 Ah
+    assert fleet.command(0, "arm", {}).ok
+    assert fleet.command(0, "takeoff_command", {"relative_altitude": 7.0}).ok
+    fleet.step(0.1)
+    lat, lon = rad(*ORIGIN[:2], north=300.0, east=400.0)
+    fleet.step(5.0)
+    assert fleet.command(0, "waypoint", waypoint(lat, lon, ORIGIN[2] + 7.0)).ok
+    fleet.step(86_400.0)  # a day later (the host slept)
+    tel = fleet.telemetry()
+    assert haversine(*position(tel), lat, lon) < 0.05
+    assert tel["altitude_agl"][0] == pytest.approx(7.0)
+    assert tel["remaining_power_level"][0] == pytest.approx(1 - 12.0 * 24 / 1000.0, abs=0.01)

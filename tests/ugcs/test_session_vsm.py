@@ -790,3 +790,38 @@ def test_the_sim_answers_commands_and_logs_them_as_status_messages() -> None:
     (status,) = [m for m in frames(link.data_to_send()) if m.device_status.status_messages]
     assert status.device_status.status_messages[0].startswith("takeoff_command: ")
     assert list(status.device_status.messages_severity) == [S.SEVERITY_WARN]
+
+
+def test_sim_ticks_that_wake_early_still_send_every_period() -> None:
+    """At 5 Hz a tick that wakes 1 ms early must not fall inside the 200 ms window: the sim
+    commits on its schedule's grid."""
+    from robowire.protocols.ugcs.services import UgcsSim
+    from robowire.service import SimOptions
+
+    sim = UgcsSim(SimOptions(count=1, options={"gps_warmup": "0"}))
+    link = sim.session.connect(0.0)
+    link.data_to_send()
+    link.feed(peer(), 0.0)
+    (reg,) = frames(link.data_to_send())
+    link.feed(response(reg.device_id, reg.message_id), 0.0)
+    sim.tick(100.0, 100.0)
+    sim.tick(100.2, 100.2)
+    assert sim.fleet.command(0, "arm").ok
+    assert sim.fleet.command(0, "takeoff_command", {"relative_altitude": 30.0}).ok
+    link.data_to_send()
+    info = sim.session.device(reg.device_id)
+    assert info is not None
+    altitude = info.fields_by_key["altitude_amsl"].field_id
+    sent = []
+    for k in range(1, 11):
+        scheduled = 100.2 + 0.2 * k
+        jitter = -0.001 if k % 2 else 0.001  # early, late, early, ...
+        sim.tick(scheduled + jitter, scheduled)
+        got = [
+            t.value.float_value
+            for m in frames(link.data_to_send())
+            for t in m.device_status.telemetry_fields
+            if t.field_id == altitude
+        ]
+        sent.append(len(got))
+    assert sent == [1] * 10  # climbing: a new altitude every tick, none held back

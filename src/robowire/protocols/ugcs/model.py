@@ -64,7 +64,10 @@ Our own choices (not from any source; see docs/ugcs.md):
   yaw +1 = turn clockwise at 90 deg/s, throttle +1 = climb at `climb_rate` (-1 descends at
   `descent_rate`); the sticks fall back to 0 after `DIRECT_TIMEOUT` s without a command.
 * Mission items get vehicle command ids `FIRST_COMMAND_ID + index` (reported as
-  `current_command`).
+  `current_command`). `wait` without a time, and the `mission_pause` item, pause the mission
+  until `mission_resume`. `move`'s turn_type, loiter_radius, ground_elevation and
+  follow_terrain are checked but not simulated (every turn stops and turns; flat ground).
+  Targets in the air are raised to at least `MIN_HEIGHT` above the ground.
 """
 
 from __future__ import annotations
@@ -104,6 +107,8 @@ LOW_BATTERY = 0.15  # charge at which the low-battery action runs (airborne)
 CRITICAL_BATTERY = 0.20  # autopilot_status CRITICAL below this charge
 MAX_DISTANCE = 100_000.0  # m from the origin: targets farther are refused
 FIRST_COMMAND_ID = 1  # vehicle command id of mission item 0
+MAX_SUBSTEPS = 400  # per `step` call (100 s of flight at the default max_step)
+MIN_HEIGHT = 1.0  # m above the ground: lower targets in the air are raised to it
 
 # -- the vocabulary the VSM registers --------------------------------------------------------
 
@@ -507,14 +512,17 @@ class Fleet:
         return f"SIM-{index + 1:04d}"
 
     def step(self, now: float) -> None:
-        """Fly every vehicle from the last step to `now` (seconds, monotonic)."""
+        """Fly every vehicle from the last step to `now` (seconds, monotonic), in steps of at
+        most `max_step` (longer ones after a gap of more than `MAX_SUBSTEPS` of them)."""
         if self.time is None:
             self.time = self.start = now
             return
         total = now - self.time
         if total <= 0.0:
             return
-        steps = max(1, math.ceil(total / self.max_step))
+        # at most MAX_SUBSTEPS per call: after a long gap (a suspended host) the flight is
+        # integrated in longer steps, still without overshooting any target
+        steps = min(MAX_SUBSTEPS, max(1, math.ceil(total / self.max_step)))
         dt = total / steps
         start = self.time
         for k in range(1, steps + 1):
@@ -963,7 +971,7 @@ class Fleet:
         alt = float(self.alt[i])
         if not math.isnan(v["altitude_amsl"]):
             alt = self._altitude(i, v["altitude_amsl"], mission.altitude_origin)
-        alt = max(alt, float(self.ground[i]))
+        alt = max(alt, float(self.ground[i]) + MIN_HEIGHT)
         radius = v["acceptance_radius"]
         if math.isnan(radius):
             radius = self.acceptance_radius
@@ -971,7 +979,6 @@ class Fleet:
             self.airborne[i] = True
             rate = v["climb_rate"]
             vspeed = self.mission_vspeed[i] if math.isnan(rate) or rate <= 0 else rate
-            alt = max(alt, float(self.ground[i]) + 1.0)
             self._go(i, float(self.east[i]), float(self.north[i]), alt, speed=0.0,
                      vspeed=float(vspeed), radius=POSITION_TOLERANCE)  # fmt: skip
             return
@@ -1157,7 +1164,7 @@ class Fleet:
             return _failed("emergency landing")
         east, north = self._point(v)
         alt = max(self._altitude(i, v["altitude_amsl"], v["altitude_origin"]),
-                  float(self.ground[i]) + 1.0)  # fmt: skip
+                  float(self.ground[i]) + MIN_HEIGHT)  # fmt: skip
         speed, vspeed = v["ground_speed"], v["vertical_speed"]
         if self.activity[i] == Activity.MISSION:
             self.paused[i] = True
@@ -1177,7 +1184,7 @@ class Fleet:
         self.paused[i] = True
         extra = v["additional_altitude"]
         if not math.isnan(extra) and extra != 0:
-            alt = max(float(self.alt[i]) + extra, float(self.ground[i]) + 1.0)
+            alt = max(float(self.alt[i]) + extra, float(self.ground[i]) + MIN_HEIGHT)
             self._go(i, float(self.east[i]), float(self.north[i]), alt, speed=0.0,
                      vspeed=self.climb_rate, radius=POSITION_TOLERANCE)  # fmt: skip
             self.pending[i] = False

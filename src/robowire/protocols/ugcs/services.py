@@ -29,6 +29,7 @@ import gc
 import ipaddress
 import itertools
 import logging
+import math
 import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -158,15 +159,26 @@ class VsmServer:
                 driver.close()
 
     async def serve(self, host: str, port: int, on_listening: Callable[[Address], None]) -> None:
-        await serve_stream(
-            host,
-            port,
-            self._link,
-            self._events,
-            on_listening=on_listening,
-            on_open=self._opened,
-            on_close=self._closed,
+        """Listen until cancelled; then unregister every device on every connection before
+        the server closes them (an orderly VSM stop)."""
+        task = asyncio.create_task(
+            serve_stream(
+                host,
+                port,
+                self._link,
+                self._events,
+                on_listening=on_listening,
+                on_open=self._opened,
+                on_close=self._closed,
+            )
         )
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            self.shutdown()
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            raise
 
     async def dial(
         self, host: str, port: int, on_connected: Callable[[], None] | None = None
@@ -254,8 +266,11 @@ class UgcsSim(Sim):
         self.fleet = model.Fleet.from_settings(self.count, settings, seed=options.seed, where=where)
         self.clock = WallClock()
         self.session = VsmSession(peer_id=instance_id(), name=name, keep_alive=keep_alive)
-        camera = settings.get("camera", "1") != "0"
-        gimbal = settings.get("gimbal", "1") != "0"
+        for key in ("camera", "gimbal"):
+            if settings.get(key, "1") not in ("0", "1"):
+                raise ConfigError(f"{where}: {key} must be 0 or 1, not {settings[key]!r}")
+        camera = settings.get("camera", "1") == "1"
+        gimbal = settings.get("gimbal", "1") == "1"
         specs = [
             vehicle_spec(self.fleet.serial(i), camera=camera, gimbal=gimbal)
             for i in range(self.count)
@@ -293,12 +308,14 @@ class UgcsSim(Sim):
                 command_map=result.command_map,
             )
 
-    def tick(self, now: float) -> None:
-        """One simulation step: physics, telemetry columns, availability, commit."""
+    def tick(self, now: float, scheduled: float | None = None) -> None:
+        """One simulation step: physics, telemetry columns, availability, commit. `scheduled`
+        is the tick's time on the rate's grid: commits on the grid are exactly one period
+        apart, so a tick that wakes a little early does not fall inside the 200 ms window."""
         self.fleet.step(now)
         self.group.update(self.fleet.telemetry(), self._wall_ms(now))
         self.group.set_enabled(self.fleet.availability())
-        self.session.commit(now)
+        self.session.commit(now if scheduled is None else scheduled)
         self.server.flush_all()
 
     async def run(self, world: World) -> None:
@@ -312,7 +329,7 @@ class UgcsSim(Sim):
         next_tick = monotonic()
         try:
             while not serving.done():
-                self.tick(monotonic())
+                self.tick(monotonic(), next_tick)
                 next_tick += period
                 delay = next_tick - monotonic()
                 if delay < -period:  # far behind (a slow machine): do not try to catch up
@@ -365,7 +382,9 @@ class UgcsSink(Sink):
     def write(self, world: World, items: list[Update | LogEvent]) -> bool:
         now = monotonic()
         self.vehicles.write(world, items, int(self.clock.wall(now) * 1000.0))
-        self.session.commit(now)
+        # commits on a grid of the pull period: a pull that comes a little early does not
+        # hold a value back for a whole extra window
+        self.session.commit(math.floor(now * self.max_rate) / self.max_rate)
         self.server.flush_all()
         return True
 
