@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.runtime
 DEV := $(VENV)/.installed
 
-.PHONY: test demo bench lint typecheck check clean
+.PHONY: test demo bench lint typecheck check clean proto
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,14 @@ typecheck: $(DEV)
 	$(BIN)/mypy
 
 check: lint typecheck test
+
+# The UgCS VSM schema: regenerate the committed *_pb2.py/.pyi after editing a .proto
+# (tests/ugcs/test_schema.py fails while they are stale).
+UGCS_PROTO := src/robowire/protocols/ugcs/proto
+proto: $(DEV)
+	$(BIN)/python -m grpc_tools.protoc -Isrc --python_out=src --mypy_out=src \
+		--plugin=protoc-gen-mypy=$(BIN)/protoc-gen-mypy \
+		$(UGCS_PROTO)/ucs_vsm_defs.proto $(UGCS_PROTO)/ucs_vsm.proto $(UGCS_PROTO)/frames.proto
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache

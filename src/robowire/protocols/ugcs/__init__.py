@@ -1,0 +1,88 @@
+"""UgCS VSM: the protocol between a UgCS Control Server (UCS) and a Vehicle Specific Module (VSM).
+
+proto/          robowire's own .proto schema and the modules `make proto` generates from it
+codec           LEB128 framing both ways, the incremental frame reader, Field_value <-> Python
+device          a device's registration both ways: specs -> ids (one counter) -> Register_device
+events          the typed events of both sessions
+session_vsm     the VSM side: one session per VSM, a `VsmLink` per UCS connection
+session_ucs     the UCS side: one session per connection to a VSM (names <-> ids, held values)
+vehicle         a vehicle's registration the way the SDK's `Vehicle` does it
+model           the simulator: a vectorised fleet of multicopters that fly missions
+adapter         world devices -> VSM telemetry columns (the serve sink); UCS side -> world
+                (vehicles with geodetic and ENU pose, telemetry with units: the listen source)
+services        sim (the model's fleet as a VSM, also dialling out), serve (world -> UgCS),
+                listen (the UCS side: dials a VSM, or `?mode=listen` for reverse-mode VSMs)
+dissect         `robowire decode ugcs` on pcap/pcapng and the jsonl capture form
+
+Where it differs from the shape:
+proto/, device, vehicle   the schema is protobuf (generated code), and both sides share the
+                registration model, so it is a module of its own.
+session_vsm     one session serves every connection of a VSM (the SDK's primary-connection
+                rules span connections); each connection is a `VsmLink` view of it.
+client          `UcsClient` (the UCS side as a Python object) and the `robowire ugcs` commands
+                (`PROTOCOL.command`: devices, command, mission): UgCS vehicles commanded
+                without UgCS.
+"""
+
+from robowire.endpoints import Endpoint
+from robowire.protocols.base import WireProtocol
+from robowire.protocols.ugcs.client import Mission, UcsClient
+from robowire.protocols.ugcs.client import command as _command
+from robowire.protocols.ugcs.codec import DEFAULT_PORT, FrameReader, decode_frames, encode
+from robowire.protocols.ugcs.dissect import dissect, read_capture
+from robowire.protocols.ugcs.services import (
+    SIM_SETTINGS,
+    UCS_FILE_OPTIONS,
+    UCS_SOURCE_OPTIONS,
+    UcsFileSource,
+    UcsSource,
+    UgcsSim,
+    UgcsSink,
+)
+from robowire.protocols.ugcs.session_ucs import UcsSession
+from robowire.protocols.ugcs.session_vsm import VsmLink, VsmSession
+
+__all__ = [
+    "DEFAULT_PORT",
+    "PROTOCOL",
+    "FrameReader",
+    "Mission",
+    "UcsClient",
+    "UcsSession",
+    "UcsSource",
+    "UgcsSim",
+    "UgcsSink",
+    "VsmLink",
+    "VsmSession",
+    "decode_frames",
+    "encode",
+]
+
+
+def _open_source(endpoint: Endpoint) -> UcsSource | UcsFileSource:
+    """A URL makes us the UgCS server (UCS side) of a VSM; a capture replays what a UCS saw."""
+    return UcsFileSource(endpoint) if endpoint.is_file else UcsSource(endpoint)
+
+
+PROTOCOL = WireProtocol(
+    name="ugcs",
+    title="UgCS VSM",
+    default_port=DEFAULT_PORT,
+    schemes=("ugcs",),
+    open_source=_open_source,
+    open_sink=UgcsSink,
+    open_sim=UgcsSim,
+    dissect=dissect,
+    read_capture=read_capture,
+    source_options=UCS_SOURCE_OPTIONS,
+    file_options=UCS_FILE_OPTIONS,
+    sink_options=frozenset({"origin", "keep_alive", "name"}),
+    sim_settings=SIM_SETTINGS,
+    command=_command,
+)
+"""UgCS for the registry: `listen ugcs://127.0.0.1:5556` (we are the UgCS server: dial a VSM;
+`?mode=listen` to be dialled by reverse-mode VSMs; `?origin=LAT,LON,ALT`; `ugcs:FILE` replays
+a capture's VSM side), `sim ugcs`
+(simulated vehicles behind a VSM on 127.0.0.1:5556, or `--to HOST[:PORT]` to dial a UCS),
+`serve ugcs://127.0.0.1:5556 --from ...` (world devices as UgCS vehicles), `decode ugcs FILE`,
+and `robowire ugcs devices|command|mission` (`client`)."""

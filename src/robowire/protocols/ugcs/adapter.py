@@ -1,0 +1,548 @@
+"""UgCS adapters: the world -> VSM telemetry direction (`WorldVehicles`, the serve sink's), and
+the UCS -> world direction (the listen source's, below it).
+
+World -> VSM: every world device becomes a UgCS vehicle of one `VsmSession`. Position from the
+device's geodetic column (degrees -> radians on the wire) or, without one, from its ENU position
+and a configurable origin (pymap3d `enu2geodetic`); heading from its orientation (ENU yaw,
+counter-clockwise from east -> UgCS heading, clockwise from north, 0..2pi); ground speed,
+course and vertical speed from its velocity; any world telemetry column whose name is a UgCS
+field name (`main_voltage`, `remaining_power_level`, ...) as it is. Devices new in one update
+are registered together as one `DeviceGroup`; values are written as columns.
+
+UCS -> world (`UcsAdapter`, the listen source's):
+
+Every registered device is one world device (kind "ugcs"), keyed by its stable label (its
+`vehicle_serial`, see `session_ucs.UcsDevice`), never by the per-session device id. Its
+registration becomes attributes (properties, autopilot type, device type, the commands it has);
+availability becomes the attribute `commands_enabled`; status messages become log lines.
+
+Telemetry keeps the UgCS field names, each with its unit, converted from wire units:
+radians -> degrees for latitude/longitude and every angle (heading, course, roll, pitch, yaw,
+fields of view), metres, m/s, V, A, 0..1 ratios (link qualities, `remaining_power_level`, also
+given as `battery` in %), booleans 0/1, enumerations and counts as numbers (their names as
+attributes: `flight_mode`, `control_mode`, `gps_fix`, `autopilot_status`), strings as
+attributes. NA (the VSM's `META_VALUE_NA`) is NaN: a value holds until the VSM changes it or
+says NA. `mission_item` is the index of the uploaded mission's item the vehicle is on.
+
+The frame: `geodetic` is (latitude deg, longitude deg, altitude m AMSL; `altitude_raw` when the
+vehicle sends no AMSL altitude); `position` is ENU metres from the origin (given, or the first
+fix), by pymap3d; `orientation` from heading (clockwise from north), pitch (nose up) and roll
+(right wing down), body axes x forward, y left, z up; `velocity` ENU from `ground_speed` along
+`course` (or heading) and `vertical_speed`. Source time is `begin_of_epoch + ms_since_epoch`.
+
+One read's worth of events (a thousand vehicles' Device_status) is one world update: values are
+grouped per field and written as columns.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pymap3d
+
+from robowire import units
+from robowire.protocols.base import PacketDropped
+from robowire.protocols.ugcs import model
+from robowire.protocols.ugcs.codec import Value, defs
+from robowire.protocols.ugcs.device import DeviceInfo
+from robowire.protocols.ugcs.events import (
+    AvailabilityChanged,
+    DeviceRegistered,
+    DeviceUnregistered,
+    MissionProgress,
+    StatusMessages,
+    TelemetryReceived,
+    UcsSessionEvent,
+)
+from robowire.protocols.ugcs.session_ucs import device_label
+from robowire.protocols.ugcs.session_vsm import VsmSession
+from robowire.protocols.ugcs.vehicle import vehicle_spec
+from robowire.world import LogEvent, Update, World
+from robowire.world.model import ATTRIBUTES
+from robowire.world.table import SourceTable
+
+__all__ = ["DEFAULT_ORIGIN", "UcsAdapter", "WorldVehicles", "heading_of_quaternions", "quaternions"]
+
+DEFAULT_ORIGIN = (56.9496, 24.1052, 10.0)
+"""Where ENU devices are placed without `?origin=` (lat deg, lon deg, alt m): the simulator's."""
+
+FloatArray = npt.NDArray[np.float64]
+_FIELD_NAMES = frozenset(model.FIELD_NAMES)
+
+
+def heading_of_quaternions(q: FloatArray) -> FloatArray:
+    """UgCS headings (radians clockwise from north, 0..2pi) of ENU orientations (w, x, y, z)."""
+    w, x, y, z = q[:, 0], q[:, 1], q[:, 2], q[:, 3]
+    yaw = np.arctan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))  # from east, CCW
+    return np.mod(math.pi / 2 - yaw, math.tau)
+
+
+class WorldVehicles:
+    """World devices -> vehicles of `session` (see the module docstring)."""
+
+    def __init__(
+        self,
+        session: VsmSession,
+        *,
+        origin: tuple[float, float, float] = DEFAULT_ORIGIN,
+        name: str = "robowire",
+    ) -> None:
+        self.session = session
+        self.origin = origin
+        self.name = name
+        # per source: slot -> device group index and row (-1: not registered yet)
+        self._group: dict[str, npt.NDArray[np.intp]] = {}
+        self._row: dict[str, npt.NDArray[np.intp]] = {}
+
+    def vehicles(self) -> int:
+        return sum(len(g) for g in self.session.groups)
+
+    def write(self, world: World, items: Sequence[Update | LogEvent], wall_ms: int) -> None:
+        for item in items:
+            if isinstance(item, Update) and len(item.slots):
+                table = world.tables.get(item.source)
+                if table is not None:
+                    self._update(table, item, wall_ms)
+
+    def _slots(self, table: SourceTable, slots: npt.NDArray[np.intp], wall_ms: int) -> None:
+        """Register the slots seen for the first time, as one group."""
+        source = table.source
+        groups = self._group.get(source, np.zeros(0, dtype=np.intp))
+        top = int(slots.max()) + 1
+        if top > len(groups):
+            grown = np.full(max(top, 2 * len(groups)), -1, dtype=np.intp)
+            grown[: len(groups)] = groups
+            rows = np.full(len(grown), -1, dtype=np.intp)
+            rows[: len(groups)] = self._row.get(source, np.zeros(0, dtype=np.intp))
+            self._group[source], self._row[source] = grown, rows
+        groups, rows = self._group[source], self._row[source]
+        new = np.unique(slots[groups[slots] < 0])
+        if not len(new):
+            return
+        specs = [
+            vehicle_spec(
+                f"{source}/{table.ids[s]}",
+                name=table.names[s] or table.ids[s],
+                commands=(),
+                autopilot_type="robowire",
+                port_name=source,
+                camera=False,
+                gimbal=False,
+            )
+            for s in new.tolist()
+        ]
+        self.session.register_group(specs, wall_ms)
+        index = len(self.session.groups) - 1
+        groups[new] = index
+        rows[new] = np.arange(len(new))
+        group = self.session.groups[index]
+        n = len(new)
+        group.update(
+            {
+                "gps_fix": np.full(n, 2.0),  # GPS_FIX_TYPE_3D: the world's positions are fixes
+                "downlink_present": np.ones(n),
+                "uplink_present": np.ones(n),
+            },
+            wall_ms,
+        )
+
+    def _update(self, table: SourceTable, update: Update, wall_ms: int) -> None:
+        slots = update.slots
+        self._slots(table, slots, wall_ms)
+        groups = self._group[table.source][slots]
+        rows = self._row[table.source][slots]
+        columns = self._columns(table, slots, update.fields)
+        if not columns:
+            return
+        for index in np.unique(groups).tolist():
+            mine = groups == index
+            self.session.groups[index].update(
+                {k: v[mine] for k, v in columns.items()}, wall_ms, rows=rows[mine]
+            )
+
+    def _columns(
+        self, table: SourceTable, slots: npt.NDArray[np.intp], fields: frozenset[str]
+    ) -> dict[str, FloatArray]:
+        out: dict[str, FloatArray] = {}
+        if "geodetic" in fields or "position" in fields:
+            geo = table.geodetic[slots]
+            lat, lon, alt = geo[:, 0].copy(), geo[:, 1].copy(), geo[:, 2].copy()
+            missing = np.isnan(lat) | np.isnan(lon)
+            if missing.any():
+                enu = table.position[slots][missing]
+                la, lo, al = pymap3d.enu2geodetic(
+                    enu[:, 0], enu[:, 1], enu[:, 2], *self.origin, deg=True
+                )
+                lat[missing], lon[missing] = la, lo
+                alt[missing] = al
+            out["latitude"] = np.radians(lat)
+            out["longitude"] = np.radians(lon)
+            out["altitude_amsl"] = alt
+            out["altitude_raw"] = alt - self.origin[2]
+        if "orientation" in fields:
+            heading = heading_of_quaternions(table.orientation[slots])
+            out["heading"] = np.where(table.has_orientation[slots], heading, np.nan)
+        if "velocity" in fields:
+            v = table.velocity[slots]
+            out["ground_speed"] = np.hypot(v[:, 0], v[:, 1])
+            out["vertical_speed"] = v[:, 2].copy()
+            out["course"] = np.mod(np.arctan2(v[:, 0], v[:, 1]), math.tau)
+        for name in fields & _FIELD_NAMES:
+            column = table.telemetry.get(name)
+            if column is not None:
+                out[name] = column[slots]
+        return out
+
+
+# --- UCS side -> world (the listen source) -------------------------------------------------
+
+log = logging.getLogger("robowire.ugcs")
+
+KIND = "ugcs"
+Origin = tuple[float, float, float]  # latitude deg, longitude deg, altitude m
+
+_S = defs
+_DEGREES = frozenset(
+    {
+        _S.FIELD_SEMANTIC_LATITUDE,
+        _S.FIELD_SEMANTIC_LONGITUDE,
+        _S.FIELD_SEMANTIC_HEADING,
+        _S.FIELD_SEMANTIC_ROLL,
+        _S.FIELD_SEMANTIC_PITCH,
+        _S.FIELD_SEMANTIC_YAW,
+        _S.FIELD_SEMANTIC_FOV_H,
+        _S.FIELD_SEMANTIC_FOV_V,
+    }
+)
+_UNITS: dict[int, str] = {
+    _S.FIELD_SEMANTIC_ALTITUDE_AMSL: units.METRE,
+    _S.FIELD_SEMANTIC_ALTITUDE_AGL: units.METRE,
+    _S.FIELD_SEMANTIC_ALTITUDE_RAW: units.METRE,
+    _S.FIELD_SEMANTIC_GROUND_ELEVATION: units.METRE,
+    _S.FIELD_SEMANTIC_ACCEPTANCE_RADIUS: units.METRE,
+    _S.FIELD_SEMANTIC_LOITER_RADIUS: units.METRE,
+    _S.FIELD_SEMANTIC_VOLTAGE: units.VOLT,
+    _S.FIELD_SEMANTIC_CURRENT: "A",
+    _S.FIELD_SEMANTIC_AIR_SPEED: units.METRE_PER_SECOND,
+    _S.FIELD_SEMANTIC_GROUND_SPEED: units.METRE_PER_SECOND,
+    _S.FIELD_SEMANTIC_VERTICAL_SPEED: units.METRE_PER_SECOND,
+    _S.FIELD_SEMANTIC_RC_LINK_QUALITY: units.RATIO,
+    _S.FIELD_SEMANTIC_GCS_LINK_QUALITY: units.RATIO,
+    _S.FIELD_SEMANTIC_CAPACITY_LEVEL: units.RATIO,
+    _S.FIELD_SEMANTIC_BOOL: units.BOOLEAN,
+    _S.FIELD_SEMANTIC_MILLISECONDS: "ms",
+    _S.FIELD_SEMANTIC_TIMESTAMP: "ms",
+    _S.FIELD_SEMANTIC_TEMPERATURE: units.CELSIUS,
+    _S.FIELD_SEMANTIC_HUMIDITY: units.PERCENT,
+    _S.FIELD_SEMANTIC_PRECIPITATION: "mm/h",
+    **dict.fromkeys(_DEGREES, units.DEGREE),
+}
+_ENUM_NAMES: dict[int, Any] = {
+    _S.FIELD_SEMANTIC_FLIGHT_MODE: _S.Flight_mode,
+    _S.FIELD_SEMANTIC_CONTROL_MODE: _S.Control_mode,
+    _S.FIELD_SEMANTIC_GPS_FIX_TYPE: _S.Gps_fix_type,
+    _S.FIELD_SEMANTIC_AUTOPILOT_STATUS: _S.Autopilot_status,
+}
+_POSITION = frozenset({"latitude", "longitude", "altitude_amsl", "altitude_raw"})
+_ATTITUDE = frozenset({"heading", "roll", "pitch"})
+_MOTION = frozenset({"ground_speed", "course", "heading", "vertical_speed"})
+_LEVELS = {0: "info", 1: "warning", 2: "error"}
+_SCALE = 180.0 / math.pi
+
+
+class _Column:
+    """How one field of one device goes into the world: its column, unit and conversion."""
+
+    __slots__ = ("enum", "name", "scale", "semantic", "text", "unit")
+
+    def __init__(self, name: str, semantic: int) -> None:
+        self.name = name
+        self.semantic = semantic
+        self.unit = _UNITS.get(semantic, units.COUNT)
+        self.scale = _SCALE if semantic in _DEGREES else 1.0
+        self.enum = _ENUM_NAMES.get(semantic)
+        self.text = semantic in (
+            _S.FIELD_SEMANTIC_STRING,
+            _S.FIELD_SEMANTIC_BINARY,
+            _S.FIELD_SEMANTIC_LIST,
+            _S.FIELD_SEMANTIC_ANY,
+        )
+
+
+def _device_type(number: int) -> str:
+    try:
+        return str(_S.Device_type.Name(_S.Device_type.ValueType(number)))
+    except ValueError:
+        return str(number)
+
+
+def _number(value: Value) -> float:
+    if value is None or isinstance(value, str | bytes | list):
+        return math.nan
+    return float(value)
+
+
+def quaternions(heading: FloatArray, pitch: FloatArray, roll: FloatArray) -> FloatArray:
+    """ENU (w, x, y, z) quaternions of body axes (x forward, y left, z up) from UgCS angles
+    in radians: heading clockwise from north, pitch nose up, roll right wing down. A NaN
+    pitch or roll counts as level; a NaN heading gives a NaN quaternion (no orientation)."""
+    yaw = 0.5 * (math.pi / 2 - heading)  # counter-clockwise from east
+    half_pitch = -0.5 * np.nan_to_num(pitch)  # nose up is a negative turn about y (left)
+    half_roll = 0.5 * np.nan_to_num(roll)  # right wing down is positive about x (forward)
+    cy, sy = np.cos(yaw), np.sin(yaw)
+    cp, sp = np.cos(half_pitch), np.sin(half_pitch)
+    cr, sr = np.cos(half_roll), np.sin(half_roll)
+    return np.stack(
+        (
+            cy * cp * cr + sy * sp * sr,
+            cy * cp * sr - sy * sp * cr,
+            cy * sp * cr + sy * cp * sr,
+            sy * cp * cr - cy * sp * sr,
+        ),
+        axis=-1,
+    )
+
+
+class UcsAdapter:
+    """Writes what a UCS session hears into `world` under `source` (see the module docstring).
+
+    `origin` (latitude deg, longitude deg, altitude m) is the ENU origin; None: the first fix.
+    """
+
+    def __init__(self, world: World, source: str, origin: Origin | None = None) -> None:
+        self.world = world
+        self.source = source
+        self.origin = origin
+        self.dropped = 0
+        self._columns: dict[str, dict[str, _Column]] = {}  # label -> field key -> column
+        self._labels: dict[tuple[int, int], str] = {}  # (conn, session device id) -> label
+        self._keys: dict[tuple[int, int], tuple[str, dict[int, str]]] = {}  # ... + field keys
+        self._enabled: dict[str, dict[str, bool]] = {}  # label -> command -> usable now
+
+    def apply(self, events: Sequence[UcsSessionEvent], receive_time: float) -> int:
+        """Write `events` into the world (telemetry as one columnar update); returns how many
+        reports it took in (registrations, unregistrations, telemetry, availability, status
+        messages: a Device_status with telemetry and availability is two)."""
+        taken = 0
+        changes: dict[str, dict[str, Value]] = {}
+        newest: dict[str, int] = {}
+        mission: dict[str, int | None] = {}
+        labels = self._labels
+        for event in events:
+            match event:
+                case TelemetryReceived(conn=conn, device_id=device_id, values=values):
+                    taken += 1
+                    known = self._keys.get((conn, device_id))
+                    if known is None:
+                        continue
+                    vehicle, keys = known
+                    held = changes.get(vehicle)
+                    if held is None:
+                        held = changes[vehicle] = {}
+                    latest = newest.get(vehicle, -(1 << 62))
+                    for tv in values:
+                        key = keys.get(tv.field_id)
+                        if key is not None:
+                            held[key] = tv.value
+                            if tv.time_ms > latest:
+                                latest = tv.time_ms
+                    newest[vehicle] = latest
+                case MissionProgress(conn=conn, device_id=device_id, item=item):
+                    label = labels.get((conn, device_id))
+                    if label is not None:
+                        mission[label] = item
+                case DeviceRegistered(conn=conn, device=info):
+                    taken += 1
+                    self._register(conn, info, receive_time)
+                case DeviceUnregistered(conn=conn, device_id=device_id):
+                    taken += 1
+                    label = labels.pop((conn, device_id), None)
+                    self._keys.pop((conn, device_id), None)
+                    if label is not None:
+                        self._attributes(label, {"registered": False}, receive_time)
+                case AvailabilityChanged(conn=conn, device_id=device_id, commands=commands):
+                    taken += 1
+                    label = labels.get((conn, device_id))
+                    if label is not None:
+                        enabled = self._enabled.setdefault(label, {})
+                        for state in commands:
+                            enabled[state.name] = state.available and state.enabled
+                        names = sorted(n for n, on in enabled.items() if on and n)
+                        self._attributes(label, {"commands_enabled": names}, receive_time)
+                case StatusMessages(conn=conn, device_id=device_id, messages=messages):
+                    taken += 1
+                    label = labels.get((conn, device_id), f"device{device_id}")
+                    for message in messages:
+                        level = _LEVELS.get(message.severity, "info")
+                        self.world.log(
+                            self.source, label, message.text, time=receive_time, level=level
+                        )
+                case PacketDropped():
+                    self.dropped += 1
+        if changes or mission:
+            self._write(changes, newest, mission, receive_time)
+        return taken
+
+    # -- registration -------------------------------------------------------------------------
+
+    def _register(self, conn: int, device: DeviceInfo, receive_time: float) -> None:
+        label = device_label(device)
+        self._labels[(conn, device.device_id)] = label
+        self._keys[(conn, device.device_id)] = (label, {f.field_id: f.key for f in device.fields})
+        self._columns[label] = {f.key: _Column(f.key, f.semantic) for f in device.fields}
+        self._enabled[label] = {}
+        table = self.world.table(self.source)
+        table.slot(label, KIND, label)
+        attributes: dict[str, Any] = {
+            "registered": True,
+            "session_id": device.device_id,
+            "device_type": _device_type(device.type),
+            "commands": sorted(device.commands_by_name),
+            "mission_items": sorted(c.name for c in device.commands if c.available_in_mission),
+        }
+        for key, value in device.properties.items():
+            if not isinstance(value, bytes | list):
+                attributes[key] = value
+        for _kind, properties in device.subsystem_properties:
+            for key, value in properties.items():
+                if not isinstance(value, bytes | list):
+                    attributes[key] = value
+        self._attributes(label, attributes, receive_time)
+
+    def _attributes(self, label: str, attributes: dict[str, Any], receive_time: float) -> None:
+        self.world.update_device(
+            self.source, label, receive_time=receive_time, kind=KIND, attributes=attributes
+        )
+
+    # -- telemetry ----------------------------------------------------------------------------
+
+    def _write(
+        self,
+        changes: dict[str, dict[str, Value]],
+        newest: dict[str, int],
+        mission: dict[str, int | None],
+        receive_time: float,
+    ) -> None:
+        table = self.world.table(self.source)
+        labels = [*changes, *(m for m in mission if m not in changes)]  # arrival order
+        slot_of = table.index
+        slots = np.fromiter(
+            (slot_of[x] if x in slot_of else table.slot(x, KIND) for x in labels),
+            dtype=np.intp,
+            count=len(labels),
+        )
+        # group the values per field: field -> (row indexes into `slots`, values)
+        grouped: dict[str, tuple[_Column, list[int], list[float]]] = {}
+        attributes: dict[int, dict[str, Any]] = {}
+        for row, label in enumerate(labels):
+            columns = self._columns.get(label, {})
+            for name, value in changes.get(label, {}).items():
+                column = columns.get(name)
+                if column is None:
+                    continue
+                if column.text:
+                    attributes.setdefault(row, {})[name] = (
+                        value if not isinstance(value, bytes) else value.hex()
+                    )
+                    continue
+                entry = grouped.get(name)
+                if entry is None:
+                    entry = grouped[name] = (column, [], [])
+                entry[1].append(row)
+                entry[2].append(_number(value) * column.scale)
+                if column.enum is not None:
+                    names = column.enum
+                    attributes.setdefault(row, {})[name] = (
+                        names.Name(value).removeprefix(names.DESCRIPTOR.name.upper() + "_")
+                        if isinstance(value, int) and value in names.values()
+                        else None
+                    )
+        for row, label in enumerate(labels):
+            if label in mission:
+                entry = grouped.get("mission_item")
+                if entry is None:
+                    entry = grouped["mission_item"] = (_Column("mission_item", -1), [], [])
+                item = mission[label]
+                entry[1].append(row)
+                entry[2].append(math.nan if item is None else float(item))
+        changed: set[str] = set()
+        for name, (column, rows, values) in grouped.items():
+            target = table.column(name, column.unit)
+            target[slots[rows]] = values
+            changed.add(name)
+            if column.semantic == _S.FIELD_SEMANTIC_CAPACITY_LEVEL and name.startswith(
+                "remaining_power"
+            ):
+                table.column("battery", units.PERCENT)[slots[rows]] = np.asarray(values) * 100.0
+                changed.add("battery")
+        for row, texts in attributes.items():
+            table.attributes[int(slots[row])].update(texts)
+        if attributes:
+            changed.add(ATTRIBUTES)
+        source_time = table.source_time[slots]
+        for row, label in enumerate(labels):
+            ms = newest.get(label)
+            if ms is not None:
+                source_time[row] = ms / 1000.0
+        geodetic = position = orientation = velocity = None
+        if changed & _POSITION:
+            geodetic, position = self._position(table, slots)
+        if changed & _ATTITUDE:
+            orientation = quaternions(
+                self._held(table, "heading", slots, 1 / _SCALE),
+                self._held(table, "pitch", slots, 1 / _SCALE),
+                self._held(table, "roll", slots, 1 / _SCALE),
+            )
+        if changed & _MOTION:
+            velocity = self._velocity(table, slots)
+        self.world.update(
+            self.source,
+            slots,
+            receive_time=receive_time,
+            source_time=source_time,
+            geodetic=geodetic,
+            position=position,
+            orientation=orientation,
+            velocity=velocity,
+            changed=changed,
+        )
+
+    @staticmethod
+    def _held(table: Any, name: str, slots: Any, scale: float = 1.0) -> FloatArray:
+        column = table.telemetry.get(name)
+        if column is None:
+            return np.full(len(slots), np.nan)
+        values: FloatArray = column[slots] * scale
+        return values
+
+    def _position(self, table: Any, slots: Any) -> tuple[FloatArray, FloatArray]:
+        lat = self._held(table, "latitude", slots)
+        lon = self._held(table, "longitude", slots)
+        alt = self._held(table, "altitude_amsl", slots)
+        alt = np.where(np.isnan(alt), self._held(table, "altitude_raw", slots), alt)
+        geodetic = np.stack((lat, lon, alt), axis=-1)
+        if self.origin is None:
+            fixed = np.flatnonzero(~np.isnan(geodetic).any(axis=1))
+            if len(fixed):
+                first = geodetic[fixed[0]]
+                self.origin = (float(first[0]), float(first[1]), float(first[2]))
+        if self.origin is None:
+            return geodetic, np.full((len(slots), 3), np.nan)
+        east, north, up = pymap3d.geodetic2enu(lat, lon, alt, *self.origin)
+        position: FloatArray = np.stack((east, north, up), axis=-1)
+        return geodetic, position
+
+    def _velocity(self, table: Any, slots: Any) -> FloatArray:
+        speed = self._held(table, "ground_speed", slots)
+        course = self._held(table, "course", slots, 1 / _SCALE)
+        course = np.where(np.isnan(course), self._held(table, "heading", slots, 1 / _SCALE), course)
+        climb = np.nan_to_num(self._held(table, "vertical_speed", slots))
+        velocity: FloatArray = np.stack(
+            (speed * np.sin(course), speed * np.cos(course), climb), axis=-1
+        )
+        return velocity

@@ -1,0 +1,575 @@
+"""UgCS services on the templates.
+
+VSM side (this block): `VsmServer`, the thin asyncio driver of one `VsmSession` (a listening
+server, or in reverse mode a dialler that retries), one shared `StreamDriver` per connection;
+`UgcsSim` (`robowire sim ugcs`: the model's fleet as a VSM) and `UgcsSink` (`robowire serve
+ugcs://...`: every world device as a UgCS vehicle).
+
+UCS side (the block at the end): the listen source (`robowire listen ugcs://host:5556`), and
+`UcsFileSource` (`robowire listen ugcs:capture.jsonl`, pcap/pcapng too: a capture's VSM side
+through the UCS session and adapter, as live).
+
+* `UcsSource`: we are the UgCS server. By default it dials the VSM (the VSM listens, 5556 by
+  convention) and the `Source` template reconnects with backoff when the connection ends.
+  `?mode=listen` listens on host:port instead, for VSMs in reverse mode (they dial the server
+  and retry by themselves); every VSM that connects is one more session. `?origin=lat,lon,alt`
+  (degrees, metres) fixes the ENU origin; by default it is the first fix.
+  Our `peer_id` is one number per process (`client.process_peer_id`), as the VSM expects of one
+  server. VSM instances are told apart by their own `peer_id`: when one VSM is connected more
+  than once (reverse mode with several endpoints), only its newest connection feeds the world
+  (the VSM itself sends telemetry only to the newest of our connections, ugcs.md 1.4); the
+  others are kept open and take over, newest first, when it closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import ipaddress
+import itertools
+import logging
+import math
+import random
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from robowire.capture import Record
+from robowire.endpoints import Endpoint
+from robowire.errors import ConfigError, TransportError
+from robowire.protocols.base import Address, ConnectionLost, PacketDropped
+from robowire.protocols.ugcs import model
+from robowire.protocols.ugcs.adapter import DEFAULT_ORIGIN, Origin, UcsAdapter, WorldVehicles
+from robowire.protocols.ugcs.client import process_peer_id
+from robowire.protocols.ugcs.codec import DEFAULT_PORT, NAME, Value
+from robowire.protocols.ugcs.dissect import TO_UCS, direction_of, read_capture
+from robowire.protocols.ugcs.events import (
+    CommandReceived,
+    ConnectionEnded,
+    DeviceAcknowledged,
+    DeviceRegistered,
+    PeerRegistered,
+    VsmEvent,
+)
+from robowire.protocols.ugcs.proto import ucs_vsm_defs_pb2 as defs
+from robowire.protocols.ugcs.session_ucs import UcsSession
+from robowire.protocols.ugcs.session_vsm import VsmLink, VsmSession
+from robowire.protocols.ugcs.vehicle import vehicle_spec
+from robowire.service import CaptureSource, Sim, SimOptions, Sink, Source
+from robowire.timebase import WallClock, monotonic
+from robowire.transport.tcp import StreamDriver, connect_stream, serve_stream
+from robowire.world import LogEvent, Update, World
+
+log = logging.getLogger("robowire.ugcs")
+
+RETRY_SECONDS = 10.0
+"""Reverse mode: the SDK's `ucs.retry_timeout` default."""
+CONNECT_TIMEOUT = 10.0
+"""Reverse mode: the SDK's `TCP_CONNECT_TIMEOUT`."""
+MAX_BACKLOG = 32 << 20
+"""Bytes written to a UCS but not sent: past this the UCS has stalled and its connection is
+closed (the SDK closes a connection whose write has not completed in 60 s)."""
+MAX_VEHICLES = 10_000
+DEFAULT_RATE = 5.0
+SIM_SETTINGS = frozenset(model.SETTINGS) | {"keep_alive", "name", "camera", "gimbal"}
+
+
+def instance_id() -> int:
+    """A VSM's random 32-bit instance id, drawn once per VSM (its Register_peer `peer_id`)."""
+    return random.SystemRandom().getrandbits(32)
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def host_port(text: str, default_port: int, where: str) -> tuple[str, int]:
+    """`HOST[:PORT]` (or `ugcs://HOST[:PORT]`) -> (host, port)."""
+    rest = text.split("://", 1)[-1].rstrip("/")
+    host, sep, port_text = rest.rpartition(":")
+    if not sep or not port_text.isdigit() or (host.endswith("]") is False and ":" in host):
+        host, port = rest, default_port
+    else:
+        port = int(port_text)
+    host = host.strip("[]")
+    if not host or not 0 < port < 65536:
+        raise ConfigError(f"{where}: {text!r} is not HOST[:PORT]")
+    return host, port
+
+
+class VsmServer:
+    """Drives one `VsmSession` over asyncio: `serve` (listen) or `dial` (reverse mode)."""
+
+    def __init__(
+        self,
+        session: VsmSession,
+        on_command: Callable[[CommandReceived], None],
+        stats_owner: Any,
+    ) -> None:
+        self.session = session
+        self.on_command = on_command
+        self.owner = stats_owner
+        self.drivers: dict[int, StreamDriver] = {}
+
+    def _link(self, peer: Address) -> VsmLink:
+        return self.session.connect(monotonic(), loopback=_loopback(peer[0]))
+
+    def _opened(self, driver: StreamDriver) -> None:
+        if isinstance(driver.session, VsmLink):
+            self.drivers[driver.session.conn] = driver
+
+    def _closed(self, driver: StreamDriver) -> None:
+        if isinstance(driver.session, VsmLink):
+            conn = driver.session.conn
+            self.drivers.pop(conn, None)
+            self.session.forget(conn)
+
+    def _events(self, driver: StreamDriver, events: list[VsmEvent]) -> None:
+        for event in events:
+            match event:
+                case CommandReceived():
+                    self.owner.stats.messages_in += 1
+                    self.on_command(event)
+                case PeerRegistered(compatible=False):
+                    log.warning(
+                        "ugcs: UCS %d:%d at %s:%d is too old (< 2.14): keeping quiet",
+                        event.version_major,
+                        event.version_minor,
+                        *driver.peer,
+                    )
+                case PeerRegistered():
+                    log.info("ugcs: UCS peer %08x at %s:%d", event.peer_id, *driver.peer)
+                case DeviceAcknowledged(code=code) if code != defs.STATUS_OK:
+                    log.info("ugcs: the UCS refused device %d (code %d)", event.device_id, code)
+                case PacketDropped():
+                    self.owner.stats.drop(event.reason)
+                case ConnectionEnded():
+                    log.info("ugcs: closing %s:%d: %s", *driver.peer, event.reason)
+        driver.flush()
+
+    def flush_all(self) -> None:
+        for driver in list(self.drivers.values()):
+            driver.flush()
+            if driver.write_buffer_size() > MAX_BACKLOG:
+                log.warning("ugcs: the UCS at %s:%d stopped reading: closing", *driver.peer)
+                self.owner.stats.drop("a UCS stopped reading")
+                driver.close()
+
+    async def serve(self, host: str, port: int, on_listening: Callable[[Address], None]) -> None:
+        """Listen until cancelled; then unregister every device on every connection before
+        the server closes them (an orderly VSM stop)."""
+        task = asyncio.create_task(
+            serve_stream(
+                host,
+                port,
+                self._link,
+                self._events,
+                on_listening=on_listening,
+                on_open=self._opened,
+                on_close=self._closed,
+            )
+        )
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            self.shutdown()
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            raise
+
+    async def dial(
+        self, host: str, port: int, on_connected: Callable[[], None] | None = None
+    ) -> None:
+        """Reverse mode: connect to the UCS, and again `RETRY_SECONDS` after each loss."""
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                async with asyncio.timeout(CONNECT_TIMEOUT):
+                    _, driver = await loop.create_connection(
+                        lambda: StreamDriver(
+                            self._link,
+                            self._events,
+                            on_open=self._opened,
+                            on_close=self._closed,
+                        ),
+                        host,
+                        port,
+                    )
+            except (OSError, TimeoutError) as exc:
+                reason = "timed out" if isinstance(exc, TimeoutError) else exc.strerror or str(exc)
+                log.info("ugcs: cannot reach the UCS at %s:%d (%s); retrying", host, port, reason)
+            else:
+                if on_connected is not None:
+                    on_connected()
+                try:
+                    await asyncio.shield(driver.closed)
+                finally:
+                    driver.close()
+            await asyncio.sleep(RETRY_SECONDS)
+
+    def shutdown(self) -> None:
+        """Unregister every device where it was registered, send that, close everything."""
+        self.session.shutdown()
+        for driver in list(self.drivers.values()):
+            driver.flush()
+            driver.close()
+
+
+def _options(settings: dict[str, str], where: str) -> tuple[float | None, str]:
+    keep_alive: float | None = None
+    text = settings.get("keep_alive")
+    if text is not None:
+        try:
+            keep_alive = float(text)
+        except ValueError:
+            raise ConfigError(f"{where}: keep_alive must be seconds, not {text!r}") from None
+        if keep_alive <= 0:
+            raise ConfigError(f"{where}: keep_alive must be positive, not {text!r}")
+    return keep_alive, settings.get("name", "robowire")
+
+
+class UgcsSim(Sim):
+    """`robowire sim ugcs`: `--count` simulated multicopters (model.py) on one VSM, telemetry
+    at `--rate` Hz (default 5). Listens on 127.0.0.1:5556 by default; with `--to HOST[:PORT]`
+    it dials the UCS instead (reverse mode) and redials every 10 s after a loss.
+
+    Settings (`--set k=v`): the fleet's (`origin=LAT,LON,ALT`, `spacing`, `cruise_speed`, ...;
+    see `model.SETTINGS`), `keep_alive=N` (ping every second, close after N s of silence),
+    `name` (the VSM's name in its Register_peer), `camera=0`, `gimbal=0`.
+    """
+
+    def __init__(self, options: SimOptions) -> None:
+        where = "ugcs sim"
+        self.count = 1 if options.count is None else options.count
+        if not 1 <= self.count <= MAX_VEHICLES:
+            raise ConfigError(f"{where}: count must be 1..{MAX_VEHICLES}")
+        self.rate = DEFAULT_RATE if options.rate is None else options.rate
+        if not 0 < self.rate <= 50:
+            raise ConfigError(f"{where}: rate must be in (0, 50] Hz")
+        settings = options.options
+        unknown = set(settings) - SIM_SETTINGS
+        if unknown:
+            raise ConfigError(f"{where}: unknown setting {sorted(unknown)[0]!r}")
+        keep_alive, name = _options(settings, where)
+        self.target: tuple[str, int] | None = None
+        if options.target:
+            self.target = host_port(options.target, DEFAULT_PORT, where)
+            self.announce = "connecting to"
+            self.host, self.port = self.target
+        else:
+            self.host = options.host
+            self.port = DEFAULT_PORT if options.port is None else options.port
+        super().__init__(f"ugcs-sim@{self.host}:{self.port}")
+        self.fleet = model.Fleet.from_settings(self.count, settings, seed=options.seed, where=where)
+        self.clock = WallClock()
+        self.session = VsmSession(peer_id=instance_id(), name=name, keep_alive=keep_alive)
+        for key in ("camera", "gimbal"):
+            if settings.get(key, "1") not in ("0", "1"):
+                raise ConfigError(f"{where}: {key} must be 0 or 1, not {settings[key]!r}")
+        camera = settings.get("camera", "1") == "1"
+        gimbal = settings.get("gimbal", "1") == "1"
+        specs = [
+            vehicle_spec(self.fleet.serial(i), camera=camera, gimbal=gimbal)
+            for i in range(self.count)
+        ]
+        infos = self.session.register_group(specs, self._wall_ms(monotonic()))
+        self.group = self.session.groups[0]
+        self._row = {info.device_id: row for row, info in enumerate(infos)}
+        self.server = VsmServer(self.session, self._command, self)
+
+    def _wall_ms(self, now: float) -> int:
+        return int(self.clock.wall(now) * 1000.0)
+
+    def _command(self, event: CommandReceived) -> None:
+        row = self._row.get(event.device_id)
+        if row is None:
+            return
+        command = event.command
+        items = [(sub.name, _plain(sub.parameters)) for sub in command.sub_commands]
+        result = self.fleet.command(row, command.name, _plain(command.parameters), items)
+        log.info("ugcs sim: vehicle %d %s: %s %s", row, command.name, result.code, result.text)
+        # what the UgCS operator sees in the vehicle's log (not cached: only live connections)
+        refused = result.code != "STATUS_OK"
+        text = f"{command.name}: {result.text or ('refused' if refused else 'done')}"
+        self.session.status_message(
+            event.device_id, text, defs.SEVERITY_WARN if refused else defs.SEVERITY_INF
+        )
+        if event.response_required:
+            self.session.respond(
+                event.conn,
+                event.device_id,
+                event.message_id,
+                int(defs.Status_code.Value(result.code)),
+                result.text,
+                mission_id=result.mission_id,
+                command_map=result.command_map,
+            )
+
+    def tick(self, now: float, scheduled: float | None = None) -> None:
+        """One simulation step: physics, telemetry columns, availability, commit. `scheduled`
+        is the tick's time on the rate's grid: commits on the grid are exactly one period
+        apart, so a tick that wakes a little early does not fall inside the 200 ms window."""
+        self.fleet.step(now)
+        self.group.update(self.fleet.telemetry(), self._wall_ms(now))
+        self.group.set_enabled(self.fleet.availability())
+        self.session.commit(now if scheduled is None else scheduled)
+        self.server.flush_all()
+
+    async def run(self, world: World) -> None:
+        gc.freeze()  # the fleet's registrations: out of every full collection (FREEZE_AFTER)
+        if self.target is not None:
+            self.listening(self.target)
+            serving = asyncio.create_task(self.server.dial(*self.target))
+        else:
+            serving = asyncio.create_task(self.server.serve(self.host, self.port, self.listening))
+        period = 1.0 / self.rate
+        next_tick = monotonic()
+        try:
+            while not serving.done():
+                self.tick(monotonic(), next_tick)
+                next_tick += period
+                delay = next_tick - monotonic()
+                if delay < -period:  # far behind (a slow machine): do not try to catch up
+                    next_tick = monotonic()
+                    delay = 0.0
+                await asyncio.wait([serving], timeout=max(0.0, delay))
+            serving.result()
+        finally:
+            self.server.shutdown()
+            serving.cancel()
+            with contextlib.suppress(asyncio.CancelledError, TransportError):
+                await serving
+
+
+class UgcsSink(Sink):
+    """`robowire serve ugcs://127.0.0.1:5556 --from ...`: a VSM whose vehicles are the world's
+    devices (`adapter.WorldVehicles`). Options: `origin=LAT,LON,ALT` (where ENU devices are),
+    `keep_alive=N`, `name`."""
+
+    max_rate = 10.0  # the commits' 200 ms windows need a regular pull
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        where = "ugcs serve"
+        self.host = endpoint.host or "127.0.0.1"
+        self.port = endpoint.port_or(DEFAULT_PORT)
+        super().__init__(f"ugcs-serve@{self.host}:{self.port}")
+        settings = dict(endpoint.options)
+        keep_alive, name = _options(settings, where)
+        origin = DEFAULT_ORIGIN_TEXT
+        if "origin" in settings:
+            origin = settings["origin"]
+        self.clock = WallClock()
+        self.session = VsmSession(peer_id=instance_id(), name=name, keep_alive=keep_alive)
+        self.vehicles = WorldVehicles(self.session, origin=_origin(origin, where), name=name)
+        self.server = VsmServer(self.session, self._command, self)
+
+    def _command(self, event: CommandReceived) -> None:
+        if event.response_required:  # world devices are not ours to fly
+            self.session.respond(
+                event.conn,
+                event.device_id,
+                event.message_id,
+                defs.STATUS_FAILED,
+                f"{event.command.name}: robowire serves this vehicle read-only",
+            )
+
+    async def serve(self, world: World) -> None:
+        await self.server.serve(self.host, self.port, self.listening)
+
+    def write(self, world: World, items: list[Update | LogEvent]) -> bool:
+        now = monotonic()
+        self.vehicles.write(world, items, int(self.clock.wall(now) * 1000.0))
+        # commits on a grid of the pull period: a pull that comes a little early does not
+        # hold a value back for a whole extra window
+        self.session.commit(math.floor(now * self.max_rate) / self.max_rate)
+        self.server.flush_all()
+        return True
+
+    def finish(self, world: World) -> None:
+        self.server.shutdown()
+
+
+def _plain(params: Mapping[str, Value]) -> dict[str, model.ParamValue]:
+    """Parameters as the model takes them (no list or bytes value is registered for it)."""
+    return {k: None if isinstance(v, bytes | list) else v for k, v in params.items()}
+
+
+DEFAULT_ORIGIN_TEXT = ",".join(str(x) for x in DEFAULT_ORIGIN)
+
+
+def _origin(text: str, where: str) -> tuple[float, float, float]:
+    try:
+        lat, lon, alt = (float(x) for x in text.split(","))
+    except ValueError:
+        raise ConfigError(f"{where}: origin must be LAT,LON,ALT, not {text!r}") from None
+    if not (-90 <= lat <= 90 and -180 <= lon <= 180):
+        raise ConfigError(f"{where}: origin {text!r} is not a place on Earth")
+    return lat, lon, alt
+
+
+# --- UCS side: the listen source ------------------------------------------------------------
+
+UCS_SOURCE_OPTIONS = frozenset({"mode", "origin"})
+UCS_FILE_OPTIONS = frozenset({"speed", "origin"})
+FREEZE_AFTER = 100
+"""Registrations are big and live long (a 1,000-vehicle fleet's are about half a million
+Python objects), and every full garbage collection scans them all: a 60-80 ms pause, the
+whole tail of the telemetry lag (bench_ugcs). Once a connection has this many devices, a
+read that registered more ends with `gc.freeze()`: what exists then is left out of later
+collections (it is still freed when no longer referenced)."""
+_PASSED_ON = (PacketDropped, ConnectionLost)  # what a standby connection still reports
+
+
+def parse_origin(endpoint: Endpoint) -> Origin | None:
+    """`?origin=lat,lon[,alt]` in degrees and metres, or None (the first fix)."""
+    text = endpoint.options.get("origin")
+    if text is None:
+        return None
+    try:
+        parts = [float(p) for p in text.split(",")]
+    except ValueError:
+        parts = []
+    if len(parts) not in (2, 3) or not (-90 <= parts[0] <= 90 and -180 <= parts[1] <= 180):
+        raise ConfigError(f"{endpoint.raw}: origin must be LAT,LON[,ALT] in degrees and metres")
+    return (parts[0], parts[1], parts[2] if len(parts) == 3 else 0.0)
+
+
+class UcsSource(Source):
+    """The UCS side as a world source: dials a VSM (or, with `?mode=listen`, is dialled)."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.host = endpoint.host
+        self.port = endpoint.port_or(DEFAULT_PORT)
+        self.mode = endpoint.option("mode", "connect")
+        if self.mode not in ("connect", "listen"):
+            raise ConfigError(f"{endpoint.raw}: mode must be connect or listen, not {self.mode!r}")
+        super().__init__(f"ugcs@{self.host}:{self.port}")
+        if self.mode == "listen":
+            self.announce = "listening on"
+        self.origin = parse_origin(endpoint)
+        self.peer_id = process_peer_id()
+        self.sessions: dict[int, UcsSession] = {}  # conn -> its session
+        self._conn_ids = itertools.count(1)
+        self._newest: dict[int, list[int]] = {}  # VSM peer_id -> its conns, newest last
+
+    def new_adapter(self, world: World) -> UcsAdapter:
+        return UcsAdapter(world, self.name, self.origin)
+
+    def _new_session(self) -> UcsSession:
+        conn = next(self._conn_ids)
+        session = UcsSession(monotonic(), peer_id=self.peer_id, name="robowire", conn=conn)
+        self.sessions[conn] = session
+        return session
+
+    def primary(self, session: UcsSession) -> bool:
+        """True if `session` is the connection of its VSM that feeds the world."""
+        if session.peer is None:
+            return True
+        conns = self._newest.get(session.peer.peer_id)
+        return not conns or conns[-1] == session.conn
+
+    def _on_events(self, driver: StreamDriver, events: list[Any]) -> None:
+        session = driver.session
+        if not isinstance(session, UcsSession):
+            return
+        for event in events:
+            if isinstance(event, PeerRegistered):
+                conns = self._newest.setdefault(event.peer_id, [])
+                if conns:
+                    log.info("%s: VSM %d connected again; the newest connection is used",
+                             self.name, event.peer_id)  # fmt: skip
+                conns.append(session.conn)
+                self._resend(conns)
+        if not self.primary(session):
+            events = [e for e in events if isinstance(e, _PASSED_ON)]
+        self.deliver(events, monotonic())
+        if len(session.devices) >= FREEZE_AFTER and any(
+            isinstance(e, DeviceRegistered) for e in events
+        ):
+            gc.freeze()  # see FREEZE_AFTER
+
+    def _resend(self, conns: Sequence[int]) -> None:
+        """The newest connection of a VSM took over: its devices (already registered on it)
+        become the world's again."""
+        session = self.sessions.get(conns[-1])
+        if session is None:
+            return
+        events = [
+            DeviceRegistered(conn=session.conn, device=d.info) for d in session.devices.values()
+        ]
+        if events:
+            self.deliver(events, monotonic())
+
+    def _closed(self, driver: StreamDriver) -> None:
+        session = driver.session
+        if not isinstance(session, UcsSession):
+            return
+        self.sessions.pop(session.conn, None)
+        if session.peer is not None:
+            conns = self._newest.get(session.peer.peer_id, [])
+            was_primary = bool(conns) and conns[-1] == session.conn
+            if session.conn in conns:
+                conns.remove(session.conn)
+            if not conns:
+                self._newest.pop(session.peer.peer_id, None)
+            elif was_primary:
+                self._resend(conns)
+
+    async def connect(self, world: World) -> None:
+        if self.mode == "listen":
+            await serve_stream(
+                self.host,
+                self.port,
+                lambda _peer: self._new_session(),
+                self._on_events,
+                on_listening=self._listening,
+                on_close=self._closed,
+            )
+            return
+        session = self._new_session()
+        driver: StreamDriver | None = None
+
+        def opened(new: StreamDriver) -> None:
+            nonlocal driver
+            driver = new
+            self.address = (self.host, self.port)
+            self.connected()
+
+        try:
+            await connect_stream(self.host, self.port, session, self._on_events, on_open=opened)
+        finally:
+            if driver is not None:
+                self._closed(driver)
+            self.sessions.pop(session.conn, None)
+
+    def _listening(self, address: tuple[str, int]) -> None:
+        self.listening(address)
+        self.connected()
+
+
+class UcsFileSource(CaptureSource):
+    """`robowire listen ugcs:capture.jsonl` (pcap/pcapng too): the VSM side of each captured
+    connection goes through a UCS session and the adapter as a live VSM's would; what the UCS
+    side sent is not needed (our session's own replies are discarded). `?origin=` as live."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        super().__init__(NAME, endpoint, read_capture)
+        self.origin = parse_origin(endpoint)
+        self._conn_ids = itertools.count(1)
+
+    def new_adapter(self, world: World) -> UcsAdapter:
+        return UcsAdapter(world, self.name, self.origin)
+
+    def feed(self, record: Record, now: float) -> list[Any]:
+        if direction_of(record) != TO_UCS:
+            return []
+        session = self.sessions.get(record.flow)
+        if session is None:
+            session = UcsSession(now, peer_id=process_peer_id(), conn=next(self._conn_ids))
+            self.sessions[record.flow] = session
+        events: list[Any] = session.feed(record.data, now)
+        session.data_to_send()
+        return events
