@@ -128,7 +128,12 @@ DEMO_SIMS = {
     "spyglass": "spyglass://{host}:{port}",
     "vrpn": "vrpn://Tracker0,Analog0,Button0,Dial0@{host}:{port}",
     "xrp": "xrp://{host}:{port}?enable=1&left=0.3&right=0.2",  # a robot driving a wide circle
+    "ugcs": "ugcs://{host}:{port}",
 }
+"""Simulators that listen: each starts first, then a source connects to it."""
+
+DEMO_SENDERS = {"vrsp": "vrsp://127.0.0.1:0"}
+"""Simulators that send: the source binds first, then the simulator sends to it."""
 
 
 @main.command()
@@ -145,7 +150,8 @@ def demo(duration: float | None, count: int | None) -> None:
     async def go() -> int:
         gateway = Gateway()
         sims = [(name, open_sim(name, SimOptions(port=0, count=count))) for name in DEMO_SIMS]
-        gateway.add(*(sim for _, sim in sims))
+        receivers = [open_source(url) for url in DEMO_SENDERS.values()]
+        gateway.add(*(sim for _, sim in sims), *receivers)
         task = asyncio.create_task(gateway.run(duration))
         sources = []
         for name, sim in sims:
@@ -155,8 +161,16 @@ def demo(duration: float | None, count: int | None) -> None:
             url = DEMO_SIMS[name].format(host=sim.address[0], port=sim.address[1])
             click.echo(f"demo: {name} simulator on {url}", err=True)
             sources.append(open_source(url))
+        for name, receiver in zip(DEMO_SENDERS, receivers, strict=True):
+            if not await _ready(task, receiver):
+                return gateway_exit_code(gateway)
+            assert receiver.address is not None
+            host, port = receiver.address
+            sender = open_sim(name, SimOptions(count=count, target=f"{host}:{port}"))
+            click.echo(f"demo: {name} simulator sending to {host}:{port}", err=True)
+            gateway.add(sender)
         click.echo("demo: Ctrl-C ends the demo", err=True)
-        gateway.add(*sources, TableSink(sources))
+        gateway.add(*sources, TableSink([*sources, *receivers]))
         await task
         return gateway_exit_code(gateway)
 

@@ -117,6 +117,6 @@ def test_demo_shows_every_landed_simulator():
     run = robowire("demo", "--duration", "4", "--count", "3")
     assert run.returncode == 0, run.stderr
     counts = dict(re.findall(r"^(\w+)@127\.0\.0\.1:\d+: (\d+) messages in", run.stdout, re.M))
-    assert set(counts) == {"spyglass", "vrpn", "xrp"}, run.stdout
+    assert set(counts) == {"spyglass", "vrpn", "xrp", "ugcs", "vrsp"}, run.stdout
     assert all(int(n) > 0 for n in counts.values())
     assert "Tracker0/0" in run.stdout and "sensor_node" in run.stdout
