@@ -244,3 +244,26 @@ def test_json_rows_from_columns_agree_with_the_device_views():
             expected["position"] = update.values["position"][0].tolist()
         expected |= {"receive_time": 3.0, "changed": ["position"]}
         assert line == expected
+
+
+def test_a_field_written_as_nan_for_a_device_is_not_in_its_changed_list():
+    """A swarm where only some drones carry a payload: the payload's telemetry is NaN for the
+    others, and their JSON rows must not claim it changed."""
+    world = World()
+    table = world.table("swarm")
+    slots = table.slots(["plain", "spot", "plain2"])
+    update = world.update(
+        "swarm",
+        slots,
+        receive_time=1.0,
+        position=np.zeros((3, 3)),
+        telemetry={
+            "led_red": (np.array([1.0, 2.0, 3.0]), "1"),
+            "spot_red": (np.array([np.nan, 200.0, np.nan]), "1"),
+        },
+    )
+    rows = {row["device"]: row for row in world.update_json(update)}
+    assert rows["plain"]["changed"] == ["led_red", "position"]
+    assert rows["plain2"]["changed"] == ["led_red", "position"]
+    assert rows["spot"]["changed"] == ["led_red", "position", "spot_red"]
+    assert "spot_red" not in rows["plain"]["telemetry"]

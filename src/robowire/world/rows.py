@@ -31,6 +31,30 @@ def _vectors(table: SourceTable, update: Update, name: str) -> list[Any]:
     return rows
 
 
+def _changed_per_row(
+    table: SourceTable, update: Update, changed: list[str]
+) -> list[list[str]] | None:
+    """A telemetry field an update wrote as NaN for some of its devices (a payload they do not
+    have) did not change for those: their rows get a `changed` list without it. None when every
+    row shares `changed`. Rows are grouped by which fields they lack (a few patterns, e.g. one
+    per VRSP definition), so the cost is per pattern, not per row."""
+    partial = [
+        (name, np.isnan(update.values.get(name, table.telemetry[name][update.slots])))
+        for name in changed
+        if name in table.telemetry
+    ]
+    partial = [(name, absent) for name, absent in partial if absent.any()]
+    if not partial:
+        return None
+    absent = np.stack([mask for _, mask in partial], axis=1)  # (rows, fields)
+    patterns, which = np.unique(absent, axis=0, return_inverse=True)
+    lists = []
+    for pattern in patterns:
+        lacking = {partial[k][0] for k in np.flatnonzero(pattern).tolist()}
+        lists.append([name for name in changed if name not in lacking])
+    return [lists[i] for i in which.reshape(-1).tolist()]
+
+
 def update_rows(table: SourceTable, update: Update) -> Iterator[dict[str, Any]]:
     """One JSON-ready dict per device of `update` (see the module docstring)."""
     slots = update.slots
@@ -43,6 +67,7 @@ def update_rows(table: SourceTable, update: Update) -> Iterator[dict[str, Any]]:
     times = update.values.get(SOURCE_TIME)
     source_times = (times if times is not None else table.source_time[slots]).tolist()
     changed = sorted(update.fields)
+    changes = _changed_per_row(table, update, changed)
     ids, kinds, names = table.ids, table.kinds, table.names
     links, attributes = table.links, table.attributes
     for row, slot in enumerate(index):
@@ -67,5 +92,5 @@ def update_rows(table: SourceTable, update: Update) -> Iterator[dict[str, Any]]:
         if source_times[row] == source_times[row]:
             line["source_time"] = source_times[row]
         line["receive_time"] = update.receive_time
-        line["changed"] = changed
+        line["changed"] = changed if changes is None else changes[row]
         yield line
