@@ -190,6 +190,7 @@ def listen(urls: tuple[str, ...], as_json: bool, count: int | None, duration: fl
     \b
     URL is a protocol endpoint or a file, e.g.:
       spyglass://127.0.0.1:7870   vrpn://Tracker0@127.0.0.1:3883   xrp://127.0.0.1:3540
+      ugcs://127.0.0.1:5556       vrsp://0.0.0.0:9742
       recording.rec               vrpn:capture.pcap              xrp:capture.txt
     \b
     Example:
