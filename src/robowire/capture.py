@@ -18,7 +18,7 @@ import asyncio
 import socket
 import struct
 import sys
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
@@ -82,6 +82,48 @@ def read_stream(path: str, chunk_size: int = 1 << 16) -> Iterator[Record]:
     try:
         while chunk := f.read(chunk_size):
             yield Record(chunk)
+    finally:
+        if f is not sys.stdin.buffer:
+            f.close()
+
+
+OnError = Callable[[DecodeError], None]
+"""What a text-capture reader does with a line it cannot read (the dissector prints it)."""
+
+
+def skip_error(error: DecodeError) -> None:
+    """The default `OnError`: a bad line is left out."""
+
+
+def read_lines(
+    path: str,
+    protocol: str,
+    parse: Callable[[bytes], Record],
+    form: str,
+    on_error: OnError = skip_error,
+    max_line: int = 1 << 16,
+) -> Iterator[Record]:
+    """The records of a line-oriented text capture (a file, or "-" for stdin): blank lines
+    and `#` comments are skipped; `parse` turns one stripped line into a Record or raises
+    ValueError/KeyError/TypeError, which becomes a DecodeError naming the line, its byte offset
+    and the expected `form`, handed to `on_error`, and reading goes on."""
+    f = open_input(path)
+    offset = 0
+    try:
+        for number, raw in enumerate(f, 1):
+            start, offset = offset, offset + len(raw)
+            if len(raw) > max_line:
+                on_error(
+                    DecodeError(protocol, start, f"line {number}: longer than {max_line} bytes")
+                )
+                continue
+            line = raw.strip()
+            if not line or line.startswith(b"#"):
+                continue
+            try:
+                yield parse(line)
+            except (ValueError, KeyError, TypeError) as exc:
+                on_error(DecodeError(protocol, start, f"line {number}: not {form}: {exc}"))
     finally:
         if f is not sys.stdin.buffer:
             f.close()

@@ -8,7 +8,8 @@ from pathlib import Path
 import dpkt
 import pytest
 
-from robowire.capture import Record, batches, read_capture, read_pcap
+from robowire.capture import Record, batches, read_capture, read_lines, read_pcap
+from robowire.errors import DecodeError
 
 VRPN_PCAP = Path(__file__).parents[1] / "data" / "captures" / "vrpn" / "tcp_tracker.pcap"
 
@@ -44,3 +45,18 @@ async def test_batches_paced_follow_record_times_divided_by_speed():
         seen.append((len(batch), loop.time() - start))
     assert [n for n, _ in seen] == [2, 1, 1]
     assert seen[1][1] == pytest.approx(0.2, abs=0.05) and seen[2][1] == pytest.approx(0.4, abs=0.05)
+
+
+def test_a_text_capture_skips_comments_and_names_each_bad_line_with_its_offset(tmp_path):
+    path = tmp_path / "capture.txt"
+    path.write_bytes(b"# header\n\n1.5 ab\nnonsense\n" + b"x" * 40 + b"\n2.5 cd\n")
+    errors: list[DecodeError] = []
+
+    def parse(line: bytes) -> Record:
+        time, hex_data = line.decode().split()
+        return Record(bytes.fromhex(hex_data), float(time))
+
+    records = list(read_lines(str(path), "demo", parse, "`<t> <hex>`", errors.append, 32))
+    assert [(r.data, r.time) for r in records] == [(b"\xab", 1.5), (b"\xcd", 2.5)]
+    assert [(e.offset, e.reason.split(":")[0]) for e in errors] == [(17, "line 4"), (26, "line 5")]
+    assert "not `<t> <hex>`" in errors[0].reason and "longer than 32 bytes" in errors[1].reason

@@ -9,14 +9,13 @@ a bad frame ends that stream (as it would close the connection) and is reported 
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
 from google.protobuf import json_format
 
-from robowire.capture import Record, is_pcap, open_input, read_pcap
+from robowire.capture import OnError, Record, is_pcap, read_lines, read_pcap, skip_error
 from robowire.errors import DecodeError
 from robowire.protocols.ugcs import codec
 from robowire.protocols.ugcs.codec import DEFAULT_PORT, MAX_FRAME, NAME
@@ -24,14 +23,9 @@ from robowire.protocols.ugcs.proto import ucs_vsm_pb2 as pb
 
 __all__ = ["dissect", "kind_of", "message_to_json", "read_capture"]
 
-OnError = Callable[[DecodeError], None]
 MAX_LINE = 4 * MAX_FRAME  # a jsonl line holds at most a frame's hex and a little more
 TO_VSM = "ucs->vsm"
 TO_UCS = "vsm->ucs"
-
-
-def _skip(error: DecodeError) -> None:
-    pass
 
 
 def kind_of(msg: pb.Vsm_message) -> str:
@@ -58,38 +52,18 @@ def message_to_json(msg: pb.Vsm_message) -> dict[str, Any]:
     return json_format.MessageToDict(msg, preserving_proto_field_name=True)
 
 
-def _jsonl_records(path: str, on_error: OnError) -> Iterator[Record]:
-    f = open_input(path)
-    offset = 0
-    try:
-        for number, raw in enumerate(f, 1):
-            start, offset = offset, offset + len(raw)
-            if len(raw) > MAX_LINE:
-                on_error(DecodeError(NAME, start, f"line {number}: longer than {MAX_LINE} bytes"))
-                continue
-            line = raw.strip()
-            if not line or line.startswith(b"#"):
-                continue
-            try:
-                item = orjson.loads(line)
-                data = bytes.fromhex(item["hex"])
-                stamp = float(item["t"])
-                flow = f"{item.get('conn', '')}:{item['dir']}"
-            except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-                reason = f"line {number}: not a capture line ({{t, conn, dir, hex}}): {exc}"
-                on_error(DecodeError(NAME, start, reason))
-                continue
-            yield Record(data, stamp, "stream", flow=flow)
-    finally:
-        if f is not sys.stdin.buffer:
-            f.close()
+def _jsonl_record(line: bytes) -> Record:
+    item = orjson.loads(line)
+    flow = f"{item.get('conn', '')}:{item['dir']}"
+    return Record(bytes.fromhex(item["hex"]), float(item["t"]), "stream", flow=flow)
 
 
-def read_capture(path: str, on_error: OnError = _skip) -> Iterator[Record]:
+def read_capture(path: str, on_error: OnError = skip_error) -> Iterator[Record]:
     """The TCP byte chunks of a pcap/pcapng, or of a jsonl capture, in order."""
     if path != "-" and is_pcap(path):
         return (r for r in read_pcap(path) if r.transport == "tcp")
-    return _jsonl_records(path, on_error)
+    form = "a capture line ({t, conn, dir, hex})"
+    return read_lines(path, NAME, _jsonl_record, form, on_error, max_line=MAX_LINE)
 
 
 def direction_of(record: Record, port: int = DEFAULT_PORT) -> str:

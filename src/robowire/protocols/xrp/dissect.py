@@ -10,11 +10,10 @@ and reading goes on; a pcap cut part-way is one error after every whole datagram
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
-from robowire.capture import Record, is_pcap, open_input, read_pcap
+from robowire.capture import OnError, Record, is_pcap, read_lines, read_pcap, skip_error
 from robowire.errors import DecodeError
 from robowire.protocols.xrp.codec import (
     DEFAULT_PORT,
@@ -27,8 +26,6 @@ from robowire.protocols.xrp.codec import (
 TO_ROBOT = "W>R"
 TO_WPILIB = "R>W"
 MAX_LINE = 64 * 1024
-
-OnError = Callable[[DecodeError], None]
 
 
 def packet_to_json(packet: Packet) -> dict[str, Any]:
@@ -49,40 +46,19 @@ def direction_of(record: Record, port: int = DEFAULT_PORT) -> str:
     return record.flow
 
 
-def _skip(error: DecodeError) -> None:
-    pass
+def _text_record(line: bytes) -> Record:
+    time, direction, length, hex_data = line.decode("ascii").split()
+    data = bytes.fromhex(hex_data)
+    if int(length) != len(data):
+        raise ValueError(f"length {length} but {len(data)} bytes")
+    return Record(data, float(time), "udp", flow=direction)
 
 
-def _text_records(path: str, on_error: OnError) -> Iterator[Record]:
-    f = open_input(path)
-    offset = 0
-    try:
-        for number, raw in enumerate(f, 1):
-            start, offset = offset, offset + len(raw)
-            line = raw[:MAX_LINE].decode("ascii", errors="replace").strip()
-            if not line or line.startswith("#"):
-                continue
-            try:
-                time, direction, length, hex_data = line.split()
-                data = bytes.fromhex(hex_data)
-                stamp = float(time)
-                if int(length) != len(data):
-                    raise ValueError(f"length {length} but {len(data)} bytes")
-            except ValueError as exc:
-                reason = f"line {number}: not `<t> <dir> <len> <hex>`: {exc}"
-                on_error(DecodeError(PROTOCOL, start, reason))
-                continue
-            yield Record(data, stamp, "udp", flow=direction)
-    finally:
-        if f is not sys.stdin.buffer:
-            f.close()
-
-
-def read_capture(path: str, on_error: OnError = _skip) -> Iterator[Record]:
+def read_capture(path: str, on_error: OnError = skip_error) -> Iterator[Record]:
     """The datagrams of a pcap/pcapng or text capture, in order (see the module docstring)."""
     if path != "-" and is_pcap(path):
         return (r for r in read_pcap(path) if r.transport == "udp")
-    return _text_records(path, on_error)
+    return read_lines(path, PROTOCOL, _text_record, "`<t> <dir> <len> <hex>`", on_error, MAX_LINE)
 
 
 def _error(exc: DecodeError, **where: Any) -> dict[str, Any]:
