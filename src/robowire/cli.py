@@ -85,6 +85,8 @@ class RobowireGroup(click.Group):
             fail(" ".join(exc.format_message().split()), exc.exit_code)
         except click.Abort:  # Ctrl-C outside a run (a run handles it itself)
             sys.exit(130)
+        except RobowireError as exc:  # bad input a command found before (or without) a run
+            fail(str(exc))
         sys.exit(result if isinstance(result, int) else 0)
 
     def list_commands(self, ctx: click.Context) -> list[str]:

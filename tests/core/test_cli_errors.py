@@ -148,3 +148,23 @@ def test_an_unreachable_source_says_once_that_it_retries(url):
     lines = run.stderr.splitlines()
     assert len(lines) == 1, run.stderr
     assert "retrying" in lines[0] and "connection refused" in lines[0].lower(), run.stderr
+
+
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (
+            ["ugcs", "mission", "--host", "127.0.0.1:1", "--device", "X", "/nonexistent.json"],
+            "robowire: error: /nonexistent.json: No such file or directory",
+        ),
+        (
+            ["sim", "vrsp", "--drones", "70000"],
+            "robowire: error: vrsp sim: drones must be 1..65536",
+        ),
+    ],
+)
+def test_a_file_or_setting_a_command_reads_first_is_one_line(args, line):
+    """Bad input found in a command's own code, before any run starts, is one line too."""
+    run = robowire(*args)
+    assert one_error_line(run) == line
+    assert run.stdout == ""
