@@ -1,0 +1,217 @@
+"""`robowire serve foxglove://127.0.0.1:8765`: the world, live, for the Foxglove app.
+
+Built on foxglove-sdk (its WebSocket server, subprotocol `foxglove.sdk.v1`, and its typed
+`foxglove.messages`); each sink has its own `foxglove.Context`, so two sinks in one process
+never share channels. At `?rate=` pulls a second (30 by default), for what changed:
+
+    /tf                  foxglove.FrameTransforms  "world" -> "<source>/<device>" per device
+                                                   (ENU metres; identity rotation if unknown)
+    /scene               foxglove.SceneUpdate      a cube per device in its own frame (so it
+                                                   moves with /tf), sent when a device first
+                                                   appears or its LED colour changes
+    /location            foxglove.LocationFix      one per changed device with a geodetic fix
+    /telemetry/<source>  JSON                      {"<device>": {"<field>": value, ...}, ...}
+                                                   the changed devices of that source
+
+One JSON channel per source, not per device: 10,000 drones are one channel, one message per
+pull. The SDK wants one object per transform, cube and fix; that loop is the cost of a pull
+(`bench`-style figure in docs/foxglove.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from typing import Any
+
+import numpy as np
+import orjson
+
+from robowire.endpoints import Endpoint
+from robowire.errors import TransportError
+from robowire.service import Sink
+from robowire.world import LogEvent, Update, World
+from robowire.world.model import GEODETIC, ORIENTATION, POSITION
+from robowire.world.table import SourceTable
+
+DEFAULT_PORT = 8765
+DEFAULT_RATE = 30.0
+WORLD_FRAME = "world"
+CUBE_SIZE = 0.2  # metres
+LED_FIELDS = ("led_red", "led_green", "led_blue")
+KIND_COLOURS: dict[str, tuple[float, float, float]] = {
+    "drone": (0.2, 0.6, 1.0),
+    "robot": (1.0, 0.6, 0.1),
+    "tracker": (0.3, 0.9, 0.3),
+    "rigid_body": (0.3, 0.9, 0.3),
+}
+OTHER_COLOUR = (0.8, 0.8, 0.8)
+SINK_OPTIONS = frozenset({"rate"})
+
+
+def frame_id(source: str, device_id: str) -> str:
+    """The Foxglove frame of a device."""
+    return f"{source}/{device_id}"
+
+
+class FoxgloveSink(Sink):
+    """Serves the world to Foxglove app clients over the foxglove-sdk WebSocket server."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = DEFAULT_PORT, rate: float = 30.0):
+        super().__init__(f"foxglove://{host}:{port}")
+        self.host = host
+        self.port = port
+        self.max_rate = rate or DEFAULT_RATE
+        self._server: Any = None
+        self._channels: Any = None
+        self._telemetry: dict[str, Any] = {}
+        self._colours: dict[str, tuple[float, float, float]] = {}  # frame -> last colour sent
+
+    async def serve(self, world: World) -> None:
+        import foxglove
+        from foxglove.channels import (
+            FrameTransformsChannel,
+            LocationFixChannel,
+            SceneUpdateChannel,
+        )
+
+        context = foxglove.Context()
+        try:
+            self._server = foxglove.start_server(
+                name="robowire", host=self.host, port=self.port, context=context
+            )
+        except Exception as exc:  # the SDK raises its own error types for a busy port
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise TransportError(f"cannot listen on {self.host}:{self.port}: {reason}") from None
+        self._context = context
+        self._channels = (
+            FrameTransformsChannel("/tf", context=context),
+            SceneUpdateChannel("/scene", context=context),
+            LocationFixChannel("/location", context=context),
+        )
+        self.listening((self.host, self._server.port))
+        self._colours.clear()  # a new server: every device's cube is sent again
+        await asyncio.Future()
+
+    def write(self, world: World, items: list[Update | LogEvent]) -> bool:
+        if self._channels is None:
+            return True
+        for item in items:
+            if isinstance(item, Update) and len(item):
+                table = world.tables.get(item.source)
+                if table is not None:
+                    self._send(table, item)
+        return True
+
+    def finish(self, world: World) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+        self._channels = None
+
+    # -- one source's changed devices ---------------------------------------------------------
+
+    def _send(self, table: SourceTable, update: Update) -> None:
+        from foxglove.messages import (
+            Color,
+            CubePrimitive,
+            FrameTransform,
+            FrameTransforms,
+            LocationFix,
+            Quaternion,
+            SceneEntity,
+            SceneUpdate,
+            Vector3,
+        )
+
+        tf_channel, scene_channel, location_channel = self._channels
+        slots = update.slots
+        ids = [table.ids[s] for s in slots.tolist()]
+        frames = [frame_id(table.source, d) for d in ids]
+        if POSITION in update.fields or ORIENTATION in update.fields:
+            position = table.position[slots]
+            has = ~np.isnan(position).any(axis=1)
+            rotation = table.orientation[slots]  # identity where none was written
+            rows = np.flatnonzero(has).tolist()
+            p, q = position.tolist(), rotation.tolist()
+            tf_channel.log(
+                FrameTransforms(
+                    transforms=[
+                        FrameTransform(
+                            parent_frame_id=WORLD_FRAME,
+                            child_frame_id=frames[i],
+                            translation=Vector3(x=p[i][0], y=p[i][1], z=p[i][2]),
+                            rotation=Quaternion(w=q[i][0], x=q[i][1], y=q[i][2], z=q[i][3]),
+                        )
+                        for i in rows
+                    ]
+                )
+            )
+        colours = self._device_colours(table, slots)
+        new = [i for i, f in enumerate(frames) if self._colours.get(f) != colours[i]]
+        if new:
+            size = Vector3(x=CUBE_SIZE, y=CUBE_SIZE, z=CUBE_SIZE)
+            entities = []
+            for i in new:
+                r, g, b = colours[i]
+                self._colours[frames[i]] = colours[i]
+                entities.append(
+                    SceneEntity(
+                        frame_id=frames[i],
+                        id=frames[i],
+                        frame_locked=True,
+                        cubes=[CubePrimitive(size=size, color=Color(r=r, g=g, b=b, a=1.0))],
+                    )
+                )
+            scene_channel.log(SceneUpdate(entities=entities))
+        if GEODETIC in update.fields:
+            geo = table.geodetic[slots]
+            g = geo.tolist()
+            for i in np.flatnonzero(~np.isnan(geo).any(axis=1)).tolist():
+                location_channel.log(
+                    LocationFix(
+                        frame_id=frames[i], latitude=g[i][0], longitude=g[i][1], altitude=g[i][2]
+                    )
+                )
+        self._send_telemetry(table, update, ids)
+
+    def _device_colours(
+        self, table: SourceTable, slots: np.ndarray
+    ) -> list[tuple[float, float, float]]:
+        """LED colour (0..255 telemetry) where a device has one, else its kind's colour."""
+        kinds = [KIND_COLOURS.get(table.kinds[s], OTHER_COLOUR) for s in slots.tolist()]
+        if not all(f in table.telemetry for f in LED_FIELDS):
+            return kinds
+        led = np.stack([table.telemetry[f][slots] for f in LED_FIELDS], axis=1)
+        lit = ~np.isnan(led).any(axis=1)
+        rgb = np.round(np.clip(led / 255.0, 0.0, 1.0), 3).tolist()
+        return [
+            (c[0], c[1], c[2]) if ok else kind
+            for c, ok, kind in zip(rgb, lit.tolist(), kinds, strict=True)
+        ]
+
+    def _send_telemetry(self, table: SourceTable, update: Update, ids: list[str]) -> None:
+        names = [n for n in update.fields if n in table.telemetry]
+        if not names:
+            return
+        channel = self._telemetry.get(table.source)
+        if channel is None:
+            import foxglove
+
+            channel = foxglove.Channel(
+                f"/telemetry/{table.source}", message_encoding="json", context=self._context
+            )
+            self._telemetry[table.source] = channel
+        columns = [table.telemetry[n][update.slots].tolist() for n in names]
+        message = {
+            device: {n: v for n, v in zip(names, values, strict=True) if not math.isnan(v)}
+            for device, values in zip(ids, zip(*columns, strict=True), strict=True)
+        }
+        channel.log(orjson.dumps(message))
+
+
+def open_sink(endpoint: Endpoint) -> FoxgloveSink:
+    """The sink of a `foxglove://host:port?rate=HZ` URL."""
+    endpoint.check_options(SINK_OPTIONS, "a Foxglove server")
+    rate = endpoint.float_option("rate", DEFAULT_RATE)
+    return FoxgloveSink(endpoint.host, endpoint.port_or(DEFAULT_PORT), rate)
