@@ -139,9 +139,13 @@ def test_serve_foxglove_transforms_locations_and_telemetry() -> None:
     assert {e.frame_id for e in cubes} <= frames and cubes
     assert all(e.frame_locked and len(e.cubes) == 1 for e in cubes)
     for message in got[f"/telemetry/{source}"]:
-        assert set(message) <= {str(i) for i in range(1, 7)}
-        for fields in message.values():
-            assert all(isinstance(v, (int, float)) for v in fields.values())
+        devices = message.pop("device")
+        assert devices and set(devices) <= {str(i) for i in range(1, 7)}
+        assert {"led_red", "led_green", "led_blue"} <= set(message)
+        for name, values in message.items():
+            assert len(values) == len(devices)
+            if name.startswith("led_"):  # the show's colours, 0..255
+                assert all(v is None or 0 <= v <= 255 for v in values)
 
 
 def test_busy_port_is_one_line() -> None:
@@ -175,3 +179,36 @@ def test_foxglove_url_mistakes_are_one_line(args: list[str], said: str) -> None:
     )
     assert run.returncode != 0
     assert run.stderr.count("\n") == 1 and said in run.stderr, run.stderr
+
+
+def test_a_client_joining_late_sees_devices_that_stand_still() -> None:
+    """Latest state sends only what changed; a client that subscribes later still gets every
+    device once (here: a robot written once, before the client connected)."""
+    from robowire.gateway import Gateway, open_sink
+
+    async def go() -> dict[str, list[Any]]:
+        gateway = Gateway()
+        sink = open_sink("foxglove://127.0.0.1:0?rate=50")
+        gateway.add(sink)
+        run = asyncio.create_task(gateway.run(60))
+        await sink.ready.wait()
+        gateway.world.update_device(
+            "lab", "r1", kind="robot", receive_time=0.0, position=(1.0, 2.0, 3.0),
+            orientation=(0.0, 0.0, 0.0, 1.0), telemetry={"battery": (11.5, "V")},
+        )  # fmt: skip
+        await asyncio.sleep(0.3)  # pulled and sent before anyone listened
+        assert sink.address is not None
+        try:
+            return await read_topics(sink.address[1], ["/tf", "/scene", "/telemetry/lab"], 1)
+        finally:
+            gateway.stop()
+            await run
+
+    got = asyncio.run(go())
+    (tf,) = got["/tf"][0].transforms
+    assert tf.child_frame_id == "lab/r1" and tf.parent_frame_id == "world"
+    assert (tf.translation.x, tf.translation.y, tf.translation.z) == (1.0, 2.0, 3.0)
+    assert (tf.rotation.w, tf.rotation.x, tf.rotation.y, tf.rotation.z) == (0.0, 0.0, 0.0, 1.0)
+    (entity,) = got["/scene"][0].entities
+    assert entity.frame_id == "lab/r1" and len(entity.cubes) == 1
+    assert got["/telemetry/lab"][0] == {"device": ["r1"], "battery": [11.5]}

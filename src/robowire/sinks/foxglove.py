@@ -9,9 +9,12 @@ never share channels. At `?rate=` pulls a second (30 by default), for what chang
     /scene               foxglove.SceneUpdate      a cube per device in its own frame (so it
                                                    moves with /tf), sent when a device first
                                                    appears or its LED colour changes
+
+When a client subscribes, the next pull sends every device, changed or not.
     /location            foxglove.LocationFix      one per changed device with a geodetic fix
-    /telemetry/<source>  JSON                      {"<device>": {"<field>": value, ...}, ...}
-                                                   the changed devices of that source
+    /telemetry/<source>  JSON                      {"device": [ids], "<field>": [values], ...}
+                                                   the changed devices of that source, as
+                                                   columns (null: not written)
 
 One JSON channel per source, not per device: 10,000 drones are one channel, one message per
 pull. The SDK wants one object per transform, cube and fix; that loop is the cost of a pull
@@ -21,7 +24,6 @@ pull. The SDK wants one object per transform, cube and fix; that loop is the cos
 from __future__ import annotations
 
 import asyncio
-import math
 from typing import Any
 
 import numpy as np
@@ -66,6 +68,8 @@ class FoxgloveSink(Sink):
         self._channels: Any = None
         self._telemetry: dict[str, Any] = {}
         self._colours: dict[str, tuple[float, float, float]] = {}  # frame -> last colour sent
+        self.context: Any = None  # the foxglove.Context of this sink's channels, once serving
+        self.snapshot_due = False
 
     async def serve(self, world: World) -> None:
         import foxglove
@@ -74,16 +78,30 @@ class FoxgloveSink(Sink):
             LocationFixChannel,
             SceneUpdateChannel,
         )
+        from foxglove.websocket import ChannelView, Client, ServerListener
+
+        sink = self
+
+        class Subscribed(ServerListener):
+            """A client subscribed: the next pull sends every device (a client that joins a
+            running show must see the devices that stand still too)."""
+
+            def on_subscribe(self, client: Client, channel: ChannelView) -> None:
+                sink.snapshot_due = True  # read on the event loop's thread; a flag suffices
 
         context = foxglove.Context()
         try:
             self._server = foxglove.start_server(
-                name="robowire", host=self.host, port=self.port, context=context
+                name="robowire",
+                host=self.host,
+                port=self.port,
+                context=context,
+                server_listener=Subscribed(),
             )
         except Exception as exc:  # the SDK raises its own error types for a busy port
             reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise TransportError(f"cannot listen on {self.host}:{self.port}: {reason}") from None
-        self._context = context
+        self.context = context
         self._channels = (
             FrameTransformsChannel("/tf", context=context),
             SceneUpdateChannel("/scene", context=context),
@@ -96,6 +114,10 @@ class FoxgloveSink(Sink):
     def write(self, world: World, items: list[Update | LogEvent]) -> bool:
         if self._channels is None:
             return True
+        if self.snapshot_due:
+            self.snapshot_due = False
+            self._colours.clear()
+            items = [*items, *(snapshot(t) for t in list(world.tables.values()) if len(t))]
         for item in items:
             if isinstance(item, Update) and len(item):
                 table = world.tables.get(item.source)
@@ -199,15 +221,19 @@ class FoxgloveSink(Sink):
             import foxglove
 
             channel = foxglove.Channel(
-                f"/telemetry/{table.source}", message_encoding="json", context=self._context
+                f"/telemetry/{table.source}", message_encoding="json", context=self.context
             )
             self._telemetry[table.source] = channel
-        columns = [table.telemetry[n][update.slots].tolist() for n in names]
-        message = {
-            device: {n: v for n, v in zip(names, values, strict=True) if not math.isnan(v)}
-            for device, values in zip(ids, zip(*columns, strict=True), strict=True)
-        }
-        channel.log(orjson.dumps(message))
+        message: dict[str, Any] = {"device": ids}
+        for name in sorted(names):
+            message[name] = table.telemetry[name][update.slots]  # NaN (not written) -> null
+        channel.log(orjson.dumps(message, option=orjson.OPT_SERIALIZE_NUMPY))
+
+
+def snapshot(table: SourceTable) -> Update:
+    """An update touching every device of a table with every field (for a new client)."""
+    fields = {POSITION, ORIENTATION, GEODETIC, *table.telemetry}
+    return Update(table.source, np.arange(len(table), dtype=np.intp), frozenset(fields), 0.0)
 
 
 def open_sink(endpoint: Endpoint) -> FoxgloveSink:
