@@ -34,7 +34,7 @@ from robowire.errors import TransportError
 from robowire.service import Sink
 from robowire.world import LogEvent, Update, World
 from robowire.world.model import GEODETIC, ORIENTATION, POSITION
-from robowire.world.table import SourceTable
+from robowire.world.table import FloatArray, SourceTable
 
 DEFAULT_PORT = 8765
 DEFAULT_RATE = 30.0
@@ -67,7 +67,9 @@ class FoxgloveSink(Sink):
         self._server: Any = None
         self._channels: Any = None
         self._telemetry: dict[str, Any] = {}
-        self._colours: dict[str, tuple[float, float, float]] = {}  # frame -> last colour sent
+        self._frames: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # source -> ids, frames
+        self._sent: dict[str, FloatArray] = {}  # source -> colour last sent per slot
+        self._kind_colours: dict[str, FloatArray] = {}  # source -> colour of each kind
         self.context: Any = None  # the foxglove.Context of this sink's channels, once serving
         self.snapshot_due = False
 
@@ -108,7 +110,7 @@ class FoxgloveSink(Sink):
             LocationFixChannel("/location", context=context),
         )
         self.listening((self.host, self._server.port))
-        self._colours.clear()  # a new server: every device's cube is sent again
+        self._sent.clear()  # a new server: every device's cube is sent again
         await asyncio.Future()
 
     def write(self, world: World, items: list[Update | LogEvent]) -> bool:
@@ -116,7 +118,7 @@ class FoxgloveSink(Sink):
             return True
         if self.snapshot_due:
             self.snapshot_due = False
-            self._colours.clear()
+            self._sent.clear()
             items = [*items, *(snapshot(t) for t in list(world.tables.values()) if len(t))]
         for item in items:
             if isinstance(item, Update) and len(item):
@@ -148,8 +150,7 @@ class FoxgloveSink(Sink):
 
         tf_channel, scene_channel, location_channel = self._channels
         slots = update.slots
-        ids = [table.ids[s] for s in slots.tolist()]
-        frames = [frame_id(table.source, d) for d in ids]
+        ids, frames = self._names(table, slots)
         if POSITION in update.fields or ORIENTATION in update.fields:
             position = table.position[slots]
             has = ~np.isnan(position).any(axis=1)
@@ -170,21 +171,21 @@ class FoxgloveSink(Sink):
                 )
             )
         colours = self._device_colours(table, slots)
-        new = [i for i, f in enumerate(frames) if self._colours.get(f) != colours[i]]
-        if new:
+        sent = self._sent_colours(table)
+        new = np.flatnonzero((sent[slots] != colours).any(axis=1))
+        if len(new):
+            sent[slots[new]] = colours[new]
             size = Vector3(x=CUBE_SIZE, y=CUBE_SIZE, z=CUBE_SIZE)
-            entities = []
-            for i in new:
-                r, g, b = colours[i]
-                self._colours[frames[i]] = colours[i]
-                entities.append(
-                    SceneEntity(
-                        frame_id=frames[i],
-                        id=frames[i],
-                        frame_locked=True,
-                        cubes=[CubePrimitive(size=size, color=Color(r=r, g=g, b=b, a=1.0))],
-                    )
+            rgb = colours[new].tolist()
+            entities = [
+                SceneEntity(
+                    frame_id=frames[i],
+                    id=frames[i],
+                    frame_locked=True,
+                    cubes=[CubePrimitive(size=size, color=Color(r=r, g=g, b=b, a=1.0))],
                 )
+                for i, (r, g, b) in zip(new.tolist(), rgb, strict=True)
+            ]
             scene_channel.log(SceneUpdate(entities=entities))
         if GEODETIC in update.fields:
             geo = table.geodetic[slots]
@@ -197,20 +198,38 @@ class FoxgloveSink(Sink):
                 )
         self._send_telemetry(table, update, ids)
 
-    def _device_colours(
-        self, table: SourceTable, slots: np.ndarray
-    ) -> list[tuple[float, float, float]]:
-        """LED colour (0..255 telemetry) where a device has one, else its kind's colour."""
-        kinds = [KIND_COLOURS.get(table.kinds[s], OTHER_COLOUR) for s in slots.tolist()]
-        if not all(f in table.telemetry for f in LED_FIELDS):
-            return kinds
-        led = np.stack([table.telemetry[f][slots] for f in LED_FIELDS], axis=1)
-        lit = ~np.isnan(led).any(axis=1)
-        rgb = np.round(np.clip(led / 255.0, 0.0, 1.0), 3).tolist()
-        return [
-            (c[0], c[1], c[2]) if ok else kind
-            for c, ok, kind in zip(rgb, lit.tolist(), kinds, strict=True)
-        ]
+    def _names(self, table: SourceTable, slots: np.ndarray) -> tuple[list[str], list[str]]:
+        """The ids and frame ids of `slots` (frame ids made once per device, then indexed)."""
+        cached = self._frames.get(table.source)
+        if cached is None or len(cached[0]) < len(table):
+            ids = np.array(table.ids, dtype=object)
+            frames = np.array([frame_id(table.source, d) for d in table.ids], dtype=object)
+            cached = self._frames[table.source] = (ids, frames)
+        return cached[0][slots].tolist(), cached[1][slots].tolist()
+
+    def _sent_colours(self, table: SourceTable) -> FloatArray:
+        """The colour last sent per slot (NaN: no cube sent yet), grown with the table."""
+        sent = self._sent.get(table.source)
+        if sent is None or len(sent) < len(table):
+            grown = np.full((len(table), 3), np.nan)
+            if sent is not None:
+                grown[: len(sent)] = sent
+            sent = self._sent[table.source] = grown
+        return sent
+
+    def _device_colours(self, table: SourceTable, slots: np.ndarray) -> FloatArray:
+        """(n, 3) RGB 0..1: the LED colour (0..255 telemetry) where a device has one, else
+        its kind's colour."""
+        kinds = self._kind_colours.get(table.source)
+        if kinds is None or len(kinds) < len(table):
+            kinds = np.array([KIND_COLOURS.get(k, OTHER_COLOUR) for k in table.kinds])
+            kinds = self._kind_colours[table.source] = kinds.reshape(-1, 3)
+        colours: FloatArray = kinds[slots]
+        if all(f in table.telemetry for f in LED_FIELDS):
+            led = np.stack([table.telemetry[f][slots] for f in LED_FIELDS], axis=1)
+            lit = ~np.isnan(led).any(axis=1)
+            colours[lit] = np.round(np.clip(led[lit] / 255.0, 0.0, 1.0), 3)
+        return colours
 
     def _send_telemetry(self, table: SourceTable, update: Update, ids: list[str]) -> None:
         names = [n for n in update.fields if n in table.telemetry]
