@@ -212,3 +212,17 @@ def test_a_client_joining_late_sees_devices_that_stand_still() -> None:
     (entity,) = got["/scene"][0].entities
     assert entity.frame_id == "lab/r1" and len(entity.cubes) == 1
     assert got["/telemetry/lab"][0] == {"device": ["r1"], "battery": [11.5]}
+
+
+def test_bridge_to_foxglove_says_where_it_listens() -> None:
+    udp = free_udp_port()
+    bridge = start(
+        ["bridge", f"vrsp://127.0.0.1:{udp}", "--to", "foxglove://127.0.0.1:0", "--duration", "60"]
+    )
+    try:
+        port = listening_port(bridge)
+        with socket.create_connection(("127.0.0.1", port), timeout=10):
+            pass  # it is really listening there
+    finally:
+        bridge.kill()
+        bridge.communicate(timeout=30)
