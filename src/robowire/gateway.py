@@ -12,6 +12,7 @@ The run ends on `stop()`, when `duration` has passed, or when every source has f
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -32,6 +33,8 @@ def open_source(url: str | Endpoint) -> Source:
     endpoint = parse_endpoint(url) if isinstance(url, str) else url
     if endpoint.is_file and endpoint.path != "-" and not Path(str(endpoint.path)).is_file():
         raise ConfigError(f"no such file: {endpoint.path}")  # said before anything starts
+    if endpoint.protocol in protocols.SINK_SCHEMES:
+        raise ConfigError(f"{endpoint.raw}: {endpoint.scheme}:// can only be served to, not read")
     if endpoint.protocol == "mcap":
         from robowire.recording import McapSource
 
@@ -51,6 +54,11 @@ def open_sink(url: str | Endpoint) -> Sink:
     endpoint = parse_endpoint(url) if isinstance(url, str) else url
     if endpoint.is_file:
         raise ConfigError(f"{endpoint.raw}: serve needs a URL like {endpoint.protocol}://host:port")
+    target = protocols.SINK_SCHEMES.get(endpoint.protocol)
+    if target is not None:  # a sink that is not a wire protocol (Foxglove)
+        module_name, _, function = target.partition(":")
+        opened: Sink = getattr(importlib.import_module(module_name), function)(endpoint)
+        return opened
     protocol = protocols.get(endpoint.protocol)
     if protocol.open_sink is None:
         raise ConfigError(f"{protocol.name}: serving is not available in robowire yet")

@@ -32,6 +32,12 @@ REGISTRY: dict[str, str] = {
 }
 """Protocol name -> "module:attribute" of its `WireProtocol`."""
 
+SINK_SCHEMES: dict[str, str] = {
+    "foxglove": "robowire.sinks.foxglove:open_sink",
+}
+"""URL schemes that name a sink, not a wire protocol (`serve foxglove://…` only): scheme ->
+"module:function" taking the `Endpoint` and returning the `Sink`."""
+
 
 def names() -> list[str]:
     """Every protocol robowire knows of, landed or not, in a stable order."""
@@ -42,7 +48,7 @@ def names() -> list[str]:
 def protocol_of_scheme(scheme: str) -> str | None:
     """The protocol a URL scheme names: `vrpn` and `vrpn+tcp` are both VRPN's."""
     name = scheme.lower().partition("+")[0]
-    return name if name in names() else None
+    return name if name in names() or name in SINK_SCHEMES else None
 
 
 def get(name: str) -> WireProtocol:

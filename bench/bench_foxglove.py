@@ -1,0 +1,103 @@
+"""Foxglove live: the cost of one sink pull for a 10,000-drone show, against the SDK's floor.
+
+The world holds 10,000 drones (position, orientation, geodetic, LED colour). One pull is
+`FoxgloveSink.write` of one update touching all of them: /tf (FrameTransforms), /location
+(one LocationFix per drone), /telemetry/<source> (one JSON message), and /scene only when a
+colour changed. The sink's context also writes to an MCAP file, so every message is really
+encoded (with no sink attached the SDK skips encoding). The floor: the same 10,000
+`FrameTransform` objects built and encoded alone, with `FrameTransforms.encode`.
+Printed: milliseconds per pull and the ratio to the floor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from robowire.sinks.foxglove import FoxgloveSink
+from robowire.world import Update, World
+
+DRONES = 10_000
+PULLS = 5
+
+
+def show(world: World, step: int, colours: bool) -> Update:
+    table = world.tables.get("show") or world.table("show")
+    for i in range(len(table), DRONES):
+        table.slot(str(i + 1), "drone")
+    slots = np.arange(DRONES, dtype=np.intp)
+    angle = np.linspace(0, 2 * np.pi, DRONES) + step * 0.01
+    position = np.stack([np.cos(angle) * 50, np.sin(angle) * 50, np.full(DRONES, 20.0)], axis=1)
+    orientation = np.tile([1.0, 0.0, 0.0, 0.0], (DRONES, 1))
+    geodetic = np.stack([10 + position[:, 1] / 1e5, 20 + position[:, 0] / 1e5, position[:, 2]], 1)
+    level = float(step * 10 % 256) if colours else 255.0
+    led = np.full(DRONES, level)
+    return world.update(
+        "show",
+        slots,
+        receive_time=time.time(),
+        position=position,
+        orientation=orientation,
+        geodetic=geodetic,
+        telemetry={name: (led, "1") for name in ("led_red", "led_green", "led_blue")},
+    )
+
+
+def floor(world: World) -> float:
+    from foxglove.messages import FrameTransform, FrameTransforms, Quaternion, Vector3
+
+    table = world.tables["show"]
+    p = table.position[:DRONES].tolist()
+    start = time.perf_counter()
+    for _ in range(PULLS):
+        FrameTransforms(
+            transforms=[
+                FrameTransform(
+                    parent_frame_id="world",
+                    child_frame_id=f"show/{i}",
+                    translation=Vector3(x=p[i][0], y=p[i][1], z=p[i][2]),
+                    rotation=Quaternion(w=1.0, x=0.0, y=0.0, z=0.0),
+                )
+                for i in range(DRONES)
+            ]
+        ).encode()
+    return (time.perf_counter() - start) / PULLS
+
+
+async def pulls(colours: bool, mcap: Path) -> tuple[float, World]:
+    import foxglove
+
+    world = World()
+    sink = FoxgloveSink(port=0)
+    server = asyncio.create_task(sink.serve(world))
+    await sink.ready.wait()
+    writer = foxglove.open_mcap(mcap, allow_overwrite=True, context=sink.context)
+    sink.write(world, [show(world, 0, colours)])  # first pull: every cube
+    updates = [show(world, step, colours) for step in range(1, PULLS + 1)]
+    start = time.perf_counter()
+    for update in updates:
+        sink.write(world, [update])
+    took = (time.perf_counter() - start) / PULLS
+    writer.close()
+    server.cancel()
+    await asyncio.gather(server, return_exceptions=True)
+    sink.finish(world)
+    return took, world
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        steady, world = asyncio.run(pulls(False, Path(tmp) / "a.mcap"))
+        lit, _ = asyncio.run(pulls(True, Path(tmp) / "b.mcap"))
+    base = floor(world)
+    print(f"   {DRONES} drones, one pull; floor (FrameTransforms alone): {base * 1e3:.1f} ms")
+    print(f"   pull, colours steady:   {steady * 1e3:.1f} ms  ({steady / base:.2f}x floor)")
+    print(f"   pull, every LED change: {lit * 1e3:.1f} ms  ({lit / base:.2f}x floor)")
+
+
+if __name__ == "__main__":
+    main()
