@@ -4,7 +4,8 @@
   `vrpn+tcp://...` (TCP only); the template reconnects when the server goes. A major version
   mismatch is a SessionError that ends the source (retrying cannot help).
 * `VrpnFileSource` (`CaptureSource`): a pcap/pcapng capture or a raw stream from the server,
-  each TCP direction through its own client session.
+  each TCP direction through its own client session, or a VRPN log file (`.vrpn`, read by
+  `logfile.read_log`) through one.
 * `VrpnSink` (`Sink`): a VRPN server offering every world device (`robowire serve vrpn://`).
 * `VrpnSim` (`Sim`): a VRPN server of simulated devices (`model.py`).
 
@@ -27,6 +28,7 @@ from robowire.protocols.vrpn.codec import DEFAULT_PORT, MAX_NAME
 from robowire.protocols.vrpn.dissect import looks_like_lob
 from robowire.protocols.vrpn.driver import VrpnLink, connect
 from robowire.protocols.vrpn.events import Connected, MessageReceived, PeerSilent, VrpnEvent
+from robowire.protocols.vrpn.logfile import looks_like_log_file, read_log
 from robowire.protocols.vrpn.messages import (
     Ping,
     TrackerPosQuat,
@@ -57,7 +59,8 @@ RECONNECT_TIMEOUT = 2.0
 
 def open_source(endpoint: Endpoint) -> Source:
     """`vrpn://Tracker0@host:3883` (UDP+TCP) or `vrpn+tcp://Tracker0,Analog0@host` (TCP only),
-    or a capture file `vrpn:capture.pcap` (pcap/pcapng, or a raw stream from the server).
+    or a capture file `vrpn:capture.pcap` (pcap/pcapng, or a raw stream from the server), or a
+    VRPN log file `run.vrpn` (replayed with its recorded times by `replay` or `?speed=X`).
 
     Options: `?time=sender|receive` (which time becomes the source time), `?retry=SECONDS`,
     `?rate=HZ` (ask the trackers for that update rate once connected), `?udp=0` (TCP only),
@@ -181,7 +184,9 @@ class VrpnFileSource(CaptureSource):
     """
 
     def __init__(self, endpoint: Endpoint) -> None:
-        super().__init__("vrpn", endpoint, read_capture)
+        assert endpoint.path is not None
+        log_file = looks_like_log_file(endpoint.path)
+        super().__init__("vrpn", endpoint, read_log if log_file else read_capture)
         self.time_mode = time_mode(endpoint)
 
     def new_adapter(self, world: World) -> VrpnAdapter:
