@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -230,3 +231,20 @@ def test_random_bytes_after_the_cookie_raise_only_decode_error(data: bytes) -> N
             assert 24 <= offset < 24 + len(data)
     except DecodeError as exc:
         assert 24 <= exc.offset <= 24 + len(data)
+
+
+def test_replay_plays_the_log_with_its_recorded_timing(captures: Path) -> None:
+    """`robowire replay run.vrpn`: the log spans 4.5 s; at speed 5 that is at least 0.9 s."""
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "robowire.cli", "replay", str(captures / LOG), "--speed", "5"]
+        + ["--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    elapsed = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    assert {row["device"] for row in rows} >= {"Tracker0/0", "Tracker0/1", "Button0", "Dial0"}
+    assert elapsed >= 4.5 / 5 * 0.9
