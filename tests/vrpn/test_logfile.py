@@ -233,12 +233,14 @@ def test_random_bytes_after_the_cookie_raise_only_decode_error(data: bytes) -> N
         assert 24 <= exc.offset <= 24 + len(data)
 
 
+SPEED_5_JSON = ("--speed", "5", "--json")
+
+
 def test_replay_plays_the_log_with_its_recorded_timing(captures: Path) -> None:
     """`robowire replay run.vrpn`: the log spans 4.5 s; at speed 5 that is at least 0.9 s."""
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "robowire.cli", "replay", str(captures / LOG), "--speed", "5"]
-        + ["--json"],
+        [sys.executable, "-m", "robowire.cli", "replay", str(captures / LOG), *SPEED_5_JSON],
         capture_output=True,
         text=True,
         timeout=120,
