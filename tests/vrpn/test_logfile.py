@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import struct
 import subprocess
 import sys
 import time
@@ -250,3 +251,61 @@ def test_replay_plays_the_log_with_its_recorded_timing(captures: Path) -> None:
     rows = [json.loads(line) for line in done.stdout.splitlines()]
     assert {row["device"] for row in rows} >= {"Tracker0/0", "Tracker0/1", "Button0", "Dial0"}
     assert elapsed >= 4.5 / 5 * 0.9
+
+
+# -- writing: record ... -o run.vrpn -----------------------------------------------------------
+
+
+def entries_of(data: bytes) -> list[tuple[int, int, int, bytes]]:
+    """(type, sender, length, raw entry bytes) walked by hand from §12: six big-endian words,
+    then exactly `length` body bytes (no padding)."""
+    out = []
+    offset = 24
+    while offset < len(data):
+        type_, sender, _, _, length, slot = struct.unpack_from(">iiIIii", data, offset)
+        assert slot == 0  # the stale pointer slot is always written as 0
+        out.append((type_, sender, length, data[offset : offset + 24 + length]))
+        offset += 24 + length
+    assert offset == len(data)  # nothing between or after entries
+    return out
+
+
+def description_entry(data: bytes, name: str) -> bytes:
+    (raw,) = [
+        e[3] for e in entries_of(data) if e[0] == -2 and e[3][28:].rstrip(b"\0") == name.encode()
+    ]
+    return raw
+
+
+def test_record_writes_the_mainline_log_layout(captures: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run.vrpn"
+    done = subprocess.run(
+        [sys.executable, "-m", "robowire.cli", "record", str(captures / LOG), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    real, ours_ = (captures / LOG).read_bytes(), out.read_bytes()
+    assert ours_[:24] == real[:24]  # the file cookie, byte for byte
+    written = entries_of(ours_)
+    assert written[-1][:3] == (-5, 0, 0)  # the disconnect entry the mainline logs at a drop
+    # a description entry is laid out as the real one: type, length, slot and body bytes equal
+    # (the sender word is the described id and the times are the writer's own)
+    for name in ("vrpn_Tracker Pos_Quat", "vrpn_Tracker Velocity"):
+        mine, theirs = description_entry(ours_, name), description_entry(real, name)
+        assert mine[:4] == theirs[:4] and mine[16:] == theirs[16:]
+    # a pose report: same 24 + 64 bytes layout as the real server's
+    real_pose = next(e for e in entries_of(real) if e[0] >= 0 and e[2] == 64)
+    our_pose = [e for e in written if e[0] >= 0 and e[2] == 64]
+    assert our_pose and len(our_pose[0][3]) == len(real_pose[3]) == 88
+    # and our reader plays it back: the trackers' poses as the real client printed them
+    client = VrpnSession(Role.CLIENT, now=0.0)
+    events: list[object] = []
+    for record in read_log(str(out)):
+        events += client.feed(record.data, 0.0)
+    assert client.stats.dropped == 0
+    poses = [e for e in events if isinstance(e, TrackerReports) and e.kind.endswith("Pos_Quat")]
+    assert {e.sender for e in poses} == {"Tracker0_0", "Tracker0_1"}
+    for e in poses:
+        assert np.allclose(e.vector, 0.0) and np.allclose(e.quaternion, [0.0, 0.0, 0.0, 1.0])

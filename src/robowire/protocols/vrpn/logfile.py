@@ -16,10 +16,13 @@ import struct
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
+
 from robowire.capture import Record, open_input
 from robowire.errors import ConfigError, DecodeError
 from robowire.protocols.vrpn.codec import (
     COOKIE_SIZE,
+    HEADER_SIZE,
     MAGIC_PREFIX,
     MAX_BODY,
     MAX_REMOTE_ID,
@@ -27,6 +30,7 @@ from robowire.protocols.vrpn.codec import (
     decode_cookie,
     encode_cookie,
     encode_frame,
+    scan,
 )
 
 PROTOCOL = "vrpn"
@@ -115,3 +119,35 @@ def read_log(path: str) -> Iterator[Record]:
     for _, frame in iter_log(data):
         framed = encode_frame(frame.sender, frame.type, frame.body, sec=frame.sec, usec=frame.usec)
         yield Record(data=framed, time=frame.time)
+
+
+def stream_to_log(buf: bytes | bytearray) -> tuple[bytes, int, int]:
+    """A server's outgoing TCP stream (after its cookie) as log entries: (entries, bytes used,
+    how many).
+
+    What the mainline logs is what it sends, so the writer lets a server session frame the
+    messages and re-lays them here, in one vectorised step: the six words, the body unpadded.
+    """
+    index = scan(buf)
+    n = len(index.offsets)
+    if not n:
+        return b"", index.end, 0
+    body = index.lengths - HEADER_SIZE
+    heads = np.zeros((n, 6), dtype=">i4")
+    heads[:, 0] = index.type
+    heads[:, 1] = index.sender
+    heads[:, 2] = index.sec.astype(np.int64).astype(np.int32, casting="unsafe")
+    heads[:, 3] = index.usec
+    heads[:, 4] = body
+    starts = np.zeros(n, dtype=np.int64)
+    np.cumsum(ENTRY_SIZE + body[:-1], out=starts[1:])
+    out = np.empty(int(starts[-1] + ENTRY_SIZE + body[-1]), dtype=np.uint8)
+    out[(starts[:, None] + np.arange(ENTRY_SIZE)).ravel()] = heads.view(np.uint8).ravel()
+    total = int(body.sum())
+    if total:
+        within = np.arange(total) - np.repeat(np.cumsum(body) - body, body)
+        src = np.frombuffer(bytes(buf[: index.end]), dtype=np.uint8)
+        out[np.repeat(starts + ENTRY_SIZE, body) + within] = src[
+            np.repeat(index.offsets + HEADER_SIZE, body) + within
+        ]
+    return out.tobytes(), index.end, n
