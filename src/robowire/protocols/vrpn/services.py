@@ -7,6 +7,7 @@
   each TCP direction through its own client session, or a VRPN log file (`.vrpn`, read by
   `logfile.read_log`) through one.
 * `VrpnSink` (`Sink`): a VRPN server offering every world device (`robowire serve vrpn://`).
+* `VrpnLogSink` (`Sink`): the world written as a VRPN log file (`record ... -o run.vrpn`).
 * `VrpnSim` (`Sim`): a VRPN server of simulated devices (`model.py`).
 
 URL options are parsed here, once, before anything runs; the sets below name exactly the
