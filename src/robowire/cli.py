@@ -401,7 +401,9 @@ def bridge(source: str, target: str, duration: float | None) -> None:
 
 @main.command()
 @click.argument("urls", nargs=-1, required=True, metavar="URL...")
-@click.option("-o", "--output", required=True, metavar="FILE.mcap", help="MCAP file to write.")
+@click.option(
+    "-o", "--output", required=True, metavar="FILE.mcap", help="MCAP (or VRPN log .vrpn) to write."
+)
 @DURATION
 def record(urls: tuple[str, ...], output: str, duration: float | None) -> None:
     """Record the world updates of sources into an MCAP file.
@@ -409,7 +411,9 @@ def record(urls: tuple[str, ...], output: str, duration: float | None) -> None:
     \b
     Example:
       robowire record spyglass://127.0.0.1:7870 -o run.mcap --duration 60
+      robowire record vrpn://Tracker0@127.0.0.1:3883 -o run.vrpn --duration 10
     """
+    from robowire.protocols.vrpn.services import VrpnLogSink
     from robowire.recording import McapRecorder
 
     _check_writable(output)  # said before anything starts, not after the sources connected
@@ -417,7 +421,9 @@ def record(urls: tuple[str, ...], output: str, duration: float | None) -> None:
     async def go() -> int:
         gateway = Gateway()
         gateway.add_sources(urls)
-        recorder = McapRecorder(output)
+        recorder: McapRecorder | VrpnLogSink = (
+            VrpnLogSink(output) if output.lower().endswith(".vrpn") else McapRecorder(output)
+        )
         gateway.add(recorder)
         progress = asyncio.create_task(_report_progress(recorder))
         try:

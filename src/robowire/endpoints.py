@@ -22,10 +22,10 @@ from urllib.parse import parse_qsl, urlsplit
 from robowire.errors import ConfigError
 from robowire.protocols import names, protocol_of_scheme
 
-FILE_SUFFIXES: dict[str, str] = {".rec": "spyglass", ".mcap": "mcap"}
+FILE_SUFFIXES: dict[str, str] = {".rec": "spyglass", ".mcap": "mcap", ".vrpn": "vrpn"}
 """File suffix -> protocol name, for files named without a `protocol:` prefix."""
 
-CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap", ".bin", ".raw", ".txt", ".rec", ".mcap")
+CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap", ".bin", ".raw", ".txt", ".rec", ".mcap", ".vrpn")
 
 
 @dataclass(frozen=True, slots=True)

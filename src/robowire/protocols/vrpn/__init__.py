@@ -12,7 +12,8 @@
     model     `DeviceModel`: the simulated tracker, analog, buttons and dials (pure)
     services  `VrpnSource`, `VrpnFileSource`, `VrpnSink`, `VrpnSim` on the templates, and the
               option sets each role reads
-    dissect   `decode_capture`: `robowire decode vrpn FILE`
+    logfile   VRPN log files (`.vrpn`, §12): entry codec, `read_log` (a log as capture records)
+    dissect   `decode_capture`: `robowire decode vrpn FILE` (captures and log files)
 
 Where this package differs from the common shape, and why:
 * `driver.py`: a VRPN connection is a TCP stream plus a UDP socket sharing one session, and a

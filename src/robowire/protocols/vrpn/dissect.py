@@ -28,6 +28,7 @@ from robowire.protocols.vrpn.codec import (
     decode_frame,
     decode_lob,
 )
+from robowire.protocols.vrpn.logfile import iter_log, looks_like_log_file, read_file
 from robowire.protocols.vrpn.registry import decode_body
 from robowire.protocols.vrpn.system import (
     SenderDescription,
@@ -249,10 +250,28 @@ def _decode_udp(record: Record, streams: dict[str, StreamDecoder]) -> Iterator[d
         offset += used
 
 
+def decode_log(path: str) -> Iterator[dict[str, Any]]:
+    """Every message of a VRPN log file (`logfile`): the cookie, then each entry at its file
+    offset, named with the descriptions logged before it. Damage gives one error line (offset
+    and reason) after the whole entries, and ends there."""
+    data = read_file(path)
+    decoder = StreamDecoder("log")
+    try:
+        cookie = decode_cookie(data[:COOKIE_SIZE])
+        yield decoder._record("cookie", None, 0, jsonable(cookie))
+        for offset, frame in iter_log(data):
+            yield decoder.describe(frame, offset, frame.time)
+    except DecodeError as exc:
+        yield {"error": exc.reason, "offset": exc.offset}
+
+
 def decode_capture(path: str) -> Iterator[dict[str, Any]]:
-    """`robowire decode vrpn FILE`: every message of a pcap/pcapng capture or of a raw
-    one-direction stream. A capture cut short gives every whole record's messages, then one
-    error line (offset and reason), and ends there."""
+    """`robowire decode vrpn FILE`: every message of a pcap/pcapng capture, of a raw
+    one-direction stream, or of a VRPN log file (`.vrpn`). A capture cut short gives every
+    whole record's messages, then one error line (offset and reason), and ends there."""
+    if looks_like_log_file(path):
+        yield from decode_log(path)
+        return
     cut: list[DecodeError] = []
 
     def whole_records() -> Iterator[Record]:

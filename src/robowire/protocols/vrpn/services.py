@@ -4,8 +4,10 @@
   `vrpn+tcp://...` (TCP only); the template reconnects when the server goes. A major version
   mismatch is a SessionError that ends the source (retrying cannot help).
 * `VrpnFileSource` (`CaptureSource`): a pcap/pcapng capture or a raw stream from the server,
-  each TCP direction through its own client session.
+  each TCP direction through its own client session, or a VRPN log file (`.vrpn`, read by
+  `logfile.read_log`) through one.
 * `VrpnSink` (`Sink`): a VRPN server offering every world device (`robowire serve vrpn://`).
+* `VrpnLogSink` (`Sink`): the world written as a VRPN log file (`record ... -o run.vrpn`).
 * `VrpnSim` (`Sim`): a VRPN server of simulated devices (`model.py`).
 
 URL options are parsed here, once, before anything runs; the sets below name exactly the
@@ -15,18 +17,34 @@ options each role reads, so the gateway rejects any other.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Iterator
+
+import numpy as np
 
 from robowire.capture import Record, read_capture
 from robowire.endpoints import Endpoint
 from robowire.errors import ConfigError, SessionError
 from robowire.protocols.base import Address
 from robowire.protocols.vrpn.adapter import VrpnAdapter, WorldEncoder
-from robowire.protocols.vrpn.codec import DEFAULT_PORT, MAX_NAME
+from robowire.protocols.vrpn.codec import (
+    COOKIE_SIZE,
+    DEFAULT_PORT,
+    MAX_NAME,
+    Frame,
+    SystemType,
+    encode_cookie,
+)
 from robowire.protocols.vrpn.dissect import looks_like_lob
 from robowire.protocols.vrpn.driver import VrpnLink, connect
 from robowire.protocols.vrpn.events import Connected, MessageReceived, PeerSilent, VrpnEvent
+from robowire.protocols.vrpn.logfile import (
+    encode_log_entry,
+    looks_like_log_file,
+    read_log,
+    stream_to_log,
+)
 from robowire.protocols.vrpn.messages import (
     Ping,
     TrackerPosQuat,
@@ -34,7 +52,7 @@ from robowire.protocols.vrpn.messages import (
     TrackerVelocity,
 )
 from robowire.protocols.vrpn.model import MAX_RATE, MOTION_DEFAULTS, REPORTS, DeviceModel
-from robowire.protocols.vrpn.registry import ReportEncoder
+from robowire.protocols.vrpn.registry import SERVER_TYPE_NAMES, ReportEncoder
 from robowire.protocols.vrpn.server import VrpnServer
 from robowire.protocols.vrpn.session import VERSION_MISMATCH, Role, VrpnSession
 from robowire.service import RETRY_SECONDS, CaptureSource, Sim, SimOptions, Sink, Source
@@ -57,7 +75,8 @@ RECONNECT_TIMEOUT = 2.0
 
 def open_source(endpoint: Endpoint) -> Source:
     """`vrpn://Tracker0@host:3883` (UDP+TCP) or `vrpn+tcp://Tracker0,Analog0@host` (TCP only),
-    or a capture file `vrpn:capture.pcap` (pcap/pcapng, or a raw stream from the server).
+    or a capture file `vrpn:capture.pcap` (pcap/pcapng, or a raw stream from the server), or a
+    VRPN log file `run.vrpn` (replayed with its recorded times by `replay` or `?speed=X`).
 
     Options: `?time=sender|receive` (which time becomes the source time), `?retry=SECONDS`,
     `?rate=HZ` (ask the trackers for that update rate once connected), `?udp=0` (TCP only),
@@ -181,7 +200,9 @@ class VrpnFileSource(CaptureSource):
     """
 
     def __init__(self, endpoint: Endpoint) -> None:
-        super().__init__("vrpn", endpoint, read_capture)
+        assert endpoint.path is not None
+        log_file = looks_like_log_file(endpoint.path)
+        super().__init__("vrpn", endpoint, read_log if log_file else read_capture)
         self.time_mode = time_mode(endpoint)
 
     def new_adapter(self, world: World) -> VrpnAdapter:
@@ -205,6 +226,96 @@ class VrpnFileSource(CaptureSource):
                 found: VrpnSession | None = self.sessions.get(_reverse(flow))
                 return found
         return None
+
+
+# -- log file writer -------------------------------------------------------------------------
+
+
+class VrpnLogSink(Sink):
+    """`record ... -o run.vrpn`: the world written as the log the mainline server writes with
+    `-lo` (what it would send a client: descriptions, then the reports; `logfile`), ending
+    with the disconnect entry it logs when the connection drops. The reports are framed by
+    one server session, TCP only, as for a connected client, and re-laid as log entries."""
+
+    every_update = True  # a log keeps every report, not the latest state
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"vrpn-log:{path}")
+        self.path = path
+        self.encoder = WorldEncoder("")
+        self.clock = WallClock()
+        self.session: VrpnSession | None = None  # made at the first write (its time)
+        self._last = 0.0  # the newest time written: the disconnect entry's
+        self.messages = 0
+        self._pending = bytearray()
+        self._file = open(path, "wb")  # noqa: SIM115 (closed in finish)
+        self._file.write(encode_cookie())
+        self._skip = COOKIE_SIZE  # the session's own cookie is not logged
+
+    def write(self, world: World, items: list[Update | LogEvent]) -> bool:
+        out = self.encoder.encode(world, items)
+        # the encoder stamps poses and messages with the source's time, velocities with the
+        # receive time: in a log every entry is on the source's clock (the mainline plays it
+        # by those times), so a velocity gets the newest source time so far
+        times = [t for _, _, t, _ in out.messages if t is not None]
+        if out.poses is not None:
+            times += [float(out.poses.times.min()), float(out.poses.times.max())]
+        session = self.session or self._start(min(times, default=self.clock.wall(monotonic())))
+        self._last = max([self._last, *times])
+        if out.velocities is not None:
+            newest = np.full(len(out.velocities), self._last)
+            out.velocities = dataclasses.replace(out.velocities, times=newest)
+        for name in out.new_devices:
+            session.register_sender(name)
+        for sender, message, time, _ in out.messages:
+            session.send(sender, message, time=time)
+        for columns, encoder in ((out.velocities, VELOCITIES), (out.poses, POSES)):
+            if columns is not None:
+                ids = [session.register_sender(name) for name in columns.names]
+                types = [session.register_type(kind) for kind in encoder.kinds]
+                rows = np.array(ids, dtype=np.int32)[columns.senders]
+                batch = encoder.encode(
+                    rows, types, columns.sensors, [columns.values], time=columns.times
+                )
+                session.send_batch(batch, reliable=True)
+        self._drain()
+        return True
+
+    def _start(self, start: float) -> VrpnSession:
+        """The session, its descriptions stamped with the first report's time: the mainline
+        plays a log from its first entry's time, so nothing may come long before the data."""
+        self._last = start
+        session = VrpnSession(Role.SERVER, senders=[], types=SERVER_TYPE_NAMES, clock_offset=start)
+        session.feed(encode_cookie(), 0.0)  # a client is there from the start: TCP only
+        self.session = session
+        return session
+
+    def _drain(self) -> None:
+        if self.session is None:
+            return
+        self._pending += self.session.data_to_send()
+        if self._skip:
+            cut = min(self._skip, len(self._pending))
+            del self._pending[:cut]
+            self._skip -= cut
+        entries, used, count = stream_to_log(self._pending)
+        del self._pending[:used]
+        self.messages += count
+        self._file.write(entries)
+        self._file.flush()  # what was written survives the process being killed
+
+    def finish(self, world: World) -> None:
+        self._drain()
+        now = self.clock.wall(monotonic()) if self.session is None else self._last
+        sec = int(now)
+        usec = int((now - sec) * 1e6)
+        self._file.write(
+            encode_log_entry(
+                Frame(sender=0, type=SystemType.DISCONNECT_MESSAGE, sec=sec, usec=usec)
+            )
+        )
+        self.messages += 1
+        self._file.close()
 
 
 # -- sink and simulator ------------------------------------------------------------------------

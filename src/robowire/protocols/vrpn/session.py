@@ -937,7 +937,7 @@ class VrpnSession:
             self._remote_senders.clear()
             self._remote_types.clear()
             self._records.clear()
-        # LOG_DESCRIPTION: robowire never writes VRPN log files; accepted and ignored
+        # LOG_DESCRIPTION: robowire does no remote logging (it asks a peer to log); ignored
 
 
 def _bytes_needed(buf: bytearray) -> int:
