@@ -381,6 +381,7 @@ def serve(url: str, sources: tuple[str, ...], duration: float | None) -> None:
     \b
     Example:
       robowire serve spyglass://127.0.0.1:7871 --from recording.rec
+      robowire serve foxglove://127.0.0.1:8765 --from vrsp://0.0.0.0:9742
     """
     _serve(url, sources, duration)
 
