@@ -24,7 +24,7 @@ from robowire import __version__, protocols
 from robowire.endpoints import parse_endpoint
 from robowire.errors import ConfigError, RobowireError
 from robowire.gateway import Gateway, open_sim, open_sink, open_source
-from robowire.service import Service, SimOptions
+from robowire.service import CaptureSource, Service, SimOptions
 from robowire.sinks import JsonLinesSink, TableSink
 from robowire.transport import run as run_loop
 
@@ -462,7 +462,11 @@ async def _report_progress(recorder: Any) -> None:
 @click.option("--to", "target", default=None, metavar="URL", help="Serve the replay in a protocol.")
 @click.option("--speed", type=POSITIVE, default=1.0, show_default=True, help="Replay speed factor.")
 @click.option("--json", "as_json", is_flag=True, help="Print the replayed updates as JSON lines.")
-def replay(file: str, target: str | None, speed: float, as_json: bool) -> None:
+@click.option("--loop", is_flag=True, help="Start again at the end, until Ctrl-C or --duration.")
+@DURATION
+def replay(
+    file: str, target: str | None, speed: float, as_json: bool, loop: bool, duration: float | None
+) -> None:
     """Replay a recording (robowire .mcap, SpyGlass .rec) into the live world with its
     recorded pacing, and optionally serve it.
 
@@ -470,6 +474,7 @@ def replay(file: str, target: str | None, speed: float, as_json: bool) -> None:
     Example:
       robowire replay run.mcap --to vrpn://127.0.0.1:3883 --speed 2
       robowire replay recording.rec --json --speed 10
+      robowire replay show.pcap --loop --to foxglove://127.0.0.1:8765
     """
 
     async def go() -> int:
@@ -479,11 +484,13 @@ def replay(file: str, target: str | None, speed: float, as_json: bool) -> None:
             raise ConfigError(f"{file}: replay reads files (.mcap, .rec, PROTOCOL:capture.pcap)")
         # every file source paces itself by its recorded times when given a speed
         source = open_source(dataclasses.replace(endpoint, options={"speed": str(speed)}))
+        if loop and isinstance(source, CaptureSource):
+            source.loop = True
         gateway.add(source)
         if target is not None:
             gateway.add(open_sink(target))
         gateway.add(JsonLinesSink() if as_json else TableSink([source]))
-        await gateway.run()
+        await gateway.run(duration)
         return gateway_exit_code(gateway)
 
     run_async(go)

@@ -139,9 +139,10 @@ class CaptureSource(Source):
     Records come from `read` (the protocol's capture reader) in batches; each batch is fed
     through `feed` and delivered as one world update. `speed` (a file option, and what
     `replay --speed` sets) paces the records at their recorded times divided by `speed`;
-    0 reads as fast as they decode. Damage at the end of a file (a cut record) is one drop,
-    after every whole record before it. A file in which nothing decodes is an error (the
-    source fails with one line), not an empty success.
+    0 reads as fast as they decode. With `loop` the file starts again at its end (fresh
+    sessions, the same adapter) until the run is stopped. Damage at the end of a file (a cut
+    record) is one drop, after every whole record before it. A file in which nothing decodes
+    is an error (the source fails with one line), not an empty success.
     """
 
     def __init__(self, protocol: str, endpoint: Endpoint, read: Any) -> None:
@@ -150,6 +151,8 @@ class CaptureSource(Source):
         self.protocol = protocol
         self.path = endpoint.path
         self.speed = endpoint.float_option("speed", 0.0)
+        self.loop = False  # `replay --loop`: start again at the end, until stopped
+        self.passes = 1  # how many times the file has been started
         self._read = read
         self.sessions: dict[str, Any] = {}
 
@@ -190,6 +193,19 @@ class CaptureSource(Source):
     async def run(self, world: World) -> None:
         self.adapter = self.new_adapter(world)
         self.ready.set()
+        while True:
+            await self._read_once(world)
+            if not self.stats.messages_in and self.stats.dropped:  # not this protocol at all
+                raise RobowireError(
+                    f"{self.path}: nothing in it decodes as {self.protocol} "
+                    f"({self.stats.dropped} dropped; last: {self.stats.last_drop_reason})"
+                )
+            if not self.loop or self.path == "-":
+                return
+            self.passes += 1
+            self.sessions.clear()  # every pass starts each stream afresh, as the capture did
+
+    async def _read_once(self, world: World) -> None:
         try:
             async for batch in batches(self.records(), self.speed):
                 now = monotonic()
@@ -203,11 +219,6 @@ class CaptureSource(Source):
             self.stats.drop(exc.reason)
             log.warning("%s: %s", self.name, exc)
         self.deliver(self.finish(monotonic()), monotonic())
-        if not self.stats.messages_in and self.stats.dropped:  # not this protocol at all
-            raise RobowireError(
-                f"{self.path}: nothing in it decodes as {self.protocol} "
-                f"({self.stats.dropped} dropped; last: {self.stats.last_drop_reason})"
-            )
 
 
 class Sink(Service):

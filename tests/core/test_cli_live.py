@@ -120,3 +120,22 @@ def test_demo_shows_every_landed_simulator():
     assert set(counts) == {"spyglass", "vrpn", "xrp", "ugcs", "vrsp"}, run.stdout
     assert all(int(n) > 0 for n in counts.values())
     assert "Tracker0/0" in run.stdout and "sensor_node" in run.stdout
+
+
+def test_replay_loop_starts_the_capture_again_with_the_same_reports():
+    capture = f"vrpn:{CAPTURES / 'vrpn' / 'tcp_tracker.pcap'}"
+    once = robowire("replay", capture, "--speed", "8", "--json")
+    assert once.returncode == 0, once.stderr
+    first = [json.loads(line) for line in once.stdout.splitlines()]
+    # the capture spans 1.6 s: at speed 8 a pass takes 0.2 s, so 3 s holds several passes
+    looped = robowire("replay", capture, "--speed", "8", "--json", "--loop", "--duration", "3")
+    assert looped.returncode == 0, looped.stderr
+    lines = [json.loads(line) for line in looped.stdout.splitlines()]
+    n = len(first)
+    assert n > 0 and len(lines) >= 2 * n
+
+    def reports(rows: list[dict[str, object]]) -> list[tuple[object, ...]]:
+        return [(r["device"], r.get("position"), r.get("orientation")) for r in rows]
+
+    assert reports(lines[:n]) == reports(first)
+    assert reports(lines[n : 2 * n]) == reports(first)
