@@ -450,11 +450,16 @@ def _check_writable(path: str) -> None:
         fail(f"cannot write {path}: permission denied")
 
 
-async def _report_progress(recorder: Any) -> None:
-    """One status line on stderr every few seconds while a long recording runs."""
+async def _report_progress(recorder: Any, every: float = 5.0) -> None:
+    """One status line on stderr every few seconds while a long recording runs: the count so
+    far and the rate since the last line."""
+    before = recorder.messages
     while True:
-        await asyncio.sleep(5)
-        click.echo(f"record: {recorder.messages} messages so far", err=True)
+        await asyncio.sleep(every)
+        now = recorder.messages
+        rate = (now - before) / every
+        click.echo(f"record: {now} messages so far ({rate:,.0f}/s)", err=True)
+        before = now
 
 
 @main.command()

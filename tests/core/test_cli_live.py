@@ -139,3 +139,17 @@ def test_replay_loop_starts_the_capture_again_with_the_same_reports():
 
     assert reports(lines[:n]) == reports(first)
     assert reports(lines[n : 2 * n]) == reports(first)
+
+
+def test_a_long_recording_says_its_count_and_rate_as_it_goes(tmp_path):
+    output = tmp_path / "run.mcap"
+    with server("sim", "vrpn", "--port", "0", "--count", "2", "--rate", "100") as address:
+        run = robowire(
+            "record", f"vrpn://Tracker0@{address}", "-o", str(output), "--duration", "5.6"
+        )
+    assert run.returncode == 0, run.stderr
+    progress = re.search(r"^record: (\d+) messages so far \(([\d,]+)/s\)$", run.stderr, re.M)
+    assert progress is not None, run.stderr
+    count, rate = int(progress[1]), int(progress[2].replace(",", ""))
+    assert count > 0 and rate > 0
+    assert abs(rate - count / 5) <= 1  # the first line: all of it came in its first 5 s
