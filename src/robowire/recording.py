@@ -15,14 +15,15 @@ from pathlib import Path
 from typing import IO, Any
 
 from mcap.exceptions import McapError
-from mcap.reader import make_reader
+from mcap.reader import NonSeekingReader
 from mcap.writer import Writer
 
 from robowire.capture import Record
 from robowire.endpoints import Endpoint
-from robowire.errors import ConfigError
+from robowire.errors import ConfigError, DecodeError
 from robowire.service import CaptureSource, Sink
 from robowire.sinks.jsonlines import log_line
+from robowire.timebase import monotonic
 from robowire.world import LogEvent, Update, World
 from robowire.world.feed import DEFAULT_BYTES
 
@@ -42,6 +43,10 @@ SCHEMA = json.dumps(
         },
     }
 ).encode()
+
+
+FLUSH_SECONDS = 0.1
+"""How often the recorder flushes the file: a killed recording loses at most this much."""
 
 
 class McapRecorder(Sink):
@@ -64,7 +69,10 @@ class McapRecorder(Sink):
             self._stream = open(self.path, "wb")  # noqa: SIM115 - closed in finish()
         except OSError as exc:
             raise ConfigError(f"cannot write {self.path}: {exc.strerror}") from None
-        self._writer = Writer(self._stream)
+        # unchunked: every message goes to the file as written, so a recording that is killed
+        # keeps all it had flushed (chunks would hold up to a megabyte in memory)
+        self._writer = Writer(self._stream, use_chunking=False)
+        self._flushed = monotonic()
         self._writer.start(profile="", library="robowire")
         self._schema = self._writer.register_schema("robowire.DeviceUpdate", "jsonschema", SCHEMA)
         await super().run(world)
@@ -92,6 +100,9 @@ class McapRecorder(Sink):
                     self._channel(topic), nanos, json.dumps(line).encode(), nanos
                 )
                 self.messages += 1
+        if monotonic() - self._flushed >= FLUSH_SECONDS:
+            self._stream.flush()
+            self._flushed = monotonic()
         return True
 
     def finish(self, world: World) -> None:
@@ -107,16 +118,24 @@ def read_recording(path: str) -> Iterator[tuple[float, dict[str, Any]]]:
 
 
 def recording_records(path: str) -> Iterator[Record]:
-    """The messages of a robowire recording as capture records (time = log time)."""
+    """The messages of a robowire recording as capture records (time = log time), in file
+    order (the recorder writes them in time order). Read front to back, so a recording that
+    was killed gives every whole message, then a DecodeError for the cut end."""
     if not Path(path).is_file():
         raise ConfigError(f"no such file: {path}")
     with open(path, "rb") as stream:
+        read = 0
         try:
-            for _schema, channel, message in make_reader(stream).iter_messages(log_time_order=True):
+            reader = NonSeekingReader(stream)
+            for _schema, channel, message in reader.iter_messages(log_time_order=False):
+                read += 1
                 if channel.topic.startswith(TOPIC_PREFIX):
                     yield Record(message.data, message.log_time / 1e9, flow=channel.topic)
-        except (McapError, ValueError, KeyError) as exc:
-            raise ConfigError(f"{path}: not a readable MCAP recording ({exc})") from None
+        except (McapError, ValueError, KeyError, EOFError) as exc:
+            if not read:
+                raise ConfigError(f"{path}: not a readable MCAP recording ({exc})") from None
+            reason = f"recording cut after {read} messages"
+            raise DecodeError("mcap", stream.tell(), reason) from None
 
 
 class RecordingAdapter:

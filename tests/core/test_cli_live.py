@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -153,3 +154,25 @@ def test_a_long_recording_says_its_count_and_rate_as_it_goes(tmp_path):
     count, rate = int(progress[1]), int(progress[2].replace(",", ""))
     assert count > 0 and rate > 0
     assert abs(rate - count / 5) <= 1  # the first line: all of it came in its first 5 s
+
+
+def test_a_recording_killed_with_sigkill_still_replays_what_it_wrote(tmp_path):
+    output = tmp_path / "killed.mcap"
+    with server("sim", "vrpn", "--port", "0", "--count", "2", "--rate", "100") as address:
+        recorder = subprocess.Popen(
+            [*ROBOWIRE, "record", f"vrpn://Tracker0@{address}", "-o", str(output)],
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            deadline = time.monotonic() + 20
+            while not (output.exists() and output.stat().st_size >= 20_000):
+                assert time.monotonic() < deadline, "the recorder wrote nothing"
+                time.sleep(0.1)
+        finally:
+            recorder.send_signal(signal.SIGKILL)
+            recorder.wait()
+    run = robowire("replay", str(output), "--speed", "100", "--json")
+    lines = [json.loads(line) for line in run.stdout.splitlines()]
+    assert len(lines) > 10
+    assert {line["device"] for line in lines} >= {"Tracker0/0", "Tracker0/1"}
+    assert run.stderr.count("\n") <= 1  # at most one line: where the cut end is
