@@ -155,3 +155,22 @@ def test_record_rec_of_a_killed_recording_keeps_its_whole_records(
     (packet,) = rec.read_rec(again)
     assert (packet.sender, packet.time, packet.position) == (first.sender, first.time,
                                                              first.position)  # fmt: skip
+
+
+def test_a_node_with_too_many_neighbours_is_dropped_and_counted(tmp_path: Path) -> None:
+    """19 + 2 x 119 bytes is over the 255 a record holds: that packet alone is left out."""
+    world = World()
+    for node in range(1, 121):
+        world.update_device("s", str(node), receive_time=10.0, position=(0, 0, 0))
+    world.update_device("s", "1", receive_time=11.0, links=[str(n) for n in range(2, 121)])
+    world.update_device("s", "2", receive_time=12.0, links=[str(n) for n in range(3, 121)])
+    path = tmp_path / "big.rec"
+    sink = RecSink(str(path))
+    table = world.table("s")
+    slots = np.array([table.ids.index("1"), table.ids.index("2")])
+    assert sink.write(world, [Update("s", slots, frozenset({"links"}), 12.0)])
+    sink.finish(world)
+    (packet,) = rec.read_rec(path)
+    assert isinstance(packet, c.NeighborhoodPacket)
+    assert packet.sender == 2 and packet.neighbors == tuple(range(3, 121))
+    assert sink.stats.dropped == 1 and sink.messages == 1
