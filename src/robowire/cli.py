@@ -403,7 +403,11 @@ def bridge(source: str, target: str, duration: float | None) -> None:
 @main.command()
 @click.argument("urls", nargs=-1, required=True, metavar="URL...")
 @click.option(
-    "-o", "--output", required=True, metavar="FILE.mcap", help="MCAP (or VRPN log .vrpn) to write."
+    "-o",
+    "--output",
+    required=True,
+    metavar="FILE.mcap",
+    help="MCAP (or VRPN log .vrpn, SpyGlass .rec) to write.",
 )
 @DURATION
 def record(urls: tuple[str, ...], output: str, duration: float | None) -> None:
@@ -413,7 +417,9 @@ def record(urls: tuple[str, ...], output: str, duration: float | None) -> None:
     Example:
       robowire record spyglass://127.0.0.1:7870 -o run.mcap --duration 60
       robowire record vrpn://Tracker0@127.0.0.1:3883 -o run.vrpn --duration 10
+      robowire record spyglass://127.0.0.1:7870 -o run.rec --duration 10
     """
+    from robowire.protocols.spyglass.services import RecSink
     from robowire.protocols.vrpn.services import VrpnLogSink
     from robowire.recording import McapRecorder
 
@@ -422,9 +428,12 @@ def record(urls: tuple[str, ...], output: str, duration: float | None) -> None:
     async def go() -> int:
         gateway = Gateway()
         gateway.add_sources(urls)
-        recorder: McapRecorder | VrpnLogSink = (
-            VrpnLogSink(output) if output.lower().endswith(".vrpn") else McapRecorder(output)
-        )
+        suffix = Path(output).suffix.lower()
+        recorder: McapRecorder | VrpnLogSink | RecSink = (
+            VrpnLogSink(output) if suffix == ".vrpn"
+            else RecSink(output) if suffix == ".rec"
+            else McapRecorder(output)
+        )  # fmt: skip
         gateway.add(recorder)
         progress = asyncio.create_task(_report_progress(recorder))
         try:

@@ -19,7 +19,7 @@ What becomes what (wire -> world):
   along the trajectory starting at the packet's time; `advance(now)` moves it on.
 
 World -> wire (`WorldEncoder`): each device is a node (`NodeNumbers`: its numeric id if free,
-else the lowest free number); a changed position or links give a neighbourhood packet
+else the highest free number); a changed position or links give a neighbourhood packet
 (neighbours = the device's links that are nodes too); each changed telemetry value gives a
 one-value float data packet of its semantic type (`SemanticTypes`).
 
@@ -306,12 +306,14 @@ def _locate(motion: _Motion, when: float) -> tuple[FloatArray, FloatArray]:
 
 class NodeNumbers:
     """World devices -> SpyGlass node ids (uint16). A device whose id is a free number keeps
-    it, so SpyGlass -> world -> SpyGlass keeps node ids; others get the lowest free number."""
+    it, so SpyGlass -> world -> SpyGlass keeps node ids; others get the highest free number
+    (counting down from 65535, away from the small ids real nodes use, so that a device like a
+    trajectory object "1:40" never takes the number a node "1" numbered later needs)."""
 
     def __init__(self) -> None:
         self._ids: dict[tuple[str, str], int] = {}
         self._used: set[int] = set()
-        self._next = 1
+        self._next = 0xFFFF
 
     def __call__(self, source: str, device_id: str) -> int | None:
         key = (source, device_id)
@@ -321,8 +323,8 @@ class NodeNumbers:
         number = int(device_id) if device_id.isdecimal() else -1
         if not 0 <= number <= 0xFFFF or number in self._used:
             while self._next in self._used:
-                self._next += 1
-            if self._next > 0xFFFF:
+                self._next -= 1
+            if self._next < 0:
                 return None  # every node id is taken
             number = self._next
         self._used.add(number)

@@ -6,6 +6,7 @@
 * `SpyglassSink` (`Sink`): a TCP server (`robowire serve spyglass://127.0.0.1:7871`) that sends
   every world device as a SpyGlass node to each connected viewer.
 * `SpyglassSim` (`Sim`): a TCP server of a simulated mobile sensor network.
+* `RecSink` (`Sink`): `robowire record ... -o run.rec` writes the world as a `.rec` recording.
 
 URL options are parsed here, once, before anything runs (`Settings`); the sets below name
 exactly the options each role reads, so the gateway rejects any other.
@@ -34,7 +35,7 @@ from robowire.protocols.spyglass.codec import (
     SemanticProfile,
 )
 from robowire.protocols.spyglass.model import SensorNetworkSim, SimConfig
-from robowire.protocols.spyglass.rec import read_capture
+from robowire.protocols.spyglass.rec import RecordTooLarge, read_capture, rec_record
 from robowire.protocols.spyglass.session import SpyglassSession
 from robowire.service import (
     RETRY_SECONDS,
@@ -251,6 +252,50 @@ class SpyglassSink(Sink):
     def _send(self, viewers: Iterable[StreamDriver], packets: list[bytes]) -> None:
         self.stats.messages_out += len(packets)
         _send(viewers, b"".join(packets), self.stats)
+
+
+def _packet_time(packet: bytes) -> bytes:
+    """An encoded packet's time fields (uint32 seconds, uint16 ms, big-endian): as bytes they
+    sort as the time does."""
+    return packet[7:13]
+
+
+class RecSink(Sink):
+    """`record ... -o run.rec`: every update written as SpyGlass packets (see `WorldEncoder`),
+    one `.rec` record each, timed by the device's source time (else its receive time). The file
+    is flushed after each write, so a killed recording reads up to its last whole record. A
+    packet over 255 bytes (a neighbourhood of more than 118 nodes) does not fit a record: it
+    is dropped and counted."""
+
+    every_update = True  # a recording keeps every update, not the latest state
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"spyglass-rec:{path}")
+        self.path = path
+        self.encoder = WorldEncoder()
+        self.messages = 0
+        self._file = open(path, "wb")  # noqa: SIM115 (closed in finish)
+
+    def write(self, world: World, items: list[Update | LogEvent]) -> bool:
+        packets = [p for u in items if isinstance(u, Update) for p in self.encoder.update(world, u)]
+        packets.sort(key=_packet_time)  # a pull's updates are grouped by field, not by time
+        records = []
+        for packet in packets:
+            try:
+                records.append(rec_record(packet))
+            except RecordTooLarge:
+                self.stats.drop("packet over 255 bytes: no .rec record holds it")
+        if records:
+            data = b"".join(records)
+            self._file.write(data)
+            self._file.flush()  # what was written survives the process being killed
+            self.messages += len(records)
+            self.stats.messages_out += len(records)
+            self.stats.bytes_out += len(data)
+        return True
+
+    def finish(self, world: World) -> None:
+        self._file.close()
 
 
 class SpyglassSim(Sim):
