@@ -74,6 +74,24 @@ class Endpoint:
         return self.raw
 
 
+def split_host_port(
+    text: str, default_port: int, default_host: str = "127.0.0.1", what: str = "--to"
+) -> tuple[str, int]:
+    """`HOST[:PORT]` (also `[v6]:PORT`, or `scheme://HOST[:PORT]`) -> (host, port), with the
+    defaults for what is left out; ConfigError naming `what` for a bad port."""
+    rest = text.split("://", 1)[-1].rstrip("/")
+    host, colon, port = rest.rpartition(":")
+    if not colon or "]" in port or ("::" in rest and not rest.startswith("[")):
+        return rest.strip("[]") or default_host, default_port  # no port (or a bare IPv6)
+    try:
+        number = int(port)
+    except ValueError:
+        raise ConfigError(f"{what} {text}: the port must be a number") from None
+    if not 0 < number < 65536:
+        raise ConfigError(f"{what} {text}: the port must be 1..65535")
+    return host.strip("[]") or default_host, number
+
+
 def parse_endpoint(text: str) -> Endpoint:
     """Parse a URL or file name into an Endpoint, or raise ConfigError saying what is wrong."""
     if "://" in text:

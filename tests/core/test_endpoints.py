@@ -1,7 +1,7 @@
 import pytest
 
 from robowire import protocols
-from robowire.endpoints import parse_endpoint
+from robowire.endpoints import parse_endpoint, split_host_port
 from robowire.errors import ConfigError
 
 
@@ -44,3 +44,32 @@ def test_bad_endpoints_are_one_line_config_errors(text, words):
 def test_unknown_protocol():
     with pytest.raises(ConfigError, match="unknown protocol"):
         protocols.get("carrier-pigeon")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("10.0.0.2", ("10.0.0.2", 9742)),
+        ("10.0.0.2:7000", ("10.0.0.2", 7000)),
+        (":7000", ("127.0.0.1", 7000)),
+        ("[::1]:7000", ("::1", 7000)),
+        ("::1", ("::1", 9742)),
+        ("ugcs://vsm.example:5558/", ("vsm.example", 5558)),
+    ],
+)
+def test_host_and_port_with_defaults(text, expected):
+    assert split_host_port(text, 9742) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("host:x", "--to host:x: the port must be a number"),
+        ("host:0", "--to host:0: the port must be 1..65535"),
+        ("host:70000", "--to host:70000: the port must be 1..65535"),
+    ],
+)
+def test_a_bad_port_names_itself(text, error):
+    with pytest.raises(ConfigError) as caught:
+        split_host_port(text, 9742)
+    assert str(caught.value) == error

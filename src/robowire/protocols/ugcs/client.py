@@ -43,6 +43,7 @@ from typing import Any
 
 import click
 
+from robowire.endpoints import split_host_port
 from robowire.errors import ConfigError, RobowireError, SessionError, TransportError
 from robowire.protocols.base import ConnectionLost
 from robowire.protocols.ugcs.codec import DEFAULT_PORT, Value, defs
@@ -189,17 +190,8 @@ class Mission:
 
 
 def split_host(text: str, default_port: int = DEFAULT_PORT) -> tuple[str, int]:
-    """HOST[:PORT] -> (host, port); ConfigError for a bad port."""
-    host, colon, port = text.rpartition(":")
-    if not colon or "]" in port:
-        return text, default_port
-    try:
-        number = int(port)
-    except ValueError:
-        raise ConfigError(f"bad port in {text!r}") from None
-    if not 0 < number < 65536:
-        raise ConfigError(f"bad port in {text!r}")
-    return host.strip("[]") or "127.0.0.1", number
+    """`--host HOST[:PORT]` -> (host, port); ConfigError for a bad port."""
+    return split_host_port(text, default_port, what="--host")
 
 
 class UcsClient:

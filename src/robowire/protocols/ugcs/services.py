@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from robowire.capture import Record
-from robowire.endpoints import Endpoint
+from robowire.endpoints import Endpoint, split_host_port
 from robowire.errors import ConfigError, TransportError
 from robowire.protocols.base import Address, ConnectionLost, PacketDropped
 from robowire.protocols.ugcs import model
@@ -84,20 +84,6 @@ def _loopback(host: str) -> bool:
         return ipaddress.ip_address(host.split("%")[0]).is_loopback
     except ValueError:
         return host == "localhost"
-
-
-def host_port(text: str, default_port: int, where: str) -> tuple[str, int]:
-    """`HOST[:PORT]` (or `ugcs://HOST[:PORT]`) -> (host, port)."""
-    rest = text.split("://", 1)[-1].rstrip("/")
-    host, sep, port_text = rest.rpartition(":")
-    if not sep or not port_text.isdigit() or (host.endswith("]") is False and ":" in host):
-        host, port = rest, default_port
-    else:
-        port = int(port_text)
-    host = host.strip("[]")
-    if not host or not 0 < port < 65536:
-        raise ConfigError(f"{where}: {text!r} is not HOST[:PORT]")
-    return host, port
 
 
 class VsmServer:
@@ -256,7 +242,7 @@ class UgcsSim(Sim):
         keep_alive, name = _options(settings, where)
         self.target: tuple[str, int] | None = None
         if options.target:
-            self.target = host_port(options.target, DEFAULT_PORT, where)
+            self.target = split_host_port(options.target, DEFAULT_PORT)
             self.announce = "connecting to"
             self.host, self.port = self.target
         else:

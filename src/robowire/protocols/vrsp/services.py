@@ -27,7 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from robowire.capture import Record
-from robowire.endpoints import Endpoint
+from robowire.endpoints import Endpoint, split_host_port
 from robowire.errors import ConfigError
 from robowire.protocols.base import Address, PacketDropped
 from robowire.protocols.vrsp.adapter import SwarmEncoder, VrspAdapter
@@ -200,21 +200,6 @@ class _Sender:
         self.owner.stats.bytes_out = self.session.stats.bytes_out
 
 
-def _destination(text: str | None, default_host: str, default_port: int) -> Address:
-    if not text:
-        return (default_host, default_port)
-    host, sep, port = text.rpartition(":")
-    if not sep:
-        return (text, default_port)
-    try:
-        number = int(port)
-    except ValueError:
-        raise ConfigError(f"--to {text}: the port must be a number") from None
-    if not 0 < number < 65536:
-        raise ConfigError(f"--to {text}: the port must be 1..65535")
-    return (host.strip("[]") or default_host, number)
-
-
 def _resolve(address: Address) -> Address:
     try:
         info = socket.getaddrinfo(address[0], address[1], socket.AF_INET, socket.SOCK_DGRAM)
@@ -291,7 +276,11 @@ class VrspSim(Sim):
 
     def __init__(self, options: SimOptions) -> None:
         port = DEFAULT_PORT if options.port is None else options.port
-        self.destination = _destination(options.target, options.host, port)
+        self.destination = (
+            split_host_port(options.target, port, options.host)
+            if options.target
+            else (options.host, port)
+        )
         super().__init__(f"vrsp-sim@{self.destination[0]}:{self.destination[1]}")
         self.count = DEFAULT_DRONES if options.count is None else options.count
         if not 1 <= self.count <= MAX_DRONES:
