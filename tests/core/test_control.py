@@ -4,12 +4,18 @@ through real sources (XRP: drive, dead-man, disable; UgCS: arm, take off, missio
 from __future__ import annotations
 
 import asyncio
+import json
 import math
+import re
+import signal
+import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
+from websockets.asyncio.client import connect
+from websockets.typing import Subprotocol
 
 from robowire.control import CommandSpec, CommandStatus, Controller, ParamSpec
 from robowire.endpoints import parse_endpoint
@@ -18,6 +24,7 @@ from robowire.protocols.ugcs.events import CommandTimedOut, ResponseReceived
 from robowire.protocols.ugcs.services import UcsSource, UgcsSim, reply_status
 from robowire.protocols.xrp.services import XrpSim, XrpSource
 from robowire.service import Service, SimOptions
+from robowire.viewer.server import SUBPROTOCOL
 from robowire.world import Device, World
 
 pytestmark = pytest.mark.timeout(90)
@@ -401,3 +408,118 @@ async def test_ugcs_arm_takeoff_mission_land_and_refusals() -> None:
             # the other drone was never touched
             other = device(world, name, "SIM-0002")
             assert other is not None and other.telemetry["is_armed"][0] == 0.0
+
+
+# -- end to end: the CLI's viewer, a WebSocket client as the browser -----------------------------
+
+ROBOWIRE = [sys.executable, "-m", "robowire.cli"]
+
+
+@asynccontextmanager
+async def viewer(*args: str) -> AsyncIterator[tuple[str, list[str]]]:
+    """`robowire serve http://127.0.0.1:0 ...` as a process; yields its page URL and the
+    lines it printed before it."""
+    process = await asyncio.create_subprocess_exec(
+        *ROBOWIRE, "serve", "http://127.0.0.1:0", *args, stderr=asyncio.subprocess.PIPE
+    )
+    assert process.stderr is not None
+    lines: list[str] = []
+    drain: asyncio.Task[bytes] | None = None
+    try:
+        while True:
+            line = (await asyncio.wait_for(process.stderr.readline(), 30)).decode()
+            assert line, f"the viewer ended: {lines}"
+            lines.append(line)
+            found = re.search(r"listening on (http://127\.0\.0\.1:\d+/)", line)
+            if found:
+                break
+        drain = asyncio.create_task(process.stderr.read())  # a full pipe would block it
+        yield found.group(1), lines
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGINT)
+            assert await asyncio.wait_for(process.wait(), 15) == 130
+        if drain is not None:
+            assert "Traceback" not in (await drain).decode()
+
+
+async def browser_command(
+    url: str, source: str, device: str, command: str, **params: Any
+) -> list[dict[str, Any]]:
+    """What a browser gets for one `command` message: its `command_status` messages up to
+    the final one (and the hello first)."""
+    async with connect(
+        url.replace("http", "ws") + "ws", subprotocols=[Subprotocol(SUBPROTOCOL)]
+    ) as ws:
+        hello = json.loads(await ws.recv())
+        assert hello["type"] == "hello"
+        await ws.send(json.dumps({"type": "hello", "rate": 30}))
+        message = {"type": "command", "id": 7, "source": source, "device": device,
+                   "command": command, "params": params}  # fmt: skip
+        await ws.send(json.dumps(message))
+        replies = [hello]
+        while True:
+            raw = await asyncio.wait_for(ws.recv(), 20)
+            if isinstance(raw, bytes):
+                continue
+            reply = json.loads(raw)
+            if reply["type"] != "command_status":
+                continue
+            assert reply["id"] == 7
+            replies.append(reply)
+            if reply["state"] in FINAL:
+                return replies
+
+
+async def test_viewer_commands_drive_a_robot_only_with_allow_control() -> None:
+    world = World()
+    sim = XrpSim(SimOptions(port=0))
+    async with running(world, sim):
+        assert sim.address is not None
+        robot = f"xrp://127.0.0.1:{sim.address[1]}"
+        source = f"xrp@127.0.0.1:{sim.address[1]}"
+        start = (float(sim.fleet.pose[0][0]), float(sim.fleet.pose[0][1]))
+
+        async with viewer("--from", robot) as (url, _):  # control is off by default
+            hello, *statuses = await browser_command(url, source, "xrp", "enable")
+            assert hello["control"] is False and hello["commands"] == {}
+            assert [(s["state"], s["message"]) for s in statuses] == [
+                ("refused", "control is off: start with --allow-control")
+            ]
+            await asyncio.sleep(0.5)
+            assert not sim.fleet.counting[0]  # the robot stays disabled
+
+        async with viewer("--from", robot, "--allow-control") as (url, lines):
+            assert any("control allowed" in line for line in lines)
+            hello, *statuses = await browser_command(url, source, "xrp", "enable")
+            assert hello["control"] is True
+            assert [c["name"] for c in hello["commands"][source]] == [
+                "drive",
+                "enable",
+                "disable",
+                "stop",
+            ]
+            assert statuses[-1]["state"] == "ok"
+            _, *statuses = await browser_command(url, source, "xrp", "drive", left=2, right=0)
+            assert statuses[-1]["state"] == "refused" and "'left'" in statuses[-1]["message"]
+            loop = asyncio.get_running_loop()
+            end = loop.time() + 1.5
+            while loop.time() < end:  # a browser holding the up key
+                _, *statuses = await browser_command(
+                    url, source, "xrp", "drive", left=0.8, right=0.8
+                )
+                assert statuses[-1]["state"] == "ok"
+            moved = math.hypot(sim.fleet.pose[0][0] - start[0], sim.fleet.pose[0][1] - start[1])
+            assert moved > 0.05
+
+
+async def test_allow_control_is_for_the_viewer_only() -> None:
+    process = await asyncio.create_subprocess_exec(
+        *ROBOWIRE, "serve", "foxglove://127.0.0.1:0", "--from", "xrp://127.0.0.1:1",
+        "--allow-control", stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _, err = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode != 0
+    assert err.decode().strip().splitlines() == [
+        "robowire: error: --allow-control: only the web viewer (http://) takes commands"
+    ]
