@@ -326,6 +326,7 @@ async def test_ugcs_arm_takeoff_mission_land_and_refusals() -> None:
                 found = device(world, name, "SIM-0001")
                 return found is not None and found.geodetic is not None
 
+            controller.catalog()  # asked early (a browser that came first): not kept stale
             await until(placed, "SIM-0001's position")
             catalog = {c["name"]: c for c in controller.catalog()[name]}
             for expected in ("arm", "disarm", "takeoff_command", "land_command",

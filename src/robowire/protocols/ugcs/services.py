@@ -80,6 +80,7 @@ from robowire.protocols.ugcs.events import (
     ConnectionEnded,
     DeviceAcknowledged,
     DeviceRegistered,
+    DeviceUnregistered,
     PeerRegistered,
     ResponseReceived,
     VsmEvent,
@@ -440,6 +441,7 @@ whole tail of the telemetry lag (bench_ugcs). Once a connection has this many de
 read that registered more ends with `gc.freeze()`: what exists then is left out of later
 collections (it is still freed when no longer referenced)."""
 _PASSED_ON = (PacketDropped, ConnectionLost)  # what a standby connection still reports
+_REGISTRATIONS = (PeerRegistered, DeviceRegistered, DeviceUnregistered, ConnectionLost)
 
 
 def parse_origin(endpoint: Endpoint) -> Origin | None:
@@ -565,6 +567,7 @@ class UcsSource(Source):
         self._newest: dict[int, list[int]] = {}  # VSM peer_id -> its conns, newest last
         self._drivers: dict[int, StreamDriver] = {}  # conn -> its driver
         self._replies: dict[int, Replies] = {}  # conn -> its commands awaiting replies
+        self._catalog: list[CommandSpec] | None = None  # until a registration changes
 
     def new_adapter(self, world: World) -> UcsAdapter:
         return UcsAdapter(world, self.name, self.origin)
@@ -579,11 +582,13 @@ class UcsSource(Source):
                     yield session, device
 
     def command_specs(self) -> Sequence[CommandSpec]:
-        infos: dict[str, CommandInfo] = {}
-        for _, device in self._devices():
-            for name, info in device.commands.items():
-                infos.setdefault(name, info)
-        return [command_spec(info) for info in infos.values()]
+        if self._catalog is None:
+            infos: dict[str, CommandInfo] = {}
+            for _, device in self._devices():
+                for name, info in device.commands.items():
+                    infos.setdefault(name, info)
+            self._catalog = [command_spec(info) for info in infos.values()]
+        return self._catalog
 
     def _find(self, label: str) -> tuple[UcsSession, UcsDevice] | None:
         return next(((s, d) for s, d in self._devices() if d.label == label), None)
@@ -662,6 +667,8 @@ class UcsSource(Source):
         replies = self._replies.get(session.conn)
         if replies is not None:
             replies.on_events(events)
+        if any(isinstance(e, _REGISTRATIONS) for e in events):
+            self._catalog = None  # the commands there are may have changed
         for event in events:
             if isinstance(event, PeerRegistered):
                 conns = self._newest.setdefault(event.peer_id, [])
@@ -703,6 +710,7 @@ class UcsSource(Source):
         if not isinstance(session, UcsSession):
             return
         self._drivers.pop(session.conn, None)
+        self._catalog = None
         replies = self._replies.pop(session.conn, None)
         if replies is not None:
             replies.lost("connection closed")
