@@ -221,6 +221,7 @@ class Controller:
 
     def __init__(self, services: Callable[[], Iterable[object]]) -> None:
         self._services = services
+        self._last: dict[tuple[str, str], str] = {}  # (source, device) -> last command logged
 
     def sources(self) -> dict[str, Controllable]:
         """The services that take commands, by name."""
@@ -258,7 +259,10 @@ class Controller:
         except ParamError as exc:
             yield CommandStatus(REFUSED, f"{command}: {exc}")
             return
-        log.info("%s %s: %s %s", source, device, command, checked)
+        # each command is logged once in a row (a held key sends `drive` ten times a second)
+        level = logging.DEBUG if self._last.get((source, device)) == command else logging.INFO
+        self._last[(source, device)] = command
+        log.log(level, "%s %s: %s %s", source, device, command, checked)
         final = False
         steps = target.run_command(device, spec, checked)
         try:
