@@ -14,6 +14,8 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from websockets.asyncio.client import connect
 from websockets.typing import Subprotocol
 
@@ -130,6 +132,7 @@ async def test_unknown_source_device_command_are_refused_in_one_line() -> None:
         ({"speed": 6}, "speed"),
         ({"speed": float("nan")}, "speed"),
         ({"speed": True}, "speed"),
+        ({"speed": 10**400}, "speed"),
         ({"mode": "warp"}, "mode"),
         ({"lights": 1}, "lights"),
         ({"colour": "red"}, "colour"),
@@ -173,6 +176,34 @@ async def test_a_command_always_ends_in_a_final_state() -> None:
     toy.behaviour = "raise"
     result = await statuses(controller, "toy", "d1", "go")
     assert result[-1] == ("failed", "go: toy: connection lost")
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(command=st.sampled_from(["go", "route"]), params=JSON)
+def test_any_json_params_get_one_final_status(command: str, params: Any) -> None:
+    """Whatever a browser sends as params: one answer, refused (naming what is wrong) or
+    passed on checked, never an exception."""
+    toy = Toy()
+    controller = Controller(lambda: [toy])
+
+    async def run() -> list[CommandStatus]:
+        return [s async for s in controller.run("toy", "d1", command, params)]
+
+    result = asyncio.run(run())
+    assert result[-1].final and all(not s.final for s in result[:-1])
+    if result[-1].state == "refused":
+        assert len(result) == 1 and toy.calls == [] and "\n" not in result[-1].message
+    else:
+        assert result[-1].state == "ok" and len(toy.calls) == 1
 
 
 def test_vsm_replies_become_statuses() -> None:
