@@ -4,7 +4,8 @@ A publishing gateway listens on HOST:PORT by default and a subscribing one conne
 `mode=listen|connect` overrides either, so any number of gateways can meet at a Zenoh router
 (`zenohd -l tcp/HOST:PORT`, every gateway with `mode=connect`). Multicast scouting is off
 unless `scout=1`: a test, or CI, must never look for peers on the LAN. A session that connects
-keeps trying in the background until its peer answers, and reconnects after it restarts.
+is a Zenoh client: opening it fails while nothing answers (the source and sink retry, with
+backoff); once open, it reconnects by itself after its peer restarts.
 """
 
 from __future__ import annotations
@@ -39,16 +40,14 @@ class Link:
         return f"tcp/{host}:{self.port}"
 
     def config(self) -> str:
-        """The session's JSON5 configuration."""
-        other: Mode = "connect" if self.mode == "listen" else "listen"
-        return json.dumps(
-            {
-                "mode": "peer",
-                self.mode: {"endpoints": [self.locator]},
-                other: {"endpoints": []},  # a connecting gateway opens no port of its own
-                "scouting": {"multicast": {"enabled": self.scout}},
-            }
-        )
+        """The session's JSON5 configuration: a listening gateway is a Zenoh peer that listens
+        on the locator only; a connecting one is a Zenoh client of the peer or router there
+        (it opens no port of its own, and a router forwards between its clients)."""
+        if self.mode == "listen":
+            config = {"mode": "peer", "listen": {"endpoints": [self.locator]}}
+        else:
+            config = {"mode": "client", "connect": {"endpoints": [self.locator]}}
+        return json.dumps({**config, "scouting": {"multicast": {"enabled": self.scout}}})
 
 
 def link_of(endpoint: Endpoint, default: Mode) -> Link:
@@ -76,6 +75,8 @@ def open_session(link: Link) -> zenoh.Session:
         text = str(exc)
         if "Address already in use" in text:
             reason = "the port is in use"
+        elif "Unable to connect" in text:
+            reason = "no Zenoh peer or router answers there"
         elif "Cannot assign requested address" in text:
             reason = "this machine has no such address"
         else:

@@ -28,7 +28,8 @@ import numpy as np
 import orjson
 
 from robowire.endpoints import Endpoint
-from robowire.service import Sink
+from robowire.errors import TransportError
+from robowire.service import MAX_RETRY_SECONDS, RETRY_SECONDS, Sink
 from robowire.world import LogEvent, Update, World
 from robowire.world.model import (
     ATTRIBUTES,
@@ -184,7 +185,9 @@ class ZenohSink(Sink):
     async def serve(self, world: World) -> None:
         self._world = world
         self._loop = asyncio.get_running_loop()
-        session = await asyncio.to_thread(open_session, self.link)
+        if self.link.mode == "connect":  # ready at once: the sources start, frames wait
+            self.listening((self.link.host, self.link.port))
+        session = await self._open()
         self.session = session
         self.writer = Writer(session)
         zid = str(session.info.zid())
@@ -192,8 +195,24 @@ class ZenohSink(Sink):
             session.declare_queryable(f"{keys.ROOT}/**", self._on_query),
             session.liveliness().declare_token(f"{keys.GATEWAY}/{zid}"),
         ]
-        self.listening((self.link.host, self.link.port))
+        if self.link.mode == "listen":
+            self.listening((self.link.host, self.link.port))
         await asyncio.Future()
+
+    async def _open(self) -> zenoh.Session:
+        """The session; a listening one fails at once (TransportError), a connecting one
+        waits for its peer or router, retrying with backoff (said once)."""
+        delay = RETRY_SECONDS
+        while True:
+            try:
+                return await asyncio.to_thread(open_session, self.link)
+            except TransportError as exc:
+                if self.link.mode == "listen":
+                    raise
+                if delay == RETRY_SECONDS:
+                    log.warning("%s: %s; retrying until it answers", self.name, exc)
+                await asyncio.sleep(delay)
+                delay = min(2 * delay, MAX_RETRY_SECONDS)
 
     def write(self, world: World, items: list[Update | LogEvent]) -> bool:
         if self.writer is None:
