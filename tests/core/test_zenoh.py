@@ -132,6 +132,29 @@ async def test_a_late_subscriber_gets_every_device_with_everything_it_has() -> N
                 ("site", "d1", "armed", "warning", 7.0)
             ]
             assert source.stats.dropped == 0
+            replies = await asyncio.to_thread(ask_as_json, port, "robowire/site/d$*")
+            assert sorted(replies) == ["robowire/site/d1", "robowire/site/d2"]
+            assert replies["robowire/site/d2"] == {
+                "source": "site",
+                "device": "d2",
+                "kind": "sensor_node",
+                "position": [9.0, 9.0, 1.0],
+                "receive_time": 2.0,
+            }
+
+
+def ask_as_json(port: int, selector: str) -> dict[str, Any]:
+    """What another Zenoh program gets from `z_get -s SELECTOR`: key -> JSON."""
+    import zenoh
+
+    config = {
+        "mode": "client",
+        "connect": {"endpoints": [f"tcp/127.0.0.1:{port}"]},
+        "scouting": {"multicast": {"enabled": False}},
+    }
+    with zenoh.open(zenoh.Config.from_json5(json.dumps(config))) as session:
+        replies = session.get(selector, timeout=WAIT)
+        return {str(r.ok.key_expr): json.loads(r.ok.payload.to_bytes()) for r in replies if r.ok}
 
 
 def open_router(port: int) -> Any:

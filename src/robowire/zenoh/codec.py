@@ -23,7 +23,8 @@ attributes are free-form):
     LOG      {"device": str, "text": str, "level": str, "time": float}
 
 `decode` checks every length against what is there before reading it and raises only
-`DecodeError("zenoh", offset, reason)`.
+`DecodeError("zenoh", offset, reason)`. Decoded columns are read-only views of the payload
+(no copy: the world copies them into its columns).
 """
 
 from __future__ import annotations
@@ -201,7 +202,7 @@ def _decode_state(data: bytes) -> State:
             raise DecodeError(PROTOCOL, start, f"unknown column {name!r} of width {width}")
         if telemetry and width != 1:
             raise DecodeError(PROTOCOL, start, f"telemetry {name!r} has width {width}")
-        values = np.frombuffer(data, dtype="<f8", count=n * width, offset=at).astype(np.float64)
+        values = np.frombuffer(data, dtype="<f8", count=n * width, offset=at)
         columns[name] = Column(
             values=values if width == 1 else values.reshape(n, width),
             unit=unit,

@@ -81,4 +81,5 @@ def open_session(link: Link) -> zenoh.Session:
             reason = "this machine has no such address"
         else:
             reason = text.splitlines()[0].split(" at /")[0] if text else "zenoh refused"
-        raise TransportError(f"cannot {link.mode} on {link.host}:{link.port}: {reason}") from None
+        how = "listen on" if link.mode == "listen" else "connect to"
+        raise TransportError(f"cannot {how} {link.host}:{link.port}: {reason}") from None

@@ -71,7 +71,9 @@ def state_frame(table: SourceTable, slots: np.ndarray, fields: frozenset[str]) -
             columns[name] = codec.Column(
                 values=column[slots], unit=table.units[name], telemetry=True
             )
-    columns[SOURCE_TIME] = codec.Column(values=table.source_time[slots])
+    source_time = table.source_time[slots]
+    if not np.isnan(source_time).all():  # a source without its own clock sends none
+        columns[SOURCE_TIME] = codec.Column(values=source_time)
     return codec.State(
         receive_time=float(np.nanmax(table.receive_time[slots], initial=0.0)),
         slots=slots.astype(np.uint32),
@@ -238,7 +240,7 @@ class ZenohSink(Sink):
             changed = devices_frame(table, update.slots.tolist())
             self._put(keys.key(source, keys.DEVICES), changed, reliable=True)
         state = state_frame(table, update.slots, update.fields)
-        if len(state.columns) > 1:  # more than the source time: something to say
+        if set(state.columns) - {SOURCE_TIME}:  # more than the source time: something to say
             self._put(keys.key(source, keys.STATE), state, reliable=False)
 
     def _put(self, key: str, frame: codec.Frame, *, reliable: bool) -> None:
