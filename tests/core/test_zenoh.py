@@ -214,6 +214,34 @@ async def test_a_subscriber_started_first_gets_the_publisher_once_it_is_up() -> 
             await until(lambda: comparable(b.world) == comparable(a.world), "the same world")
 
 
+async def test_a_restarted_publisher_is_seen_afresh() -> None:
+    """The publisher restarts with its devices in another order (other slots): the
+    subscriber reconnects by itself and ends with the new publisher's world, not a mix."""
+    port = free_port()
+    source = open_source(f"zenoh://127.0.0.1:{port}")
+    async with running(source) as b:
+        async with running(open_sink(f"zenoh://127.0.0.1:{port}")) as first:
+            write_site(first.world)
+            await until(lambda: comparable(b.world) == comparable(first.world), "the first world")
+        async with running(open_sink(f"zenoh://127.0.0.1:{port}")) as second:
+            second.world.update_device("site", "d2", receive_time=3.0, position=(7.0, 7.0, 7.0))
+            second.world.update_device("site", "d1", receive_time=3.0, position=(8.0, 8.0, 8.0))
+            await until(
+                lambda: (
+                    b.world.device("site", "d2").position == (7, 7, 7)
+                    and b.world.device("site", "d1").position == (8, 8, 8)
+                ),
+                "the second world",
+            )
+            for step in range(1, 4):  # moves of the second publisher land on the right devices
+                second.world.update_device("site", "d2", receive_time=4.0, position=(step, 0, 0))
+                await until(
+                    lambda s=step: b.world.device("site", "d2").position == (s, 0, 0),
+                    f"move {step}",
+                )
+                assert b.world.device("site", "d1").position == (8, 8, 8)
+
+
 class Stalled:
     """A raw Zenoh subscriber whose callback blocks until released: its session stops
     reading, so the publisher's link to it fills up."""

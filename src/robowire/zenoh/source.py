@@ -86,6 +86,7 @@ class ZenohAdapter:
 
     def _devices(self, source: str, frame: codec.Devices, receive_time: float) -> None:
         table = self.world.table(self.prefix + source)
+        known = len(table)  # slots below this existed before this frame
         ours = []
         for device, kind, name, links, attributes in zip(
             frame.ids, frame.kinds, frame.names, frame.links, frame.attributes, strict=True
@@ -104,12 +105,12 @@ class ZenohAdapter:
             grown[: len(mapping)] = mapping
             mapping = self.slot_maps[source] = grown
         mapping[remote] = ours
-        self.world.update(
-            table.source,
-            np.asarray(ours, dtype=np.intp),
-            receive_time=receive_time,
-            changed={LINKS, ATTRIBUTES},
-        )
+        changed = np.asarray(ours, dtype=np.intp)
+        changed = changed[changed < known]  # new devices are published with their first state
+        if len(changed):
+            self.world.update(
+                table.source, changed, receive_time=receive_time, changed={LINKS, ATTRIBUTES}
+            )
 
     def _state(self, source: str, frame: codec.State, receive_time: float) -> None:
         mapping = self.slot_maps.get(source, np.empty(0, dtype=np.intp))
