@@ -204,6 +204,32 @@ async def test_two_gateways_meet_at_a_router() -> None:
         router.close()
 
 
+async def test_gateways_whose_sources_share_a_name_publish_under_prefixes() -> None:
+    """Two sites publish a source of the same name to one router, each under its own
+    `?prefix=`; a third gateway sees both, apart."""
+    port = free_port()
+    router = open_router(port)
+    try:
+        east = open_sink(f"zenoh://127.0.0.1:{port}?mode=connect&prefix=east/")
+        west = open_sink(f"zenoh://127.0.0.1:{port}?mode=connect&prefix=west/")
+        async with running(east) as a, running(west) as c:
+            write_site(a.world)
+            c.world.update_device("site", "d1", receive_time=1.0, position=(-1.0, -2.0, -3.0))
+            async with running(open_source(f"zenoh://127.0.0.1:{port}")) as b:
+                await until(
+                    lambda: (
+                        set(b.world.tables) == {"east/site", "west/site"}
+                        and len(b.world) == 3
+                        and b.world.device("west/site", "d1").position == (-1, -2, -3)
+                    ),
+                    "both sites, apart",
+                )
+                assert b.world.device("east/site", "d1").position == (1, 2, 3)
+                assert b.world.device("east/site", "d1").name == "Drone 1"
+    finally:
+        router.close()
+
+
 async def test_a_subscriber_started_first_gets_the_publisher_once_it_is_up() -> None:
     port = free_port()
     source = open_source(f"zenoh://127.0.0.1:{port}")

@@ -10,7 +10,8 @@ loop never waits for the network. A BLOCK put that waits for a stalled peer hold
 thread; behind it, STATE frames are dropped first once the queue holds `STATE_BYTES`, and
 everything past `MAX_BYTES` (each drop counted).
 
-A late joiner gets everything by querying `robowire/*/=snapshot` (answered with a DEVICES and
+With `?prefix=P` each source is published as `P<source>` (gateways at one router whose
+source names would clash). A late joiner gets everything by querying `robowire/*/=snapshot` (answered with a DEVICES and
 a STATE frame of every device); `z_get -s 'robowire/<source>/<device>'` answers one device as
 JSON. Queries arrive on Zenoh's threads and are answered on the event loop, where the world is.
 """
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("robowire")
 
-SINK_OPTIONS = frozenset({"mode", "scout", "rate"})
+SINK_OPTIONS = frozenset({"mode", "scout", "rate", "prefix"})
 STATE_BYTES = 16 << 20  # queued bytes past which new STATE frames are dropped
 MAX_BYTES = 64 << 20  # queued bytes past which every new frame is dropped
 VECTORS = (POSITION, VELOCITY, GEODETIC)
@@ -172,11 +173,12 @@ class Writer:
 class ZenohSink(Sink):
     """Publishes the world on Zenoh (see the module docstring)."""
 
-    def __init__(self, link: Link, rate: float | None = None) -> None:
+    def __init__(self, link: Link, rate: float | None = None, prefix: str = "") -> None:
         super().__init__(f"zenoh://{link.host}:{link.port}")
         self.link = link
         self.announce = "listening on" if link.mode == "listen" else "publishing to"
         self.max_rate = rate or None
+        self.prefix = prefix  # put before each source name published (sites that share names)
         self.session: zenoh.Session | None = None
         self.writer: Writer | None = None
         self._announced: dict[str, int] = {}  # source -> devices described so far
@@ -224,7 +226,7 @@ class ZenohSink(Sink):
                 frame = codec.Log(
                     device=item.device_id, text=item.text, level=item.level, time=item.time
                 )
-                self._put(keys.key(item.source, keys.LOG), frame, reliable=True)
+                self._put(self._key(item.source, keys.LOG), frame, reliable=True)
             elif len(item) and (table := world.tables.get(item.source)) is not None:
                 self._publish(table, item)
         return True
@@ -235,13 +237,16 @@ class ZenohSink(Sink):
         if len(table) > described:
             self._announced[source] = len(table)
             new = devices_frame(table, list(range(described, len(table))))
-            self._put(keys.key(source, keys.DEVICES), new, reliable=True)
+            self._put(self._key(source, keys.DEVICES), new, reliable=True)
         if LINKS in update.fields or ATTRIBUTES in update.fields:
             changed = devices_frame(table, update.slots.tolist())
-            self._put(keys.key(source, keys.DEVICES), changed, reliable=True)
+            self._put(self._key(source, keys.DEVICES), changed, reliable=True)
         state = state_frame(table, update.slots, update.fields)
         if set(state.columns) - {SOURCE_TIME}:  # more than the source time: something to say
-            self._put(keys.key(source, keys.STATE), state, reliable=False)
+            self._put(self._key(source, keys.STATE), state, reliable=False)
+
+    def _key(self, source: str, last: str) -> str:
+        return keys.key(self.prefix + source, last)
 
     def _put(self, key: str, frame: codec.Frame, *, reliable: bool) -> None:
         assert self.writer is not None
@@ -272,18 +277,19 @@ class ZenohSink(Sink):
             for table in list(world.tables.values()) if world is not None else []:
                 if not len(table):
                     continue
-                snapshot = keys.key(table.source, keys.SNAPSHOT)
+                snapshot = self._key(table.source, keys.SNAPSHOT)
                 if zenoh.KeyExpr(snapshot).intersects(asked):
                     for frame in snapshot_frames(table):
                         query.reply(snapshot, codec.encode(frame))
                 if snapshot_only or world is None:
                     continue
-                if not zenoh.KeyExpr(keys.key(table.source, "*")).intersects(asked):
+                if not zenoh.KeyExpr(self._key(table.source, "*")).intersects(asked):
                     continue
                 for device in list(table.ids):
-                    key = keys.device_key(table.source, device)
+                    key = self._key(table.source, keys.escape(device))
                     if zenoh.KeyExpr(key).intersects(asked):
-                        payload = orjson.dumps(world.device(table.source, device).to_json())
+                        view = world.device(table.source, device).to_json()
+                        payload = orjson.dumps({**view, "source": self.prefix + table.source})
                         query.reply(key, payload, encoding=zenoh.Encoding.APPLICATION_JSON)
         except Exception as exc:  # a querier that went away, a closed session
             log.debug("zenoh query %s: %s", query.key_expr, exc)
@@ -303,7 +309,8 @@ class ZenohSink(Sink):
 
 
 def open_sink(endpoint: Endpoint) -> ZenohSink:
-    """The sink of a `zenoh://HOST:PORT?mode=listen|connect&scout=0|1&rate=HZ` URL."""
+    """The sink of a `zenoh://HOST:PORT?mode=listen|connect&scout=0|1&rate=HZ&prefix=P` URL."""
     endpoint.check_options(SINK_OPTIONS, "a Zenoh publisher")
     rate = endpoint.float_option("rate", 0.0)
-    return ZenohSink(link_of(endpoint, "listen"), rate or None)
+    prefix = endpoint.option("prefix", "")
+    return ZenohSink(link_of(endpoint, "listen"), rate or None, prefix)
