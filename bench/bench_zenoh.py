@@ -35,12 +35,24 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def step(world: World, slots: np.ndarray, k: int) -> None:
-    n = len(slots)
-    angle = np.linspace(0, 2 * np.pi, n) + k * 0.01
-    position = np.stack([np.cos(angle) * 50, np.sin(angle) * 50, np.full(n, float(k))], axis=1)
+Step = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def steps_of(n: int, count: int) -> list[Step]:
+    """The swarm's columns for each step, made before the clock starts (the source's work
+    is not what is measured)."""
+    angle = np.linspace(0, 2 * np.pi, n)
     orientation = np.tile([1.0, 0.0, 0.0, 0.0], (n, 1))
-    battery = np.full(n, 12.0 - k * 1e-3)
+    out = []
+    for k in range(count + 1):
+        turned = angle + k * 0.01
+        position = np.stack([np.cos(turned) * 50, np.sin(turned) * 50, np.full(n, float(k))], 1)
+        out.append((position, orientation, np.full(n, 12.0 - k * 1e-3)))
+    return out
+
+
+def step(world: World, slots: np.ndarray, columns: Step) -> None:
+    position, orientation, battery = columns
     world.update(
         "show",
         slots,
@@ -54,7 +66,7 @@ def step(world: World, slots: np.ndarray, k: int) -> None:
 def payload(n: int) -> bytes:
     world = World()
     slots = world.table("show").slots([str(i) for i in range(n)], "drone")
-    step(world, slots, 0)
+    step(world, slots, steps_of(n, 0)[0])
     table = world.tables["show"]
     fields = frozenset({"position", "orientation", "battery"})
     return codec.encode(state_frame(table, slots, fields))
@@ -94,8 +106,9 @@ def bare(n: int, steps: int) -> tuple[float, int]:
     return got[0] / took, len(data)
 
 
-async def through_gateways(n: int, steps: int) -> tuple[float, float]:
-    """robowire: (STATE frames/s, device updates/s) from A's world into B's world."""
+async def through_gateways(n: int, steps: int) -> tuple[float, float, int]:
+    """robowire: (STATE frames/s, device updates/s, frames B took in) from A's world into
+    B's world."""
     port = free_port()
     a, b = Gateway(), Gateway()
     sink = open_sink(f"zenoh://127.0.0.1:{port}")
@@ -105,14 +118,15 @@ async def through_gateways(n: int, steps: int) -> tuple[float, float]:
     tasks = [asyncio.create_task(a.run())]
     await sink.ready.wait()
     tasks.append(asyncio.create_task(b.run()))
+    columns = steps_of(n, steps)
     slots = a.world.table("show").slots([str(i) for i in range(n)], "drone")
-    step(a.world, slots, 0)
+    step(a.world, slots, columns[0])
     while len(b.world) < n:  # B has every drone: the DEVICES frame is through
         await asyncio.sleep(0.01)
     frames = source.stats.messages_in
     start = time.perf_counter()
     for k in range(1, steps + 1):
-        step(a.world, slots, k)
+        step(a.world, slots, columns[k])
         await asyncio.sleep(0)  # A's sink pulls, B's source takes in what arrived
     table = b.world.tables["show"]
     deadline = time.perf_counter() + WAIT
@@ -125,18 +139,18 @@ async def through_gateways(n: int, steps: int) -> tuple[float, float]:
     await asyncio.gather(*tasks)
     if table.position[n - 1, 2] != steps:
         print(f"     (B did not get the last step within {WAIT:.0f} s)")
-    return received / took, received * n / took
+    return received / took, received * n / took, received
 
 
 def main() -> None:
     for n, steps in SIZES:
         floor, size = bare(n, steps)
-        frames, updates = asyncio.run(through_gateways(n, steps))
-        print(f"   {n} drones, STATE payload {size / 1e3:.1f} kB:")
+        frames, updates, received = asyncio.run(through_gateways(n, steps))
+        print(f"   {n} drones, STATE payload {size / 1e3:.1f} kB, {steps} steps:")
         print(f"     zenoh put/subscribe alone:  {floor:8.0f} msg/s  {floor * n:12.0f} dev/s")
         print(
             f"     gateway A -> zenoh -> B:    {frames:8.0f} msg/s  {updates:12.0f} dev/s"
-            f"  ({updates / (floor * n):.2f}x zenoh alone)"
+            f"  ({updates / (floor * n):.2f}x zenoh alone; B took in {received} frames)"
         )
 
 
