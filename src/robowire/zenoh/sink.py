@@ -11,9 +11,10 @@ thread; behind it, STATE frames are dropped first once the queue holds `STATE_BY
 everything past `MAX_BYTES` (each drop counted).
 
 With `?prefix=P` each source is published as `P<source>` (gateways at one router whose
-source names would clash). A late joiner gets everything by querying `robowire/*/=snapshot` (answered with a DEVICES and
-a STATE frame of every device); `z_get -s 'robowire/<source>/<device>'` answers one device as
-JSON. Queries arrive on Zenoh's threads and are answered on the event loop, where the world is.
+source names would clash). A late joiner gets everything by querying `robowire/*/=snapshot`
+(answered with a DEVICES and a STATE frame of every device); `z_get -s
+'robowire/<source>/<device>'` answers one device as JSON. Queries arrive on Zenoh's
+threads and are answered on the event loop, where the world is.
 """
 
 from __future__ import annotations
