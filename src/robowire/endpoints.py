@@ -43,6 +43,7 @@ class Endpoint:
     host: str = "127.0.0.1"
     port: int | None = None
     user: str | None = None  # the part before '@' (VRPN device names)
+    host_given: bool = True  # False: the URL named no host (`xrp://`), `host` is the default
     path: str | None = None  # set for files; "-" is stdin
     options: dict[str, str] = field(default_factory=dict)
 
@@ -130,6 +131,7 @@ def parse_endpoint(text: str) -> Endpoint:
             protocol=parsed.protocol,
             scheme=parsed.scheme,
             host=parsed.host,
+            host_given=parsed.host_given,
             port=parsed.port,
             user=parsed.user,
             options=parsed.options,
@@ -150,6 +152,7 @@ def parse_endpoint(text: str) -> Endpoint:
             protocol=protocol,
             scheme=scheme,
             host=parts.hostname or "127.0.0.1",
+            host_given=parts.hostname is not None,
             port=port,
             user=parts.username,
             options=dict(parse_qsl(parts.query)),
