@@ -23,8 +23,10 @@ class Walk(Source):
                 receive_time=1000.0 + i * 0.01,
                 source_time=900.0 + i,
                 kind="sensor_node",
+                name="node one",
                 position=(i, 2 * i, 0),
                 telemetry={"temp": (20.0 + i, "Cel")},
+                attributes={"firmware": "1.2"} if i == 0 else None,
                 links=["n2"],
             )
             await asyncio.sleep(0)
@@ -34,8 +36,9 @@ class Walk(Source):
 async def test_record_then_replay_gives_the_same_updates(tmp_path):
     path = str(tmp_path / "run.mcap")
     await asyncio.wait_for(Gateway().add(Walk("walk"), McapRecorder(path)).run(), 5)
-    recorded = [line for _, line in read_recording(path)]
-    assert [line["position"][0] for line in recorded if "position" in line] == list(range(10))
+    recorded = [line for _, line in read_recording(path) if "devices" in line]
+    assert [line["position"][0] for line in recorded] == [[i, 2 * i, 0] for i in range(10)]
+    assert [t for t, line in read_recording(path) if "devices" in line][-1] == 1000.09
 
     out = io.StringIO()
     replay = McapSource(parse_endpoint(path), speed=100.0)
@@ -43,8 +46,11 @@ async def test_record_then_replay_gives_the_same_updates(tmp_path):
     lines = [json.loads(x) for x in out.getvalue().splitlines()]
     updates = [x for x in lines if "position" in x]
     assert [u["position"] for u in updates] == [[i, 2 * i, 0] for i in range(10)]
-    assert updates[-1]["telemetry"]["temp"] == {"value": 29.0, "unit": "Cel"}
-    assert updates[-1]["links"] == ["n2"] and updates[-1]["source_time"] == 909.0
+    last = updates[-1]
+    assert last["source"] == "walk" and last["kind"] == "sensor_node" and last["name"] == "node one"
+    assert last["telemetry"]["temp"] == {"value": 29.0, "unit": "Cel"}
+    assert last["links"] == ["n2"] and last["source_time"] == 909.0
+    assert last["attributes"] == {"firmware": "1.2"}
     assert any(x.get("log") == "done" for x in lines)
 
 
@@ -67,5 +73,5 @@ async def test_a_recorder_that_falls_behind_counts_what_its_queue_dropped(tmp_pa
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     assert recorder.stats.dropped > 40  # each update holds ~24 kB: the 64 kB queue kept two
-    kept = {line["receive_time"] for _, line in read_recording(recorder.path)}
+    kept = {t for t, line in read_recording(recorder.path) if "devices" in line}
     assert len(kept) == 50 - recorder.stats.dropped and max(kept) == 49.0  # the newest kept
