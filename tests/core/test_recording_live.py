@@ -126,7 +126,7 @@ def test_foxglove_channels_hold_the_positions_the_world_had(recorded: Path) -> N
                    reader.get_summary().channels.values()}  # fmt: skip
         assert schemas["/tf"].name == "foxglove.FrameTransforms"
         assert schemas["/scene"].name == "foxglove.SceneUpdate"
-        assert schemas["/location"].name == "foxglove.LocationFix"
+        assert schemas["/location"].name == "foxglove.LocationFixes"  # one per pass, not per drone
         classes = {t: decoder(schemas[t]) for t in ("/tf", "/scene", "/location")}
         transforms: dict[str, Any] = {}
         fixes: dict[str, Any] = {}
@@ -136,7 +136,7 @@ def test_foxglove_channels_hold_the_positions_the_world_had(recorded: Path) -> N
             if channel.topic == "/tf":
                 transforms.update((t.child_frame_id, t) for t in decoded.transforms)
             elif channel.topic == "/location":
-                fixes[decoded.frame_id] = decoded
+                fixes.update((fix.frame_id, fix) for fix in decoded.fixes)
             else:
                 entities.update(e.id for e in decoded.entities)
     # the world the recording ends with, replayed from robowire's own channel
@@ -208,6 +208,7 @@ def test_a_killed_recording_is_readable_up_to_the_cut_and_replays(tmp_path: Path
                 not path.exists() or path.stat().st_size < 20_000
             ):
                 time.sleep(0.1)
+            time.sleep(1.5)  # a second and a half of show more, then the kill
             record.send_signal(signal.SIGKILL)
             record.wait(10)
     finally:

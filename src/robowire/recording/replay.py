@@ -86,9 +86,18 @@ class RecordingAdapter:
             slots = table.slots(ids)  # devices described before (or unknown: kind "device")
             self._slots[source] = (ids, slots)
 
-        def column(name: str) -> Any:
-            values = line.get(name)
-            return None if values is None else np.array(values, dtype=np.float64)
+        narrow = set(line.get("float32", ()))
+
+        def column(name: str, values: Any) -> Any:
+            if values is None or isinstance(values, float | int):  # NaN for all, or one value
+                return np.full(len(ids), np.nan if values is None else float(values))
+            if isinstance(values, dict):  # only the rows that have a value
+                out = np.full(len(ids), np.nan)
+                out[values["rows"]] = column(name, values["values"])
+                return out
+            if name in narrow:  # float32 values, written with float32's digits
+                return np.array(values, dtype=np.float32).astype(np.float64)
+            return np.array(values, dtype=np.float64)
 
         changed: set[str] = set()
         if ATTRIBUTES in line:
@@ -100,15 +109,16 @@ class RecordingAdapter:
                 table.links[slot] = tuple(links)
             changed.add(LINKS)
         telemetry = {
-            name: (np.array(field["values"], dtype=np.float64), field["unit"])
+            name: (column(name, field["values"]), field["unit"])
             for name, field in line.get("telemetry", {}).items()
         }
+        times = line.get(SOURCE_TIME)
         self.world.update(
             source,
             slots,
             receive_time=receive_time,
-            source_time=column(SOURCE_TIME),
-            **{name: column(name) for name in VECTOR_FIELDS},
+            source_time=None if times is None else column(SOURCE_TIME, times),
+            **{name: column(name, line[name]) for name in VECTOR_FIELDS if name in line},
             telemetry=telemetry,
             changed=changed,
         )

@@ -61,6 +61,7 @@ UPDATE_JSON_SCHEMA = orjson.dumps(
         "properties": {
             "devices": {"type": "array", "items": {"type": "string"}},
             "new": {"type": "object", "description": "rows first seen: kind, name"},
+            "float32": {"type": "array", "description": "columns whose values are float32"},
             "position": {"type": "array"},
             "orientation": {"type": "array"},
             "velocity": {"type": "array"},
@@ -98,18 +99,42 @@ def update_message(table: SourceTable, update: Update, described: np.ndarray) ->
             "links": [list(table.links[s]) for s in first],
         }
     values = update.values
+    narrow: list[str] = []  # columns written as float32 (exactly their values: fewer digits)
+
+    def column(name: str, data: np.ndarray) -> Any:
+        absent = np.isnan(data)
+        if absent.all():
+            return None  # written, as NaN (a payload these devices do not have)
+        if data.ndim == 1 and (data == data[0]).all():
+            return float(data[0])  # one value for every device (a frame's time)
+        single = data.astype(np.float32)
+        if np.array_equal(single, data, equal_nan=True):
+            narrow.append(name)
+            data = single
+        if data.ndim == 1 and absent.sum() * 2 > len(data):  # mostly absent: only the others
+            rows = np.flatnonzero(~absent)
+            return {"rows": rows, "values": data[rows]}
+        return data
+
     for name in VECTORS:
         if name in update.fields:
             own = values.get(name)
-            message[name] = own if own is not None else getattr(table, name)[slots]
+            message[name] = column(name, own if own is not None else getattr(table, name)[slots])
+            if message[name] is None:  # (a vector column has a row per device)
+                message[name] = np.full((len(slots), 3 if name != ORIENTATION else 4), np.nan)
     times = values.get(SOURCE_TIME)
     if times is not None:
-        message[SOURCE_TIME] = times
+        message[SOURCE_TIME] = column(SOURCE_TIME, times)
     telemetry = {
-        name: {"unit": table.units[name], "values": values.get(name, table.telemetry[name][slots])}
+        name: {
+            "unit": table.units[name],
+            "values": column(name, values.get(name, table.telemetry[name][slots])),
+        }
         for name in update.fields
         if name in table.telemetry
     }
+    if narrow:
+        message["float32"] = narrow
     if telemetry:
         message["telemetry"] = telemetry
     index = slots.tolist()
@@ -140,7 +165,7 @@ class McapRecorder(Sink):
         self._writer: Writer | None = None
         self._channels: dict[Any, int] = {}
         self._schemas: dict[str, int] = {}
-        self._builder = FoxgloveMessages()
+        self._builder = FoxgloveMessages(batch_locations=True)
         self._described: dict[str, np.ndarray] = {}  # source -> bool per slot
         self._dirty: dict[str, tuple[np.ndarray, set[str]]] = {}  # source -> slots, fields
         self._foxglove_due: dict[str, float] = {}  # source -> next log time to write at
@@ -150,6 +175,11 @@ class McapRecorder(Sink):
     # -- the file ----------------------------------------------------------------------------
 
     async def run(self, world: World) -> None:
+        self.open()
+        await super().run(world)
+
+    def open(self) -> None:
+        """Create the file and start the MCAP (`run` does; `write` and `finish` follow)."""
         try:
             self._stream = open(self.path, "wb")  # noqa: SIM115 - closed in finish()
         except OSError as exc:
@@ -159,7 +189,6 @@ class McapRecorder(Sink):
         self._writer = Writer(self._stream, use_chunking=False)
         self._writer.start(profile="", library="robowire")
         self._flushed = monotonic()
-        await super().run(world)
 
     def _channel(
         self, key: Any, topic: str, encoding: str, schema: int, metadata: dict[str, str]

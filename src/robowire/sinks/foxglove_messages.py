@@ -11,6 +11,8 @@
                                                    moves with /tf), when a device first appears
                                                    or its LED colour changes
     /location            foxglove.LocationFix      one per changed device with a geodetic fix
+                         (foxglove.LocationFixes   or, with `batch_locations`, one message
+                                                   holding them all: what the recorder writes)
 
 and JSON bytes for `/telemetry/<source>` (`{"device": [ids], "<field>": [values], ...}`, the
 changed devices of that source as columns, null where not written). The builder remembers the
@@ -59,7 +61,8 @@ def snapshot(table: SourceTable) -> Update:
 class FoxgloveMessages:
     """Turns one source's changed devices into Foxglove messages (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, batch_locations: bool = False) -> None:
+        self.batch_locations = batch_locations
         self._frames: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # source -> ids, frames
         self._sent: dict[str, FloatArray] = {}  # source -> colour last sent per slot
         self._kind_colours: dict[str, FloatArray] = {}  # source -> colour of each kind
@@ -76,6 +79,7 @@ class FoxgloveMessages:
             FrameTransform,
             FrameTransforms,
             LocationFix,
+            LocationFixes,
             Quaternion,
             SceneEntity,
             SceneUpdate,
@@ -123,15 +127,17 @@ class FoxgloveMessages:
         if GEODETIC in update.fields:
             geo = table.geodetic[slots]
             g = geo.tolist()
-            out.extend(
-                (
-                    LOCATION_TOPIC,
-                    LocationFix(
-                        frame_id=frames[i], latitude=g[i][0], longitude=g[i][1], altitude=g[i][2]
-                    ),
+            fixes = [
+                LocationFix(
+                    frame_id=frames[i], latitude=g[i][0], longitude=g[i][1], altitude=g[i][2]
                 )
                 for i in np.flatnonzero(~np.isnan(geo).any(axis=1)).tolist()
-            )
+            ]
+            if self.batch_locations:
+                if fixes:
+                    out.append((LOCATION_TOPIC, LocationFixes(fixes=fixes)))
+            else:
+                out.extend((LOCATION_TOPIC, fix) for fix in fixes)
         telemetry = self._telemetry(table, update, ids)
         if telemetry is not None:
             out.append((TELEMETRY_PREFIX + table.source, telemetry))
