@@ -6,6 +6,7 @@ recording with SIGKILL."""
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
 import re
@@ -274,3 +275,41 @@ def test_replay_of_a_capture_keeps_its_recorded_timing(file: str, speed: float, 
     assert replay.returncode == 0, replay.stderr
     assert lines(replay.stdout)
     assert took >= 0.9 * span / speed
+
+
+@pytest.fixture(scope="module")
+def vrpn_recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two seconds of the VRPN simulator's Tracker0, recorded over TCP only."""
+    path = tmp_path_factory.mktemp("vrpn") / "vrpn.mcap"
+    with started("sim", "vrpn", "--port", "0", "--duration", "20") as server:
+        record = robowire(
+            "record", f"vrpn+tcp://Tracker0@{server}", "-o", str(path), "--duration", "2"
+        )
+    assert record.returncode == 0, record.stderr
+    return path
+
+
+def test_a_vrpn_stream_is_played_to_our_client_and_the_real_one(vrpn_recorded: Path) -> None:
+    world = robowire("replay", str(vrpn_recorded), "--json", "--speed", "50")
+    positions = [x["position"] for x in lines(world.stdout) if "position" in x]
+    assert positions
+    port = free_port(socket.SOCK_STREAM)
+    with started("replay", str(vrpn_recorded), "--to", f"vrpn://127.0.0.1:{port}", "--quiet"):
+        listen = robowire("listen", f"vrpn+tcp://Tracker0@127.0.0.1:{port}", "--json",
+                          "--count", "6")  # fmt: skip
+        assert listen.returncode == 0, listen.stderr
+        got = lines(listen.stdout)
+        assert {x["device"] for x in got} == {"Tracker0/0", "Tracker0/1"}
+        for x in got:  # the recorded reports, in their recorded order
+            assert x["position"] in positions
+        if importlib.util.find_spec("motioncapture") is None:
+            return  # the real C++ client (PyPI motioncapture) is an optional extra
+        client = Path(__file__).parents[1] / "vrpn" / "mc_client.py"
+        real = subprocess.run(
+            [sys.executable, str(client), f"tcp://127.0.0.1:{port}", "0", "1.5"],
+            capture_output=True, text=True, timeout=30, env=ENV,
+        )  # fmt: skip
+        seen = [x["bodies"]["Tracker0"] for x in lines(real.stdout) if x["bodies"]]
+        assert seen, real.stderr[-2000:]
+        xyz = seen[-1][:3]  # float32 in the client
+        assert any(p == pytest.approx(xyz, abs=1e-5) for p in positions)

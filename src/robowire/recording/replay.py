@@ -22,7 +22,7 @@ import numpy as np
 from robowire import protocols
 from robowire.capture import Record, batches
 from robowire.endpoints import Endpoint
-from robowire.errors import ConfigError, DecodeError
+from robowire.errors import ConfigError, DecodeError, RobowireError
 from robowire.protocols.base import Address, SessionStats
 from robowire.recording.reader import (
     contents,
@@ -32,7 +32,7 @@ from robowire.recording.reader import (
     recording_records,
 )
 from robowire.recording.writer import LOG_TOPIC, RAW_PREFIX, TOPIC_PREFIX
-from robowire.service import CaptureSource, Service
+from robowire.service import CaptureSource, Service, Source
 from robowire.transport.tcp import StreamDriver, serve_stream
 from robowire.transport.udp import open_udp_socket, send_datagrams
 from robowire.world import World
@@ -212,10 +212,23 @@ def raw_sources(endpoint: Endpoint, speed: float) -> list[CaptureSource]:
                 yield record
 
         setattr(opened, "records", records)  # noqa: B010 - this source reads the raw channel
+        live = _live_source(channels[0].url)
+        if live is not None:  # the adapter the live source had (its device filter, options)
+            setattr(opened, "new_adapter", live.new_adapter)  # noqa: B010
         _datagrams_join_their_stream(opened)
         setattr(opened, "progress", progress)  # noqa: B010 - one bar for all of them
         out.append(opened)
     return out
+
+
+def _live_source(url: str) -> Source | None:
+    """The source the recording was made with (not connected), if its URL still opens."""
+    from robowire.gateway import open_source
+
+    try:
+        return open_source(url) if url else None
+    except RobowireError:
+        return None
 
 
 def _datagrams_join_their_stream(source: CaptureSource) -> None:
