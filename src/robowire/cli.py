@@ -410,9 +410,20 @@ def bridge(source: str, target: str, duration: float | None) -> None:
     metavar="FILE.mcap",
     help="MCAP (or VRPN log .vrpn, SpyGlass .rec) to write.",
 )
+@click.option(
+    "--foxglove-rate",
+    type=click.FloatRange(min=0),
+    default=10.0,
+    show_default=True,
+    metavar="HZ",
+    help="MCAP: Foxglove world messages (/tf, /scene, /location) per source per second; 0: none.",
+)
 @DURATION
-def record(urls: tuple[str, ...], output: str, duration: float | None) -> None:
-    """Record the world updates of sources into an MCAP file.
+def record(
+    urls: tuple[str, ...], output: str, foxglove_rate: float, duration: float | None
+) -> None:
+    """Record sources into an MCAP file: the world (Foxglove's schemas, and robowire's own
+    channel that replay reads) and every raw message received (docs/recording.md).
 
     \b
     Example:
@@ -434,7 +445,7 @@ def record(urls: tuple[str, ...], output: str, duration: float | None) -> None:
         recorder: McapRecorder | VrpnLogSink | RecSink = (
             VrpnLogSink(output) if suffix == ".vrpn"
             else RecSink(output) if suffix == ".rec"
-            else McapRecorder(output)
+            else McapRecorder(output, foxglove_rate=foxglove_rate)
         )  # fmt: skip
         if isinstance(recorder, McapRecorder):  # the raw messages too, as received
             for url, source in zip(urls, sources, strict=True):
@@ -595,7 +606,6 @@ async def _progress_bar(services: list[Any], every: float = 0.2) -> None:
     from rich.progress import BarColumn, Progress, TextColumn
 
     progress = next((s.progress for s in services if hasattr(s, "progress")), None)
-    total = progress.duration if progress is not None and progress.duration else None
     columns = (
         TextColumn("replay"),
         BarColumn(),
@@ -603,7 +613,7 @@ async def _progress_bar(services: list[Any], every: float = 0.2) -> None:
         TextColumn("{task.fields[rate]}"),
     )
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("replay", total=total or 1.0, where="", rate="")
+        task = bar.add_task("replay", total=1.0, where="", rate="")
         before, then = 0, monotonic()
         while True:
             await asyncio.sleep(every)
@@ -611,9 +621,12 @@ async def _progress_bar(services: list[Any], every: float = 0.2) -> None:
             now = monotonic()
             rate = (done - before) / max(now - then, 1e-6)
             before, then = done, now
+            total = progress.duration if progress is not None else 0.0  # known once read
             at = progress.position if progress is not None else 0.0
             where = f"{at:.1f} / {total:.1f} s" if total else f"{done} messages"
-            bar.update(task, completed=at if total else 0, where=where, rate=f"{rate:,.0f} msg/s")
+            bar.update(
+                task, completed=at / total if total else 0, where=where, rate=f"{rate:,.0f} msg/s"
+            )
 
 
 if __name__ == "__main__":
