@@ -562,7 +562,8 @@ def replay(
         if target is not None:
             gateway.add(open_sink(target))
         gateway.add(JsonLinesSink() if as_json else TableSink(list(sources)))
-        bar = None if quiet or not as_json else asyncio.create_task(_progress_bar(sources))
+        shown = not quiet and as_json and sys.stderr.isatty()  # the table shows its own counts
+        bar = asyncio.create_task(_progress_bar(sources)) if shown else None
         try:
             await gateway.run(duration)
         finally:
@@ -579,7 +580,8 @@ async def _replay_raw(emitter: Any, duration: float | None, quiet: bool) -> int:
     from robowire.world import World
 
     task = asyncio.create_task(emitter.run(World()))
-    bar = None if quiet else asyncio.create_task(_progress_bar([emitter]))
+    shown = not quiet and sys.stderr.isatty()
+    bar = asyncio.create_task(_progress_bar([emitter])) if shown else None
     try:
         ready = asyncio.create_task(emitter.ready.wait())
         await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)
@@ -601,7 +603,8 @@ async def _replay_raw(emitter: Any, duration: float | None, quiet: bool) -> int:
 
 
 async def _progress_bar(services: list[Any], every: float = 0.2) -> None:
-    """A progress bar on stderr: position / duration in the recording, and the rate."""
+    """A progress bar on stderr (a terminal): position / duration in the recording, and the
+    message rate."""
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn
 
