@@ -266,7 +266,8 @@ def test_a_raw_stream_is_played_to_each_client_that_connects(recorded: Path) -> 
 @pytest.mark.parametrize(
     ("file", "speed", "span"),
     [("vrpn:" + str(CAPTURES / "vrpn" / "tcp_tracker.pcap"), 1.0, 1.5),
-     (str(CAPTURES / "vrpn" / "log_server_out.vrpn"), 2.0, 2.8)],
+     (str(CAPTURES / "vrpn" / "log_server_out.vrpn"), 2.0, 2.8),
+     (str(CAPTURES.parent / "spyglass" / "recording-2009-05-28.rec"), 200.0, 380.0)],
 )  # fmt: skip
 def test_replay_of_a_capture_keeps_its_recorded_timing(file: str, speed: float, span: float):
     start = time.monotonic()
