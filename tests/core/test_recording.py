@@ -75,3 +75,43 @@ async def test_a_recorder_that_falls_behind_counts_what_its_queue_dropped(tmp_pa
     assert recorder.stats.dropped > 40  # each update holds ~24 kB: the 64 kB queue kept two
     kept = {t for t, line in read_recording(recorder.path) if "devices" in line}
     assert len(kept) == 50 - recorder.stats.dropped and max(kept) == 49.0  # the newest kept
+
+
+async def test_a_swarm_update_replays_to_exactly_the_values_written(tmp_path):
+    """Columns the recorder writes compactly (float32 where exact, one value for all, none,
+    a few rows) come back as the very float64 values written."""
+    path = str(tmp_path / "run.mcap")
+    n = 200
+    rng = np.random.default_rng(7)
+    position = rng.normal(size=(n, 3)) * 100  # float64 that float32 cannot hold
+    geodetic = np.column_stack([np.full(n, 47.5), np.linspace(8.0, 8.1, n), np.full(n, 400.0)])
+    led = np.float32(rng.uniform(0, 255, n)).astype(np.float64)  # exactly float32
+    sparse = np.full(n, np.nan)
+    sparse[[3, 150]] = [1.25, 2.5]
+    absent = np.full(n, np.nan)
+
+    class Swarm(Source):
+        async def run(self, world: World) -> None:
+            slots = world.table("swarm").slots((f"d{i}" for i in range(n)), kind="drone")
+            world.update(
+                "swarm",
+                slots,
+                receive_time=5000.0,
+                source_time=4999.5,
+                position=position,
+                geodetic=geodetic,
+                telemetry={"led": (led, "1"), "cue": (sparse, "1"), "laser": (absent, "W")},
+            )
+
+    await asyncio.wait_for(Gateway().add(Swarm("swarm"), McapRecorder(path)).run(), 5)
+    replay = McapSource(parse_endpoint(path), speed=100.0)
+    gateway = Gateway().add(replay)
+    await asyncio.wait_for(gateway.run(), 5)
+    table = gateway.world.tables["swarm"]
+    assert table.ids == [f"d{i}" for i in range(n)] and set(table.kinds) == {"drone"}
+    assert np.array_equal(table.position[:n], position)
+    assert np.array_equal(table.geodetic[:n], geodetic)
+    assert np.array_equal(table.telemetry["led"][:n], led)
+    assert np.array_equal(table.telemetry["cue"][:n], sparse, equal_nan=True)
+    assert np.isnan(table.telemetry["laser"][:n]).all() and table.units["laser"] == "W"
+    assert (table.source_time[:n] == 4999.5).all()

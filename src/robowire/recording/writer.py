@@ -75,17 +75,15 @@ UPDATE_JSON_SCHEMA = orjson.dumps(
 )
 
 
-def update_message(table: SourceTable, update: Update, described: np.ndarray) -> bytes:
+def update_message(
+    table: SourceTable, update: Update, described: np.ndarray, ids: np.ndarray
+) -> bytes:
     """One world update as the JSON of `/robowire/<source>`: what it wrote, as columns (the
-    update's own values, else the table's), plus kind and name of the devices not yet
-    described (`described`, a bool per slot, is updated)."""
+    update's own values, else the table's), plus kind, name, attributes and links of the
+    devices not yet described (`described`, a bool per slot, is updated). `ids` is the
+    table's ids as an object array (kept by the caller, so not rebuilt per update)."""
     slots = update.slots
-    ids = (
-        np.array(table.ids, dtype=object)[slots].tolist()
-        if len(slots) > 64
-        else [table.ids[s] for s in slots.tolist()]
-    )
-    message: dict[str, Any] = {"devices": ids}
+    message: dict[str, Any] = {"devices": ids[slots].tolist()}
     fresh = np.flatnonzero(~described[slots])
     if len(fresh):
         described[slots[fresh]] = True
@@ -167,6 +165,7 @@ class McapRecorder(Sink):
         self._schemas: dict[str, int] = {}
         self._builder = FoxgloveMessages(batch_locations=True)
         self._described: dict[str, np.ndarray] = {}  # source -> bool per slot
+        self._ids: dict[str, np.ndarray] = {}  # source -> its device ids (object array)
         self._dirty: dict[str, tuple[np.ndarray, set[str]]] = {}  # source -> slots, fields
         self._foxglove_due: dict[str, float] = {}  # source -> next log time to write at
         self._latest = 0.0  # the newest receive time written
@@ -273,7 +272,8 @@ class McapRecorder(Sink):
             if table is None or not len(item):
                 continue
             self._write_update(table, item)
-            self._mark(table, item)
+            if self.foxglove_rate > 0:
+                self._mark(table, item)
         if self.foxglove_rate > 0:
             for source in list(self._dirty):
                 table = world.tables.get(source)
@@ -289,10 +289,14 @@ class McapRecorder(Sink):
             if described is not None:
                 grown[: len(described)] = described
             described = self._described[table.source] = grown
+        ids = self._ids.get(table.source)
+        if ids is None or len(ids) < len(table):
+            ids = self._ids[table.source] = np.array(table.ids, dtype=object)
         schema = self._schema(UPDATE_SCHEMA, "jsonschema", UPDATE_JSON_SCHEMA)
         topic = TOPIC_PREFIX + table.source
         channel = self._channel(topic, topic, "json", schema, {"source": table.source})
-        self._add(channel, int(update.receive_time * 1e9), update_message(table, update, described))
+        message = update_message(table, update, described, ids)
+        self._add(channel, int(update.receive_time * 1e9), message)
         self.messages += 1
 
     def _mark(self, table: SourceTable, update: Update) -> None:
