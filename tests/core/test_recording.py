@@ -1,14 +1,17 @@
 import asyncio
+import contextlib
 import io
 import json
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from robowire.endpoints import parse_endpoint
-from robowire.errors import ConfigError
+from robowire.errors import ConfigError, DecodeError
 from robowire.gateway import Gateway
-from robowire.recording import McapRecorder, McapSource, read_recording
+from robowire.recording import McapRecorder, McapSource, RecordingAdapter, read_recording
 from robowire.service import Source
 from robowire.sinks import JsonLinesSink
 from robowire.world import World
@@ -115,3 +118,78 @@ async def test_a_swarm_update_replays_to_exactly_the_values_written(tmp_path):
     assert np.array_equal(table.telemetry["cue"][:n], sparse, equal_nan=True)
     assert np.isnan(table.telemetry["laser"][:n]).all() and table.units["laser"] == "W"
     assert (table.source_time[:n] == 4999.5).all()
+
+
+def recording_bytes(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    path = tmp_path_factory.mktemp("whole") / "run.mcap"
+    asyncio.run(asyncio.wait_for(Gateway().add(Walk("walk"), McapRecorder(str(path))).run(), 5))
+    return path.read_bytes()
+
+
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    return recording_bytes(tmp_path_factory)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(cut=st.integers(min_value=0, max_value=1 << 16))
+def test_a_recording_cut_anywhere_reads_up_to_the_cut(whole: bytes, cut: int, tmp_path) -> None:
+    full = [json.dumps(x) for _, x in read_recording_bytes(whole, tmp_path / "full.mcap")]
+    part = tmp_path / "cut.mcap"
+    part.write_bytes(whole[: cut % (len(whole) + 1)])
+    got: list[str] = []
+    try:
+        for _, line in read_recording(str(part)):
+            got.append(json.dumps(line))
+    except (ConfigError, DecodeError):
+        pass  # nothing readable, or the cut end: what came before it is what counts
+    assert got == full[: len(got)]
+
+
+def read_recording_bytes(data: bytes, path) -> list[tuple[float, dict]]:
+    path.write_bytes(data)
+    return list(read_recording(str(path)))
+
+
+@settings(max_examples=100, deadline=None)
+@given(data=st.binary(max_size=2000))
+def test_random_bytes_are_one_typed_error_or_nothing(data: bytes) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = f"{tmp}/random.mcap"
+        with open(path, "wb") as f:
+            f.write(data)
+        with contextlib.suppress(ConfigError, DecodeError):
+            list(read_recording(path))
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+update_like = st.fixed_dictionaries(
+    {"devices": st.lists(st.text(max_size=3), max_size=4)},
+    optional={
+        "position": json_values,
+        "new": json_values,
+        "telemetry": json_values,
+        "float32": json_values,
+        "source_time": json_values,
+        "links": json_values,
+    },
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(line=update_like | json_values)
+def test_a_damaged_world_message_is_dropped_and_counted_never_raised(line) -> None:
+    dropped: list[str] = []
+    adapter = RecordingAdapter(World(), dropped.append)
+    applied = adapter.apply([("walk", line)], 1.0)
+    assert applied + len(dropped) == 1

@@ -4,6 +4,7 @@ message, then a DecodeError for the cut end), and what is in them."""
 from __future__ import annotations
 
 import json
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +29,7 @@ def messages(path: str) -> Iterator[tuple[Any, Any]]:
             for _schema, channel, message in reader.iter_messages(log_time_order=False):
                 read += 1
                 yield channel, message
-        except (McapError, ValueError, KeyError, EOFError) as exc:
+        except (McapError, ValueError, KeyError, EOFError, struct.error) as exc:
             if not read:
                 raise ConfigError(f"{path}: not a readable MCAP recording ({exc})") from None
             reason = f"recording cut after {read} messages"

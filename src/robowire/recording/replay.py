@@ -14,7 +14,7 @@ import dataclasses
 import json
 import logging
 import socket
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,7 +23,7 @@ from robowire import protocols
 from robowire.capture import Record, batches
 from robowire.endpoints import Endpoint
 from robowire.errors import ConfigError, DecodeError, RobowireError
-from robowire.protocols.base import Address, SessionStats
+from robowire.protocols.base import Address, PacketDropped, SessionStats
 from robowire.recording.reader import (
     contents,
     messages,
@@ -48,25 +48,37 @@ class RecordingAdapter:
     object is a `/robowire/<source>` update (devices as columns), a log line, or a one-device
     line of older recordings (what `listen --json` prints)."""
 
-    def __init__(self, world: World) -> None:
+    def __init__(self, world: World, on_drop: Callable[[str], None] | None = None) -> None:
         self.world = world
+        self.on_drop = on_drop  # a message that is not what the recorder writes: said here
         self._slots: dict[str, tuple[list[str], np.ndarray]] = {}  # source -> last ids, slots
 
-    def apply(self, events: Sequence[tuple[str, dict[str, Any]]], receive_time: float) -> int:
-        for source, line in events:
-            if "devices" in line:
-                self._update(source, line, receive_time)
-            elif "log" in line:
-                self.world.log(
-                    line["source"],
-                    line["device"],
-                    line["log"],
-                    time=line["time"],
-                    level=line.get("level", "info"),
-                )
-            else:
-                self._device(line, receive_time)
-        return len(events)
+    def apply(self, events: Sequence[Any], receive_time: float) -> int:
+        applied = 0
+        for event in events:
+            if isinstance(event, PacketDropped):
+                continue  # counted by the source
+            source, line = event
+            try:
+                if not isinstance(line, dict):
+                    raise TypeError(f"a {type(line).__name__}, not an object")
+                if "devices" in line:
+                    self._update(source, line, receive_time)
+                elif "log" in line:
+                    self.world.log(
+                        line["source"],
+                        line["device"],
+                        line["log"],
+                        time=line["time"],
+                        level=line.get("level", "info"),
+                    )
+                else:
+                    self._device(line, receive_time)
+                applied += 1
+            except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+                if self.on_drop is not None:
+                    self.on_drop(f"{source or 'log'}: not a robowire update ({exc!r})")
+        return applied
 
     def _update(self, source: str, line: dict[str, Any], receive_time: float) -> None:
         table = self.world.table(source)
@@ -167,7 +179,7 @@ class McapSource(CaptureSource):
         self.progress = Progress()
 
     def new_adapter(self, world: World) -> RecordingAdapter:
-        return RecordingAdapter(world)
+        return RecordingAdapter(world, self.stats.drop)
 
     def records(self) -> Iterator[Record]:
         if self.progress.start is None:
@@ -175,10 +187,14 @@ class McapSource(CaptureSource):
             self.progress.start, self.progress.duration = found.start, found.duration
         return super().records()
 
-    def feed(self, record: Record, now: float) -> list[tuple[str, dict[str, Any]]]:
+    def feed(self, record: Record, now: float) -> list[Any]:
         self.progress.seen(record)
         source = "" if record.flow == LOG_TOPIC else record.flow.removeprefix(TOPIC_PREFIX)
-        return [(source, json.loads(record.data))]
+        try:
+            return [(source, json.loads(record.data))]
+        except ValueError as exc:  # not JSON (UnicodeDecodeError is a ValueError too)
+            reason = f"{record.flow}: not JSON ({exc})"
+            return [PacketDropped(protocol="mcap", reason=reason, size=len(record.data))]
 
 
 def raw_sources(endpoint: Endpoint, speed: float) -> list[CaptureSource]:

@@ -140,7 +140,7 @@ def update_message(
         message[ATTRIBUTES] = [table.attributes[s] for s in index]
     if LINKS in update.fields:
         message[LINKS] = [list(table.links[s]) for s in index]
-    return orjson.dumps(message, option=NUMPY)
+    return orjson.dumps(message, option=NUMPY, default=str)  # odd attribute values: as text
 
 
 class McapRecorder(Sink):
@@ -265,7 +265,7 @@ class McapRecorder(Sink):
         for item in items:
             if isinstance(item, LogEvent):
                 channel = self._channel(LOG_TOPIC, LOG_TOPIC, "json", 0, {})
-                self._add(channel, int(item.time * 1e9), orjson.dumps(log_line(item)))
+                self._add(channel, int(item.time * 1e9), orjson.dumps(log_line(item), default=str))
                 self.messages += 1
                 continue
             table = world.tables.get(item.source)
