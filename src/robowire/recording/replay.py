@@ -264,10 +264,11 @@ def _datagrams_join_their_stream(source: CaptureSource) -> None:
 
 
 class RawEmitter(Service):
-    """`replay run.mcap --to PROTOCOL://HOST:PORT` for a recorded protocol: its raw messages
-    again, with their recorded timing divided by `speed`. Datagrams are sent to HOST:PORT;
-    recorded streams are played to each client that connects to HOST:PORT (TCP), from the
-    start, at the recorded pace from its connection."""
+    """`replay run.mcap --to PROTOCOL://HOST:PORT` for a recorded protocol: the raw messages
+    of the first source recorded in it, again, with their recorded timing divided by `speed`.
+    Datagrams are sent to HOST:PORT; the recorded stream (its first connection) is played to
+    each client that connects to HOST:PORT (TCP), from its start, at the recorded pace from
+    that client's connection."""
 
     role = "sim"
 
@@ -282,11 +283,18 @@ class RawEmitter(Service):
         self.progress = Progress()
         found = contents(path)
         self.progress.start, self.progress.duration = found.start, found.duration
-        channels = [c for cs in found.raw.values() for c in cs if c.protocol == self.protocol]
-        if not channels:
+        sources = [cs for cs in found.raw.values() if cs[0].protocol == self.protocol]
+        if not sources:
             raise ConfigError(f"{path}: no raw {self.protocol} messages recorded")
+        # the first recorded source of the protocol: its datagrams, and its first connection's
+        # stream (a reconnection's stream starts over, it does not continue the first)
+        channels = sources[0]
+        self.source = channels[0].source
+        streams = [c for c in channels if c.transport == "tcp"]
+        self.channel_ids = {i for c in channels if c.transport == "udp" for i in c.ids}
+        self.channel_ids |= streams[0].ids if streams else set()
         self.datagrams = any(c.transport == "udp" for c in channels)
-        self.stream = any(c.transport == "tcp" for c in channels)
+        self.stream = bool(streams)
         self.announce = "sending to" if not self.stream else "listening on"
         self.sent = 0
         self.clients = 0
@@ -295,8 +303,7 @@ class RawEmitter(Service):
         for channel, message in messages(self.path):
             if not channel.topic.startswith(RAW_PREFIX):
                 continue
-            raw = raw_channel(channel)
-            if raw.protocol == self.protocol and raw.transport == transport:
+            if channel.id in self.channel_ids and raw_channel(channel).transport == transport:
                 yield Record(message.data, message.log_time / 1e9, "stream")
 
     async def _play(self, transport: str, send: Any, track: bool) -> None:
