@@ -314,3 +314,26 @@ def test_a_vrpn_stream_is_played_to_our_client_and_the_real_one(vrpn_recorded: P
         assert seen, real.stderr[-2000:]
         xyz = seen[-1][:3]  # float32 in the client
         assert any(p == pytest.approx(xyz, abs=1e-5) for p in positions)
+
+
+def test_vrpn_udp_reports_replay_at_raw_level_as_at_world_level(tmp_path: Path) -> None:
+    """VRPN's UDP reports (recorded on their own channel beside the TCP stream) go through
+    the session of that connection at raw level."""
+    path = tmp_path / "udp.mcap"
+    with started("sim", "vrpn", "--port", "0", "--duration", "20") as server:
+        record = robowire("record", f"vrpn://Tracker0@{server}", "-o", str(path), "--duration", "2")
+    assert record.returncode == 0, record.stderr
+    with open(path, "rb") as stream:
+        transports = {
+            c.metadata.get("transport")
+            for c in make_reader(stream).get_summary().channels.values()
+            if c.topic.startswith("/raw/")
+        }
+    assert transports == {"tcp", "udp"}
+    world = robowire("replay", str(path), "--json", "--speed", "50")
+    raw = robowire("replay", str(path), "--json", "--speed", "50", "--level", "raw")
+    a, b = last_states(world.stdout), last_states(raw.stdout)
+    assert set(a) == set(b) == {(k[0], d) for k in a for d in ("Tracker0/0", "Tracker0/1")}
+    for key, device in a.items():
+        assert b[key]["position"] == pytest.approx(device["position"])
+        assert b[key]["orientation"] == pytest.approx(device["orientation"])
