@@ -193,3 +193,32 @@ def test_a_damaged_world_message_is_dropped_and_counted_never_raised(line) -> No
     adapter = RecordingAdapter(World(), dropped.append)
     applied = adapter.apply([("walk", line)], 1.0)
     assert applied + len(dropped) == 1
+
+
+async def test_the_receive_tap_sees_what_udp_and_tcp_sources_received():
+    """On asyncio's own loop (the CLI's uvloop is covered by the record tests): the one UDP
+    loop and the one stream driver hand a source's bytes to its tap, with transport and peer."""
+    from robowire.gateway import open_sim, open_source
+    from robowire.service import SimOptions
+
+    gateway = Gateway()
+    spyglass = open_sim("spyglass", SimOptions(port=0, count=2))
+    vrsp = open_source("vrsp://127.0.0.1:0")
+    gateway.add(spyglass, vrsp)
+    run = asyncio.create_task(gateway.run(3.0))
+    await asyncio.wait_for(spyglass.ready.wait(), 5)
+    await asyncio.wait_for(vrsp.ready.wait(), 5)
+    assert spyglass.address is not None and vrsp.address is not None
+    viewer = open_source("spyglass://{}:{}".format(*spyglass.address))
+    seen: list[tuple[str, str, int, tuple[str, int]]] = []
+    for source in (viewer, vrsp):
+        source.tap = lambda data, now, transport, peer, name=source.name: seen.append(
+            (name, transport, len(data), peer)
+        )
+    gateway.add(viewer, open_sim("vrsp", SimOptions(count=3, target="{}:{}".format(*vrsp.address))))
+    await run
+    tcp = [s for s in seen if s[0] == viewer.name]
+    udp = [s for s in seen if s[0] == vrsp.name]
+    assert tcp and all(t == "tcp" and p == spyglass.address and n > 0 for _, t, n, p in tcp)
+    assert udp and all(t == "udp" and p[0] == "127.0.0.1" and n > 0 for _, t, n, p in udp)
+    assert viewer.stats.messages_in > 0 and vrsp.stats.messages_in > 0
