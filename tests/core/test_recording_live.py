@@ -28,7 +28,7 @@ from mcap.reader import NonSeekingReader, make_reader
 
 from robowire.endpoints import parse_endpoint
 from robowire.gateway import Gateway
-from robowire.recording import McapSource, contents
+from robowire.recording import McapSource, contents, raw_sources
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 ENV = {
@@ -192,6 +192,12 @@ async def test_replay_keeps_the_recorded_timing(recorded: Path) -> None:
     one, two = await took(1.0), await took(2.0)
     assert one >= 0.95 * span  # never faster than recorded; generous above (a slow machine)
     assert two >= 0.95 * span / 2 and two < one
+
+    start = time.monotonic()  # raw level: every source paced from the recording's start
+    sources = raw_sources(parse_endpoint(str(recorded)), 2.0)
+    await asyncio.wait_for(Gateway().add(*sources).run(), 60)
+    assert time.monotonic() - start >= 0.95 * span / 2
+    assert all(s.stats.messages_in > 0 for s in sources)
 
 
 def test_a_killed_recording_is_readable_up_to_the_cut_and_replays(tmp_path: Path) -> None:

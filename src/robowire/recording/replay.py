@@ -223,11 +223,16 @@ def raw_sources(endpoint: Endpoint, speed: float) -> list[CaptureSource]:
         port = protocol.default_port
 
         def records(source: str = source, port: int = port) -> Iterator[Record]:
+            yield Record(b"", found.start)  # paced from the recording's start, as the others
             for record in raw_records(path, source, port):
                 progress.seen(record)
                 yield record
 
+        def feed(record: Record, now: float, own: Any = opened.feed) -> list[Any]:
+            return own(record, now) if record.data else []  # (the start mark feeds nothing)
+
         setattr(opened, "records", records)  # noqa: B010 - this source reads the raw channel
+        setattr(opened, "feed", feed)  # noqa: B010
         live = _live_source(channels[0].url)
         if live is not None:  # the adapter the live source had (its device filter, options)
             setattr(opened, "new_adapter", live.new_adapter)  # noqa: B010
