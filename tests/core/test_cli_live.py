@@ -120,6 +120,8 @@ def test_demo_shows_every_landed_simulator():
     counts = dict(re.findall(r"^(\w+)@127\.0\.0\.1:\d+: (\d+) messages in", run.stdout, re.M))
     assert set(counts) == {"spyglass", "vrpn", "xrp", "ugcs", "vrsp"}, run.stdout
     assert all(int(n) > 0 for n in counts.values())
+    ports = re.findall(r"^\w+@127\.0\.0\.1:(\d+): ", run.stdout, re.M)
+    assert "0" not in ports  # a source bound to any free port is named after the one it got
     assert "Tracker0/0" in run.stdout and "sensor_node" in run.stdout
 
 
