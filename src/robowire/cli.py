@@ -48,6 +48,13 @@ ALLOW_CONTROL = click.option(
     help="Let the web viewer's browsers command devices (drive an XRP, UgCS commands); off "
     "by default.",
 )
+STATUS_PORT = click.option(
+    "--status-port",
+    type=PORT,
+    default=None,
+    metavar="P",
+    help="Answer `robowire status` on http://127.0.0.1:P/status (0: any free port).",
+)
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
@@ -212,7 +219,14 @@ def demo(duration: float | None, count: int | None, viewer_port: int, allow_cont
     "--count", type=COUNT, default=None, metavar="N", help="With --json: stop after N lines."
 )
 @DURATION
-def listen(urls: tuple[str, ...], as_json: bool, count: int | None, duration: float | None) -> None:
+@STATUS_PORT
+def listen(
+    urls: tuple[str, ...],
+    as_json: bool,
+    count: int | None,
+    duration: float | None,
+    status_port: int | None,
+) -> None:
     """Listen to sources and show the live world (a table, or JSON lines).
 
     \b
@@ -234,6 +248,7 @@ def listen(urls: tuple[str, ...], as_json: bool, count: int | None, duration: fl
             else TableSink(list(gateway.services))
         )
         gateway.add(sink)
+        _add_status_server(gateway, status_port)
         await gateway.run(duration)
         return gateway_exit_code(gateway)
 
@@ -368,7 +383,11 @@ def _allow_control(sink: object, gateway: Gateway) -> None:
 
 
 def _serve(
-    to: str, sources: tuple[str, ...], duration: float | None, allow_control: bool = False
+    to: str,
+    sources: tuple[str, ...],
+    duration: float | None,
+    allow_control: bool = False,
+    status_port: int | None = None,
 ) -> None:
     if allow_control and parse_endpoint(to).protocol != "http":
         fail("--allow-control: only the web viewer (http://) takes commands")
@@ -380,11 +399,33 @@ def _serve(
             _allow_control(sink, gateway)
         gateway.add_sources(sources)
         gateway.add(sink)
+        _add_status_server(gateway, status_port)
         protocol = parse_endpoint(to).protocol
         what = "viewer" if protocol == "http" else f"{protocol} sink"
         return await _run_announced(gateway, sink, duration, what)
 
     run_async(go)
+
+
+def _add_status_server(gateway: Gateway, port: int | None) -> None:
+    """--status-port P: a `StatusServer` on 127.0.0.1:P; its URL is said once it listens."""
+    if port is None:
+        return
+    from robowire.status import StatusServer
+
+    server = StatusServer("127.0.0.1", port)
+    gateway.add(server)
+
+    async def announce() -> None:
+        await server.ready.wait()
+        click.echo(f"status on {server.url}", err=True)
+
+    task = asyncio.create_task(announce())
+    _background.add(task)
+    task.add_done_callback(_background.discard)
+
+
+_background: set[asyncio.Task[None]] = set()
 
 
 async def _run_announced(
@@ -412,6 +453,48 @@ async def _ready(run: asyncio.Task[None], service: Service) -> bool:
 
 
 @main.command()
+@click.argument("url", required=False, default=None, metavar="[URL]")
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON (one line).")
+@click.option("--watch", is_flag=True, help="Ask again every second, until Ctrl-C.")
+def status(url: str | None, as_json: bool, watch: bool) -> None:
+    """Show every source and sink of a RUNNING gateway: state, rates, errors, drops, devices.
+
+    URL is the gateway's web viewer (serve http://..., demo) or the port its command was given
+    with --status-port; the default is http://127.0.0.1:8080.
+
+    \b
+    Example:
+      robowire status                          # the viewer on 127.0.0.1:8080
+      robowire status 127.0.0.1:8081 --json   # a gateway run with --status-port 8081
+      robowire status --watch
+    """
+    import time
+
+    from rich.console import Console
+    from rich.live import Live
+
+    from robowire.status_client import DEFAULT_URL, fetch_status, status_table, status_url
+
+    where = status_url(url or DEFAULT_URL)
+    message = fetch_status(where)  # an unreachable gateway: one error line, exit 1
+    if as_json:
+        while True:
+            click.echo(json.dumps(message, separators=(",", ":")))
+            if not watch:
+                return
+            time.sleep(1.0)
+            message = fetch_status(where)
+    console = Console(width=None if sys.stdout.isatty() else 160)  # a pipe gets whole names
+    if not watch:
+        console.print(status_table(message, where))
+        return
+    with Live(status_table(message, where), console=console, auto_refresh=False) as live:
+        while True:
+            time.sleep(1.0)
+            live.update(status_table(fetch_status(where), where), refresh=True)
+
+
+@main.command()
 @click.argument("url")
 @click.option(
     "--from",
@@ -423,7 +506,14 @@ async def _ready(run: asyncio.Task[None], service: Service) -> bool:
 )
 @DURATION
 @ALLOW_CONTROL
-def serve(url: str, sources: tuple[str, ...], duration: float | None, allow_control: bool) -> None:
+@STATUS_PORT
+def serve(
+    url: str,
+    sources: tuple[str, ...],
+    duration: float | None,
+    allow_control: bool,
+    status_port: int | None,
+) -> None:
     """Offer the world, gathered from sources, to peers speaking URL's protocol.
 
     \b
@@ -432,22 +522,25 @@ def serve(url: str, sources: tuple[str, ...], duration: float | None, allow_cont
       robowire serve foxglove://127.0.0.1:8765 --from vrsp://0.0.0.0:9742
       robowire serve http://127.0.0.1:8080 --from spyglass://127.0.0.1:7870   # web viewer
       robowire serve http://127.0.0.1:8080 --from xrp://127.0.0.1:3540 --allow-control
+      robowire serve vrpn://127.0.0.1:3883 --from vrsp://0.0.0.0:9742 --status-port 8081
     """
-    _serve(url, sources, duration, allow_control)
+    _serve(url, sources, duration, allow_control, status_port)
 
 
 @main.command()
 @click.argument("source")
 @click.option("--to", "target", required=True, metavar="URL", help="Where to offer it.")
 @DURATION
-def bridge(source: str, target: str, duration: float | None) -> None:
+@STATUS_PORT
+def bridge(source: str, target: str, duration: float | None, status_port: int | None) -> None:
     """Translate one source into another protocol, live.
 
     \b
     Example:
       robowire bridge spyglass://127.0.0.1:7870 --to vrpn://127.0.0.1:3883
+      robowire bridge vrsp://0.0.0.0:9742 --to vrpn://127.0.0.1:3883 --status-port 8081
     """
-    _serve(target, (source,), duration)
+    _serve(target, (source,), duration, status_port=status_port)
 
 
 @main.command()
@@ -468,8 +561,13 @@ def bridge(source: str, target: str, duration: float | None) -> None:
     help="MCAP: Foxglove world messages (/tf, /scene, /location) per source per second; 0: none.",
 )
 @DURATION
+@STATUS_PORT
 def record(
-    urls: tuple[str, ...], output: str, foxglove_rate: float, duration: float | None
+    urls: tuple[str, ...],
+    output: str,
+    foxglove_rate: float,
+    duration: float | None,
+    status_port: int | None,
 ) -> None:
     """Record sources into an MCAP file: the world (Foxglove's schemas, and robowire's own
     channel that replay reads) and every raw message received (docs/recording.md).
@@ -500,6 +598,7 @@ def record(
             for url, source in zip(urls, sources, strict=True):
                 recorder.tap_source(source, parse_endpoint(url).protocol, url)
         gateway.add(recorder)
+        _add_status_server(gateway, status_port)
         progress = asyncio.create_task(_report_progress(recorder))
         try:
             await gateway.run(duration)
@@ -561,6 +660,7 @@ async def _report_progress(recorder: Any, every: float = 5.0) -> None:
 @click.option("--loop", is_flag=True, help="Start again at the end, until Ctrl-C or --duration.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @DURATION
+@STATUS_PORT
 def replay(
     file: str,
     target: str | None,
@@ -570,6 +670,7 @@ def replay(
     loop: bool,
     quiet: bool,
     duration: float | None,
+    status_port: int | None,
 ) -> None:
     """Replay a recording (robowire .mcap, SpyGlass .rec, VRPN .vrpn, PROTOCOL:capture.pcap)
     into the live world with its recorded timing, and optionally serve it; or re-emit an
@@ -611,6 +712,7 @@ def replay(
         if target is not None:
             gateway.add(open_sink(target))
         gateway.add(JsonLinesSink() if as_json else TableSink(list(sources)))
+        _add_status_server(gateway, status_port)
         shown = not quiet and as_json and sys.stderr.isatty()  # the table shows its own counts
         bar = asyncio.create_task(_progress_bar(sources)) if shown else None
         try:
