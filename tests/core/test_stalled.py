@@ -20,14 +20,17 @@ several MB first on loopback).
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+from websockets.typing import Subprotocol
 
 from robowire.gateway import Gateway, open_sink, open_source
 from robowire.protocols.vrpn.codec import encode_cookie
@@ -169,5 +172,130 @@ async def test_stalled_tcp_peers_of_the_vrpn_and_spyglass_sinks() -> None:
         sim.terminate()
         sim.wait(30)
         clients.stop()
+        gateway.stop()
+        await asyncio.wait_for(run, DEADLINE)
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def small_window_socket(port: int) -> socket.socket:
+    """A connected TCP socket with a tiny receive window (for a client that will not read)."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", port))
+    return sock
+
+
+async def test_a_browser_that_never_says_ready_and_a_foxglove_client_that_never_reads() -> None:
+    """The web viewer and the Foxglove sink, each with a healthy client that reads and a
+    stalled one: a browser that never says `ready` (and never reads), and a Foxglove client
+    subscribed to every channel that never reads. The source ingests as before, the healthy
+    clients keep receiving, and this process's memory does not grow with the stall (the viewer
+    sends a browser nothing it did not ask for; the Foxglove SDK holds `BACKLOG` messages per
+    client at most)."""
+    from websockets.asyncio.client import connect
+
+    from robowire.sinks.foxglove import BACKLOG, FoxgloveSink
+    from robowire.viewer.server import SUBPROTOCOL, ViewerSink
+
+    udp = free_udp_port()
+    gateway = Gateway()
+    source = open_source(f"vrsp://127.0.0.1:{udp}")
+    assert isinstance(source, VrspSource)
+    viewer = ViewerSink("127.0.0.1", 0)
+    foxglove = FoxgloveSink("127.0.0.1", 0)
+    gateway.add(source, viewer, foxglove)
+    run = asyncio.create_task(gateway.run())
+    sim = subprocess.Popen(
+        [sys.executable, "-m", "robowire.cli", "sim", "vrsp", "--drones", str(DRONES),
+         "--rate", str(RATE), "--to", f"127.0.0.1:{udp}", "--duration", "150"],
+        env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    counts = {"viewer": 0, "foxglove": 0}
+    tasks: list[asyncio.Task[None]] = []
+    stalled: list[Any] = []
+    try:
+        await until(lambda: viewer.address is not None and foxglove.address is not None, "bound")
+        assert viewer.address is not None and foxglove.address is not None
+        viewer_url = f"ws://127.0.0.1:{viewer.address[1]}/ws"
+        foxglove_url = f"ws://127.0.0.1:{foxglove.address[1]}"
+
+        async def healthy_browser() -> None:
+            async with connect(viewer_url, subprotocols=[Subprotocol(SUBPROTOCOL)]) as ws:
+                while True:
+                    await ws.send('{"type": "ready"}')
+                    while not isinstance(await ws.recv(), bytes):
+                        pass
+                    counts["viewer"] += 1
+
+        async def foxglove_client(sock: socket.socket | None = None, read: bool = True) -> Any:
+            ws = await connect(
+                foxglove_url, subprotocols=[Subprotocol("foxglove.sdk.v1")], sock=sock,
+                max_queue=None if read else 1, max_size=None,
+            )  # fmt: skip
+            channels: list[int] = []
+            while len(channels) < 3:
+                message = json.loads(await asyncio.wait_for(ws.recv(), DEADLINE))
+                if message["op"] == "advertise":
+                    channels += [c["id"] for c in message["channels"]]
+            subscriptions = [{"id": i, "channelId": c} for i, c in enumerate(channels, 1)]
+            await ws.send(json.dumps({"op": "subscribe", "subscriptions": subscriptions}))
+            if not read:
+                return ws
+            while True:
+                if isinstance(await ws.recv(), bytes):
+                    counts["foxglove"] += 1
+
+        receiver = source.session
+        tasks += [asyncio.create_task(healthy_browser()), asyncio.create_task(foxglove_client())]
+        await until(lambda: len(gateway.world.tables.get(source.name, ())) == DRONES, "drones")
+        await until(lambda: counts["viewer"] > 0 and counts["foxglove"] > 0, "clients receive")
+
+        async def phase() -> tuple[float, int, int]:
+            m0, f0 = source.stats.messages_in, int(receiver.latest or 0)
+            v0, x0 = counts["viewer"], counts["foxglove"]
+            await asyncio.sleep(PHASE)
+            m1, f1 = source.stats.messages_in, int(receiver.latest or 0)
+            assert f1 > f0, "the simulator's frames arrive"
+            return (m1 - m0) / (f1 - f0), counts["viewer"] - v0, counts["foxglove"] - x0
+
+        free_per_frame, free_viewer, free_foxglove = await phase()
+        assert free_per_frame > 0
+        memory_before = rss_bytes()
+
+        # a browser that connects and then neither says ready nor reads
+        stalled.append(
+            await connect(
+                viewer_url, subprotocols=[Subprotocol(SUBPROTOCOL)], max_queue=1,
+                sock=small_window_socket(viewer.address[1]),
+            )
+        )  # fmt: skip
+        # a Foxglove client subscribed to everything that stops reading
+        stalled.append(await foxglove_client(small_window_socket(foxglove.address[1]), False))
+        await asyncio.sleep(PHASE)  # its buffers fill
+
+        stalled_per_frame, stalled_viewer, stalled_foxglove = await phase()
+        growth = rss_bytes() - memory_before
+        assert stalled_per_frame >= 0.9 * free_per_frame
+        assert stalled_viewer > 0 and stalled_foxglove > 0
+        assert len(viewer.clients) == 2  # the stalled browser costs a subscriber, no frames
+        assert growth < 64 << 20, f"memory grew {growth / 2**20:.0f} MiB during the stall"
+        print(
+            f"per frame: {free_per_frame:.0f} free, {stalled_per_frame:.0f} stalled; "
+            f"healthy viewer {free_viewer}->{stalled_viewer} frames, Foxglove "
+            f"{free_foxglove}->{stalled_foxglove} messages; memory +{growth / 2**20:.1f} MiB "
+            f"(Foxglove backlog {BACKLOG} messages a client)"
+        )
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for ws in stalled:
+            ws.transport.abort()
+        sim.terminate()
+        sim.wait(30)
         gateway.stop()
         await asyncio.wait_for(run, DEADLINE)
