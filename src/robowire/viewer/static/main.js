@@ -1,0 +1,151 @@
+// The viewer app: connects to the server, keeps the store, and per animation frame applies the
+// newest state frame, draws, and asks for the next one (flow control at display pace).
+// `window.robowire` is a small debug handle (used by the browser tests and the benchmark).
+
+import { Connection } from "./net.js";
+import { Store } from "./store.js";
+import { Scene } from "./scene.js";
+import { DeviceList } from "./list.js";
+import { Panel } from "./panel.js";
+import { GeoView } from "./geo.js";
+import { StatusTable } from "./status.js";
+import { Control } from "./control.js";
+
+const $ = (id) => document.getElementById(id);
+const store = new Store();
+let scene = null;
+try {
+  scene = new Scene($("scene"), $("overlay"), store);
+} catch (e) {
+  const el = $("webgl-error");
+  el.hidden = false;
+  el.textContent = `3-D view unavailable: ${e.message}`;
+}
+
+const panel = new Panel($("panel-title"), $("panel-body"));
+const status = new StatusTable($("status-body"), $("counts"));
+let selected = null;
+let fitted = false;
+const logs = [];
+
+const wsUrl = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws`;
+const conn = new Connection(wsUrl, {
+  message: onMessage,
+  frame: () => {},
+  state: (s) => { const c = $("conn"); c.dataset.state = s; c.textContent = s === "open" ? "live" : s; },
+}, 60);
+
+const list = new DeviceList($("list"), $("list-spacer"), $("search"), store, select);
+const geo = new GeoView($("geo"), $("geo-info"), store, select);
+const control = new Control($("control"), $("control-body"), conn, geo);
+
+function select(d) {
+  selected = d;
+  if (scene) { scene.selected = d; scene.needsDraw = true; }
+  geo.selected = d;
+  list.select(d);
+  control.select(d);
+  if (d) {
+    panel.show(d);
+    conn.send({ type: "select", source: d.source.name, slot: d.slot });
+  } else {
+    panel.clear();
+    conn.send({ type: "select" });
+  }
+  geo.draw(true);
+}
+
+function onMessage(m) {
+  switch (m.type) {
+    case "hello": control.setHello(m); if (selected) select(null); break;
+    case "catalog": store.catalog(m); break;
+    case "status": status.update(m); break;
+    case "links": store.setLinks(m); break;
+    case "telemetry": panel.telemetry(m); break;
+    case "command_status": control.status(m); break;
+    case "log": logs.push(m); if (logs.length > 200) logs.shift(); break;
+    default: break;
+  }
+}
+
+if (scene) {
+  scene.camera.onClick = (x, y) => {
+    const d = scene.pick(x, y);
+    if (d) select(d);
+  };
+}
+
+$("fit").addEventListener("click", () => scene && scene.fitAll());
+const toggle = (id, prop) => {
+  const b = $(id);
+  b.addEventListener("click", () => {
+    if (!scene) return;
+    scene[prop] = !scene[prop];
+    b.setAttribute("aria-pressed", String(scene[prop]));
+  });
+};
+toggle("toggle-trails", "showTrails");
+toggle("toggle-links", "showLinks");
+$("geo-fit").addEventListener("click", () => { geo.userMoved = false; geo.fit(); geo.draw(true); });
+window.addEventListener("keydown", (e) => {
+  const t = e.target;
+  if (t && (t.tagName === "INPUT" || t.tagName === "TEXTAREA")) return;
+  if (e.key === "f" || e.key === "F") scene && scene.fitAll();
+  else if (e.key === "t" || e.key === "T") $("toggle-trails").click();
+  else if (e.key === "l" || e.key === "L") $("toggle-links").click();
+  else if (e.key === "Escape") select(null);
+});
+
+// -- the frame loop ------------------------------------------------------------------------------
+
+const stats = { rendered: 0, applied: 0, fps: 0, windowStart: performance.now(), windowFrames: 0 };
+let lastPlot = 0, lastHeader = 0;
+
+function loop(now) {
+  requestAnimationFrame(loop);
+  const f = conn.take();
+  if (f) {
+    store.apply(f);
+    stats.applied++;
+  }
+  list.tick();
+  if (scene) {
+    if (!fitted && !scene.camera.userMoved && f && store.devices.length) {
+      const [min] = scene.bounds();
+      if (Number.isFinite(min[0])) { scene.fitAll(); fitted = true; }
+    }
+    scene.draw(now);
+  }
+  stats.rendered++;
+  stats.windowFrames++;
+  conn.frameDone();
+  geo.draw(false, now);
+  if (now - lastPlot > 250) { panel.plot(); lastPlot = now; }
+  if (now - stats.windowStart >= 1000) {
+    stats.fps = stats.windowFrames * 1000 / (now - stats.windowStart);
+    stats.windowStart = now; stats.windowFrames = 0;
+  }
+  if (now - lastHeader > 500) {
+    lastHeader = now;
+    $("fps").textContent = `${stats.fps.toFixed(0)} fps · frame ${store.frame}`;
+    $("counts").textContent = `${store.devices.length} devices${status.summary ? ` · ${status.summary}` : ""}`;
+    if (f || stats.applied) list.render();   // refresh swatch colours of the rows in view
+  }
+}
+requestAnimationFrame(loop);
+
+// -- debug handle --------------------------------------------------------------------------------
+
+window.robowire = {
+  store, conn, stats, logs,
+  get scene() { return scene; },
+  get selected() { return selected; },
+  select,
+  /** Devices as plain objects: {source, slot, id, name, kind, position, geodetic}. */
+  devices() {
+    return store.devices.map((d) => ({ source: d.source.name, slot: d.slot, id: d.id, name: d.name,
+      kind: d.kind, position: store.position(d), geodetic: store.geodetic(d) }));
+  },
+  find(name) { return store.devices.find((d) => d.name === name || d.id === name) ?? null; },
+  status() { return status.last; },
+};
