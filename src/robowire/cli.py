@@ -141,20 +141,35 @@ DEMO_SENDERS = {"vrsp": "vrsp://127.0.0.1:0"}
 @main.command()
 @DURATION
 @click.option("--count", type=COUNT, default=None, metavar="N", help="Devices per simulator.")
-def demo(duration: float | None, count: int | None) -> None:
-    """Run every simulator on loopback, listen to all of them and show the live world.
+@click.option(
+    "--viewer-port",
+    type=PORT,
+    default=8080,
+    show_default=True,
+    metavar="P",
+    help="Port of the web viewer on 127.0.0.1 (0: any free port).",
+)
+def demo(duration: float | None, count: int | None, viewer_port: int) -> None:
+    """Run every simulator on loopback, listen to all of them and show the live world, in
+    the terminal and in the web viewer (its URL is printed).
 
     \b
     Example:
       robowire demo --duration 10
+      robowire demo --viewer-port 0      # the viewer on any free port
     """
+    from robowire.viewer.server import ViewerSink
 
     async def go() -> int:
         gateway = Gateway()
+        viewer = ViewerSink("127.0.0.1", viewer_port)
         sims = [(name, open_sim(name, SimOptions(port=0, count=count))) for name in DEMO_SIMS]
         receivers = [open_source(url) for url in DEMO_SENDERS.values()]
-        gateway.add(*(sim for _, sim in sims), *receivers)
+        gateway.add(viewer, *(sim for _, sim in sims), *receivers)
         task = asyncio.create_task(gateway.run(duration))
+        if not await _ready(task, viewer):
+            return gateway_exit_code(gateway)
+        click.echo(f"viewer: {viewer.url}", err=True)
         sources = []
         for name, sim in sims:
             if not await _ready(task, sim):
@@ -336,7 +351,9 @@ def _serve(to: str, sources: tuple[str, ...], duration: float | None) -> None:
         sink = open_sink(to)
         gateway.add_sources(sources)
         gateway.add(sink)
-        return await _run_announced(gateway, sink, duration, f"{parse_endpoint(to).protocol} sink")
+        protocol = parse_endpoint(to).protocol
+        what = "viewer" if protocol == "http" else f"{protocol} sink"
+        return await _run_announced(gateway, sink, duration, what)
 
     run_async(go)
 
@@ -348,7 +365,8 @@ async def _run_announced(
     task = asyncio.create_task(gateway.run(duration))
     if await _ready(task, server) and server.address is not None:
         host, port = server.address
-        click.echo(f"{what} {server.announce} {host}:{port}; Ctrl-C ends it", err=True)
+        where = getattr(server, "url", None) or f"{host}:{port}"  # a clickable URL if it has one
+        click.echo(f"{what} {server.announce} {where}; Ctrl-C ends it", err=True)
     await task
     return gateway_exit_code(gateway)
 
@@ -382,6 +400,7 @@ def serve(url: str, sources: tuple[str, ...], duration: float | None) -> None:
     Example:
       robowire serve spyglass://127.0.0.1:7871 --from recording.rec
       robowire serve foxglove://127.0.0.1:8765 --from vrsp://0.0.0.0:9742
+      robowire serve http://127.0.0.1:8080 --from spyglass://127.0.0.1:7870   # web viewer
     """
     _serve(url, sources, duration)
 

@@ -23,6 +23,8 @@ from robowire.endpoints import Endpoint, parse_endpoint
 from robowire.errors import ConfigError, RobowireError
 from robowire.protocols.base import WireProtocol
 from robowire.service import Service, Sim, SimOptions, Sink, Source
+from robowire.status import RateMeter, ServiceStatus, service_status
+from robowire.timebase import monotonic
 from robowire.world import World
 
 log = logging.getLogger("robowire")
@@ -97,6 +99,7 @@ class Gateway:
     _stopping: asyncio.Event = field(default_factory=asyncio.Event)
     _running: bool = False
     _started: list[Service] = field(default_factory=list)
+    _rates: RateMeter = field(default_factory=RateMeter)
 
     def add(self, *services: Service) -> Gateway:
         for service in services:
@@ -111,6 +114,26 @@ class Gateway:
     def stop(self) -> None:
         """End the run (safe to call from any callback on the loop, or before `run`)."""
         self._stopping.set()
+
+    def status(self) -> list[ServiceStatus]:
+        """What each service is doing now (see `robowire.status`); the message rates are
+        measured between calls."""
+        now = monotonic()
+        return [
+            service_status(s, self._state(s), self.world, self._rates, now) for s in self.services
+        ]
+
+    def _state(self, service: Service) -> str:
+        if any(s is service for s, _ in self.failures):
+            return "failed"
+        started = any(s is service for s in self._started)
+        if started and not any(s is service for s in self._tasks.values()):
+            return "finished"
+        if isinstance(service, Source):
+            return "connected" if service.up else "waiting"
+        if not service.ready.is_set():
+            return "waiting"
+        return "listening" if service.announce == "listening on" else "connected"
 
     async def run(self, duration: float | None = None) -> None:
         """Run until stopped, `duration` seconds passed, or every source finished.
@@ -156,6 +179,7 @@ class Gateway:
         if any(s is service for s in self._started):
             return
         self._started.append(service)
+        service.gateway = self
         task = asyncio.create_task(service.run(self.world), name=service.name)
         self._tasks[task] = service
         task.add_done_callback(self._finished)

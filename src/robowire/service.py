@@ -24,7 +24,7 @@ import logging
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from robowire.capture import Record, batches
 from robowire.endpoints import Endpoint
@@ -33,6 +33,9 @@ from robowire.protocols.base import Adapter, Address, ConnectionLost, PacketDrop
 from robowire.timebase import WallClock, monotonic
 from robowire.world import LogEvent, Update, World
 from robowire.world.feed import DEFAULT_BYTES
+
+if TYPE_CHECKING:
+    from robowire.gateway import Gateway
 
 log = logging.getLogger("robowire")
 
@@ -52,6 +55,7 @@ class Service(ABC):
         self.address: Address | None = None
         self.ready = asyncio.Event()
         self.stats = SessionStats()
+        self.gateway: Gateway | None = None  # the gateway running it (set when it starts)
 
     def listening(self, address: Address) -> None:
         """Call once the service's socket is bound."""
@@ -83,6 +87,7 @@ class Source(Service):
         self.connections = 0
         self.clock = WallClock()
         self.adapter: Adapter[Any] | None = None
+        self.up = False  # a connection is up now (between `connected()` and its end)
         self._failing = False
 
     def new_adapter(self, world: World) -> Adapter[Any]:
@@ -96,6 +101,7 @@ class Source(Service):
     def connected(self) -> None:
         """Call when a connection is up: counts it, says so after failures, sets `ready`."""
         self.connections += 1
+        self.up = True
         if self._failing:
             log.warning("%s: connected", self.name)
         elif self.connections > 1:
@@ -122,12 +128,14 @@ class Source(Service):
             try:
                 await self.connect(world)
             except TransportError as exc:
+                self.up = False
                 if not self._failing:
                     log.warning("%s: %s; retrying until it answers", self.name, exc)
                     self._failing = True
                 await asyncio.sleep(delay)
                 delay = min(2 * delay, max(self.retry, MAX_RETRY_SECONDS))
                 continue
+            self.up = False
             delay = self.retry
             log.info("%s: connection ended; reconnecting", self.name)
             await asyncio.sleep(self.retry)

@@ -34,9 +34,11 @@ REGISTRY: dict[str, str] = {
 
 SINK_SCHEMES: dict[str, str] = {
     "foxglove": "robowire.sinks.foxglove:open_sink",
+    "http": "robowire.viewer.server:open_sink",
 }
-"""URL schemes that name a sink, not a wire protocol (`serve foxglove://…` only): scheme ->
-"module:function" taking the `Endpoint` and returning the `Sink`."""
+"""URL schemes that name a sink, not a wire protocol (`serve foxglove://…`, and the web
+viewer's `serve http://…`): scheme -> "module:function" taking the `Endpoint` and returning
+the `Sink`."""
 
 
 def names() -> list[str]:

@@ -1,0 +1,291 @@
+"""`robowire serve http://127.0.0.1:8080`: the web viewer's server, on the Sink template.
+
+One port, one `websockets` asyncio server: `process_request` answers plain HTTP GETs with the
+static files (`/` is index.html, `/static/<file>`; nothing else, no `..`, no listing) and lets
+`/ws` through to the WebSocket (subprotocol `robowire.viewer.v1`), where each browser is a
+`ViewerClient` with its own latest-state subscriber (see `client.py`).
+
+The sink's own subscription (the template's) carries what every browser shares: log events,
+and which sources' neighbour links changed (sent at most once a second). Its server task
+also sends the `status` message to every browser once a second, from `Gateway.status()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http
+import logging
+import mimetypes
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import unquote, urlsplit
+
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.datastructures import Headers
+from websockets.http11 import Request, Response
+from websockets.typing import Subprotocol
+
+from robowire import __version__
+from robowire.endpoints import Endpoint
+from robowire.errors import TransportError
+from robowire.service import Sink
+from robowire.status import RateMeter, service_status
+from robowire.timebase import WallClock, monotonic
+from robowire.viewer.client import ViewerClient
+from robowire.world import LogEvent, Update, World
+from robowire.world.model import LINKS
+
+log = logging.getLogger("robowire")
+
+DEFAULT_PORT = 8080
+DEFAULT_RATE = 30.0  # frames per second per browser, at most
+SUBPROTOCOL = "robowire.viewer.v1"
+MAX_MESSAGE = 64 << 10  # a browser's messages are small; a bigger one closes its connection
+STATUS_PERIOD = 1.0
+LINKS_PERIOD = 1.0
+SINK_OPTIONS = frozenset({"rate"})
+STATIC = Path(__file__).parent / "static"
+CONTENT_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".mjs": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
+    ".png": "image/png",
+    ".json": "application/json",
+    ".ico": "image/x-icon",
+}
+
+
+class CommandStatusLike(Protocol):
+    """A command's progress, as `robowire.control.CommandStatus` has it."""
+
+    @property
+    def state(self) -> str: ...
+    @property
+    def message(self) -> str: ...
+
+
+class ControllerLike(Protocol):
+    """What the viewer needs of `robowire.control.Controller` (set with --allow-control)."""
+
+    def catalog(self) -> Mapping[str, Sequence[Mapping[str, Any]]]: ...
+
+    def run(
+        self, source: str, device: str, command: str, params: dict[str, Any]
+    ) -> AsyncIterator[CommandStatusLike]: ...
+
+
+class ViewerSink(Sink):
+    """Serves the viewer's page and its WebSocket (see the module docstring)."""
+
+    max_rate = 10.0  # the shared subscription (logs, links) is pulled at most this often
+
+    def __init__(
+        self, host: str = "127.0.0.1", port: int = DEFAULT_PORT, rate: float = DEFAULT_RATE
+    ):
+        super().__init__(f"http://{host}:{port}")
+        self.host = host
+        self.port = port
+        self.rate = rate if rate > 0 else DEFAULT_RATE
+        self.controller: ControllerLike | None = None
+        self.clients: set[ViewerClient] = set()
+        self.clock = WallClock()
+        self.frames_sent = 0
+        self.ignored_messages = 0
+        self._indices: dict[str, int] = {}
+        self._links_due: set[str] = set()
+        self._links_sent_at = 0.0
+        self._world: World | None = None
+        self._own_rates = RateMeter()
+
+    @property
+    def url(self) -> str | None:
+        """The page's address once listening."""
+        if self.address is None:
+            return None
+        return f"http://{self.address[0]}:{self.address[1]}/"
+
+    def source_index(self, source: str) -> int:
+        """The number of `source` in binary frames (the same for every browser)."""
+        index = self._indices.get(source)
+        if index is None:
+            index = self._indices[source] = len(self._indices)
+        return index
+
+    def hello(self) -> dict[str, Any]:
+        commands: Mapping[str, Any] = {}
+        if self.controller is not None:
+            commands = {k: [dict(c) for c in v] for k, v in self.controller.catalog().items()}
+        return {
+            "type": "hello",
+            "version": 1,
+            "server": f"robowire {__version__}",
+            "rate": self.rate,
+            "control": self.controller is not None,
+            "commands": commands,
+        }
+
+    def ignored(self, why: str) -> None:
+        """A browser sent something the viewer does not understand: counted, ignored."""
+        self.ignored_messages += 1
+        self.stats.extra["errors"] = self.ignored_messages
+        log.debug("%s: %s", self.name, why)
+
+    # -- serving ------------------------------------------------------------------------------
+
+    async def serve(self, world: World) -> None:
+        self._world = world
+        try:
+            server = await serve(
+                self._connection,
+                self.host,
+                self.port,
+                process_request=self._http,
+                subprotocols=[Subprotocol(SUBPROTOCOL)],
+                select_subprotocol=_select_subprotocol,
+                compression=None,
+                max_size=MAX_MESSAGE,
+                server_header=f"robowire/{__version__}",
+            )
+        except OSError as exc:
+            raise TransportError(
+                f"cannot listen on {self.host}:{self.port}: {exc.strerror}"
+            ) from None
+        try:
+            self.listening(_bound(server))
+            while True:
+                await asyncio.sleep(STATUS_PERIOD)
+                self._broadcast(self.status())
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    def _http(self, connection: ServerConnection, request: Request) -> Response | None:
+        path = unquote(urlsplit(request.path).path)
+        if path == "/ws":
+            return None  # the WebSocket handshake goes on
+        if path in ("/", "/index.html"):
+            return _file(STATIC / "index.html")
+        if path.startswith("/static/"):
+            wanted = path.removeprefix("/static/")
+            if wanted and ".." not in wanted.split("/") and "\\" not in wanted:
+                target = (STATIC / wanted).resolve()
+                if target.is_relative_to(STATIC.resolve()) and target.is_file():
+                    return _file(target)
+        return _text(http.HTTPStatus.NOT_FOUND, "not found\n")
+
+    async def _connection(self, ws: ServerConnection) -> None:
+        assert self._world is not None
+        client = ViewerClient(self, self._world, ws)
+        self.clients.add(client)
+        try:
+            await client.run()
+        finally:
+            self.clients.discard(client)
+
+    # -- what every browser gets ------------------------------------------------------------
+
+    def _broadcast(self, message: Mapping[str, Any]) -> None:
+        for client in list(self.clients):
+            client.push(message)
+
+    def write(self, world: World, items: list[Update | LogEvent]) -> bool:
+        for item in items:
+            if isinstance(item, LogEvent):
+                self._broadcast(
+                    {"type": "log", "source": item.source, "device": item.device_id,
+                     "text": item.text, "level": item.level, "time": item.time}
+                )  # fmt: skip
+            elif LINKS in item.fields:
+                self._links_due.add(item.source)
+        now = monotonic()
+        if self._links_due and now - self._links_sent_at >= LINKS_PERIOD:
+            self._links_sent_at = now
+            for source in sorted(self._links_due):
+                self._broadcast(self.links(world, source))
+            self._links_due.clear()
+        self.stats.messages_out = self.frames_sent
+        return True
+
+    def links(self, world: World, source: str) -> dict[str, Any]:
+        """The `links` message of one source: pairs of slots, each pair once."""
+        table = world.tables[source]
+        pairs: set[tuple[int, int]] = set()
+        for slot, neighbours in enumerate(table.links):
+            for other in neighbours:
+                peer = table.index.get(other)
+                if peer is not None and peer != slot:
+                    pairs.add((min(slot, peer), max(slot, peer)))
+        return {"type": "links", "source": source, "pairs": sorted(pairs)}
+
+    def links_now(self) -> list[dict[str, Any]]:
+        """The `links` of every source that has any (for a browser that just came)."""
+        if self._world is None:
+            return []
+        world = self._world
+        out = []
+        for name, table in list(world.tables.items()):
+            if any(table.links):
+                out.append(self.links(world, name))
+        return out
+
+    def status(self) -> dict[str, Any]:
+        """The `status` message: every service of the gateway (or this sink alone)."""
+        gateway = self.gateway
+        self.stats.messages_out = self.frames_sent
+        if gateway is not None:
+            statuses = gateway.status()
+        else:
+            world = self._world or World()
+            statuses = [service_status(self, "listening", world, self._own_rates, monotonic())]
+        return {
+            "type": "status",
+            "time": time.time(),
+            "services": [s.to_json() for s in statuses],
+        }
+
+
+def _select_subprotocol(
+    connection: ServerConnection, offered: Sequence[Subprotocol]
+) -> Subprotocol | None:
+    """Ours when the browser offers it; a browser that offers none is served too."""
+    return Subprotocol(SUBPROTOCOL) if SUBPROTOCOL in offered else None
+
+
+def _bound(server: Server) -> tuple[str, int]:
+    for sock in server.sockets:
+        host, port = sock.getsockname()[:2]
+        return str(host), int(port)
+    raise TransportError("the viewer's server has no socket")
+
+
+def _file(path: Path) -> Response:
+    kind = CONTENT_TYPES.get(path.suffix.lower()) or mimetypes.guess_type(path.name)[0]
+    return _response(http.HTTPStatus.OK, path.read_bytes(), kind or "application/octet-stream")
+
+
+def _text(status: http.HTTPStatus, text: str) -> Response:
+    return _response(status, text.encode(), "text/plain; charset=utf-8")
+
+
+def _response(status: http.HTTPStatus, body: bytes, content_type: str) -> Response:
+    headers = Headers(
+        [
+            ("Content-Type", content_type),
+            ("Content-Length", str(len(body))),
+            ("Cache-Control", "no-cache"),
+            ("Connection", "close"),
+        ]
+    )
+    return Response(status.value, status.phrase, headers, body)
+
+
+def open_sink(endpoint: Endpoint) -> ViewerSink:
+    """The viewer of an `http://host:port?rate=HZ` URL (port 0: any free port)."""
+    endpoint.check_options(SINK_OPTIONS, "the viewer")
+    return ViewerSink(
+        endpoint.host, endpoint.port_or(DEFAULT_PORT), endpoint.float_option("rate", DEFAULT_RATE)
+    )
