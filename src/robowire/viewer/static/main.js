@@ -139,6 +139,7 @@ requestAnimationFrame(loop);
 window.robowire = {
   store, conn, stats, logs,
   get scene() { return scene; },
+  geo, list, panel, control,
   get selected() { return selected; },
   select,
   /** Devices as plain objects: {source, slot, id, name, kind, position, geodetic}. */

@@ -3,6 +3,9 @@
 // The table is rebuilt only when the set of fields changes; otherwise values are updated in place.
 
 const WINDOW_S = 30;
+// the world's unit codes (robowire.units) as shown to people
+const UNIT_TEXT = { deg: "°", "deg/s": "°/s", Cel: "°C", "1": "", ratio: "", bool: "" };
+export function unitText(u) { return u in UNIT_TEXT ? UNIT_TEXT[u] : u; }
 const HISTORY = 512;
 
 function fmt(v) {
@@ -18,6 +21,8 @@ function fmt(v) {
   if (typeof v === "object") return JSON.stringify(v);
   return String(v);
 }
+
+function deg(x) { return typeof x === "number" ? x.toFixed(7) : x; }
 
 class Series {
   constructor() { this.t = new Float64Array(HISTORY); this.v = new Float64Array(HISTORY); this.n = 0; this.head = 0; }
@@ -59,10 +64,18 @@ export class Panel {
     rows.push(["sect", "device"]);
     rows.push(["id", m.id, ""], ["kind", m.kind, ""], ["source", m.source, ""]);
     rows.push(["received", m.time ? new Date(m.time * 1000).toISOString().slice(11, 23) : null, "UTC"]);
-    rows.push(["source time", m.source_time, "s"]);
+    const st = m.source_time;
+    if (typeof st === "number" && st > 1e9 && st < 1e11) {
+      rows.push(["source time", new Date(st * 1000).toISOString().slice(11, 23), "UTC"]);
+    } else {
+      rows.push(["source time", st, "s"]);
+    }
     rows.push(["sect", "pose"]);
     if (m.position) rows.push(["east", m.position[0], "m"], ["north", m.position[1], "m"], ["up", m.position[2], "m"]);
-    if (m.geodetic) rows.push(["latitude", m.geodetic[0], "°"], ["longitude", m.geodetic[1], "°"], ["altitude", m.geodetic[2], "m"]);
+    if (m.geodetic) {
+      rows.push(["latitude", deg(m.geodetic[0]), "deg"], ["longitude", deg(m.geodetic[1]), "deg"],
+        ["altitude", m.geodetic[2], "m"]);
+    }
     if (m.orientation) rows.push(["orientation", m.orientation.map((x) => +x.toFixed(3)).join(", "), "w,x,y,z"]);
     if (m.velocity) rows.push(["velocity", m.velocity.map((x) => +x.toFixed(3)).join(", "), "m/s"]);
     const fields = Object.entries(m.fields ?? {});
@@ -83,7 +96,12 @@ export class Panel {
       if (r[0] === "sect") continue;
       const cell = this.cells.get(r[0]);
       cell.v.textContent = fmt(r[1]);
-      cell.u.textContent = r[2] ?? "";
+      const unit = r[2] ?? "";
+      if (cell.unit !== unit) {
+        cell.unit = unit;
+        cell.u.textContent = unitText(unit);
+        cell.u.parentElement.dataset.unit = unit;
+      }
       if (typeof r[1] === "number" && Number.isFinite(r[1]) && cell.canvas) {
         let s = this.series.get(r[0]);
         if (!s) { s = new Series(); this.series.set(r[0], s); }
@@ -108,14 +126,14 @@ export class Panel {
       const n = tr.insertCell(); n.className = "n"; n.textContent = tr.dataset.field;
       const v = tr.insertCell(); v.className = "v";
       const u = tr.insertCell(); u.className = "u";
-      const p = tr.insertCell();
+      const p = tr.insertCell(); p.className = "p";
       let canvas = null;
       if (typeof r[1] === "number" && !["id", "source time"].includes(r[0])) {
         canvas = document.createElement("canvas");
         canvas.width = 140; canvas.height = 32;
         p.appendChild(canvas);
       }
-      this.cells.set(r[0], { v, u, canvas });
+      this.cells.set(r[0], { v, u, canvas, unit: null });
     }
     this.body.replaceChildren(table);
   }

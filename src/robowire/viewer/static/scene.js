@@ -407,7 +407,7 @@ export class Scene {
     gl.uniform2f(this.grid.u.u_center, cam.target[0], cam.target[1]);
     gl.depthMask(false);
     gl.bindVertexArray(this.gridBuf.vao);
-    for (const [st, alpha] of [[step, 0.22], [step * 10, 0.4]]) {
+    for (const [st, alpha] of [[step, 0.3], [step * 10, 0.6]]) {
       gl.uniform2f(this.grid.u.u_origin, Math.round(cam.target[0] / st) * st, Math.round(cam.target[1] / st) * st);
       gl.uniform1f(this.grid.u.u_step, st);
       gl.uniform1f(this.grid.u.u_fade, Math.min(GRID_N * st, cam.distance * 3));
@@ -490,10 +490,12 @@ export class Scene {
     c.fillStyle = "rgba(170,185,200,0.8)";
     const ox = Math.round(cam.target[0] / major) * major, oy = Math.round(cam.target[1] / major) * major;
     for (let k = -3; k <= 3; k++) {
-      for (const [x, y, label] of [[ox + k * major, oy, ox + k * major], [ox, oy + k * major, oy + k * major]]) {
+      for (const [x, y, label] of [[ox + k * major, oy, `E ${fmtMetres(ox + k * major)}`],
+        [ox, oy + k * major, `N ${fmtMetres(oy + k * major)}`]]) {
+        if (k === 0 && label[0] === "N") continue;
         const s = cam.project(x, y, 0, tmp);
         if (!s || s[0] < 0 || s[1] < 0 || s[0] > w || s[1] > h) continue;
-        c.fillText(`${fmtMetres(label)}`, s[0] + 3, s[1] - 3);
+        c.fillText(label, s[0] + 3, s[1] - 3);
       }
     }
     c.fillStyle = "rgba(170,185,200,0.9)";

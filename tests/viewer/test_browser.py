@@ -1,0 +1,257 @@
+"""The web viewer in a real headless Chromium (Debian's), driven by Playwright.
+
+Real processes on loopback: `robowire serve http://127.0.0.1:0 --from vrsp://127.0.0.1:PORT`
+(the viewer) and `robowire sim vrsp --drones 30 --to 127.0.0.1:PORT` (30 drones, ids 1..30,
+with positions, LED colours, headings and latitude/longitude). One browser page is shared by
+the tests below, in order: it loads, lists the drones, sees them move, shows a selected drone's
+telemetry, draws them on the map and shows the source's status; a screenshot is saved to
+test-artifacts/viewer.png.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--no-sandbox",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+DRONES = 30
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
+SRC = ROOT / "src"
+
+pytestmark = pytest.mark.timeout(90)
+
+if not Path(CHROMIUM).exists():
+    pytest.skip(
+        "Debian chromium not installed: apt-get install chromium; .ci/run installs it",
+        allow_module_level=True,
+    )
+sync_api = pytest.importorskip("playwright.sync_api")
+
+
+class Process:
+    """A robowire CLI process whose stderr is read by a thread (so its pipe never fills)."""
+
+    def __init__(self, *args: str) -> None:
+        env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "robowire.cli", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        self.lines: list[str] = []
+        self.changed = threading.Condition()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            with self.changed:
+                self.lines.append(line.rstrip())
+                self.changed.notify_all()
+
+    def wait_for(self, pattern: str, timeout: float = 30.0) -> re.Match[str]:
+        deadline = time.monotonic() + timeout
+        with self.changed:
+            while True:
+                for line in self.lines:
+                    if m := re.search(pattern, line):
+                        return m
+                left = deadline - time.monotonic()
+                if left <= 0 or self.proc.poll() is not None:
+                    raise AssertionError(f"no {pattern!r} in the output: {self.lines}")
+                self.changed.wait(min(left, 0.2))
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class Viewer:
+    def __init__(self, page: Any, url: str, source: str, errors: list[str]) -> None:
+        self.page = page
+        self.url = url
+        self.source = source
+        self.errors = errors
+
+    def js(self, expression: str, arg: Any = None) -> Any:
+        return self.page.evaluate(expression, arg)
+
+    def wait(self, expression: str, arg: Any = None, timeout: float = 20.0) -> Any:
+        return self.page.wait_for_function(expression, arg=arg, timeout=timeout * 1000)
+
+
+@pytest.fixture(scope="module")
+def viewer() -> Iterator[Viewer]:
+    port = free_udp_port()
+    source = f"vrsp@127.0.0.1:{port}"
+    server = Process("serve", "http://127.0.0.1:0", "--from", f"vrsp://127.0.0.1:{port}")
+    sim: Process | None = None
+    try:
+        url = server.wait_for(r"viewer listening on (http://127\.0\.0\.1:\d+/)").group(1)
+        sim = Process("sim", "vrsp", "--drones", str(DRONES), "--to", f"127.0.0.1:{port}")
+        errors: list[str] = []
+        with sync_api.sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            page.on(
+                "console",
+                lambda m: errors.append(f"console: {m.text}") if m.type == "error" else None,
+            )
+            page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
+            page.goto(url)
+            try:
+                yield Viewer(page, url, source, errors)
+            finally:
+                browser.close()
+    finally:
+        if sim is not None:
+            sim.stop()
+        server.stop()
+
+
+def test_page_loads_and_lists_the_simulated_drones(viewer: Viewer) -> None:
+    viewer.wait(f"window.robowire && robowire.store.devices.length >= {DRONES}")
+    devices = viewer.js("robowire.devices()")
+    assert sorted(d["name"] for d in devices) == sorted(str(i) for i in range(1, DRONES + 1))
+    assert {d["kind"] for d in devices} == {"drone"}
+    assert {d["source"] for d in devices} == {viewer.source}
+    # the list: a group header for the source with its count, rows for the drones in view
+    header = viewer.page.locator("#list .row.group").first
+    assert header.inner_text() == f"{viewer.source} ({DRONES})"
+    # search narrows the (virtualised) list to the matching drones
+    viewer.page.fill("#search", "17")
+    viewer.wait("[...document.querySelectorAll('#list .row:not([hidden]) .name')].length === 1")
+    names = viewer.page.locator("#list .row:not([hidden]) .name").all_inner_texts()
+    assert names == ["17"]
+    viewer.page.fill("#search", "")
+    assert viewer.page.locator("#conn").inner_text() == "live"
+
+
+def test_positions_change_over_time(viewer: Viewer) -> None:
+    viewer.wait(
+        f"robowire.devices().filter(d => d.position.every(Number.isFinite)).length === {DRONES}"
+    )
+    before = {d["name"]: d["position"] for d in viewer.js("robowire.devices()")}
+    frame = viewer.js("robowire.store.frame")
+    viewer.wait(f"robowire.store.frame >= {frame + 10}")
+    time.sleep(1.0)
+    after = {d["name"]: d["position"] for d in viewer.js("robowire.devices()")}
+    moved = [n for n in before if before[n] != after[n]]
+    assert len(moved) > DRONES // 2, (before, after)
+    assert viewer.js("robowire.stats.rendered") > 10
+
+
+def test_clicking_a_drone_in_the_3d_view_shows_its_telemetry_with_units(viewer: Viewer) -> None:
+    # where drone 5 is drawn on screen, from the page's own camera
+    viewer.js("robowire.scene.fitAll()")
+    viewer.page.wait_for_timeout(300)
+    xy = viewer.js(
+        """() => {
+        const d = robowire.find('5'), p = robowire.store.position(d);
+        const s = robowire.scene.camera.project(p[0], p[1], p[2], [0, 0]);
+        const r = document.getElementById('scene').getBoundingClientRect();
+        return [r.left + s[0], r.top + s[1]];
+      }"""
+    )
+    viewer.page.mouse.click(xy[0], xy[1])
+    viewer.wait("robowire.selected !== null")
+    name = viewer.js("robowire.selected.name")
+    assert name.isdigit()  # one of the drones (a neighbour may be drawn on top of drone 5)
+    # select drone 5 from the list to know exactly which one the panel shows
+    viewer.page.fill("#search", "5")
+    viewer.page.locator("#list .row:not([hidden]) .name", has_text=re.compile(r"^5$")).click()
+    viewer.wait("robowire.selected && robowire.selected.name === '5'")
+    viewer.wait("document.querySelector('#panel-body tr[data-field=heading]') !== null")
+    assert viewer.page.locator("#panel-title").inner_text() == "5 (drone)"
+    rows = viewer.page.locator("#panel-body tr[data-field]")
+    fields = {
+        r.get_attribute("data-field"): (
+            r.locator("td.v").inner_text(),
+            r.locator("td.u").inner_text(),
+        )
+        for r in rows.all()
+    }
+    # VRSP drones report an LED colour and a heading; the pose comes with metres and degrees
+    for led in ("led_red", "led_green", "led_blue"):
+        assert 0 <= float(fields[led][0]) <= 255
+    assert fields["heading"][1] == "°"
+    assert fields["east"][1] == "m" and fields["north"][1] == "m" and fields["up"][1] == "m"
+    assert fields["latitude"][1] == "°" and fields["longitude"][1] == "°"
+    assert -90 <= float(fields["latitude"][0]) <= 90
+    assert fields["id"][0] == "5"
+    # the sparklines fill as telemetry arrives
+    viewer.wait(
+        "[...document.querySelectorAll('#panel-body canvas')].some(c => "
+        "c.getContext('2d').getImageData(0, 0, c.width, c.height).data.some(v => v > 0))"
+    )
+    viewer.page.fill("#search", "")
+
+
+def test_the_map_shows_the_drones_with_latitude_and_longitude(viewer: Viewer) -> None:
+    viewer.wait(f"document.getElementById('geo-info').textContent === '{DRONES} with lat/lon'")
+    # a click on drone 12's dot on the map selects it
+    xy = viewer.js(
+        """() => {
+        const d = robowire.find('12'), g = robowire.store.geodetic(d);
+        const geo = document.getElementById('geo'), r = geo.getBoundingClientRect();
+        const view = robowire.geo, s = view.toXY(g[0], g[1], [0, 0]);
+        return [r.left + s[0], r.top + s[1]];
+      }"""
+    )
+    viewer.page.mouse.click(xy[0], xy[1])
+    viewer.wait("robowire.selected && /^\\d+$/.test(robowire.selected.name)")
+
+
+def test_the_status_panel_shows_the_source_connected_with_a_rate(viewer: Viewer) -> None:
+    row = viewer.page.locator(f'#status-body tr[data-service="{viewer.source}"]')
+    viewer.wait(
+        "(() => { const r = document.querySelector(`#status-body tr[data-service='"
+        + viewer.source
+        + "']`); return r && r.cells[2].textContent === 'connected' "
+        "&& parseFloat(r.cells[5].textContent) > 0; })()"
+    )
+    cells = row.locator("td").all_inner_texts()
+    assert cells[1] == "source"
+    assert int(cells[4]) == DRONES
+
+
+def test_screenshot_and_no_console_errors(viewer: Viewer) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / "viewer.png"
+    viewer.page.screenshot(path=str(path))
+    print(f"viewer screenshot: {path}")
+    assert path.stat().st_size > 10_000
+    assert viewer.errors == []
