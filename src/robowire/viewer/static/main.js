@@ -25,7 +25,7 @@ try {
 const panel = new Panel($("panel-title"), $("panel-body"));
 const status = new StatusTable($("status-body"), $("counts"));
 let selected = null;
-let fitted = false;
+let fitted = false, fittedSize = 0, lastFit = 0;
 const logs = [];
 
 const wsUrl = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws`;
@@ -98,29 +98,40 @@ window.addEventListener("keydown", (e) => {
 
 // -- the frame loop ------------------------------------------------------------------------------
 
-const stats = { rendered: 0, applied: 0, fps: 0, windowStart: performance.now(), windowFrames: 0 };
+const stats = { ms: { apply: 0, list: 0, scene: 0, other: 0 }, rendered: 0, applied: 0, fps: 0, windowStart: performance.now(), windowFrames: 0 };
 let lastPlot = 0, lastHeader = 0;
 
 function loop(now) {
   requestAnimationFrame(loop);
+  const t0 = performance.now();
   const f = conn.take();
   if (f) {
     store.apply(f);
     stats.applied++;
   }
+  const t1 = performance.now();
   list.tick();
+  const t2 = performance.now();
   if (scene) {
-    if (!fitted && !scene.camera.userMoved && f && store.devices.length) {
-      const [min] = scene.bounds();
-      if (Number.isFinite(min[0])) { scene.fitAll(); fitted = true; }
+    // frame everything until the user moves the camera (re-framed when the scene grows)
+    if (!scene.camera.userMoved && f && store.devices.length && now - lastFit > (fitted ? 2000 : 200)) {
+      lastFit = now;
+      const [min, max] = scene.bounds();
+      const r = Math.hypot(max[0] - min[0], max[1] - min[1], max[2] - min[2]);
+      if (Number.isFinite(r) && (!fitted || r > fittedSize * 1.3 || r < fittedSize / 1.3)) {
+        scene.camera.fit(min, max); scene.camera.userMoved = false; fitted = true; fittedSize = r;
+      }
     }
     scene.draw(now);
   }
+  const t3 = performance.now();
   stats.rendered++;
   stats.windowFrames++;
   conn.frameDone();
   geo.draw(false, now);
   if (now - lastPlot > 250) { panel.plot(); lastPlot = now; }
+  const t4 = performance.now(), ms = stats.ms;
+  ms.apply += t1 - t0; ms.list += t2 - t1; ms.scene += t3 - t2; ms.other += t4 - t3;
   if (now - stats.windowStart >= 1000) {
     stats.fps = stats.windowFrames * 1000 / (now - stats.windowStart);
     stats.windowStart = now; stats.windowFrames = 0;

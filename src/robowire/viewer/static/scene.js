@@ -7,7 +7,7 @@
 import { Camera } from "./camera.js";
 import { meshes } from "./meshes.js";
 
-export const TRAIL = 20;
+export const TRAIL = 21;   // samples: 20 segments (5 of 4 samples each for thousands)
 const TRAIL_PERIOD_MS = 100;
 
 const DEVICE_VS = `#version 300 es
@@ -20,7 +20,7 @@ layout(location=5) in float a_head;
 uniform mat4 u_vp;
 uniform vec3 u_eye;
 uniform float u_size, u_pix;
-uniform int u_sel, u_arrow;
+uniform int u_sel, u_arrow, u_points;
 out vec3 v_col;
 out vec3 v_norm;
 out float v_led;
@@ -34,8 +34,16 @@ void main() {
   if (bad(a_pos) || (u_arrow == 1 && !hasHead)) { gl_Position = vec4(2.0, 2.0, 2.0, 1.0); return; }
   float d = distance(u_eye, a_pos);
   float s = max(u_size, d * u_pix * 11.0);
-  bool sel = gl_InstanceID == u_sel;
+  bool sel = (u_points == 1 ? gl_VertexID : gl_InstanceID) == u_sel;
   if (sel) s *= 1.6;
+  if (u_points == 1) {                 // many devices: one lit point each (size in pixels)
+    gl_Position = u_vp * vec4(a_pos, 1.0);
+    gl_PointSize = sel ? 14.0 : clamp(u_size / (d * u_pix), 3.0, 9.0);
+    v_col = sel ? vec3(1.0) : a_col.rgb;
+    v_norm = vec3(0.0, 0.0, 1.0);
+    v_led = a_col.a;
+    return;
+  }
   vec4 q = a_rot;
   float ql = length(q);
   q = ql > 0.0 && !any(isnan(q)) ? q / ql : vec4(1.0, 0.0, 0.0, 0.0);
@@ -63,8 +71,16 @@ precision mediump float;
 in vec3 v_col;
 in vec3 v_norm;
 in float v_led;
+uniform highp int u_points;
 out vec4 o;
 void main() {
+  if (u_points == 1) {
+    vec2 q = gl_PointCoord * 2.0 - 1.0;
+    float r = dot(q, q);
+    if (r > 1.0) discard;
+    o = vec4(v_col * (1.15 - 0.5 * r), 1.0);
+    return;
+  }
   vec3 l = normalize(vec3(0.4, -0.3, 0.85));
   float diff = 0.45 + 0.55 * max(dot(normalize(v_norm), l), 0.0);
   vec3 c = v_col * mix(diff, 1.0, v_led * 0.6);     // reported LED colours glow
@@ -109,25 +125,15 @@ out vec4 o;
 void main() { o = vec4(u_col.rgb, u_col.a * v_a); }`;
 
 const TRAIL_VS = `#version 300 es
-layout(location=4) in vec4 a_col;
+layout(location=0) in vec3 a_p;       // sample r of device j is vertex r * capacity + j
 uniform mat4 u_vp;
-uniform highp sampler2D u_trail;
-uniform int u_head, u_filled, u_width, u_rows;
+uniform int u_head, u_cap;
+uniform vec4 u_col;
 out vec4 v_c;
-vec3 at(int k) {                      // k = 0 oldest .. TRAIL-1 newest
-  int r = (u_head + 1 + k) % ${TRAIL};
-  int j = gl_InstanceID;
-  return texelFetch(u_trail, ivec2(j % u_width, r * u_rows + j / u_width), 0).xyz;
-}
 void main() {
-  int seg = gl_VertexID / 2;
-  int k = seg + gl_VertexID % 2;
-  vec3 a = at(seg), b = at(seg + 1);
-  if (seg < ${TRAIL} - u_filled || any(isnan(a)) || any(isnan(b)) || distance(a, b) > 1e4) {
-    gl_Position = vec4(2.0, 2.0, 2.0, 1.0); return;
-  }
-  gl_Position = u_vp * vec4(k == seg ? a : b, 1.0);
-  v_c = vec4(a_col.rgb, 0.75 * float(k) / float(${TRAIL - 1}));
+  int age = (gl_VertexID / u_cap - u_head + ${2 * TRAIL - 1}) % ${TRAIL};   // 0 oldest
+  gl_Position = u_vp * vec4(a_p, 1.0);
+  v_c = vec4(u_col.rgb, u_col.a * float(age) / float(${TRAIL - 1}));
 }`;
 
 const BEAM_VS = `#version 300 es
@@ -183,6 +189,7 @@ export class Scene {
     this.linkData = new Float32Array(0);
     this.linkCount = 0;
     this.drawn = 0;
+    this.pointsAbove = 2000;   // a shape with more devices than this is drawn as points
     const gl = canvas.getContext("webgl2", { antialias: true, alpha: false });
     if (!gl) throw new Error("WebGL2 is not available in this browser");
     this.gl = gl;
@@ -231,8 +238,8 @@ export class Scene {
     if (s && s.version === g.version) return s;
     if (s) {
       for (const b of [s.pos, s.rot, s.col, s.head, s.beam]) gl.deleteBuffer(b);
-      for (const v of [s.body, s.arrow, s.trailVao, s.beamVao]) gl.deleteVertexArray(v);
-      gl.deleteTexture(s.tex);
+      for (const v of [s.body, s.points, s.arrow, s.trailVao, s.beamVao]) gl.deleteVertexArray(v);
+      gl.deleteBuffer(s.trail); gl.deleteBuffer(s.trailIdx);
     }
     const buf = (arr) => {
       const b = gl.createBuffer();
@@ -267,18 +274,34 @@ export class Scene {
       return v;
     };
     s.body = vao(this.meshes[g.shape]);
+    s.points = gl.createVertexArray();
+    gl.bindVertexArray(s.points);
+    for (const [loc, b, size, type, norm] of [[2, s.pos, 3, gl.FLOAT, false], [3, s.rot, 4, gl.FLOAT, false],
+      [4, s.col, 4, gl.UNSIGNED_BYTE, true], [5, s.head, 1, gl.FLOAT, false]]) {
+      gl.bindBuffer(gl.ARRAY_BUFFER, b);
+      gl.enableVertexAttribArray(loc);
+      gl.vertexAttribPointer(loc, size, type, norm, 0, 0);
+    }
+    gl.bindVertexArray(null);
     s.arrow = vao(this.meshes.arrow);
     s.trailVao = vao(null);
+    gl.bindVertexArray(s.trailVao);
+    gl.bindBuffer(gl.ARRAY_BUFFER, s.trail);
+    gl.enableVertexAttribArray(0);
+    gl.vertexAttribPointer(0, 3, gl.FLOAT, false, 0, 0);
+    gl.vertexAttribDivisor(0, 0);
+    s.trailIdx = gl.createBuffer();
+    gl.bindBuffer(gl.ELEMENT_ARRAY_BUFFER, s.trailIdx);
+    gl.bindVertexArray(null);
+    s.trailCount = 0;
+    s.ring = new Float32Array(g.capacity * 3 * TRAIL).fill(NaN);   // the same ring, on the CPU
+    s.idx = new Uint32Array(0);
     s.beamVao = vao(null);
-    // trail texture: TRAIL blocks of `rows` rows of `width` texels (one texel per device)
-    s.width = Math.min(g.capacity, 1024);
-    s.rows = g.capacity / s.width;
-    s.tex = gl.createTexture();
-    gl.bindTexture(gl.TEXTURE_2D, s.tex);
-    gl.texParameteri(gl.TEXTURE_2D, gl.TEXTURE_MIN_FILTER, gl.NEAREST);
-    gl.texParameteri(gl.TEXTURE_2D, gl.TEXTURE_MAG_FILTER, gl.NEAREST);
-    const init = new Float32Array(s.width * s.rows * TRAIL * 3).fill(NaN);
-    gl.texImage2D(gl.TEXTURE_2D, 0, gl.RGB32F, s.width, s.rows * TRAIL, 0, gl.RGB, gl.FLOAT, init);
+    // trail ring: TRAIL blocks of `capacity` positions, one block per sample
+    s.trail = gl.createBuffer();
+    gl.bindBuffer(gl.ARRAY_BUFFER, s.trail);
+    gl.bufferData(gl.ARRAY_BUFFER, new Float32Array(g.capacity * 3 * TRAIL).fill(NaN), gl.DYNAMIC_DRAW);
+    s.block = g.capacity * 12;
     s.dirtyAll = true;
     this.gpu[g.index] = s;
     return s;
@@ -299,19 +322,40 @@ export class Scene {
     s.dirtyAll = false;
   }
 
-  /** Push the current positions into the trail ring (every TRAIL_PERIOD_MS). */
+  /** Push the current positions into the trail ring (every TRAIL_PERIOD_MS): one upload of
+   * the new sample, and one of the segment indices (oldest to newest, skipping unknown samples;
+   * every 4th sample for thousands of devices). Plain indexed lines, no instancing: software GL
+   * pays per instance. */
   sampleTrails(now) {
     if (now - this.lastTrail < TRAIL_PERIOD_MS) return;
     this.lastTrail = now;
-    this.trailHead = (this.trailHead + 1) % TRAIL;
+    const head = this.trailHead = (this.trailHead + 1) % TRAIL;
     this.trailFilled = Math.min(TRAIL, this.trailFilled + 1);
     const gl = this.gl;
     for (const g of this.store.groups) {
       if (g.n === 0) continue;
-      const s = this.groupGpu(g);
-      gl.bindTexture(gl.TEXTURE_2D, s.tex);
-      gl.texSubImage2D(gl.TEXTURE_2D, 0, 0, this.trailHead * s.rows, s.width, s.rows,
-        gl.RGB, gl.FLOAT, g.position);
+      const s = this.groupGpu(g), n = g.n, cap = g.capacity, ring = s.ring;
+      ring.set(g.position.subarray(0, n * 3), head * cap * 3);
+      gl.bindBuffer(gl.ARRAY_BUFFER, s.trail);
+      gl.bufferSubData(gl.ARRAY_BUFFER, head * s.block, g.position, 0, n * 3);
+      const stride = n > this.pointsAbove ? 4 : 1;
+      const segs = Math.floor((this.trailFilled - 1) / stride);
+      if (s.idx.length < segs * n * 2) s.idx = new Uint32Array(Math.ceil((TRAIL - 1) / stride) * cap * 2);
+      const idx = s.idx;
+      let w = 0;
+      for (let q = segs; q >= 1; q--) {   // the segment ending q*stride samples back ... newest
+        const rb = (head - (q - 1) * stride + TRAIL) % TRAIL, ra = (rb - stride + TRAIL) % TRAIL;
+        const oa = ra * cap, ob = rb * cap;
+        for (let j = 0; j < n; j++) {
+          const xa = ring[3 * (oa + j)], xb = ring[3 * (ob + j)];
+          if (xa !== xa || xb !== xb) continue;          // NaN: unknown then
+          idx[w++] = oa + j; idx[w++] = ob + j;
+        }
+      }
+      gl.bindVertexArray(s.trailVao);
+      gl.bufferData(gl.ELEMENT_ARRAY_BUFFER, idx.subarray(0, w), gl.DYNAMIC_DRAW);
+      gl.bindVertexArray(null);
+      s.trailCount = w;
     }
   }
 
@@ -431,6 +475,15 @@ export class Scene {
       const sel = this.selected && this.selected.group === g ? this.selected.gi : -1;
       gl.uniform1i(u.u_sel, sel);
       gl.uniform1i(u.u_arrow, 0);
+      if (g.n > this.pointsAbove) {       // thousands: points (software GL stays usable)
+        gl.uniform1i(u.u_points, 1);
+        gl.bindVertexArray(s.points);
+        gl.drawArrays(gl.POINTS, 0, g.n);
+        gl.uniform1i(u.u_points, 0);
+        drawn += g.n;
+        continue;
+      }
+      gl.uniform1i(u.u_points, 0);
       gl.bindVertexArray(s.body);
       gl.drawArraysInstanced(gl.TRIANGLES, 0, this.meshes[g.shape].count, g.n);
       gl.uniform1i(u.u_arrow, 1);
@@ -445,18 +498,15 @@ export class Scene {
       this.sampleTrails(now);
       gl.useProgram(this.trail.p);
       gl.uniformMatrix4fv(this.trail.u.u_vp, false, cam.viewProj);
-      gl.uniform1i(this.trail.u.u_trail, 0);
       gl.uniform1i(this.trail.u.u_head, this.trailHead);
-      gl.uniform1i(this.trail.u.u_filled, this.trailFilled);
-      gl.activeTexture(gl.TEXTURE0);
+      gl.uniform4f(this.trail.u.u_col, 0.6, 0.8, 1.0, 0.6);
       for (const g of this.store.groups) {
         if (g.n === 0) continue;
         const s = this.groupGpu(g);
-        gl.uniform1i(this.trail.u.u_width, s.width);
-        gl.uniform1i(this.trail.u.u_rows, s.rows);
-        gl.bindTexture(gl.TEXTURE_2D, s.tex);
+        if (!s.trailCount) continue;
+        gl.uniform1i(this.trail.u.u_cap, g.capacity);
         gl.bindVertexArray(s.trailVao);
-        gl.drawArraysInstanced(gl.LINES, 0, 2 * (TRAIL - 1), g.n);
+        gl.drawElements(gl.LINES, s.trailCount, gl.UNSIGNED_INT, 0);
       }
     }
     gl.useProgram(this.beam.p);
