@@ -41,6 +41,12 @@ DURATION = click.option(
 )
 COUNT = click.IntRange(min=1)
 PORT = click.IntRange(0, 65535)
+ALLOW_CONTROL = click.option(
+    "--allow-control",
+    is_flag=True,
+    help="Let the web viewer's browsers command devices (drive an XRP, UgCS commands); off "
+    "by default.",
+)
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
@@ -149,7 +155,8 @@ DEMO_SENDERS = {"vrsp": "vrsp://127.0.0.1:0"}
     metavar="P",
     help="Port of the web viewer on 127.0.0.1 (0: any free port).",
 )
-def demo(duration: float | None, count: int | None, viewer_port: int) -> None:
+@ALLOW_CONTROL
+def demo(duration: float | None, count: int | None, viewer_port: int, allow_control: bool) -> None:
     """Run every simulator on loopback, listen to all of them and show the live world, in
     the terminal and in the web viewer (its URL is printed).
 
@@ -157,12 +164,15 @@ def demo(duration: float | None, count: int | None, viewer_port: int) -> None:
     Example:
       robowire demo --duration 10
       robowire demo --viewer-port 0      # the viewer on any free port
+      robowire demo --allow-control      # drive the XRP, fly the UgCS drones from the viewer
     """
     from robowire.viewer.server import ViewerSink
 
     async def go() -> int:
         gateway = Gateway()
         viewer = ViewerSink("127.0.0.1", viewer_port)
+        if allow_control:
+            _allow_control(viewer, gateway)
         sims = [(name, open_sim(name, SimOptions(port=0, count=count))) for name in DEMO_SIMS]
         receivers = [open_source(url) for url in DEMO_SENDERS.values()]
         gateway.add(viewer, *(sim for _, sim in sims), *receivers)
@@ -345,10 +355,28 @@ def sim(
     run_async(go)
 
 
-def _serve(to: str, sources: tuple[str, ...], duration: float | None) -> None:
+def _allow_control(sink: object, gateway: Gateway) -> None:
+    """--allow-control: the viewer takes commands for the gateway's controllable sources."""
+    from robowire.control import Controller
+    from robowire.viewer.server import ViewerSink
+
+    if not isinstance(sink, ViewerSink):
+        raise ConfigError("--allow-control: only the web viewer (http://) takes commands")
+    sink.controller = Controller(lambda: gateway.services)
+    click.echo("viewer: control allowed: browsers can command the devices", err=True)
+
+
+def _serve(
+    to: str, sources: tuple[str, ...], duration: float | None, allow_control: bool = False
+) -> None:
+    if allow_control and parse_endpoint(to).protocol != "http":
+        fail("--allow-control: only the web viewer (http://) takes commands")
+
     async def go() -> int:
         gateway = Gateway()
         sink = open_sink(to)
+        if allow_control:
+            _allow_control(sink, gateway)
         gateway.add_sources(sources)
         gateway.add(sink)
         protocol = parse_endpoint(to).protocol
@@ -393,7 +421,8 @@ async def _ready(run: asyncio.Task[None], service: Service) -> bool:
     help="A source whose devices are served (repeatable).",
 )
 @DURATION
-def serve(url: str, sources: tuple[str, ...], duration: float | None) -> None:
+@ALLOW_CONTROL
+def serve(url: str, sources: tuple[str, ...], duration: float | None, allow_control: bool) -> None:
     """Offer the world, gathered from sources, to peers speaking URL's protocol.
 
     \b
@@ -401,8 +430,9 @@ def serve(url: str, sources: tuple[str, ...], duration: float | None) -> None:
       robowire serve spyglass://127.0.0.1:7871 --from recording.rec
       robowire serve foxglove://127.0.0.1:8765 --from vrsp://0.0.0.0:9742
       robowire serve http://127.0.0.1:8080 --from spyglass://127.0.0.1:7870   # web viewer
+      robowire serve http://127.0.0.1:8080 --from xrp://127.0.0.1:3540 --allow-control
     """
-    _serve(url, sources, duration)
+    _serve(url, sources, duration, allow_control)
 
 
 @main.command()

@@ -66,7 +66,14 @@ from robowire.world import LogEvent, Update, World
 from robowire.world.model import ATTRIBUTES
 from robowire.world.table import SourceTable
 
-__all__ = ["DEFAULT_ORIGIN", "UcsAdapter", "WorldVehicles", "heading_of_quaternions", "quaternions"]
+__all__ = [
+    "DEFAULT_ORIGIN",
+    "UcsAdapter",
+    "WorldVehicles",
+    "heading_of_quaternions",
+    "quaternions",
+    "semantic_unit",
+]
 
 DEFAULT_ORIGIN = (56.9496, 24.1052, 10.0)
 """Where ENU devices are placed without `?origin=` (lat deg, lon deg, alt m): the simulator's."""
@@ -242,6 +249,13 @@ _UNITS: dict[int, str] = {
     _S.FIELD_SEMANTIC_PRECIPITATION: "mm/h",
     **dict.fromkeys(_DEGREES, units.DEGREE),
 }
+
+
+def semantic_unit(semantic: int) -> str:
+    """The unit robowire gives a value of this `Field_semantic` (degrees for angles)."""
+    return _UNITS.get(semantic, "")
+
+
 _ENUM_NAMES: dict[int, Any] = {
     _S.FIELD_SEMANTIC_FLIGHT_MODE: _S.Flight_mode,
     _S.FIELD_SEMANTIC_CONTROL_MODE: _S.Control_mode,

@@ -35,7 +35,7 @@ import contextlib
 import json
 import math
 import secrets
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -194,6 +194,130 @@ def split_host(text: str, default_port: int = DEFAULT_PORT) -> tuple[str, int]:
     return split_host_port(text, default_port, what="--host")
 
 
+Reply = ResponseReceived | CommandTimedOut
+"""What answers a request: a reply (final or IN_PROGRESS), or no final reply in time."""
+
+
+class Replies:
+    """Requests awaiting their replies, by message id: the one command path that `UcsClient`
+    and the listen source (`services.UcsSource`, commanded from the viewer) share.
+
+    `expect(message_id)` before the request is flushed; `on_events` with every session event
+    of that connection; `replies(message_id)` yields each reply (IN_PROGRESS ones too) up to
+    and including the final one (or `CommandTimedOut`); a lost connection raises
+    TransportError in every waiting request."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self._queues: dict[int, asyncio.Queue[Reply | TransportError]] = {}
+
+    def expect(self, message_id: int) -> None:
+        self._queues[message_id] = asyncio.Queue()
+
+    def forget(self, message_id: int) -> None:
+        self._queues.pop(message_id, None)
+
+    def on_events(self, events: Sequence[object]) -> None:
+        for event in events:
+            match event:
+                case ResponseReceived() | CommandTimedOut():
+                    queue = self._queues.get(event.message_id)
+                    if queue is not None:
+                        queue.put_nowait(event)
+                case ConnectionLost(reason=reason):
+                    self.lost(reason)
+
+    def lost(self, reason: str) -> None:
+        """No reply can come any more: every waiting request raises TransportError."""
+        for queue in self._queues.values():
+            queue.put_nowait(TransportError(f"{self.where}: {reason}"))
+        self._queues.clear()
+
+    async def replies(self, message_id: int) -> AsyncIterator[Reply]:
+        """Each reply to `message_id` until the final one (inclusive)."""
+        queue = self._queues.get(message_id)
+        if queue is None:
+            raise SessionError(f"{self.where}: message {message_id} awaits no reply")
+        try:
+            while True:
+                reply = await queue.get()
+                if isinstance(reply, TransportError):
+                    raise reply
+                yield reply
+                if isinstance(reply, CommandTimedOut) or reply.final:
+                    return
+        finally:
+            self._queues.pop(message_id, None)
+
+    async def final(self, message_id: int) -> Reply:
+        """The final reply to `message_id` (or its `CommandTimedOut`)."""
+        last: Reply | None = None
+        async for reply in self.replies(message_id):
+            last = reply
+        assert last is not None
+        return last
+
+
+def result_of(reply: Reply, command: str, label: str) -> CommandResult:
+    """A final reply as a `CommandResult`; TransportError for no reply in time."""
+    if isinstance(reply, CommandTimedOut):
+        raise TransportError(f"{label}: no reply to {command} in {reply.timeout:g} s")
+    return CommandResult(
+        command=command,
+        code=reply.code,
+        text=reply.status,
+        mission_id=reply.mission_id,
+        mission_map=dict(reply.mission_command_map),
+    )
+
+
+def send_command(
+    session: UcsSession,
+    target: UcsDevice,
+    command: str,
+    params: Mapping[str, Value] | None = None,
+    *,
+    timeout: float = 10.0,
+) -> int:
+    """Queue `command` to `target` with `params` in user units (degrees, metres, m/s);
+    returns its message id (SessionError for an unknown command or parameter)."""
+    info = target.commands.get(command)
+    wire = wire_params(info, params or {}) if info is not None else dict(params or {})
+    return session.command(target.device_id, command, wire, now=monotonic(), timeout=timeout)
+
+
+def send_mission(
+    session: UcsSession, target: UcsDevice, mission: Mission, *, timeout: float = 10.0
+) -> int:
+    """Queue the upload of `mission` to `target`; returns its message id. `altitude_origin`
+    defaults to the vehicle's `home_altitude_amsl` (else 0)."""
+    upload = target.commands.get("mission_upload")
+    if upload is None:
+        raise SessionError(f"{target.label}: takes no missions (no mission_upload command)")
+    attributes = dict(mission.attributes)
+    if "altitude_origin" not in attributes:
+        attributes["altitude_origin"] = home_altitude(target)
+    items = []
+    for name, params in mission.items:
+        info = target.commands.get(name)
+        items.append((name, wire_params(info, params) if info is not None else params))
+    return session.upload_mission(
+        target.device_id,
+        wire_params(upload, attributes),
+        items,
+        now=monotonic(),
+        timeout=timeout,
+    )
+
+
+def home_altitude(target: UcsDevice) -> float:
+    """The vehicle's `home_altitude_amsl` (m), 0 when it has sent none."""
+    home = target.values.get("home_altitude_amsl")
+    if isinstance(home, int | float) and math.isfinite(home):
+        return float(home)
+    return 0.0
+
+
 class UcsClient:
     """The UCS side of one connection to a VSM, as a Python object; use `async with`."""
 
@@ -215,7 +339,7 @@ class UcsClient:
         self.peer: PeerRegistered | None = None
         self._driver: StreamDriver | None = None
         self._task: asyncio.Task[None] | None = None
-        self._replies: dict[int, asyncio.Future[ResponseReceived | CommandTimedOut]] = {}
+        self.replies = Replies(self.where)
         self._changed = asyncio.Event()
         self.listeners: list[Callable[[list[UcsSessionEvent]], None]] = []
 
@@ -292,15 +416,7 @@ class UcsClient:
             match event:
                 case PeerRegistered():
                     self.peer = event
-                case ResponseReceived(final=True) | CommandTimedOut():
-                    future = self._replies.pop(event.message_id, None)
-                    if future is not None and not future.done():
-                        future.set_result(event)
-                case ConnectionLost(reason=reason):
-                    for future in self._replies.values():  # no reply can come any more
-                        if not future.done():
-                            future.set_exception(TransportError(f"{self.where}: {reason}"))
-                    self._replies.clear()
+        self.replies.on_events(events)
         for listener in self.listeners:
             listener(events)
         self._changed.set()
@@ -354,20 +470,7 @@ class UcsClient:
     async def _reply(self, message_id: int, command: str, label: str) -> CommandResult:
         if self._driver is not None:
             self._driver.flush()
-        future = self._replies[message_id]
-        event = await future
-        if isinstance(event, CommandTimedOut):
-            raise TransportError(f"{label}: no reply to {command} in {event.timeout:g} s")
-        return CommandResult(
-            command=command,
-            code=event.code,
-            text=event.status,
-            mission_id=event.mission_id,
-            mission_map=dict(event.mission_command_map),
-        )
-
-    def _expect(self, message_id: int) -> None:
-        self._replies[message_id] = asyncio.get_running_loop().create_future()
+        return result_of(await self.replies.final(message_id), command, label)
 
     async def command(
         self,
@@ -381,12 +484,8 @@ class UcsClient:
         reply: the status code and text (TransportError if none comes in `timeout`)."""
         session = self._session()
         target = self.device(device)
-        info = target.commands.get(command)
-        wire = wire_params(info, params or {}) if info is not None else dict(params or {})
-        message_id = session.command(
-            target.device_id, command, wire, now=monotonic(), timeout=timeout
-        )
-        self._expect(message_id)
+        message_id = send_command(session, target, command, params, timeout=timeout)
+        self.replies.expect(message_id)
         return await self._reply(message_id, command, target.label)
 
     async def command_id(
@@ -396,7 +495,7 @@ class UcsClient:
         no reply, so this raises TransportError after `timeout`)."""
         session = self._session()
         message_id = session.command(device_id, command_id, now=monotonic(), timeout=timeout)
-        self._expect(message_id)
+        self.replies.expect(message_id)
         return await self._reply(message_id, f"#{command_id}", f"device {device_id}")
 
     async def upload_mission(
@@ -405,25 +504,8 @@ class UcsClient:
         """Upload `mission` to `device` and wait for the reply (mission id and item map)."""
         session = self._session()
         target = self.device(device)
-        upload = target.commands.get("mission_upload")
-        if upload is None:
-            raise SessionError(f"{target.label}: takes no missions (no mission_upload command)")
-        attributes = dict(mission.attributes)
-        if "altitude_origin" not in attributes:
-            home = target.values.get("home_altitude_amsl")
-            attributes["altitude_origin"] = float(home) if isinstance(home, int | float) else 0.0
-        items = []
-        for name, params in mission.items:
-            info = target.commands.get(name)
-            items.append((name, wire_params(info, params) if info is not None else params))
-        message_id = session.upload_mission(
-            target.device_id,
-            wire_params(upload, attributes),
-            items,
-            now=monotonic(),
-            timeout=timeout,
-        )
-        self._expect(message_id)
+        message_id = send_mission(session, target, mission, timeout=timeout)
+        self.replies.expect(message_id)
         return await self._reply(message_id, "mission_upload", target.label)
 
     def _session(self) -> UcsSession:

@@ -19,6 +19,12 @@ through the UCS session and adapter, as live).
   than once (reverse mode with several endpoints), only its newest connection feeds the world
   (the VSM itself sends telemetry only to the newest of our connections, ugcs.md 1.4); the
   others are kept open and take over, newest first, when it closes.
+  It is `control.Controllable` (the viewer's `--allow-control`): every command the VSM
+  registered for a device, sent and answered on the path `client.UcsClient` uses (`Replies`,
+  `send_command`, `send_mission`), parameters in user units (degrees, metres, m/s, enumerations
+  by name). Replies become statuses: IN_PROGRESS -> in_progress, OK -> ok, anything else ->
+  failed with the VSM's text, no final reply in `COMMAND_TIMEOUT` s -> timeout. The browser's
+  `mission_upload` takes `MISSION_PARAMS` (see docs/control.md), not the registered ones.
 """
 
 from __future__ import annotations
@@ -31,28 +37,56 @@ import itertools
 import logging
 import math
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from robowire.capture import Record
+from robowire.control import (
+    FAILED,
+    IN_PROGRESS,
+    OK,
+    SENT,
+    TIMEOUT,
+    CommandSpec,
+    CommandStatus,
+    ParamSpec,
+)
 from robowire.endpoints import Endpoint, split_host_port
 from robowire.errors import ConfigError, TransportError
 from robowire.protocols.base import Address, ConnectionLost, PacketDropped
 from robowire.protocols.ugcs import model
-from robowire.protocols.ugcs.adapter import DEFAULT_ORIGIN, Origin, UcsAdapter, WorldVehicles
-from robowire.protocols.ugcs.client import process_peer_id
-from robowire.protocols.ugcs.codec import DEFAULT_PORT, NAME, Value
+from robowire.protocols.ugcs.adapter import (
+    DEFAULT_ORIGIN,
+    Origin,
+    UcsAdapter,
+    WorldVehicles,
+    semantic_unit,
+)
+from robowire.protocols.ugcs.client import (
+    Mission,
+    Replies,
+    home_altitude,
+    process_peer_id,
+    send_command,
+    send_mission,
+    status_name,
+)
+from robowire.protocols.ugcs.codec import DEFAULT_PORT, NAME, Value, ValueKind
+from robowire.protocols.ugcs.device import CommandInfo
 from robowire.protocols.ugcs.dissect import TO_UCS, direction_of, read_capture
 from robowire.protocols.ugcs.events import (
     CommandReceived,
+    CommandTimedOut,
     ConnectionEnded,
     DeviceAcknowledged,
     DeviceRegistered,
+    DeviceUnregistered,
     PeerRegistered,
+    ResponseReceived,
     VsmEvent,
 )
 from robowire.protocols.ugcs.proto import ucs_vsm_defs_pb2 as defs
-from robowire.protocols.ugcs.session_ucs import UcsSession
+from robowire.protocols.ugcs.session_ucs import UcsDevice, UcsSession
 from robowire.protocols.ugcs.session_vsm import VsmLink, VsmSession
 from robowire.protocols.ugcs.vehicle import vehicle_spec
 from robowire.service import CaptureSource, Sim, SimOptions, Sink, Source
@@ -407,6 +441,7 @@ whole tail of the telemetry lag (bench_ugcs). Once a connection has this many de
 read that registered more ends with `gc.freeze()`: what exists then is left out of later
 collections (it is still freed when no longer referenced)."""
 _PASSED_ON = (PacketDropped, ConnectionLost)  # what a standby connection still reports
+_REGISTRATIONS = (PeerRegistered, DeviceRegistered, DeviceUnregistered, ConnectionLost)
 
 
 def parse_origin(endpoint: Endpoint) -> Origin | None:
@@ -421,6 +456,96 @@ def parse_origin(endpoint: Endpoint) -> Origin | None:
     if len(parts) not in (2, 3) or not (-90 <= parts[0] <= 90 and -180 <= parts[1] <= 180):
         raise ConfigError(f"{endpoint.raw}: origin must be LAT,LON[,ALT] in degrees and metres")
     return (parts[0], parts[1], parts[2] if len(parts) == 3 else 0.0)
+
+
+COMMAND_TIMEOUT = 10.0
+"""s without a final reply (IN_PROGRESS restarts it) before a viewer command is `timeout`."""
+_NUMBERS = frozenset({ValueKind.DOUBLE, ValueKind.FLOAT, ValueKind.INT})
+_DEGREE_UNIT = semantic_unit(defs.FIELD_SEMANTIC_LATITUDE)
+_LABELS = {
+    "arm": "Arm",
+    "disarm": "Disarm",
+    "auto": "Auto mode",
+    "manual": "Manual mode",
+    "guided": "Guided mode",
+    "emergency_land": "Emergency land",
+    "land_command": "Land",
+    "takeoff_command": "Take off",
+    "return_to_home": "Return home",
+    "mission_upload": "Upload mission",
+    "mission_pause": "Pause mission",
+    "mission_resume": "Resume mission",
+    "mission_clear": "Clear mission",
+    "waypoint": "Go to",
+}
+MISSION_PARAMS = (
+    ParamSpec(name="waypoints", type="waypoints", unit="deg,deg,m", required=True),
+    ParamSpec(name="speed", type="number", unit="m/s", default=5.0, minimum=0.1, maximum=100.0),
+    ParamSpec(name="name", type="string", default="robowire"),
+    ParamSpec(name="start", type="bool", default=False),
+)
+"""The browser's mission_upload: waypoints [lat deg, lon deg, height above home m], one ground
+speed for all, the mission's name, and `start` (send `auto` once the upload is OK)."""
+
+
+def command_spec(info: CommandInfo) -> CommandSpec:
+    """A registered command as the viewer shows it: its parameters in user units (degrees
+    for angles, metres, m/s), enumerations as strings naming a choice. Parameters of kinds a
+    browser cannot give (bytes, lists) are left out: they go as NA."""
+    label = _LABELS.get(info.name, info.name.replace("_", " ").capitalize())
+    if info.name == "mission_upload":
+        return CommandSpec(name=info.name, label=label, params=MISSION_PARAMS)
+    params = []
+    for p in info.parameters:
+        unit = semantic_unit(p.semantic)
+        low, high = p.min, p.max
+        if unit == _DEGREE_UNIT:
+            low = math.degrees(low) if isinstance(low, int | float) else None
+            high = math.degrees(high) if isinstance(high, int | float) else None
+        minimum = float(low) if isinstance(low, int | float) else None
+        maximum = float(high) if isinstance(high, int | float) else None
+        if p.enumeration:
+            choices = tuple(p.enumeration[k] for k in sorted(p.enumeration))
+            params.append(ParamSpec(name=p.name, type="string", choices=choices))
+        elif p.kind in _NUMBERS:
+            params.append(
+                ParamSpec(name=p.name, type="number", unit=unit, minimum=minimum, maximum=maximum)
+            )
+        elif p.kind is ValueKind.BOOL:
+            params.append(ParamSpec(name=p.name, type="bool"))
+        elif p.kind is ValueKind.STRING:
+            params.append(ParamSpec(name=p.name, type="string"))
+    return CommandSpec(name=info.name, label=label, params=tuple(params))
+
+
+def mission_of(params: Mapping[str, Any], target: UcsDevice) -> Mission:
+    """The browser's mission form as a `Mission`: heights above home become AMSL altitudes
+    over the vehicle's home (`altitude_origin` = home), one speed for all waypoints."""
+    home = home_altitude(target)
+    speed = float(params.get("speed", 5.0))
+    return Mission.from_json(
+        {
+            "attributes": {"altitude_origin": home, "name": str(params.get("name", "robowire"))},
+            "waypoints": [
+                {"latitude": lat, "longitude": lon, "altitude": home + alt, "speed": speed}
+                for lat, lon, alt in params["waypoints"]
+            ],
+        }
+    )
+
+
+def reply_status(command: str, reply: ResponseReceived | CommandTimedOut) -> CommandStatus:
+    """A VSM's reply as a command status."""
+    if isinstance(reply, CommandTimedOut):
+        return CommandStatus(TIMEOUT, f"{command}: no reply from the VSM in {reply.timeout:g} s")
+    text = reply.status
+    if reply.code == defs.STATUS_IN_PROGRESS:
+        if reply.progress is not None:
+            text = f"{text} {reply.progress:.0%}".strip()
+        return CommandStatus(IN_PROGRESS, f"{command}: {text or 'in progress'}")
+    if reply.code == defs.STATUS_OK:
+        return CommandStatus(OK, f"{command}: {text or 'done'}")
+    return CommandStatus(FAILED, f"{command}: {text or status_name(reply.code)}")
 
 
 class UcsSource(Source):
@@ -440,9 +565,87 @@ class UcsSource(Source):
         self.sessions: dict[int, UcsSession] = {}  # conn -> its session
         self._conn_ids = itertools.count(1)
         self._newest: dict[int, list[int]] = {}  # VSM peer_id -> its conns, newest last
+        self._drivers: dict[int, StreamDriver] = {}  # conn -> its driver
+        self._replies: dict[int, Replies] = {}  # conn -> its commands awaiting replies
+        self._catalog: list[CommandSpec] | None = None  # until a registration changes
 
     def new_adapter(self, world: World) -> UcsAdapter:
         return UcsAdapter(world, self.name, self.origin)
+
+    # -- control (control.Controllable) ----------------------------------------------------------
+
+    def _devices(self) -> Iterator[tuple[UcsSession, UcsDevice]]:
+        """Every device of the connections that feed the world."""
+        for session in list(self.sessions.values()):
+            if session.ready and self.primary(session):
+                for device in session.devices.values():
+                    yield session, device
+
+    def command_specs(self) -> Sequence[CommandSpec]:
+        if self._catalog is None:
+            infos: dict[str, CommandInfo] = {}
+            for _, device in self._devices():
+                for name, info in device.commands.items():
+                    infos.setdefault(name, info)
+            self._catalog = [command_spec(info) for info in infos.values()]
+        return self._catalog
+
+    def _find(self, label: str) -> tuple[UcsSession, UcsDevice] | None:
+        return next(((s, d) for s, d in self._devices() if d.label == label), None)
+
+    def device_commands(self, device: str) -> Sequence[CommandSpec] | None:
+        found = self._find(device)
+        if found is None:
+            return None
+        return [command_spec(info) for info in found[1].commands.values()]
+
+    async def run_command(
+        self, device: str, command: CommandSpec, params: Mapping[str, Any]
+    ) -> AsyncIterator[CommandStatus]:
+        found = self._find(device)
+        if found is None:
+            yield CommandStatus(FAILED, f"{command.name}: {device} is not connected")
+            return
+        session, target = found
+        steps: list[tuple[str, Mission | Mapping[str, Value]]] = [(command.name, dict(params))]
+        if command.name == "mission_upload":
+            steps = [(command.name, mission_of(params, target))]
+            if params.get("start"):
+                steps.append(("auto", {}))
+        for step, (name, what) in enumerate(steps, 1):
+            async for status in self._request(session, target, name, what):
+                if status.state != OK:
+                    yield status
+                    if status.final:  # failed or timeout: the steps after it are not sent
+                        return
+                elif step < len(steps):  # only the last step's ok is the command's
+                    yield CommandStatus(IN_PROGRESS, status.message)
+                else:
+                    yield status
+                    return
+
+    async def _request(
+        self,
+        session: UcsSession,
+        target: UcsDevice,
+        command: str,
+        what: Mission | Mapping[str, Value],
+    ) -> AsyncIterator[CommandStatus]:
+        """Send one command (or a mission) to `target` and pass its replies on as statuses."""
+        replies = self._replies.get(session.conn)
+        driver = self._drivers.get(session.conn)
+        if replies is None or driver is None:
+            yield CommandStatus(FAILED, f"{command}: the VSM is not connected")
+            return
+        if isinstance(what, Mission):
+            message_id = send_mission(session, target, what, timeout=COMMAND_TIMEOUT)
+        else:
+            message_id = send_command(session, target, command, what, timeout=COMMAND_TIMEOUT)
+        replies.expect(message_id)
+        driver.flush()
+        yield CommandStatus(SENT, f"{command} sent")
+        async for reply in replies.replies(message_id):
+            yield reply_status(command, reply)
 
     def _new_session(self) -> UcsSession:
         conn = next(self._conn_ids)
@@ -461,6 +664,11 @@ class UcsSource(Source):
         session = driver.session
         if not isinstance(session, UcsSession):
             return
+        replies = self._replies.get(session.conn)
+        if replies is not None:
+            replies.on_events(events)
+        if any(isinstance(e, _REGISTRATIONS) for e in events):
+            self._catalog = None  # the commands there are may have changed
         for event in events:
             if isinstance(event, PeerRegistered):
                 conns = self._newest.setdefault(event.peer_id, [])
@@ -489,10 +697,23 @@ class UcsSource(Source):
         if events:
             self.deliver(events, monotonic())
 
+    def _opened(self, driver: StreamDriver) -> None:
+        session = driver.session
+        if isinstance(session, UcsSession):
+            self._drivers[session.conn] = driver
+            self._replies[session.conn] = Replies(
+                f"{self.name} ({driver.peer[0]}:{driver.peer[1]})"
+            )
+
     def _closed(self, driver: StreamDriver) -> None:
         session = driver.session
         if not isinstance(session, UcsSession):
             return
+        self._drivers.pop(session.conn, None)
+        self._catalog = None
+        replies = self._replies.pop(session.conn, None)
+        if replies is not None:
+            replies.lost("connection closed")
         self.sessions.pop(session.conn, None)
         if session.peer is not None:
             conns = self._newest.get(session.peer.peer_id, [])
@@ -512,6 +733,7 @@ class UcsSource(Source):
                 lambda _peer: self._new_session(),
                 self._on_events,
                 on_listening=self._listening,
+                on_open=self._opened,
                 on_close=self._closed,
             )
             return
@@ -521,6 +743,7 @@ class UcsSource(Source):
         def opened(new: StreamDriver) -> None:
             nonlocal driver
             driver = new
+            self._opened(new)
             self.address = (self.host, self.port)
             self.connected()
 

@@ -7,6 +7,11 @@
   enabled). Running it next to a real WPILib program steals the robot's replies from that
   program. UDP has no connection: the source counts as connected once the robot's first status
   arrives, and says once if none has come after `ANSWER_WAIT` seconds.
+  It is `control.Controllable` (the viewer's `--allow-control`): `drive` (left, right efforts
+  -1..1; the motors stop `DEAD_MAN` s after the last drive, so a closed browser tab never
+  leaves a robot running), `enable`, `disable` (motors off too) and `stop` (motors off). Each
+  goes out at once, in its own packet; its status is ok once sent (the robot's status does not
+  say whether it is enabled).
 * `XrpFileSource` (`robowire listen xrp:capture.txt`, pcap/pcapng too): the robot's status
   goes through the WPILib-side session and adapter as a live robot's does; the commands the
   WPILib side sent set the motor, servo, LED and enabled values shown.
@@ -26,9 +31,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import Any
 
 from robowire.capture import Record
+from robowire.control import FAILED, OK, CommandSpec, CommandStatus, ParamSpec
 from robowire.endpoints import Endpoint
 from robowire.errors import ConfigError, DecodeError
 from robowire.protocols.base import Address, PacketDropped
@@ -41,6 +48,7 @@ from robowire.protocols.xrp.model import MOTOR_LAG, Arena, Fleet, number
 from robowire.protocols.xrp.session_robot import RobotSession
 from robowire.protocols.xrp.session_wpilib import ClientSession, wheel_values
 from robowire.service import CaptureSource, Sim, SimOptions, Sink, Source
+from robowire.timebase import monotonic
 from robowire.transport.udp import DatagramDriver, open_udp_socket, run_datagram
 from robowire.world import LogEvent, Update, World
 
@@ -49,6 +57,22 @@ log = logging.getLogger("robowire.xrp")
 ANSWER_WAIT = 1.5  # s without a status before the source says it is still waiting
 MAX_ROBOTS = 1000
 ROBOT: Address = ("robot", 0)  # the address a capture's robot datagrams are fed from
+DEAD_MAN = 0.5  # s after the last `drive` command before the motors stop
+
+
+def _effort_param(side: str) -> ParamSpec:
+    return ParamSpec(name=side, type="number", unit="ratio", default=0.0, minimum=-1.0, maximum=1.0)
+
+
+COMMANDS = (
+    CommandSpec(
+        name="drive", label="Drive", params=(_effort_param("left"), _effort_param("right"))
+    ),
+    CommandSpec(name="enable", label="Enable"),
+    CommandSpec(name="disable", label="Disable"),
+    CommandSpec(name="stop", label="Stop"),
+)
+"""What the viewer can tell an XRP (`XrpSource` is `control.Controllable`)."""
 
 
 def _effort(endpoint: Endpoint, side: str) -> float:
@@ -79,9 +103,79 @@ class XrpSource(Source):
         self.session.set_motor(1, right)
         self._answered = False
         self._warned = False
+        self._driver: DatagramDriver | None = None
+        self._dead_man: asyncio.TimerHandle | None = None
 
     def new_adapter(self, world: World) -> XrpAdapter:
         return XrpAdapter(world, self.name)
+
+    # -- control (control.Controllable) ----------------------------------------------------------
+
+    @property
+    def device_id(self) -> str:
+        return self.adapter.device_id if isinstance(self.adapter, XrpAdapter) else "xrp"
+
+    def command_specs(self) -> Sequence[CommandSpec]:
+        return COMMANDS
+
+    def device_commands(self, device: str) -> Sequence[CommandSpec] | None:
+        return COMMANDS if device == self.device_id else None
+
+    async def run_command(
+        self, device: str, command: CommandSpec, params: Mapping[str, Any]
+    ) -> AsyncIterator[CommandStatus]:
+        if self._driver is None:
+            yield CommandStatus(FAILED, f"{command.name}: not connected to the robot")
+            return
+        session = self.session
+        match command.name:
+            case "drive":
+                left, right = float(params.get("left", 0.0)), float(params.get("right", 0.0))
+                motor_left, motor_right = wheel_values(left, right)
+                session.set_motor(0, motor_left)
+                session.set_motor(1, motor_right)
+                self._arm_dead_man(left != 0.0 or right != 0.0)
+            case "enable":
+                session.enabled = True
+            case "disable":
+                session.enabled = False
+                self._motors_off()
+            case _:  # stop
+                self._motors_off()
+        self._send_now()
+        text = f"{command.name} sent"
+        if not self._answered:
+            text += " (the robot has not answered yet)"
+        elif command.name == "drive" and not session.enabled:
+            text += " (the robot is disabled: enable it to move)"
+        yield CommandStatus(OK, text)
+
+    def _motors_off(self) -> None:
+        for motor in range(4):
+            self.session.set_motor(motor, 0.0)
+        self._arm_dead_man(False)
+
+    def _arm_dead_man(self, moving: bool) -> None:
+        if self._dead_man is not None:
+            self._dead_man.cancel()
+            self._dead_man = None
+        if moving:
+            loop = asyncio.get_running_loop()
+            self._dead_man = loop.call_later(DEAD_MAN, self._dead_man_stop)
+
+    def _dead_man_stop(self) -> None:
+        self._dead_man = None
+        log.info("%s: no drive command for %g s: motors stopped", self.name, DEAD_MAN)
+        self._motors_off()
+        self._send_now()
+
+    def _send_now(self) -> None:
+        """One packet with what the session holds now, not at the next 20 ms tick."""
+        if self._driver is None:
+            return
+        sent = self.session.send_now()
+        self._driver.flush()
+        self.deliver([sent], monotonic())  # the world's telemetry shows what was sent
 
     def _on_events(self, events: Sequence[WpilibEvent]) -> None:
         if not self._answered and any(isinstance(e, StatusReceived) for e in events):
@@ -94,7 +188,7 @@ class XrpSource(Source):
     async def connect(self, world: World) -> None:
         remote = resolve(self.host, self.port)
         self.session.remote = remote
-        task, _ = await start_client(self.session, self._on_events, remote)
+        task, self._driver = await start_client(self.session, self._on_events, remote)
         try:
             await asyncio.wait([task], timeout=ANSWER_WAIT)
             if not task.done() and not self._answered and not self._warned:
@@ -105,6 +199,7 @@ class XrpSource(Source):
                 )  # fmt: skip
             await task
         finally:
+            self._driver = None
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
 
