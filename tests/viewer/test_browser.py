@@ -10,139 +10,32 @@ test-artifacts/viewer.png.
 
 from __future__ import annotations
 
-import os
 import re
-import socket
-import subprocess
-import sys
-import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--no-sandbox",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
 DRONES = 30
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "test-artifacts"
-SRC = ROOT / "src"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 pytestmark = pytest.mark.timeout(90)
 
-if not Path(CHROMIUM).exists():
-    pytest.skip(
-        "Debian chromium not installed: apt-get install chromium; .ci/run installs it",
-        allow_module_level=True,
-    )
-sync_api = pytest.importorskip("playwright.sync_api")
-
-
-class Process:
-    """A robowire CLI process whose stderr is read by a thread (so its pipe never fills)."""
-
-    def __init__(self, *args: str) -> None:
-        env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "robowire.cli", *args],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        self.lines: list[str] = []
-        self.changed = threading.Condition()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            with self.changed:
-                self.lines.append(line.rstrip())
-                self.changed.notify_all()
-
-    def wait_for(self, pattern: str, timeout: float = 30.0) -> re.Match[str]:
-        deadline = time.monotonic() + timeout
-        with self.changed:
-            while True:
-                for line in self.lines:
-                    if m := re.search(pattern, line):
-                        return m
-                left = deadline - time.monotonic()
-                if left <= 0 or self.proc.poll() is not None:
-                    raise AssertionError(f"no {pattern!r} in the output: {self.lines}")
-                self.changed.wait(min(left, 0.2))
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-
-def free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-class Viewer:
-    def __init__(self, page: Any, url: str, source: str, errors: list[str]) -> None:
-        self.page = page
-        self.url = url
-        self.source = source
-        self.errors = errors
-
-    def js(self, expression: str, arg: Any = None) -> Any:
-        return self.page.evaluate(expression, arg)
-
-    def wait(self, expression: str, arg: Any = None, timeout: float = 20.0) -> Any:
-        return self.page.wait_for_function(expression, arg=arg, timeout=timeout * 1000)
-
 
 @pytest.fixture(scope="module")
-def viewer() -> Iterator[Viewer]:
+def viewer(cli: Callable[..., Any], free_udp_port: Callable[[], int], open_viewer: Any) -> Any:
     port = free_udp_port()
-    source = f"vrsp@127.0.0.1:{port}"
-    server = Process("serve", "http://127.0.0.1:0", "--from", f"vrsp://127.0.0.1:{port}")
-    sim: Process | None = None
-    try:
-        url = server.wait_for(r"viewer listening on (http://127\.0\.0\.1:\d+/)").group(1)
-        sim = Process("sim", "vrsp", "--drones", str(DRONES), "--to", f"127.0.0.1:{port}")
-        errors: list[str] = []
-        with sync_api.sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-            page = browser.new_page(viewport={"width": 1280, "height": 800})
-            page.on(
-                "console",
-                lambda m: errors.append(f"console: {m.text}") if m.type == "error" else None,
-            )
-            page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
-            page.goto(url)
-            try:
-                yield Viewer(page, url, source, errors)
-            finally:
-                browser.close()
-    finally:
-        if sim is not None:
-            sim.stop()
-        server.stop()
+    server = cli("serve", "http://127.0.0.1:0", "--from", f"vrsp://127.0.0.1:{port}")
+    url = server.wait_for(r"viewer listening on (http://127\.0\.0\.1:\d+/)").group(1)
+    cli("sim", "vrsp", "--drones", str(DRONES), "--to", f"127.0.0.1:{port}")
+    page = open_viewer(url)
+    page.source = f"vrsp@127.0.0.1:{port}"
+    return page
 
 
-def test_page_loads_and_lists_the_simulated_drones(viewer: Viewer) -> None:
+def test_page_loads_and_lists_the_simulated_drones(viewer: Any) -> None:
     viewer.wait(f"window.robowire && robowire.store.devices.length >= {DRONES}")
     devices = viewer.js("robowire.devices()")
     assert sorted(d["name"] for d in devices) == sorted(str(i) for i in range(1, DRONES + 1))
@@ -160,7 +53,7 @@ def test_page_loads_and_lists_the_simulated_drones(viewer: Viewer) -> None:
     assert viewer.page.locator("#conn").inner_text() == "live"
 
 
-def test_positions_change_over_time(viewer: Viewer) -> None:
+def test_positions_change_over_time(viewer: Any) -> None:
     viewer.wait(
         f"robowire.devices().filter(d => d.position.every(Number.isFinite)).length === {DRONES}"
     )
@@ -174,7 +67,7 @@ def test_positions_change_over_time(viewer: Viewer) -> None:
     assert viewer.js("robowire.stats.rendered") > 10
 
 
-def test_clicking_a_drone_in_the_3d_view_shows_its_telemetry_with_units(viewer: Viewer) -> None:
+def test_clicking_a_drone_in_the_3d_view_shows_its_telemetry_with_units(viewer: Any) -> None:
     # where drone 5 is drawn on screen, from the page's own camera
     viewer.js("robowire.scene.fitAll()")
     viewer.page.wait_for_timeout(300)
@@ -220,7 +113,7 @@ def test_clicking_a_drone_in_the_3d_view_shows_its_telemetry_with_units(viewer: 
     viewer.page.fill("#search", "")
 
 
-def test_the_map_shows_the_drones_with_latitude_and_longitude(viewer: Viewer) -> None:
+def test_the_map_shows_the_drones_with_latitude_and_longitude(viewer: Any) -> None:
     viewer.wait(f"document.getElementById('geo-info').textContent === '{DRONES} with lat/lon'")
     # a click on drone 12's dot on the map selects it
     xy = viewer.js(
@@ -235,7 +128,7 @@ def test_the_map_shows_the_drones_with_latitude_and_longitude(viewer: Viewer) ->
     viewer.wait("robowire.selected && /^\\d+$/.test(robowire.selected.name)")
 
 
-def test_the_status_panel_shows_the_source_connected_with_a_rate(viewer: Viewer) -> None:
+def test_the_status_panel_shows_the_source_connected_with_a_rate(viewer: Any) -> None:
     row = viewer.page.locator(f'#status-body tr[data-service="{viewer.source}"]')
     viewer.wait(
         "(() => { const r = document.querySelector(`#status-body tr[data-service='"
@@ -248,7 +141,7 @@ def test_the_status_panel_shows_the_source_connected_with_a_rate(viewer: Viewer)
     assert int(cells[4]) == DRONES
 
 
-def test_screenshot_and_no_console_errors(viewer: Viewer) -> None:
+def test_screenshot_and_no_console_errors(viewer: Any) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     path = ARTIFACTS / "viewer.png"
     viewer.page.screenshot(path=str(path))

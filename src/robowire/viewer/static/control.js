@@ -13,10 +13,7 @@ const KEYS = {
   a: "left", arrowleft: "left", d: "right", arrowright: "right",
 };
 
-function isMissionParam(p) {
-  return p.type === "waypoints" || p.type === "mission" || p.type === "path"
-    || /waypoint|mission|route|path/i.test(p.name);
-}
+function isMissionParam(p) { return p.type === "waypoints"; }
 
 export class Control {
   constructor(box, body, conn, geo) {
@@ -43,6 +40,13 @@ export class Control {
     this.commands = h.commands ?? {};
     this.box.hidden = !this.enabled;
     this.render();
+  }
+
+  /** A `commands` message: the catalog changed (e.g. a UgCS vehicle registered). */
+  setCommands(commands) {
+    const before = JSON.stringify(this.specs());
+    this.commands = commands ?? {};
+    if (JSON.stringify(this.specs()) !== before) this.render();
   }
 
   select(d) {
@@ -105,21 +109,24 @@ export class Control {
     const inputs = [];
     for (const p of spec.params) {
       const label = document.createElement("label");
-      label.textContent = `${p.name}${p.unit ? ` (${p.unit})` : ""}`;
+      label.textContent = `${p.name}${p.unit ? ` (${p.unit})` : ""}${p.required ? " *" : ""}`;
       let input;
       if (isMissionParam(p)) {
         input = document.createElement("span");
         const draw = document.createElement("button");
         const clear = document.createElement("button");
+        const height = document.createElement("input");
+        height.type = "number"; height.step = "any"; height.value = "30"; height.title = "height above home (m)";
+        height.style.width = "5em";
         const count = document.createElement("span");
         const update = () => {
-          const n = this.geo.waypoints ? this.geo.waypoints.length : 0;
+          const n = this.mission ? this.mission.length : 0;
           count.textContent = ` ${n} waypoint${n === 1 ? "" : "s"}`;
           draw.textContent = this.geo.waypoints ? "Stop drawing" : "Draw on map";
         };
         draw.addEventListener("click", () => {
-          this.geo.waypoints = this.geo.waypoints ? null : (this.mission ?? []);
-          if (this.geo.waypoints) this.mission = this.geo.waypoints;
+          if (!this.mission) this.mission = [];
+          this.geo.waypoints = this.geo.waypoints ? null : this.mission;
           update(); this.geo.draw(true);
         });
         clear.textContent = "Clear";
@@ -128,39 +135,48 @@ export class Control {
           update(); this.geo.draw(true);
         });
         this.geo.onWaypoint = update;
-        input.append(draw, clear, count);
+        input.append(draw, clear, " height ", height, " m", count);
         update();
-        inputs.push([p, () => (this.mission ?? []).map(([lat, lon]) => [lat, lon, this.missionAlt(spec)])]);
+        inputs.push([p, () => (this.mission ?? []).map(([lat, lon]) => [lat, lon, Number(height.value)])]);
       } else if (p.type === "bool") {
         input = document.createElement("input");
         input.type = "checkbox";
         input.checked = !!p.default;
         inputs.push([p, () => input.checked]);
+      } else if (Array.isArray(p.choices) && p.choices.length) {
+        input = document.createElement("select");
+        if (!p.required) input.append(new Option("—", ""));
+        for (const c of p.choices) input.append(new Option(c, c));
+        input.value = p.default ?? "";
+        inputs.push([p, () => (input.value === "" ? null : input.value)]);
       } else {
         input = document.createElement("input");
         input.type = p.type === "number" ? "number" : "text";
-        if (p.type === "number") input.step = "any";
+        if (p.type === "number") {
+          input.step = "any";
+          if (p.min !== undefined && p.min !== null) input.min = p.min;
+          if (p.max !== undefined && p.max !== null) input.max = p.max;
+        }
         input.value = p.default ?? "";
-        input.name = p.name;
-        inputs.push([p, () => (p.type === "number" ? Number(input.value) : input.value)]);
+        input.placeholder = p.required ? "required" : "default";
+        inputs.push([p, () => (input.value === "" ? null : p.type === "number" ? Number(input.value) : input.value)]);
       }
+      input.name = p.name;
       grid.append(label, input);
     }
     const go = document.createElement("button");
     go.textContent = `Send ${spec.label ?? spec.name}`;
     go.addEventListener("click", () => {
       const params = {};
-      for (const [p, get] of inputs) params[p.name] = get();
+      for (const [p, get] of inputs) {
+        const v = get();
+        if (v !== null) params[p.name] = v;      // left out: the command's default
+      }
       this.send(spec.name, params);
       if (this.geo.waypoints) { this.geo.waypoints = null; this.geo.draw(true); }
     });
     box.append(grid, go);
     this.paramInputs = inputs;
-  }
-
-  missionAlt(spec) {
-    const alt = (this.paramInputs ?? []).find(([p]) => /alt/i.test(p.name) && p.type === "number");
-    return alt ? alt[1]() : 30;
   }
 
   send(command, params) {

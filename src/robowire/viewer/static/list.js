@@ -19,6 +19,10 @@ export class DeviceList {
     container.addEventListener("scroll", () => this.render());
     container.addEventListener("click", (e) => {
       const row = e.target.closest(".row");
+      if (row && row.dataset.source !== undefined && this.onSource) {
+        this.onSource(this.store.sources[+row.dataset.source]);
+        return;
+      }
       if (!row || row.dataset.gid === undefined) return;
       const d = this.store.devices[+row.dataset.gid];
       if (d) this.onSelect(d);
@@ -79,11 +83,13 @@ export class DeviceList {
         const s = this.store.sources[-r - 1];
         div.className = "row group";
         delete div.dataset.gid;
+        div.dataset.source = s.index;
         div.textContent = `${s.name} (${s.count})`;
-        div.title = s.name;
+        div.title = `${s.name}: click to frame its devices`;
       } else {
         const d = this.store.devices[r];
         div.className = d === this.selected ? "row sel" : "row";
+        delete div.dataset.source;
         div.dataset.gid = r;
         div.title = `${d.name} · ${d.kind} · id ${d.id}`;
         div.innerHTML = "";

@@ -36,6 +36,7 @@ const conn = new Connection(wsUrl, {
 }, 60);
 
 const list = new DeviceList($("list"), $("list-spacer"), $("search"), store, select);
+list.onSource = (s) => { if (scene) scene.fit((d) => d.source === s); };
 const geo = new GeoView($("geo"), $("geo-info"), store, select);
 const control = new Control($("control"), $("control-body"), conn, geo);
 
@@ -63,6 +64,7 @@ function onMessage(m) {
     case "links": store.setLinks(m); break;
     case "telemetry": panel.telemetry(m); break;
     case "command_status": control.status(m); break;
+    case "commands": control.setCommands(m.commands); break;
     case "log": logs.push(m); if (logs.length > 200) logs.shift(); break;
     default: break;
   }
@@ -94,6 +96,7 @@ window.addEventListener("keydown", (e) => {
   else if (e.key === "t" || e.key === "T") $("toggle-trails").click();
   else if (e.key === "l" || e.key === "L") $("toggle-links").click();
   else if (e.key === "Escape") select(null);
+  else if ((e.key === "c" || e.key === "C") && selected && scene) scene.fit((d) => d === selected);
 });
 
 // -- the frame loop ------------------------------------------------------------------------------
@@ -158,6 +161,7 @@ window.robowire = {
     return store.devices.map((d) => ({ source: d.source.name, slot: d.slot, id: d.id, name: d.name,
       kind: d.kind, position: store.position(d), geodetic: store.geodetic(d) }));
   },
+  fitSource(prefix) { scene && scene.fit((d) => d.source.name.startsWith(prefix)); },
   find(name) { return store.devices.find((d) => d.name === name || d.id === name) ?? null; },
   status() { return status.last; },
 };

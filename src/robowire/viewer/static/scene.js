@@ -213,7 +213,7 @@ export class Scene {
     gl.bindBuffer(gl.ARRAY_BUFFER, this.linkBuf);
     gl.enableVertexAttribArray(0);
     gl.vertexAttribPointer(0, 3, gl.FLOAT, false, 0, 0);
-    gl.vertexAttrib4f(1, 0.35, 0.8, 1.0, 0.45);
+    gl.vertexAttrib4f(1, 0.35, 0.75, 1.0, 0.22);
     gl.bindVertexArray(null);
   }
 
@@ -396,12 +396,14 @@ export class Scene {
     return [w, h];
   }
 
-  /** Bounds of every known position: [min, max] (Infinity when none). */
-  bounds() {
+  /** Bounds of every known position (of the devices `keep(device)` accepts, when given):
+   * [min, max], Infinity when none. */
+  bounds(keep = null) {
     const min = [Infinity, Infinity, Infinity], max = [-Infinity, -Infinity, -Infinity];
     for (const g of this.store.groups) {
       const p = g.position;
       for (let i = 0; i < 3 * g.n; i += 3) {
+        if (keep && !keep(this.store.devices[g.gids[i / 3]])) continue;
         const x = p[i], y = p[i + 1], z = p[i + 2];
         if (!(Number.isFinite(x) && Number.isFinite(y) && Number.isFinite(z))) continue;
         if (x < min[0]) min[0] = x; if (y < min[1]) min[1] = y; if (z < min[2]) min[2] = z;
@@ -414,6 +416,13 @@ export class Scene {
   fitAll() {
     const [min, max] = this.bounds();
     this.camera.fit(min, max);
+  }
+
+  /** Frame the devices `keep(device)` accepts (a source's, one device's). */
+  fit(keep) {
+    const [min, max] = this.bounds(keep);
+    this.camera.fit(min, max);
+    this.camera.userMoved = true;      // stays where the user asked
   }
 
   /** The device drawn nearest to (x, y) CSS pixels, within 14 px; or null. */
