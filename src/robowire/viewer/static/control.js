@@ -127,6 +127,7 @@ export class Control {
         draw.addEventListener("click", () => {
           if (!this.mission) this.mission = [];
           this.geo.waypoints = this.geo.waypoints ? null : this.mission;
+          if (this.geo.waypoints) this.geo.canvas.scrollIntoView({ block: "nearest" });
           update(); this.geo.draw(true);
         });
         clear.textContent = "Clear";

@@ -115,6 +115,11 @@ export class Panel {
     this.cells.clear();
     const table = document.createElement("table");
     table.className = "fields";
+    const cols = document.createElement("colgroup");
+    for (const w of ["36%", "38%", "10%", "16%"]) {
+      const c = document.createElement("col"); c.style.width = w; cols.appendChild(c);
+    }
+    table.appendChild(cols);
     for (const r of rows) {
       const tr = table.insertRow();
       if (r[0] === "sect") {
@@ -124,6 +129,7 @@ export class Panel {
       }
       tr.dataset.field = r[0].startsWith("attr:") ? r[0].slice(5) : r[0];
       const n = tr.insertCell(); n.className = "n"; n.textContent = tr.dataset.field;
+      n.title = tr.dataset.field;
       const v = tr.insertCell(); v.className = "v";
       const u = tr.insertCell(); u.className = "u";
       const p = tr.insertCell(); p.className = "p";
