@@ -86,6 +86,7 @@ class ViewerClient:
         with self.world.subscribe() as changes:
             assert isinstance(changes, LatestState)
             await self.ws.send(dumps(self.sink.hello()), text=True)
+            self.push(self.sink.status())  # then once a second with everybody else
             tasks = [
                 asyncio.create_task(self._send_frames(changes)),
                 asyncio.create_task(self._send_texts()),

@@ -7,6 +7,10 @@ Little-endian, every section 4-byte aligned (see docs/viewer.md and the viewer s
       u32 slot[n], f32 position[n*3], f32 orientation[n*4], u8 colour[n*4], f32 heading[n],
       f32 geodetic[n*3], and if sections & 1: f32 beam[n*3]
 
+Colour: the device's LED (`led_red/green/blue` telemetry, 0..255) with alpha 255, else its
+kind's colour with alpha 0. Heading: the `heading` telemetry (degrees clockwise from north),
+else the yaw of the orientation, else NaN. Beam: sent for sources with gimballed payloads.
+
 The encoder writes each section straight into one preallocated buffer through numpy views
 (one gather + cast per column, no loop per device). The decoder, used by tests and the bench,
 checks every length before it makes a view and raises `DecodeError` on short or bad input.
@@ -35,7 +39,7 @@ MAX_BLOCKS = 0xFFFF
 
 HEADING_FIELD = "heading"  # degrees clockwise from north, where a protocol reports it
 LED_FIELDS = ("led_red", "led_green", "led_blue")  # 0..255
-BEAM_FIELDS = ("beam_east", "beam_north", "beam_up")  # a spotlight/laser's unit direction
+GIMBAL_SUFFIX = "_gimbal_w"  # payload<k>_gimbal_w/x/y/z: a gimballed payload (VRSP)
 
 KIND_COLOURS: dict[str, tuple[int, int, int]] = {
     "drone": (51, 153, 255),
@@ -83,8 +87,61 @@ def headings(table: SourceTable, slots: SlotArray) -> npt.NDArray[np.float64]:
     return out
 
 
+def gimbal_payloads(table: SourceTable) -> list[int]:
+    """The payload slots k that have gimbal columns (`payload<k>_gimbal_w/x/y/z`)."""
+    found = []
+    for name in table.telemetry:
+        k = name.removeprefix("payload").removesuffix(GIMBAL_SUFFIX)
+        if name.startswith("payload") and name.endswith(GIMBAL_SUFFIX) and k.isdigit():
+            found.append(int(k))
+    return sorted(found)
+
+
 def has_beam(table: SourceTable) -> bool:
-    return all(name in table.telemetry for name in BEAM_FIELDS)
+    return any(name.endswith(GIMBAL_SUFFIX) for name in table.telemetry)
+
+
+def beams(table: SourceTable, slots: SlotArray) -> npt.NDArray[np.float64]:
+    """The unit ENU direction of each device's first lit gimballed light or laser, NaN where
+    it has none (or it is dark). A gimbal's quaternion is relative to the body and turns the
+    payload's forward axis (the wire's +Z, North in ENU) onto its aim: aim = body x gimbal."""
+    n = len(slots)
+    out = np.full((n, 3), np.nan)
+    body = table.orientation[slots]
+    for k in gimbal_payloads(table):
+        columns = [table.telemetry.get(f"payload{k}_gimbal_{axis}") for axis in "wxyz"]
+        if any(c is None for c in columns):
+            continue
+        gimbal = np.stack([c[slots] for c in columns if c is not None], axis=1)
+        light = [
+            table.telemetry[name][slots]
+            for name in (f"payload{k}_{part}" for part in ("level", "red", "green", "blue"))
+            if name in table.telemetry
+        ]
+        lit: npt.NDArray[np.bool_] = np.ones(n, dtype=bool)
+        if light:
+            lit = np.asarray((np.nan_to_num(np.stack(light, axis=1)) > 0).any(axis=1))
+        w, x, y, z = _qmul(body, gimbal).T
+        aim = np.stack(
+            [2 * (x * y - w * z), 1 - 2 * (x * x + z * z), 2 * (y * z + w * x)], axis=1
+        )  # the rotated +y (North) axis
+        use = np.isnan(out[:, 0]) & ~np.isnan(gimbal).any(axis=1) & lit
+        out[use] = aim[use]
+    return out
+
+
+def _qmul(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    aw, ax, ay, az = a.T
+    bw, bx, by, bz = b.T
+    return np.stack(
+        [
+            aw * bw - ax * bx - ay * by - az * bz,
+            aw * bx + ax * bw + ay * bz - az * by,
+            aw * by - ax * bz + ay * bw + az * bx,
+            aw * bz + ax * by - ay * bx + az * bw,
+        ],
+        axis=1,
+    )
 
 
 def block_size(n: int, beam: bool) -> int:
@@ -150,9 +207,7 @@ def _encode_block(buf: bytearray, offset: int, block: BlockSource, beam: bool) -
     _view(buf, "<f4", offset, (n, 3))[:] = table.geodetic[slots]
     offset += 12 * n
     if beam:
-        direction = _view(buf, "<f4", offset, (n, 3))
-        for axis, name in enumerate(BEAM_FIELDS):
-            direction[:, axis] = table.telemetry[name][slots]
+        _view(buf, "<f4", offset, (n, 3))[:] = beams(table, slots)
         offset += 12 * n
     return offset
 

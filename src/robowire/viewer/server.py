@@ -16,6 +16,7 @@ import asyncio
 import http
 import logging
 import mimetypes
+import os
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
@@ -150,10 +151,9 @@ class ViewerSink(Sink):
                 max_size=MAX_MESSAGE,
                 server_header=f"robowire/{__version__}",
             )
-        except OSError as exc:
-            raise TransportError(
-                f"cannot listen on {self.host}:{self.port}: {exc.strerror}"
-            ) from None
+        except OSError as exc:  # asyncio's message repeats the address: say only the reason
+            reason = os.strerror(exc.errno) if exc.errno else str(exc)
+            raise TransportError(f"cannot listen on {self.host}:{self.port}: {reason}") from None
         try:
             self.listening(_bound(server))
             while True:
