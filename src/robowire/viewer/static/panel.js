@@ -76,7 +76,7 @@ export class Panel {
       rows.push(["latitude", deg(m.geodetic[0]), "deg"], ["longitude", deg(m.geodetic[1]), "deg"],
         ["altitude", m.geodetic[2], "m"]);
     }
-    if (m.orientation) rows.push(["orientation", m.orientation.map((x) => +x.toFixed(3)).join(", "), "w,x,y,z"]);
+    if (m.orientation) rows.push(["orientation wxyz", m.orientation.map((x) => +x.toFixed(3)).join(", "), ""]);
     if (m.velocity) rows.push(["velocity", m.velocity.map((x) => +x.toFixed(3)).join(", "), "m/s"]);
     const fields = Object.entries(m.fields ?? {});
     if (fields.length) rows.push(["sect", "telemetry"]);
