@@ -68,19 +68,21 @@ def test_positions_change_over_time(viewer: Any) -> None:
 
 
 def test_clicking_a_drone_in_the_3d_view_shows_its_telemetry_with_units(viewer: Any) -> None:
-    # where drone 5 is drawn on screen, from the page's own camera
-    viewer.js("robowire.scene.fitAll()")
-    viewer.page.wait_for_timeout(300)
-    xy = viewer.js(
-        """() => {
-        const d = robowire.find('5'), p = robowire.store.position(d);
-        const s = robowire.scene.camera.project(p[0], p[1], p[2], [0, 0]);
-        const r = document.getElementById('scene').getBoundingClientRect();
-        return [r.left + s[0], r.top + s[1]];
-      }"""
-    )
-    viewer.page.mouse.click(xy[0], xy[1])
-    viewer.wait("robowire.selected !== null")
+    # frame the drones and keep the camera still (as a user who has moved it)
+    viewer.js("robowire.scene.fitAll(); robowire.scene.camera.userMoved = true")
+    for _ in range(3):  # the drones fly: click where drone 5 is drawn now, again if it moved
+        xy = viewer.js(
+            """() => {
+            const d = robowire.find('5'), p = robowire.store.position(d);
+            const s = robowire.scene.camera.project(p[0], p[1], p[2], [0, 0]);
+            const r = document.getElementById('scene').getBoundingClientRect();
+            return [r.left + s[0], r.top + s[1]];
+          }"""
+        )
+        viewer.page.mouse.click(xy[0], xy[1])
+        if viewer.js("robowire.selected !== null"):
+            break
+    assert viewer.js("robowire.selected !== null")
     name = viewer.js("robowire.selected.name")
     assert name.isdigit()  # one of the drones (a neighbour may be drawn on top of drone 5)
     # select drone 5 from the list to know exactly which one the panel shows

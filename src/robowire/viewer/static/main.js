@@ -25,13 +25,14 @@ try {
 const panel = new Panel($("panel-title"), $("panel-body"));
 const status = new StatusTable($("status-body"), $("counts"));
 let selected = null;
-let fitted = false, fittedSize = 0, lastFit = 0;
+let fitted = false, fittedSize = 0, fittedAt = [0, 0, 0], lastFit = 0;
 const logs = [];
 
 const wsUrl = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws`;
 const conn = new Connection(wsUrl, {
   message: onMessage,
   frame: () => {},
+  reconnected: () => location.reload(),   // a fresh page: a new server run numbers things anew
   state: (s) => { const c = $("conn"); c.dataset.state = s; c.textContent = s === "open" ? "live" : s; },
 }, 60);
 
@@ -121,8 +122,10 @@ function loop(now) {
       lastFit = now;
       const [min, max] = scene.bounds();
       const r = Math.hypot(max[0] - min[0], max[1] - min[1], max[2] - min[2]);
-      if (Number.isFinite(r) && (!fitted || r > fittedSize * 1.3 || r < fittedSize / 1.3)) {
-        scene.camera.fit(min, max); scene.camera.userMoved = false; fitted = true; fittedSize = r;
+      const c = [0, 1, 2].map((k) => (min[k] + max[k]) / 2);
+      const moved = fitted && Math.hypot(c[0] - fittedAt[0], c[1] - fittedAt[1], c[2] - fittedAt[2]) > 0.15 * r;
+      if (Number.isFinite(r) && (!fitted || moved || r > fittedSize * 1.3 || r < fittedSize / 1.3)) {
+        scene.camera.fit(min, max); fitted = true; fittedSize = r; fittedAt = c;
       }
     }
     scene.draw(now);

@@ -68,6 +68,11 @@ export class Connection {
     this.setState("connecting");
     ws.onopen = () => {
       this.retry = 500;
+      if (this.opened && this.handlers.reconnected) {   // the server may have restarted:
+        this.handlers.reconnected();                      // its source indices and slots too
+        return;
+      }
+      this.opened = true;
       this.setState("open");
       this.send({ type: "hello", rate: this.rate });
       this.awaiting = false;

@@ -136,20 +136,6 @@ void main() {
   v_c = vec4(u_col.rgb, u_col.a * float(age) / float(${TRAIL - 1}));
 }`;
 
-const BEAM_VS = `#version 300 es
-layout(location=2) in vec3 a_pos;
-layout(location=4) in vec4 a_col;
-layout(location=6) in vec3 a_beam;
-uniform mat4 u_vp;
-uniform float u_len;
-out vec4 v_c;
-void main() {
-  if (any(isnan(a_pos)) || any(isnan(a_beam))) { gl_Position = vec4(2.0, 2.0, 2.0, 1.0); return; }
-  vec3 p = gl_VertexID == 0 ? a_pos : a_pos + normalize(a_beam) * u_len;
-  gl_Position = u_vp * vec4(p, 1.0);
-  v_c = vec4(mix(a_col.rgb, vec3(1.0), 0.5), gl_VertexID == 0 ? 0.9 : 0.0);
-}`;
-
 function compile(gl, vs, fs) {
   const p = gl.createProgram();
   for (const [type, src] of [[gl.VERTEX_SHADER, vs], [gl.FRAGMENT_SHADER, fs]]) {
@@ -197,7 +183,6 @@ export class Scene {
     this.line = compile(gl, LINE_VS, LINE_FS);
     this.grid = compile(gl, GRID_VS, GRID_FS);
     this.trail = compile(gl, TRAIL_VS, LINE_FS);
-    this.beam = compile(gl, BEAM_VS, LINE_FS);
     this.meshes = {};
     for (const [name, data] of Object.entries(meshes())) {
       const b = gl.createBuffer();
@@ -237,7 +222,7 @@ export class Scene {
     let s = this.gpu[g.index];
     if (s && s.version === g.version) return s;
     if (s) {
-      for (const b of [s.pos, s.rot, s.col, s.head, s.beam]) gl.deleteBuffer(b);
+      for (const b of [s.pos, s.rot, s.col, s.head, s.beamPosBuf, s.beamColBuf]) gl.deleteBuffer(b);
       for (const v of [s.body, s.points, s.arrow, s.trailVao, s.beamVao]) gl.deleteVertexArray(v);
       gl.deleteBuffer(s.trail); gl.deleteBuffer(s.trailIdx);
     }
@@ -248,7 +233,7 @@ export class Scene {
       return b;
     };
     s = { version: g.version, pos: buf(g.position), rot: buf(g.orientation), col: buf(g.colour),
-      head: buf(g.heading), beam: buf(g.beam) };
+      head: buf(g.heading) };
     const inst = (loc, b, size, type, norm) => {
       gl.bindBuffer(gl.ARRAY_BUFFER, b);
       gl.enableVertexAttribArray(loc);
@@ -269,7 +254,6 @@ export class Scene {
       inst(3, s.rot, 4, gl.FLOAT, false);
       inst(4, s.col, 4, gl.UNSIGNED_BYTE, true);
       inst(5, s.head, 1, gl.FLOAT, false);
-      inst(6, s.beam, 3, gl.FLOAT, false);
       gl.bindVertexArray(null);
       return v;
     };
@@ -296,7 +280,20 @@ export class Scene {
     s.trailCount = 0;
     s.ring = new Float32Array(g.capacity * 3 * TRAIL).fill(NaN);   // the same ring, on the CPU
     s.idx = new Uint32Array(0);
-    s.beamVao = vao(null);
+    // beams: plain lines, two vertices per device that has one
+    s.beamPos = new Float32Array(g.capacity * 6);
+    s.beamCol = new Uint8Array(g.capacity * 8);
+    s.beamPosBuf = buf(s.beamPos);
+    s.beamColBuf = buf(s.beamCol);
+    s.beamVao = gl.createVertexArray();
+    gl.bindVertexArray(s.beamVao);
+    gl.bindBuffer(gl.ARRAY_BUFFER, s.beamPosBuf);
+    gl.enableVertexAttribArray(0);
+    gl.vertexAttribPointer(0, 3, gl.FLOAT, false, 0, 0);
+    gl.bindBuffer(gl.ARRAY_BUFFER, s.beamColBuf);
+    gl.enableVertexAttribArray(1);
+    gl.vertexAttribPointer(1, 4, gl.UNSIGNED_BYTE, true, 0, 0);
+    gl.bindVertexArray(null);
     // trail ring: TRAIL blocks of `capacity` positions, one block per sample
     s.trail = gl.createBuffer();
     gl.bindBuffer(gl.ARRAY_BUFFER, s.trail);
@@ -317,8 +314,6 @@ export class Scene {
     put(s.rot, g.orientation, 4);
     put(s.col, g.colour, 4);
     put(s.head, g.heading, 1);
-    if (g.hasBeam) put(s.beam, g.beam, 3);
-    else if (s.dirtyAll) put(s.beam, g.beam, 3);
     s.dirtyAll = false;
   }
 
@@ -357,6 +352,33 @@ export class Scene {
       gl.bindVertexArray(null);
       s.trailCount = w;
     }
+  }
+
+  /** Lines from each device with a beam along it (plain lines: software GL pays per instance);
+   * one upload of the positions and one of the colours. Returns the vertex count. */
+  buildBeams(g, s, len) {
+    const gl = this.gl, p = g.position, e = g.beam, c = g.colour;
+    const out = s.beamPos, col = s.beamCol;
+    let v = 0;
+    for (let i = 0; i < g.n; i++) {
+      const bx = e[3 * i], by = e[3 * i + 1], bz = e[3 * i + 2];
+      const x = p[3 * i], y = p[3 * i + 1], z = p[3 * i + 2];
+      if (bx !== bx || x !== x) continue;                      // NaN: no beam, no position
+      const k = len / (Math.hypot(bx, by, bz) || 1);
+      out[3 * v] = x; out[3 * v + 1] = y; out[3 * v + 2] = z;
+      out[3 * v + 3] = x + bx * k; out[3 * v + 4] = y + by * k; out[3 * v + 5] = z + bz * k;
+      for (let q = 0; q < 3; q++) {
+        const lit = (c[4 * i + q] + 255) >> 1;                 // the LED colour, paler
+        col[4 * v + q] = lit; col[4 * v + 4 + q] = lit;
+      }
+      col[4 * v + 3] = 230; col[4 * v + 7] = 0;
+      v += 2;
+    }
+    gl.bindBuffer(gl.ARRAY_BUFFER, s.beamPosBuf);
+    gl.bufferSubData(gl.ARRAY_BUFFER, 0, out, 0, v * 3);
+    gl.bindBuffer(gl.ARRAY_BUFFER, s.beamColBuf);
+    gl.bufferSubData(gl.ARRAY_BUFFER, 0, col, 0, v * 4);
+    return v;
   }
 
   buildLinks() {
@@ -518,13 +540,20 @@ export class Scene {
         gl.drawElements(gl.LINES, s.trailCount, gl.UNSIGNED_INT, 0);
       }
     }
-    gl.useProgram(this.beam.p);
-    gl.uniformMatrix4fv(this.beam.u.u_vp, false, cam.viewProj);
-    gl.uniform1f(this.beam.u.u_len, Math.max(5, cam.distance * 0.3));
+    const beamLen = Math.min(40, Math.max(3, cam.distance * 0.08));
+    let beamProgram = false;
     for (const g of this.store.groups) {
       if (g.n === 0 || !g.hasBeam) continue;
-      gl.bindVertexArray(this.groupGpu(g).beamVao);
-      gl.drawArraysInstanced(gl.LINES, 0, 2, g.n);
+      const s = this.groupGpu(g);
+      const count = this.buildBeams(g, s, beamLen);
+      if (!count) continue;
+      if (!beamProgram) {
+        gl.useProgram(this.line.p);
+        gl.uniformMatrix4fv(this.line.u.u_vp, false, cam.viewProj);
+        beamProgram = true;
+      }
+      gl.bindVertexArray(s.beamVao);
+      gl.drawArrays(gl.LINES, 0, count);
     }
     if (this.showLinks && this.store.links.size) {
       this.buildLinks();
