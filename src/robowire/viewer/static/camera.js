@@ -132,12 +132,17 @@ export class Camera {
       this.zoom(Math.exp(e.deltaY * (e.deltaMode === 1 ? 0.05 : 0.0015)));
     }, { passive: false });
     // touch: one finger orbits, two fingers pinch and pan
-    let touches = null;
+    let touches = null, travel = 0;
     const read = (e) => Array.from(e.touches, (t) => [t.clientX, t.clientY]);
-    c.addEventListener("touchstart", (e) => { e.preventDefault(); touches = read(e); }, { passive: false });
+    c.addEventListener("touchstart", (e) => {
+      e.preventDefault();
+      if (e.touches.length === 1) travel = 0;
+      touches = read(e);
+    }, { passive: false });
     c.addEventListener("touchmove", (e) => {
       e.preventDefault();
       const now = read(e);
+      if (touches && touches.length) travel += Math.abs(now[0][0] - touches[0][0]) + Math.abs(now[0][1] - touches[0][1]);
       if (touches && now.length === 1 && touches.length === 1) {
         this.orbit(now[0][0] - touches[0][0], now[0][1] - touches[0][1]);
       } else if (touches && now.length >= 2 && touches.length >= 2) {
@@ -150,7 +155,7 @@ export class Camera {
       touches = now;
     }, { passive: false });
     c.addEventListener("touchend", (e) => {
-      if (touches && touches.length === 1 && e.touches.length === 0 && e.changedTouches.length === 1 && this.onClick) {
+      if (touches && touches.length === 1 && e.touches.length === 0 && travel < 8 && this.onClick) {
         const r = c.getBoundingClientRect(), t = e.changedTouches[0];
         this.onClick(t.clientX - r.left, t.clientY - r.top);
       }

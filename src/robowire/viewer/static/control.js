@@ -229,6 +229,7 @@ export class Control {
     if (!k || !this.canDrive()) return;
     const t = e.target;
     if (t && (t.tagName === "INPUT" || t.tagName === "TEXTAREA" || t.tagName === "SELECT") && t.type !== "range") return;
+    if (t && t.closest && t.closest("#list") && down) return;   // arrows there move the selection
     e.preventDefault();
     if (down) this.held.add(k); else this.held.delete(k);
     if (this.held.size && !this.timer) {

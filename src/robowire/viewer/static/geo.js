@@ -25,6 +25,7 @@ export class GeoView {
     this.onWaypoint = null;
     this.visible = 0;
     this.lastDraw = 0;
+    this.drawnFrame = -2;
     this.attach();
   }
 
@@ -113,8 +114,9 @@ export class GeoView {
 
   /** Redraw (at most ~15 Hz unless forced). */
   draw(force = false, now = performance.now()) {
-    if (!force && now - this.lastDraw < 66) return;
+    if (!force && (now - this.lastDraw < 66 || this.drawnFrame === this.store.frame)) return;
     this.lastDraw = now;
+    this.drawnFrame = this.store.frame;
     const cv = this.canvas, dpr = Math.min(window.devicePixelRatio || 1, 2);
     const W = cv.clientWidth, H = cv.clientHeight;
     if (!W || !H) return;
