@@ -10,7 +10,9 @@ test-artifacts/viewer.png.
 
 from __future__ import annotations
 
+import math
 import re
+import struct
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -141,6 +143,56 @@ def test_the_status_panel_shows_the_source_connected_with_a_rate(viewer: Any) ->
     cells = row.locator("td").all_inner_texts()
     assert cells[1] == "source"
     assert int(cells[4]) == DRONES
+
+
+def _block(source: int, slots: list[int], beam: bool) -> bytes:
+    """A state-frame block laid out by hand from viewer-spec.md (not by the server's encoder)."""
+    n = len(slots)
+    out = struct.pack("<HHI", source, 1 if beam else 0, n)
+    out += struct.pack(f"<{n}I", *slots)
+    out += struct.pack(f"<{3 * n}f", *[s + k / 4 for s in slots for k in range(3)])
+    out += struct.pack(f"<{4 * n}f", *[1.0, 0.0, 0.0, 0.0] * n)
+    out += bytes([10, 20, 30, 255] * n)
+    out += struct.pack(f"<{n}f", *[90.0] * n)
+    out += struct.pack(f"<{3 * n}f", *[47.5, 8.5, float("nan")] * n)
+    if beam:
+        out += struct.pack(f"<{3 * n}f", *[0.0, 0.0, -1.0] * n)
+    return out
+
+
+DECODE = """async (bytes) => {
+  const { decodeFrame } = await import('/static/net.js');
+  const f = decodeFrame(new Uint8Array(bytes).buffer);
+  const plain = (a) => (a ? Array.from(a, (v) => (Number.isNaN(v) ? 'NaN' : v)) : null);
+  return { frame: f.frame, time: f.time, blocks: f.blocks.map((b) => ({
+    source: b.source, n: b.n, slot: plain(b.slot), position: plain(b.position),
+    colour: plain(b.colour), heading: plain(b.heading), geodetic: plain(b.geodetic),
+    beam: plain(b.beam) })) };
+}"""
+
+
+def test_the_page_decodes_state_frames_laid_out_as_the_spec_says(viewer: Any) -> None:
+    blocks = [_block(3, [7, 2], beam=True), _block(0, [5], beam=False)]
+    frame = struct.pack("<BBHId", 1, 0, len(blocks), 4242, 1.5e9) + b"".join(blocks)
+    decoded = viewer.js(DECODE, list(frame))
+    assert decoded["frame"] == 4242 and decoded["time"] == 1.5e9
+    first, second = decoded["blocks"]
+    assert (first["source"], first["n"], first["slot"]) == (3, 2, [7, 2])
+    assert first["position"] == [7.0, 7.25, 7.5, 2.0, 2.25, 2.5]
+    assert first["colour"] == [10, 20, 30, 255] * 2
+    assert first["heading"] == [90.0, 90.0]
+    assert [round(v, 4) if v != "NaN" else v for v in first["geodetic"]] == [47.5, 8.5, "NaN"] * 2
+    assert first["beam"] == [0.0, 0.0, -1.0] * 2
+    assert (second["source"], second["slot"], second["beam"]) == (0, [5], None)
+    assert not math.isnan(second["position"][0])
+    # a frame cut short is refused (RangeError), not read past its end
+    error = viewer.js(
+        "async (bytes) => { const { decodeFrame } = await import('/static/net.js');"
+        " try { decodeFrame(new Uint8Array(bytes).buffer); return null; }"
+        " catch (e) { return e.name; } }",
+        list(frame[:-5]),
+    )
+    assert error == "RangeError"
 
 
 def test_screenshot_and_no_console_errors(viewer: Any) -> None:
