@@ -44,9 +44,9 @@ def main() -> int:
 
     path = os.environ.get("PYTHONPATH", "")
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{path}"}
+    command = ["demo", "--viewer-port", "0", "--count", str(args.count)]
     demo = subprocess.Popen(
-        [sys.executable, "-m", "robowire.cli", "demo", "--viewer-port", "0"]
-        + ["--count", str(args.count)],
+        [sys.executable, "-m", "robowire.cli", *command],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
