@@ -112,6 +112,19 @@ export class GeoView {
     if (best) this.onSelect(best);
   }
 
+  /** The offscreen layer the dots are written into (remade only when the size changes). */
+  dotLayer(w, h) {
+    let d = this.dots;
+    if (!d || d.canvas.width !== w || d.canvas.height !== h) {
+      const canvas = document.createElement("canvas");
+      canvas.width = w; canvas.height = h;
+      const ctx = canvas.getContext("2d");
+      const image = ctx.createImageData(w, h);
+      d = this.dots = { canvas, ctx, image, px: new Uint32Array(image.data.buffer) };
+    }
+    return d;
+  }
+
   /** Redraw (at most ~15 Hz unless forced). */
   draw(force = false, now = performance.now()) {
     if (!force && (now - this.lastDraw < 66 || this.drawnFrame === this.store.frame)) return;
@@ -147,7 +160,11 @@ export class GeoView {
       c.beginPath(); c.moveTo(x, 0); c.lineTo(x, H); c.stroke();
       c.fillText(`${lon.toFixed(dec(stepLon))}°`, x + 2, H - 4);
     }
-    // devices
+    // devices: 3x3 device-pixel dots written into one reused ImageData (no string or object
+    // per device), composited over the grid with one drawImage
+    const dots = this.dotLayer(cv.width, cv.height);
+    const pix = dots.px, pw = cv.width, ph = cv.height;
+    pix.fill(0);
     let visible = 0;
     for (const g of this.store.groups) {
       const p = g.geodetic, col = g.colour;
@@ -156,11 +173,19 @@ export class GeoView {
         if (!Number.isFinite(lat) || !Number.isFinite(lon)) continue;
         this.toXY(lat, lon, tmp);
         visible++;
-        if (tmp[0] < -4 || tmp[1] < -4 || tmp[0] > W + 4 || tmp[1] > H + 4) continue;
-        c.fillStyle = `rgb(${col[4 * i]},${col[4 * i + 1]},${col[4 * i + 2]})`;
-        c.fillRect(tmp[0] - 2, tmp[1] - 2, 4, 4);
+        const x = Math.round(tmp[0] * dpr), y = Math.round(tmp[1] * dpr);
+        if (x < 1 || y < 1 || x >= pw - 1 || y >= ph - 1) continue;
+        const rgba = (255 << 24 | col[4 * i + 2] << 16 | col[4 * i + 1] << 8 | col[4 * i]) >>> 0;
+        for (let dy = -1; dy <= 1; dy++) {
+          const row = (y + dy) * pw + x;
+          pix[row - 1] = rgba; pix[row] = rgba; pix[row + 1] = rgba;
+        }
       }
     }
+    dots.ctx.putImageData(dots.image, 0, 0);
+    c.setTransform(1, 0, 0, 1, 0, 0);
+    c.drawImage(dots.canvas, 0, 0);
+    c.setTransform(dpr, 0, 0, dpr, 0, 0);
     this.visible = visible;
     const d = this.selected;
     if (d) {
