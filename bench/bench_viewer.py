@@ -4,7 +4,8 @@ state-frame encoder against the bare numpy floor (all measured in this one run).
 1. encode: one frame of 10,000 drones (slot, position, orientation, colour, heading,
    geodetic: 52 B a drone) built by `frames.encode_frame`, against a bare
    `np.concatenate([...]).tobytes()` of the same gathered, cast columns (the floor: no LED
-   choice, no heading from quaternions). Printed: frames/s of each and the ratio.
+   choice, no heading from quaternions). Best of 5 interleaved rounds each; printed:
+   frames/s of each and the ratio.
 2. feed: `robowire sim vrsp --drones 10000` (a process) sends to `robowire serve
    http://127.0.0.1:0 --from vrsp://…` (the gateway with the viewer, a process); one
    `websockets` client here says `ready` after each frame. Printed: device states (world
@@ -20,6 +21,7 @@ import json
 import os
 import re
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -31,7 +33,8 @@ from robowire.viewer.frames import BlockSource, KindColours, decode_frame, encod
 from robowire.world import World
 
 DRONES = 10_000
-ENCODES = 60
+ENCODES = 20
+ROUNDS = 5
 WARMUP = 3.0  # seconds before the feed is measured
 MEASURE = 8.0  # seconds of feed measured
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -86,16 +89,19 @@ def bench_encode() -> None:
     block = [BlockSource(0, table, slots, colours)]
     size = len(encode_frame(0, 0.0, block))
     assert len(decode_frame(encode_frame(0, 0.0, block)).blocks[0]) == DRONES
-    rates = {}
-    for name, fn in (
+    rates: dict[str, float] = {}
+    candidates = (
         ("bare np.concatenate().tobytes()", lambda: _bare(world, slots)),
         ("frames.encode_frame", lambda: encode_frame(0, 0.0, block)),
-    ):
-        fn()
-        start = time.perf_counter()
-        for _ in range(ENCODES):
+    )
+    for _ in range(ROUNDS):  # interleaved rounds, the best of each: the machine is shared
+        for name, fn in candidates:
             fn()
-        rates[name] = ENCODES / (time.perf_counter() - start)
+            start = time.perf_counter()
+            for _ in range(ENCODES):
+                fn()
+            rate = ENCODES / (time.perf_counter() - start)
+            rates[name] = max(rates.get(name, 0.0), rate)
     floor = rates["bare np.concatenate().tobytes()"]
     print(f"   encode: one frame of {DRONES:,} drones = {size / 1e3:,.0f} kB")
     for name, rate in rates.items():
@@ -121,6 +127,18 @@ def _cpu_seconds(pid: int) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+def _devices(frame: bytes) -> int:
+    """How many devices a state frame holds, from its block headers alone (the client's
+    own cost stays small: it is the gateway that is measured)."""
+    count = struct.unpack_from("<H", frame, 2)[0]
+    offset, total = 16, 0
+    for _ in range(count):
+        _index, sections, n = struct.unpack_from("<HHI", frame, offset)
+        offset += 8 + n * (64 if sections & 1 else 52)
+        total += n
+    return total
+
+
 async def _client(url: str) -> dict[str, float]:
     from websockets.asyncio.client import connect
 
@@ -144,7 +162,7 @@ async def _client(url: str) -> dict[str, float]:
                 await ws.send(json.dumps({"type": "ready"}))
                 counts["frames"] += 1
                 counts["bytes"] += len(message)
-                counts["devices"] += sum(len(b) for b in decode_frame(message).blocks)
+                counts["devices"] += _devices(message)
             elif json.loads(message)["type"] == "status":
                 sources = [s for s in json.loads(message)["services"] if s["role"] == "source"]
                 counts["ingest"] = max((s["rate"] for s in sources), default=0.0)

@@ -115,7 +115,7 @@ def test_replay_of_a_rec_file_ends_by_itself():
 
 
 def test_demo_shows_every_landed_simulator():
-    run = robowire("demo", "--duration", "4", "--count", "3")
+    run = robowire("demo", "--duration", "4", "--count", "3", "--viewer-port", "0")
     assert run.returncode == 0, run.stderr
     counts = dict(re.findall(r"^(\w+)@127\.0\.0\.1:\d+: (\d+) messages in", run.stdout, re.M))
     assert set(counts) == {"spyglass", "vrpn", "xrp", "ugcs", "vrsp"}, run.stdout

@@ -44,6 +44,7 @@ GIMBAL_SUFFIX = "_gimbal_w"  # payload<k>_gimbal_w/x/y/z: a gimballed payload (V
 KIND_COLOURS: dict[str, tuple[int, int, int]] = {
     "drone": (51, 153, 255),
     "robot": (255, 153, 26),
+    "xrp": (255, 153, 26),
     "ugcs": (230, 77, 77),
     "vehicle": (230, 77, 77),
     "tracker": (77, 230, 77),
@@ -76,13 +77,15 @@ class KindColours:
 def headings(table: SourceTable, slots: SlotArray) -> npt.NDArray[np.float64]:
     """Degrees clockwise from north: the `heading` telemetry where a device has it, else the
     yaw of its orientation (where it has one), else NaN."""
+    reported = table.telemetry.get(HEADING_FIELD)
+    value = reported[slots] if reported is not None else None
+    if value is not None and not np.isnan(value).any():
+        return value  # every device says its heading: no yaw to work out
     q = table.orientation[slots]
     w, x, y, z = q[:, 0], q[:, 1], q[:, 2], q[:, 3]
     yaw = np.degrees(np.arctan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z)))
     out = np.where(table.has_orientation[slots], np.mod(90.0 - yaw, 360.0), np.nan)
-    reported = table.telemetry.get(HEADING_FIELD)
-    if reported is not None:
-        value = reported[slots]
+    if value is not None:
         out = np.where(np.isnan(value), out, value)
     return out
 
@@ -194,13 +197,15 @@ def _encode_block(buf: bytearray, offset: int, block: BlockSource, beam: bool) -
     _view(buf, "<f4", offset, (n, 4))[:] = table.orientation[slots]
     offset += 16 * n
     colour = _view(buf, "u1", offset, (n, 4))
-    colour[:, :3] = block.kind_rgb[slots]
     led = [table.telemetry.get(name) for name in LED_FIELDS]
     if all(column is not None for column in led):
         rgb = np.stack([c[slots] for c in led if c is not None], axis=1)
-        lit = ~np.isnan(rgb).any(axis=1)
-        colour[lit, :3] = np.clip(rgb[lit], 0, 255).astype(np.uint8)
-        colour[:, 3] = np.where(lit, 255, 0)
+        lit = np.asarray(~np.isnan(rgb).any(axis=1))
+        np.clip(np.nan_to_num(rgb), 0, 255, out=rgb)
+        colour[:, :3] = np.where(lit[:, None], rgb, block.kind_rgb[slots])
+        colour[:, 3] = lit * np.uint8(255)
+    else:
+        colour[:, :3] = block.kind_rgb[slots]
     offset += 4 * n
     _view(buf, "<f4", offset, (n,))[:] = headings(table, slots)
     offset += 4 * n

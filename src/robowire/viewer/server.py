@@ -117,6 +117,7 @@ class ViewerSink(Sink):
         return index
 
     def hello(self) -> dict[str, Any]:
+        """The first message a browser gets: versions, the frame rate, what control offers."""
         commands: Mapping[str, Any] = {}
         if self.controller is not None:
             commands = {k: [dict(c) for c in v] for k, v in self.controller.catalog().items()}
@@ -158,7 +159,8 @@ class ViewerSink(Sink):
             self.listening(_bound(server))
             while True:
                 await asyncio.sleep(STATUS_PERIOD)
-                self._broadcast(self.status())
+                if self.clients:
+                    self._broadcast(self.status())
         finally:
             server.close()
             await server.wait_closed()
