@@ -139,13 +139,25 @@ class ParamError(ValueError):
 
 
 def _number(spec: ParamSpec, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ParamError(f"parameter {spec.name!r} must be a number, not {value!r}")
-    if spec.minimum is not None and value < spec.minimum:
-        raise ParamError(f"parameter {spec.name!r} must be >= {spec.minimum:g}, not {value!r}")
-    if spec.maximum is not None and value > spec.maximum:
-        raise ParamError(f"parameter {spec.name!r} must be <= {spec.maximum:g}, not {value!r}")
-    return float(value)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ParamError(f"parameter {spec.name!r} must be a number, not {_short(value)}")
+    try:
+        number = float(value)
+    except OverflowError:  # an int past float's range
+        number = math.inf
+    if not math.isfinite(number):
+        raise ParamError(f"parameter {spec.name!r} must be a finite number")
+    if spec.minimum is not None and number < spec.minimum:
+        raise ParamError(f"parameter {spec.name!r} must be >= {spec.minimum:g}, not {number:g}")
+    if spec.maximum is not None and number > spec.maximum:
+        raise ParamError(f"parameter {spec.name!r} must be <= {spec.maximum:g}, not {number:g}")
+    return number
+
+
+def _short(value: Any) -> str:
+    """A value for a one-line message (a browser may send anything, of any size)."""
+    text = repr(value) if isinstance(value, str | bool | None) else type(value).__name__
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _waypoints(spec: ParamSpec, value: Any) -> list[tuple[float, float, float]]:
@@ -179,14 +191,18 @@ def check_param(spec: ParamSpec, value: Any) -> Any:
             return _number(spec, value)
         case "bool":
             if not isinstance(value, bool):
-                raise ParamError(f"parameter {spec.name!r} must be true or false, not {value!r}")
+                raise ParamError(
+                    f"parameter {spec.name!r} must be true or false, not {_short(value)}"
+                )
             return value
         case "string":
             if not isinstance(value, str):
-                raise ParamError(f"parameter {spec.name!r} must be a string, not {value!r}")
+                raise ParamError(f"parameter {spec.name!r} must be a string, not {_short(value)}")
             if spec.choices and value not in spec.choices:
                 choices = ", ".join(spec.choices)
-                raise ParamError(f"parameter {spec.name!r} must be one of {choices}, not {value!r}")
+                raise ParamError(
+                    f"parameter {spec.name!r} must be one of {choices}, not {_short(value)}"
+                )
             return value
         case _:
             return _waypoints(spec, value)
@@ -198,10 +214,11 @@ def check_params(command: CommandSpec, params: Any) -> dict[str, Any]:
     if not isinstance(params, Mapping):
         raise ParamError("params must be an object")
     known = {p.name: p for p in command.params}
-    unknown = sorted(set(params) - set(known))
+    unknown = sorted(str(k) for k in params if k not in known)
     if unknown:
         there = ", ".join(known) or "none"
-        raise ParamError(f"{command.name} has no parameter {unknown[0]!r} (it has: {there})")
+        name = _short(unknown[0])
+        raise ParamError(f"{command.name} has no parameter {name} (it has: {there})")
     out: dict[str, Any] = {}
     for spec in command.params:
         value = params.get(spec.name)
@@ -221,6 +238,7 @@ class Controller:
 
     def __init__(self, services: Callable[[], Iterable[object]]) -> None:
         self._services = services
+        self._last: dict[tuple[str, str], str] = {}  # (source, device) -> last command logged
 
     def sources(self) -> dict[str, Controllable]:
         """The services that take commands, by name."""
@@ -258,7 +276,10 @@ class Controller:
         except ParamError as exc:
             yield CommandStatus(REFUSED, f"{command}: {exc}")
             return
-        log.info("%s %s: %s %s", source, device, command, checked)
+        # each command is logged once in a row (a held key sends `drive` ten times a second)
+        level = logging.DEBUG if self._last.get((source, device)) == command else logging.INFO
+        self._last[(source, device)] = command
+        log.log(level, "%s %s: %s %s", source, device, command, checked)
         final = False
         steps = target.run_command(device, spec, checked)
         try:

@@ -14,12 +14,15 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from websockets.asyncio.client import connect
 from websockets.typing import Subprotocol
 
 from robowire.control import CommandSpec, CommandStatus, Controller, ParamSpec
 from robowire.endpoints import parse_endpoint
 from robowire.errors import TransportError
+from robowire.protocols.ugcs import services as ugcs_services
 from robowire.protocols.ugcs.events import CommandTimedOut, ResponseReceived
 from robowire.protocols.ugcs.services import UcsSource, UgcsSim, reply_status
 from robowire.protocols.xrp.services import XrpSim, XrpSource
@@ -130,6 +133,7 @@ async def test_unknown_source_device_command_are_refused_in_one_line() -> None:
         ({"speed": 6}, "speed"),
         ({"speed": float("nan")}, "speed"),
         ({"speed": True}, "speed"),
+        ({"speed": 10**400}, "speed"),
         ({"mode": "warp"}, "mode"),
         ({"lights": 1}, "lights"),
         ({"colour": "red"}, "colour"),
@@ -173,6 +177,34 @@ async def test_a_command_always_ends_in_a_final_state() -> None:
     toy.behaviour = "raise"
     result = await statuses(controller, "toy", "d1", "go")
     assert result[-1] == ("failed", "go: toy: connection lost")
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(command=st.sampled_from(["go", "route"]), params=JSON)
+def test_any_json_params_get_one_final_status(command: str, params: Any) -> None:
+    """Whatever a browser sends as params: one answer, refused (naming what is wrong) or
+    passed on checked, never an exception."""
+    toy = Toy()
+    controller = Controller(lambda: [toy])
+
+    async def run() -> list[CommandStatus]:
+        return [s async for s in controller.run("toy", "d1", command, params)]
+
+    result = asyncio.run(run())
+    assert result[-1].final and all(not s.final for s in result[:-1])
+    if result[-1].state == "refused":
+        assert len(result) == 1 and toy.calls == [] and "\n" not in result[-1].message
+    else:
+        assert result[-1].state == "ok" and len(toy.calls) == 1
 
 
 def test_vsm_replies_become_statuses() -> None:
@@ -409,6 +441,40 @@ async def test_ugcs_arm_takeoff_mission_land_and_refusals() -> None:
             # the other drone was never touched
             other = device(world, name, "SIM-0002")
             assert other is not None and other.telemetry["is_armed"][0] == 0.0
+
+
+async def test_ugcs_no_reply_is_a_timeout_and_a_lost_vsm_fails_the_command(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(ugcs_services, "COMMAND_TIMEOUT", 1.0)
+    world = World()
+    sim = UgcsSim(SimOptions(port=0, count=1, options=UGCS_SETTINGS))
+    sim.server.on_command = lambda event: None  # a VSM that never answers
+    sim_task = asyncio.create_task(sim.run(world))
+    await asyncio.wait_for(sim.ready.wait(), 10)
+    assert sim.address is not None
+    source = UcsSource(parse_endpoint(f"ugcs://127.0.0.1:{sim.address[1]}"))
+    controller = Controller(lambda: [source])
+    try:
+        async with running(world, source):
+            name = source.name
+            await until(lambda: device(world, name, "SIM-0001") is not None, "SIM-0001")
+            result = await statuses(controller, name, "SIM-0001", "arm")
+            assert result == [
+                ("sent", "arm sent"),
+                ("timeout", "arm: no reply from the VSM in 1 s"),
+            ]
+
+            # the VSM goes away while a command waits for its reply
+            waiting = asyncio.create_task(statuses(controller, name, "SIM-0001", "arm"))
+            await asyncio.sleep(0.2)
+            sim_task.cancel()
+            result = await waiting
+            assert result[0] == ("sent", "arm sent")
+            assert result[-1][0] == "failed" and "\n" not in result[-1][1]
+    finally:
+        sim_task.cancel()
+        await asyncio.gather(sim_task, return_exceptions=True)
 
 
 # -- end to end: the CLI's viewer, a WebSocket client as the browser -----------------------------
