@@ -1,6 +1,6 @@
 """Screenshot of `robowire demo` in the web viewer (the README's picture: docs/viewer.png).
 
-    PYTHONPATH=src python tools/screenshot.py [-o docs/viewer.png] [--count 20] [--wait 8]
+    PYTHONPATH=src python tools/screenshot.py [-o docs/viewer.png] [--count 60] [--wait 16]
 
 Starts `robowire demo --viewer-port 0` (every simulator, the gateway, the viewer), opens the
 printed URL in Debian's headless chromium (Playwright) at 1280x800, waits for the devices to
@@ -33,8 +33,8 @@ ARGS = [
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-o", "--out", default=str(ROOT / "docs" / "viewer.png"))
-    parser.add_argument("--count", type=int, default=20, help="devices per simulator")
-    parser.add_argument("--wait", type=float, default=8.0, help="seconds before the shot")
+    parser.add_argument("--count", type=int, default=60, help="devices per simulator")
+    parser.add_argument("--wait", type=float, default=16.0, help="seconds before the shot")
     parser.add_argument("--select", default="vrsp", help="select a device of this source")
     args = parser.parse_args()
     if not Path(CHROMIUM).exists():

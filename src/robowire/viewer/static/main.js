@@ -66,9 +66,33 @@ function onMessage(m) {
     case "telemetry": panel.telemetry(m); break;
     case "command_status": control.status(m); break;
     case "commands": control.setCommands(m.commands); break;
-    case "log": logs.push(m); if (logs.length > 200) logs.shift(); break;
+    case "log": addLog(m); break;
     default: break;
   }
+}
+
+const LOG_LINES = 100;
+let logTotal = 0;
+function addLog(m) {
+  logs.push(m);
+  if (logs.length > LOG_LINES) logs.shift();
+  logTotal++;
+  const box = $("log");
+  if (logTotal === 1) box.innerHTML = "";
+  const line = document.createElement("div");
+  const level = String(m.level ?? "info").toLowerCase();
+  line.className = `line lv-${level}`;
+  const t = document.createElement("span");
+  t.className = "t";
+  t.textContent = m.time ? new Date(m.time * 1000).toISOString().slice(11, 19) : "";
+  const where = m.device ? `${m.source} ${m.device}` : m.source;
+  line.append(t, `${where}: ${m.text}`);
+  line.title = `${where}: ${m.text}`;
+  const atBottom = box.scrollTop + box.clientHeight >= box.scrollHeight - 4;
+  box.appendChild(line);
+  while (box.childElementCount > LOG_LINES) box.firstElementChild.remove();
+  if (atBottom) box.scrollTop = box.scrollHeight;
+  $("log-count").textContent = `${logTotal}`;
 }
 
 if (scene) {
