@@ -108,9 +108,14 @@ class Viewer:
         self.page = page
         self.url = url
         self.errors: list[str] = []
-        page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        page.on("console", self._console)
         page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
         page.goto(url)
+
+    def _console(self, message: Any) -> None:
+        # errors, and WebGL's complaints (chromium logs those as warnings)
+        if message.type == "error" or re.search(r"GL_INVALID|WebGL: ", message.text):
+            self.errors.append(f"console {message.type}: {message.text}")
 
     def js(self, expression: str, arg: Any = None) -> Any:
         return self.page.evaluate(expression, arg)

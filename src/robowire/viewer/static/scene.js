@@ -268,7 +268,12 @@ export class Scene {
     }
     gl.bindVertexArray(null);
     s.arrow = vao(this.meshes.arrow);
-    s.trailVao = vao(null);
+    // trail ring: TRAIL blocks of `capacity` positions, one block per sample
+    s.trail = gl.createBuffer();
+    gl.bindBuffer(gl.ARRAY_BUFFER, s.trail);
+    gl.bufferData(gl.ARRAY_BUFFER, new Float32Array(g.capacity * 3 * TRAIL).fill(NaN), gl.DYNAMIC_DRAW);
+    s.block = g.capacity * 12;
+    s.trailVao = gl.createVertexArray();
     gl.bindVertexArray(s.trailVao);
     gl.bindBuffer(gl.ARRAY_BUFFER, s.trail);
     gl.enableVertexAttribArray(0);
@@ -294,11 +299,6 @@ export class Scene {
     gl.enableVertexAttribArray(1);
     gl.vertexAttribPointer(1, 4, gl.UNSIGNED_BYTE, true, 0, 0);
     gl.bindVertexArray(null);
-    // trail ring: TRAIL blocks of `capacity` positions, one block per sample
-    s.trail = gl.createBuffer();
-    gl.bindBuffer(gl.ARRAY_BUFFER, s.trail);
-    gl.bufferData(gl.ARRAY_BUFFER, new Float32Array(g.capacity * 3 * TRAIL).fill(NaN), gl.DYNAMIC_DRAW);
-    s.block = g.capacity * 12;
     s.dirtyAll = true;
     this.gpu[g.index] = s;
     return s;
