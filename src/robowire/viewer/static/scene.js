@@ -175,10 +175,16 @@ export class Scene {
     this.linkData = new Float32Array(0);
     this.linkCount = 0;
     this.drawn = 0;
-    this.pointsAbove = 2000;   // a shape with more devices than this is drawn as points
     const gl = canvas.getContext("webgl2", { antialias: true, alpha: false });
     if (!gl) throw new Error("WebGL2 is not available in this browser");
     this.gl = gl;
+    // software GL (SwiftShader, llvmpipe: headless browsers, no GPU) pays per instance drawn:
+    // there, a shape with more than a few hundred devices is drawn as points
+    const info = gl.getExtension("WEBGL_debug_renderer_info");
+    this.renderer = info ? String(gl.getParameter(info.UNMASKED_RENDERER_WEBGL)) : "";
+    this.software = /swiftshader|llvmpipe|software|softpipe/i.test(this.renderer);
+    const asked = Number(new URLSearchParams(location.search).get("points"));
+    this.pointsAbove = Number.isFinite(asked) && asked > 0 ? asked : this.software ? 300 : 20000;
     this.dev = compile(gl, DEVICE_VS, DEVICE_FS);
     this.line = compile(gl, LINE_VS, LINE_FS);
     this.grid = compile(gl, GRID_VS, GRID_FS);
@@ -587,7 +593,9 @@ export class Scene {
       }
     }
     c.fillStyle = "rgba(170,185,200,0.9)";
-    c.fillText(`grid ${fmtMetres(this.gridStep)} / ${fmtMetres(major)}  ·  x east, y north (m)`, 8, 16);
+    const points = this.store.groups.some((g) => g.n > this.pointsAbove);
+    c.fillText(`grid ${fmtMetres(this.gridStep)} / ${fmtMetres(major)}  ·  x east, y north (m)`
+      + (points ? `  ·  more than ${this.pointsAbove} of a kind: points` : ""), 8, 16);
     // compass: where north is on screen
     const a = cam.project(cam.target[0], cam.target[1], 0, [0, 0]);
     const b = a && cam.project(cam.target[0], cam.target[1] + cam.distance * 0.05, 0, [0, 0]);
