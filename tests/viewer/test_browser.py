@@ -44,8 +44,8 @@ def test_page_loads_and_lists_the_simulated_drones(viewer: Any) -> None:
     assert {d["kind"] for d in devices} == {"drone"}
     assert {d["source"] for d in devices} == {viewer.source}
     # the list: a group header for the source with its count, rows for the drones in view
-    header = viewer.page.locator("#list .row.group").first
-    assert header.inner_text() == f"{viewer.source} ({DRONES})"
+    header = f"{viewer.source} ({DRONES})"
+    viewer.wait(f"document.querySelector('#list .row.group').textContent === '{header}'")
     # search narrows the (virtualised) list to the matching drones
     viewer.page.fill("#search", "17")
     viewer.wait("[...document.querySelectorAll('#list .row:not([hidden]) .name')].length === 1")

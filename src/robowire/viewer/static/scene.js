@@ -132,7 +132,9 @@ uniform vec4 u_col;
 out vec4 v_c;
 void main() {
   int age = (gl_VertexID / u_cap - u_head + ${2 * TRAIL - 1}) % ${TRAIL};   // 0 oldest
+  if (any(isnan(a_p))) { gl_Position = vec4(2.0, 2.0, 2.0, 1.0); return; }
   gl_Position = u_vp * vec4(a_p, 1.0);
+  gl_PointSize = 2.0;
   v_c = vec4(u_col.rgb, u_col.a * float(age) / float(${TRAIL - 1}));
 }`;
 
@@ -175,6 +177,7 @@ export class Scene {
     this.linkData = new Float32Array(0);
     this.linkCount = 0;
     this.drawn = 0;
+    this.dotStep = 10;         // points mode: a trail dot every 10th sample (1 s apart)
     const gl = canvas.getContext("webgl2", { antialias: true, alpha: false });
     if (!gl) throw new Error("WebGL2 is not available in this browser");
     this.gl = gl;
@@ -324,9 +327,9 @@ export class Scene {
   }
 
   /** Push the current positions into the trail ring (every TRAIL_PERIOD_MS): one upload of
-   * the new sample, and one of the segment indices (oldest to newest, skipping unknown samples;
-   * every 4th sample for thousands of devices). Plain indexed lines, no instancing: software GL
-   * pays per instance. */
+   * the new sample, and one of the segment indices (oldest to newest, skipping unknown samples).
+   * Plain indexed lines, no instancing: software GL pays per instance. A shape drawn as points
+   * needs no indices: its trail is dots drawn from the ring as it is. */
   sampleTrails(now) {
     if (now - this.lastTrail < TRAIL_PERIOD_MS) return;
     this.lastTrail = now;
@@ -339,13 +342,13 @@ export class Scene {
       ring.set(g.position.subarray(0, n * 3), head * cap * 3);
       gl.bindBuffer(gl.ARRAY_BUFFER, s.trail);
       gl.bufferSubData(gl.ARRAY_BUFFER, head * s.block, g.position, 0, n * 3);
-      const stride = n > this.pointsAbove ? 4 : 1;
-      const segs = Math.floor((this.trailFilled - 1) / stride);
-      if (s.idx.length < segs * n * 2) s.idx = new Uint32Array(Math.ceil((TRAIL - 1) / stride) * cap * 2);
+      if (n > this.pointsAbove) { s.trailCount = 0; continue; }   // dots: drawn from the ring as it is
+      const segs = this.trailFilled - 1;
+      if (s.idx.length < segs * n * 2) s.idx = new Uint32Array((TRAIL - 1) * cap * 2);
       const idx = s.idx;
       let w = 0;
-      for (let q = segs; q >= 1; q--) {   // the segment ending q*stride samples back ... newest
-        const rb = (head - (q - 1) * stride + TRAIL) % TRAIL, ra = (rb - stride + TRAIL) % TRAIL;
+      for (let q = segs; q >= 1; q--) {   // the segment ending q-1 samples back ... newest
+        const rb = (head - (q - 1) + TRAIL) % TRAIL, ra = (rb - 1 + TRAIL) % TRAIL;
         const oa = ra * cap, ob = rb * cap;
         for (let j = 0; j < n; j++) {
           const xa = ring[3 * (oa + j)], xb = ring[3 * (ob + j)];
@@ -540,9 +543,17 @@ export class Scene {
       for (const g of this.store.groups) {
         if (g.n === 0) continue;
         const s = this.groupGpu(g);
-        if (!s.trailCount) continue;
         gl.uniform1i(this.trail.u.u_cap, g.capacity);
         gl.bindVertexArray(s.trailVao);
+        if (g.n > this.pointsAbove) {
+          // many drawn as points: their trails are dots, every dotStep-th sample (no indices)
+          for (let k = TRAIL - 1; k >= TRAIL - this.trailFilled && k >= 0; k -= this.dotStep) {
+            const r = (this.trailHead + 1 + k) % TRAIL;
+            gl.drawArrays(gl.POINTS, r * g.capacity, g.n);
+          }
+          continue;
+        }
+        if (!s.trailCount) continue;
         gl.drawElements(gl.LINES, s.trailCount, gl.UNSIGNED_INT, 0);
       }
     }
