@@ -126,16 +126,17 @@ void main() { o = vec4(u_col.rgb, u_col.a * v_a); }`;
 
 const TRAIL_VS = `#version 300 es
 layout(location=0) in vec3 a_p;       // sample r of device j is vertex r * capacity + j
+layout(location=1) in vec4 a_c;       // the device's colour then
 uniform mat4 u_vp;
 uniform int u_head, u_cap;
-uniform vec4 u_col;
+uniform float u_alpha;
 out vec4 v_c;
 void main() {
   int age = (gl_VertexID / u_cap - u_head + ${2 * TRAIL - 1}) % ${TRAIL};   // 0 oldest
   if (any(isnan(a_p))) { gl_Position = vec4(2.0, 2.0, 2.0, 1.0); return; }
   gl_Position = u_vp * vec4(a_p, 1.0);
   gl_PointSize = 2.0;
-  v_c = vec4(u_col.rgb, u_col.a * float(age) / float(${TRAIL - 1}));
+  v_c = vec4(mix(a_c.rgb, vec3(1.0), 0.35), u_alpha * float(age) / float(${TRAIL - 1}));
 }`;
 
 function compile(gl, vs, fs) {
@@ -233,7 +234,7 @@ export class Scene {
     if (s) {
       for (const b of [s.pos, s.rot, s.col, s.head, s.beamPosBuf, s.beamColBuf]) gl.deleteBuffer(b);
       for (const v of [s.body, s.points, s.arrow, s.trailVao, s.beamVao]) gl.deleteVertexArray(v);
-      gl.deleteBuffer(s.trail); gl.deleteBuffer(s.trailIdx);
+      gl.deleteBuffer(s.trail); gl.deleteBuffer(s.trailCol); gl.deleteBuffer(s.trailIdx);
     }
     const buf = (arr) => {
       const b = gl.createBuffer();
@@ -282,12 +283,17 @@ export class Scene {
     gl.bindBuffer(gl.ARRAY_BUFFER, s.trail);
     gl.bufferData(gl.ARRAY_BUFFER, new Float32Array(g.capacity * 3 * TRAIL).fill(NaN), gl.DYNAMIC_DRAW);
     s.block = g.capacity * 12;
+    s.trailCol = gl.createBuffer();          // and their colours: 4 bytes a sample
+    gl.bindBuffer(gl.ARRAY_BUFFER, s.trailCol);
+    gl.bufferData(gl.ARRAY_BUFFER, g.capacity * 4 * TRAIL, gl.DYNAMIC_DRAW);
     s.trailVao = gl.createVertexArray();
     gl.bindVertexArray(s.trailVao);
     gl.bindBuffer(gl.ARRAY_BUFFER, s.trail);
     gl.enableVertexAttribArray(0);
     gl.vertexAttribPointer(0, 3, gl.FLOAT, false, 0, 0);
-    gl.vertexAttribDivisor(0, 0);
+    gl.bindBuffer(gl.ARRAY_BUFFER, s.trailCol);
+    gl.enableVertexAttribArray(1);
+    gl.vertexAttribPointer(1, 4, gl.UNSIGNED_BYTE, true, 0, 0);
     s.trailIdx = gl.createBuffer();
     gl.bindBuffer(gl.ELEMENT_ARRAY_BUFFER, s.trailIdx);
     gl.bindVertexArray(null);
@@ -342,6 +348,8 @@ export class Scene {
       ring.set(g.position.subarray(0, n * 3), head * cap * 3);
       gl.bindBuffer(gl.ARRAY_BUFFER, s.trail);
       gl.bufferSubData(gl.ARRAY_BUFFER, head * s.block, g.position, 0, n * 3);
+      gl.bindBuffer(gl.ARRAY_BUFFER, s.trailCol);
+      gl.bufferSubData(gl.ARRAY_BUFFER, head * cap * 4, g.colour, 0, n * 4);
       if (n > this.pointsAbove) { s.trailCount = 0; continue; }   // dots: drawn from the ring as it is
       const segs = this.trailFilled - 1;
       if (s.idx.length < segs * n * 2) s.idx = new Uint32Array((TRAIL - 1) * cap * 2);
@@ -539,7 +547,7 @@ export class Scene {
       gl.useProgram(this.trail.p);
       gl.uniformMatrix4fv(this.trail.u.u_vp, false, cam.viewProj);
       gl.uniform1i(this.trail.u.u_head, this.trailHead);
-      gl.uniform4f(this.trail.u.u_col, 0.6, 0.8, 1.0, 0.6);
+      gl.uniform1f(this.trail.u.u_alpha, 0.7);
       for (const g of this.store.groups) {
         if (g.n === 0) continue;
         const s = this.groupGpu(g);
