@@ -3,9 +3,11 @@
 Real processes on loopback: `robowire serve http://127.0.0.1:0 --from vrsp://127.0.0.1:PORT`
 (the viewer) and `robowire sim vrsp --drones 30 --to 127.0.0.1:PORT` (30 drones, ids 1..30,
 with positions, LED colours, headings and latitude/longitude). One browser page is shared by
-the tests below, in order: it loads, lists the drones, sees them move, shows a selected drone's
-telemetry, draws them on the map and shows the source's status; a screenshot is saved to
-test-artifacts/viewer.png.
+the tests below, in order: it loads, lists the drones, sees them move, picks one in the 3-D view,
+shows a selected drone's telemetry with units, draws them on the map, shows the source's status
+and decodes state frames laid out by hand from the spec; a screenshot is saved to
+test-artifacts/viewer.png, and the page must have logged no console or WebGL error.
+Skipped, saying how to install it, where Debian's chromium is missing (see conftest.py).
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ void main() {
     float a = -radians(a_head);          // clockwise from north -> counter-clockwise about +z
     mat2 r = mat2(cos(a), sin(a), -sin(a), cos(a));
     v.xy = r * v.xy; n.xy = r * n.xy;
-    if (u_arrow == 1) { v *= 2.2; v.z += 0.05; }
+    if (u_arrow == 1) { v *= 1.7; v.z += 0.05; }
   } else {
     v = qrot(q, v); n = qrot(q, n);
   }
