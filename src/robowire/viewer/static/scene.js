@@ -410,10 +410,10 @@ export class Scene {
         const a = flat[i] < gids.length ? gids[flat[i]] : -1;
         const b = flat[i + 1] < gids.length ? gids[flat[i + 1]] : -1;
         if (a < 0 || b < 0) continue;
-        for (const d of [devs[a], devs[b]]) {
-          const p = d.group.position, j = 3 * d.gi;
-          out[k++] = p[j]; out[k++] = p[j + 1]; out[k++] = p[j + 2];
-        }
+        const da = devs[a], db = devs[b], pa = da.group.position, pb = db.group.position;
+        const ja = 3 * da.gi, jb = 3 * db.gi;
+        out[k++] = pa[ja]; out[k++] = pa[ja + 1]; out[k++] = pa[ja + 2];
+        out[k++] = pb[jb]; out[k++] = pb[jb + 1]; out[k++] = pb[jb + 2];
       }
     }
     this.linkCount = k / 3;
