@@ -24,8 +24,9 @@ from robowire import __version__, protocols
 from robowire.endpoints import parse_endpoint
 from robowire.errors import ConfigError, RobowireError
 from robowire.gateway import Gateway, open_sim, open_sink, open_source
-from robowire.service import CaptureSource, Service, SimOptions
+from robowire.service import CaptureSource, Service, SimOptions, Source
 from robowire.sinks import JsonLinesSink, TableSink
+from robowire.timebase import monotonic
 from robowire.transport import run as run_loop
 
 log = logging.getLogger("robowire")
@@ -458,9 +459,20 @@ def bridge(source: str, target: str, duration: float | None) -> None:
     metavar="FILE.mcap",
     help="MCAP (or VRPN log .vrpn, SpyGlass .rec) to write.",
 )
+@click.option(
+    "--foxglove-rate",
+    type=click.FloatRange(min=0),
+    default=10.0,
+    show_default=True,
+    metavar="HZ",
+    help="MCAP: Foxglove world messages (/tf, /scene, /location) per source per second; 0: none.",
+)
 @DURATION
-def record(urls: tuple[str, ...], output: str, duration: float | None) -> None:
-    """Record the world updates of sources into an MCAP file.
+def record(
+    urls: tuple[str, ...], output: str, foxglove_rate: float, duration: float | None
+) -> None:
+    """Record sources into an MCAP file: the world (Foxglove's schemas, and robowire's own
+    channel that replay reads) and every raw message received (docs/recording.md).
 
     \b
     Example:
@@ -476,13 +488,17 @@ def record(urls: tuple[str, ...], output: str, duration: float | None) -> None:
 
     async def go() -> int:
         gateway = Gateway()
-        gateway.add_sources(urls)
+        sources = [open_source(url) for url in urls]
+        gateway.add(*sources)
         suffix = Path(output).suffix.lower()
         recorder: McapRecorder | VrpnLogSink | RecSink = (
             VrpnLogSink(output) if suffix == ".vrpn"
             else RecSink(output) if suffix == ".rec"
-            else McapRecorder(output)
+            else McapRecorder(output, foxglove_rate=foxglove_rate)
         )  # fmt: skip
+        if isinstance(recorder, McapRecorder):  # the raw messages too, as received
+            for url, source in zip(urls, sources, strict=True):
+                recorder.tap_source(source, parse_endpoint(url).protocol, url)
         gateway.add(recorder)
         progress = asyncio.create_task(_report_progress(recorder))
         try:
@@ -491,7 +507,11 @@ def record(urls: tuple[str, ...], output: str, duration: float | None) -> None:
             progress.cancel()
         dropped = recorder.stats.dropped  # updates that came faster than the file took them
         lost = f" ({dropped} updates dropped: the recorder fell behind)" if dropped else ""
-        click.echo(f"record: {recorder.messages} messages written to {output}{lost}", err=True)
+        raw = getattr(recorder, "raw_messages", 0)
+        also = f" and {raw} raw messages" if raw else ""
+        click.echo(
+            f"record: {recorder.messages} messages{also} written to {output}{lost}", err=True
+        )
         return gateway_exit_code(gateway)
 
     run_async(go)
@@ -511,10 +531,10 @@ def _check_writable(path: str) -> None:
 async def _report_progress(recorder: Any, every: float = 5.0) -> None:
     """One status line on stderr every few seconds while a long recording runs: the count so
     far and the rate since the last line."""
-    before = recorder.messages
+    before = recorder.messages + getattr(recorder, "raw_messages", 0)
     while True:
         await asyncio.sleep(every)
-        now = recorder.messages
+        now = recorder.messages + getattr(recorder, "raw_messages", 0)
         rate = (now - before) / every
         click.echo(f"record: {now} messages so far ({rate:,.0f}/s)", err=True)
         before = now
@@ -522,41 +542,143 @@ async def _report_progress(recorder: Any, every: float = 5.0) -> None:
 
 @main.command()
 @click.argument("file", metavar="FILE")
-@click.option("--to", "target", default=None, metavar="URL", help="Serve the replay in a protocol.")
+@click.option(
+    "--to",
+    "target",
+    default=None,
+    metavar="URL",
+    help="Serve the replay in a protocol; a recorded protocol's URL re-emits its raw messages.",
+)
 @click.option("--speed", type=POSITIVE, default=1.0, show_default=True, help="Replay speed factor.")
+@click.option(
+    "--level",
+    type=click.Choice(["world", "raw"]),
+    default="world",
+    show_default=True,
+    help="MCAP: replay the world updates, or the raw messages through the protocols' sessions.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the replayed updates as JSON lines.")
 @click.option("--loop", is_flag=True, help="Start again at the end, until Ctrl-C or --duration.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
 @DURATION
 def replay(
-    file: str, target: str | None, speed: float, as_json: bool, loop: bool, duration: float | None
+    file: str,
+    target: str | None,
+    speed: float,
+    level: str,
+    as_json: bool,
+    loop: bool,
+    quiet: bool,
+    duration: float | None,
 ) -> None:
-    """Replay a recording (robowire .mcap, SpyGlass .rec) into the live world with its
-    recorded pacing, and optionally serve it.
+    """Replay a recording (robowire .mcap, SpyGlass .rec, VRPN .vrpn, PROTOCOL:capture.pcap)
+    into the live world with its recorded timing, and optionally serve it; or re-emit an
+    MCAP recording's raw messages to a real peer in their own protocol.
 
     \b
     Example:
-      robowire replay run.mcap --to vrpn://127.0.0.1:3883 --speed 2
+      robowire replay run.mcap --to foxglove://127.0.0.1:8765 --speed 2
+      robowire replay run.mcap --level raw --json
+      robowire replay run.mcap --to vrsp://127.0.0.1:9742     # the recorded VRSP datagrams
       robowire replay recording.rec --json --speed 10
-      robowire replay show.pcap --loop --to foxglove://127.0.0.1:8765
+      robowire replay show.pcap --loop --to vrpn://127.0.0.1:3883
     """
+    from robowire.recording import RawEmitter, contents, raw_sources
 
     async def go() -> int:
         gateway = Gateway()
         endpoint = parse_endpoint(file)
         if not endpoint.is_file:
             raise ConfigError(f"{file}: replay reads files (.mcap, .rec, PROTOCOL:capture.pcap)")
-        # every file source paces itself by its recorded times when given a speed
-        source = open_source(dataclasses.replace(endpoint, options={"speed": str(speed)}))
-        if loop and isinstance(source, CaptureSource):
-            source.loop = True
-        gateway.add(source)
+        endpoint = dataclasses.replace(endpoint, options={"speed": str(speed)})
+        if endpoint.protocol == "mcap" and target is not None:
+            assert endpoint.path is not None
+            if not Path(endpoint.path).is_file():
+                raise ConfigError(f"no such file: {endpoint.path}")
+            to = parse_endpoint(target)
+            if to.protocol in contents(endpoint.path).protocols():
+                emitter = RawEmitter(endpoint.path, to, speed, loop)
+                return await _replay_raw(emitter, duration, quiet)
+        sources: list[Source]
+        if endpoint.protocol == "mcap" and level == "raw":
+            sources = list(raw_sources(endpoint, speed))
+        else:  # every file source paces itself by its recorded times when given a speed
+            sources = [open_source(endpoint)]
+        for source in sources:
+            if loop and isinstance(source, CaptureSource):
+                source.loop = True
+        gateway.add(*sources)
         if target is not None:
             gateway.add(open_sink(target))
-        gateway.add(JsonLinesSink() if as_json else TableSink([source]))
-        await gateway.run(duration)
+        gateway.add(JsonLinesSink() if as_json else TableSink(list(sources)))
+        shown = not quiet and as_json and sys.stderr.isatty()  # the table shows its own counts
+        bar = asyncio.create_task(_progress_bar(sources)) if shown else None
+        try:
+            await gateway.run(duration)
+        finally:
+            if bar is not None:
+                bar.cancel()
+                await asyncio.gather(bar, return_exceptions=True)
         return gateway_exit_code(gateway)
 
     run_async(go)
+
+
+async def _replay_raw(emitter: Any, duration: float | None, quiet: bool) -> int:
+    """Run a raw re-emission (no world, no sinks) until it has played, or --duration."""
+    from robowire.world import World
+
+    task = asyncio.create_task(emitter.run(World()))
+    shown = not quiet and sys.stderr.isatty()
+    bar = asyncio.create_task(_progress_bar([emitter])) if shown else None
+    try:
+        ready = asyncio.create_task(emitter.ready.wait())
+        await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)
+        if emitter.address is not None:
+            host, port = emitter.address
+            click.echo(f"replay {emitter.announce} {host}:{port}", err=True)
+        try:
+            async with asyncio.timeout(duration):
+                await task
+        except TimeoutError:
+            pass
+    finally:
+        for pending in (task, bar):
+            if pending is not None:
+                pending.cancel()
+        await asyncio.gather(*(t for t in (task, bar) if t is not None), return_exceptions=True)
+    click.echo(f"replay: {emitter.sent} raw messages sent", err=True)
+    return 0
+
+
+async def _progress_bar(services: list[Any], every: float = 0.2) -> None:
+    """A progress bar on stderr (a terminal): position / duration in the recording, and the
+    message rate."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn
+
+    progress = next((s.progress for s in services if hasattr(s, "progress")), None)
+    columns = (
+        TextColumn("replay"),
+        BarColumn(),
+        TextColumn("{task.fields[where]}"),
+        TextColumn("{task.fields[rate]}"),
+    )
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("replay", total=1.0, where="", rate="")
+        before, then = 0, monotonic()
+        while True:
+            await asyncio.sleep(every)
+            done = sum(getattr(s, "sent", 0) or s.stats.messages_in for s in services)
+            now = monotonic()
+            rate = (done - before) / max(now - then, 1e-6)
+            before, then = done, now
+            total = progress.duration if progress is not None else 0.0  # known once read
+            at = progress.position if progress is not None else 0.0
+            where = f"{at:.1f} / {total:.1f} s" if total else f"{done} messages"
+            bar.update(
+                task, completed=at / total if total else 0, where=where, rate=f"{rate:,.0f} msg/s"
+            )
 
 
 if __name__ == "__main__":

@@ -4,6 +4,10 @@
     xrp://host:3540               ugcs://host:5556               vrsp://0.0.0.0:PORT
     recording.rec                 vrpn:capture.pcap              spyglass:-   (stdin)
 
+VRPN's own names are accepted as they are, so a line copied from a VRPN config works:
+`Tracker0@host[:port]` (UDP+TCP, as `vrpn://`), `Tracker0@tcp://host[:port]` (`vrpn+tcp://`),
+`Tracker0@x-vrpn://host[:port]`, and `Tracker0@file://log.vrpn` (a VRPN log file).
+
 A URL's scheme names the protocol. A file is named by its path: `.rec` is SpyGlass and `.mcap`
 a robowire recording; any other file takes the protocol as a `name:` prefix. Options ride in
 the query string (`vrpn://Tracker0@host?time=receive`).
@@ -14,6 +18,7 @@ each accepts, is the registry's business (`robowire.protocols`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +43,7 @@ class Endpoint:
     host: str = "127.0.0.1"
     port: int | None = None
     user: str | None = None  # the part before '@' (VRPN device names)
+    host_given: bool = True  # False: the URL named no host (`xrp://`), `host` is the default
     path: str | None = None  # set for files; "-" is stdin
     options: dict[str, str] = field(default_factory=dict)
 
@@ -92,8 +98,44 @@ def split_host_port(
     return host.strip("[]") or default_host, number
 
 
+VRPN_NAME = re.compile(r"^(?P<device>[^@/:?]+)@(?:(?P<scheme>tcp|x-vrpn|file)://)?(?P<rest>.+)$")
+"""VRPN's `Device@[tcp://|x-vrpn://|file://]host[:port]` (vrpn_get_connection_by_name)."""
+VRPN_SCHEMES = {None: "vrpn", "x-vrpn": "vrpn", "tcp": "vrpn+tcp"}
+
+
+def vrpn_name(text: str) -> str | None:
+    """The robowire URL of a VRPN name (`Tracker0@host:3883` -> `vrpn://Tracker0@host:3883`),
+    or None if `text` is not one."""
+    match = VRPN_NAME.match(text)
+    if match is None:
+        return None
+    device, scheme, rest = match["device"], match["scheme"], match["rest"]
+    if scheme == "file":
+        return f"vrpn:{rest}"
+    return f"{VRPN_SCHEMES[scheme]}://{device}@{rest}"
+
+
 def parse_endpoint(text: str) -> Endpoint:
     """Parse a URL or file name into an Endpoint, or raise ConfigError saying what is wrong."""
+    named_file = "://" not in text and Path(text).suffix.lower() in CAPTURE_SUFFIXES
+    native = vrpn_name(text) if "@" in text.split("://", 1)[0] and not named_file else None
+    if native is not None:
+        try:
+            parsed = parse_endpoint(native)
+        except ConfigError as exc:  # say it about what the user wrote
+            raise ConfigError(str(exc).replace(repr(native), repr(text))) from None
+        if parsed.is_file:  # VRPN's file:// names the log; the device is whatever it holds
+            return Endpoint(raw=text, protocol="vrpn", scheme="file", path=parsed.path)
+        return Endpoint(
+            raw=text,
+            protocol=parsed.protocol,
+            scheme=parsed.scheme,
+            host=parsed.host,
+            host_given=parsed.host_given,
+            port=parsed.port,
+            user=parsed.user,
+            options=parsed.options,
+        )
     if "://" in text:
         parts = urlsplit(text)
         scheme = parts.scheme.lower()
@@ -110,6 +152,7 @@ def parse_endpoint(text: str) -> Endpoint:
             protocol=protocol,
             scheme=scheme,
             host=parts.hostname or "127.0.0.1",
+            host_given=parts.hostname is not None,
             port=port,
             user=parts.username,
             options=dict(parse_qsl(parts.query)),

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from robowire import protocols
 from robowire.endpoints import Endpoint, parse_endpoint
@@ -35,6 +36,10 @@ def open_source(url: str | Endpoint) -> Source:
     endpoint = parse_endpoint(url) if isinstance(url, str) else url
     if endpoint.is_file and endpoint.path != "-" and not Path(str(endpoint.path)).is_file():
         raise ConfigError(f"no such file: {endpoint.path}")  # said before anything starts
+    target = protocols.SOURCE_SCHEMES.get(endpoint.protocol)
+    if target is not None and not endpoint.is_file:  # a source that is not a wire protocol
+        source: Source = _load(target)(endpoint)
+        return source
     if endpoint.protocol in protocols.SINK_SCHEMES:
         raise ConfigError(f"{endpoint.raw}: {endpoint.scheme}:// can only be served to, not read")
     if endpoint.protocol == "mcap":
@@ -57,9 +62,8 @@ def open_sink(url: str | Endpoint) -> Sink:
     if endpoint.is_file:
         raise ConfigError(f"{endpoint.raw}: serve needs a URL like {endpoint.protocol}://host:port")
     target = protocols.SINK_SCHEMES.get(endpoint.protocol)
-    if target is not None:  # a sink that is not a wire protocol (Foxglove)
-        module_name, _, function = target.partition(":")
-        opened: Sink = getattr(importlib.import_module(module_name), function)(endpoint)
+    if target is not None:  # a sink that is not a wire protocol (Foxglove, Zenoh)
+        opened: Sink = _load(target)(endpoint)
         return opened
     protocol = protocols.get(endpoint.protocol)
     if protocol.open_sink is None:
@@ -67,6 +71,12 @@ def open_sink(url: str | Endpoint) -> Sink:
     _check_scheme(protocol, endpoint)
     endpoint.check_options(protocol.sink_options, f"a {protocol.title} server")
     return protocol.open_sink(endpoint)
+
+
+def _load(target: str) -> Any:
+    """The function a `"module:function"` registry entry names."""
+    module_name, _, function = target.partition(":")
+    return getattr(importlib.import_module(module_name), function)
 
 
 def open_sim(name: str, options: SimOptions) -> Sim:

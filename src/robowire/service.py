@@ -31,6 +31,7 @@ from robowire.endpoints import Endpoint
 from robowire.errors import DecodeError, RobowireError, TransportError
 from robowire.protocols.base import Adapter, Address, ConnectionLost, PacketDropped, SessionStats
 from robowire.timebase import WallClock, monotonic
+from robowire.transport.tap import RECEIVER, Tap
 from robowire.world import LogEvent, Update, World
 from robowire.world.feed import DEFAULT_BYTES
 
@@ -88,6 +89,7 @@ class Source(Service):
         self.clock = WallClock()
         self.adapter: Adapter[Any] | None = None
         self.up = False  # a connection is up now (between `connected()` and its end)
+        self.tap: Tap | None = None  # sees every datagram / stream chunk received (recording)
         self._failing = False
 
     def new_adapter(self, world: World) -> Adapter[Any]:
@@ -122,6 +124,7 @@ class Source(Service):
                 log.info("%s: %s", self.name, event.reason)
 
     async def run(self, world: World) -> None:
+        RECEIVER.set(self)  # this task's receive loops hand what they read to `self.tap`
         self.adapter = self.new_adapter(world)
         delay = self.retry
         while True:

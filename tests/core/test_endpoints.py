@@ -73,3 +73,27 @@ def test_a_bad_port_names_itself(text, error):
     with pytest.raises(ConfigError) as caught:
         split_host_port(text, 9742)
     assert str(caught.value) == error
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("Tracker0@localhost", ("vrpn", "vrpn", "Tracker0", "localhost", None)),
+        ("Tracker0@10.0.0.5:3884", ("vrpn", "vrpn", "Tracker0", "10.0.0.5", 3884)),
+        ("Tracker0@tcp://10.0.0.5:3884", ("vrpn", "vrpn+tcp", "Tracker0", "10.0.0.5", 3884)),
+        ("Head@x-vrpn://mocap", ("vrpn", "vrpn", "Head", "mocap", None)),
+    ],
+)
+def test_vrpn_own_names(text, expected):
+    """VRPN's `Device@host[:port]` forms, as vrpn_get_connection_by_name reads them."""
+    e = parse_endpoint(text)
+    assert (e.protocol, e.scheme, e.user, e.host, e.port) == expected
+    assert str(e) == text  # errors and names say what the user wrote
+
+
+def test_vrpn_file_names_and_files_with_at_signs():
+    e = parse_endpoint("Tracker0@file://logs/run.vrpn")
+    assert (e.protocol, e.path) == ("vrpn", "logs/run.vrpn")
+    assert parse_endpoint("me@home.rec").path == "me@home.rec"  # a file, not a VRPN host
+    with pytest.raises(ConfigError, match="'Tracker0@h:99999'"):
+        parse_endpoint("Tracker0@h:99999")

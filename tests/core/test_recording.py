@@ -1,14 +1,17 @@
 import asyncio
+import contextlib
 import io
 import json
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from robowire.endpoints import parse_endpoint
-from robowire.errors import ConfigError
+from robowire.errors import ConfigError, DecodeError
 from robowire.gateway import Gateway
-from robowire.recording import McapRecorder, McapSource, read_recording
+from robowire.recording import McapRecorder, McapSource, RecordingAdapter, read_recording
 from robowire.service import Source
 from robowire.sinks import JsonLinesSink
 from robowire.world import World
@@ -23,8 +26,10 @@ class Walk(Source):
                 receive_time=1000.0 + i * 0.01,
                 source_time=900.0 + i,
                 kind="sensor_node",
+                name="node one",
                 position=(i, 2 * i, 0),
                 telemetry={"temp": (20.0 + i, "Cel")},
+                attributes={"firmware": "1.2"} if i == 0 else None,
                 links=["n2"],
             )
             await asyncio.sleep(0)
@@ -34,8 +39,9 @@ class Walk(Source):
 async def test_record_then_replay_gives_the_same_updates(tmp_path):
     path = str(tmp_path / "run.mcap")
     await asyncio.wait_for(Gateway().add(Walk("walk"), McapRecorder(path)).run(), 5)
-    recorded = [line for _, line in read_recording(path)]
-    assert [line["position"][0] for line in recorded if "position" in line] == list(range(10))
+    recorded = [line for _, line in read_recording(path) if "devices" in line]
+    assert [line["position"][0] for line in recorded] == [[i, 2 * i, 0] for i in range(10)]
+    assert [t for t, line in read_recording(path) if "devices" in line][-1] == 1000.09
 
     out = io.StringIO()
     replay = McapSource(parse_endpoint(path), speed=100.0)
@@ -43,8 +49,11 @@ async def test_record_then_replay_gives_the_same_updates(tmp_path):
     lines = [json.loads(x) for x in out.getvalue().splitlines()]
     updates = [x for x in lines if "position" in x]
     assert [u["position"] for u in updates] == [[i, 2 * i, 0] for i in range(10)]
-    assert updates[-1]["telemetry"]["temp"] == {"value": 29.0, "unit": "Cel"}
-    assert updates[-1]["links"] == ["n2"] and updates[-1]["source_time"] == 909.0
+    last = updates[-1]
+    assert last["source"] == "walk" and last["kind"] == "sensor_node" and last["name"] == "node one"
+    assert last["telemetry"]["temp"] == {"value": 29.0, "unit": "Cel"}
+    assert last["links"] == ["n2"] and last["source_time"] == 909.0
+    assert last["attributes"] == {"firmware": "1.2"}
     assert any(x.get("log") == "done" for x in lines)
 
 
@@ -67,5 +76,149 @@ async def test_a_recorder_that_falls_behind_counts_what_its_queue_dropped(tmp_pa
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     assert recorder.stats.dropped > 40  # each update holds ~24 kB: the 64 kB queue kept two
-    kept = {line["receive_time"] for _, line in read_recording(recorder.path)}
+    kept = {t for t, line in read_recording(recorder.path) if "devices" in line}
     assert len(kept) == 50 - recorder.stats.dropped and max(kept) == 49.0  # the newest kept
+
+
+async def test_a_swarm_update_replays_to_exactly_the_values_written(tmp_path):
+    """Columns the recorder writes compactly (float32 where exact, one value for all, none,
+    a few rows) come back as the very float64 values written."""
+    path = str(tmp_path / "run.mcap")
+    n = 200
+    rng = np.random.default_rng(7)
+    position = rng.normal(size=(n, 3)) * 100  # float64 that float32 cannot hold
+    geodetic = np.column_stack([np.full(n, 47.5), np.linspace(8.0, 8.1, n), np.full(n, 400.0)])
+    led = np.float32(rng.uniform(0, 255, n)).astype(np.float64)  # exactly float32
+    sparse = np.full(n, np.nan)
+    sparse[[3, 150]] = [1.25, 2.5]
+    absent = np.full(n, np.nan)
+
+    class Swarm(Source):
+        async def run(self, world: World) -> None:
+            slots = world.table("swarm").slots((f"d{i}" for i in range(n)), kind="drone")
+            world.update(
+                "swarm",
+                slots,
+                receive_time=5000.0,
+                source_time=4999.5,
+                position=position,
+                geodetic=geodetic,
+                telemetry={"led": (led, "1"), "cue": (sparse, "1"), "laser": (absent, "W")},
+            )
+
+    await asyncio.wait_for(Gateway().add(Swarm("swarm"), McapRecorder(path)).run(), 5)
+    replay = McapSource(parse_endpoint(path), speed=100.0)
+    gateway = Gateway().add(replay)
+    await asyncio.wait_for(gateway.run(), 5)
+    table = gateway.world.tables["swarm"]
+    assert table.ids == [f"d{i}" for i in range(n)] and set(table.kinds) == {"drone"}
+    assert np.array_equal(table.position[:n], position)
+    assert np.array_equal(table.geodetic[:n], geodetic)
+    assert np.array_equal(table.telemetry["led"][:n], led)
+    assert np.array_equal(table.telemetry["cue"][:n], sparse, equal_nan=True)
+    assert np.isnan(table.telemetry["laser"][:n]).all() and table.units["laser"] == "W"
+    assert (table.source_time[:n] == 4999.5).all()
+
+
+def recording_bytes(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    path = tmp_path_factory.mktemp("whole") / "run.mcap"
+    asyncio.run(asyncio.wait_for(Gateway().add(Walk("walk"), McapRecorder(str(path))).run(), 5))
+    return path.read_bytes()
+
+
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    return recording_bytes(tmp_path_factory)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(cut=st.integers(min_value=0, max_value=1 << 16))
+def test_a_recording_cut_anywhere_reads_up_to_the_cut(whole: bytes, cut: int, tmp_path) -> None:
+    full = [json.dumps(x) for _, x in read_recording_bytes(whole, tmp_path / "full.mcap")]
+    part = tmp_path / "cut.mcap"
+    part.write_bytes(whole[: cut % (len(whole) + 1)])
+    got: list[str] = []
+    try:
+        for _, line in read_recording(str(part)):
+            got.append(json.dumps(line))
+    except (ConfigError, DecodeError):
+        pass  # nothing readable, or the cut end: what came before it is what counts
+    assert got == full[: len(got)]
+
+
+def read_recording_bytes(data: bytes, path) -> list[tuple[float, dict]]:
+    path.write_bytes(data)
+    return list(read_recording(str(path)))
+
+
+@settings(max_examples=100, deadline=None)
+@given(data=st.binary(max_size=2000))
+def test_random_bytes_are_one_typed_error_or_nothing(data: bytes) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = f"{tmp}/random.mcap"
+        with open(path, "wb") as f:
+            f.write(data)
+        with contextlib.suppress(ConfigError, DecodeError):
+            list(read_recording(path))
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+update_like = st.fixed_dictionaries(
+    {"devices": st.lists(st.text(max_size=3), max_size=4)},
+    optional={
+        "position": json_values,
+        "new": json_values,
+        "telemetry": json_values,
+        "float32": json_values,
+        "source_time": json_values,
+        "links": json_values,
+    },
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(line=update_like | json_values)
+def test_a_damaged_world_message_is_dropped_and_counted_never_raised(line) -> None:
+    dropped: list[str] = []
+    adapter = RecordingAdapter(World(), dropped.append)
+    applied = adapter.apply([("walk", line)], 1.0)
+    assert applied + len(dropped) == 1
+
+
+async def test_the_receive_tap_sees_what_udp_and_tcp_sources_received():
+    """On asyncio's own loop (the CLI's uvloop is covered by the record tests): the one UDP
+    loop and the one stream driver hand a source's bytes to its tap, with transport and peer."""
+    from robowire.gateway import open_sim, open_source
+    from robowire.service import SimOptions
+
+    gateway = Gateway()
+    spyglass = open_sim("spyglass", SimOptions(port=0, count=2))
+    vrsp = open_source("vrsp://127.0.0.1:0")
+    gateway.add(spyglass, vrsp)
+    run = asyncio.create_task(gateway.run(3.0))
+    await asyncio.wait_for(spyglass.ready.wait(), 5)
+    await asyncio.wait_for(vrsp.ready.wait(), 5)
+    assert spyglass.address is not None and vrsp.address is not None
+    viewer = open_source("spyglass://{}:{}".format(*spyglass.address))
+    seen: list[tuple[str, str, int, tuple[str, int]]] = []
+    for source in (viewer, vrsp):
+        source.tap = lambda data, now, transport, peer, name=source.name: seen.append(
+            (name, transport, len(data), peer)
+        )
+    gateway.add(viewer, open_sim("vrsp", SimOptions(count=3, target="{}:{}".format(*vrsp.address))))
+    await run
+    tcp = [s for s in seen if s[0] == viewer.name]
+    udp = [s for s in seen if s[0] == vrsp.name]
+    assert tcp and all(t == "tcp" and p == spyglass.address and n > 0 for _, t, n, p in tcp)
+    assert udp and all(t == "udp" and p[0] == "127.0.0.1" and n > 0 for _, t, n, p in udp)
+    assert viewer.stats.messages_in > 0 and vrsp.stats.messages_in > 0

@@ -431,9 +431,10 @@ class FakeController:
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, str, str, dict[str, Any]]] = []
+        self.offered = {"ugcs@x": [{"name": "arm", "label": "Arm", "params": []}]}
 
     def catalog(self) -> dict[str, list[dict[str, Any]]]:
-        return {"ugcs@x": [{"name": "arm", "label": "Arm", "params": []}]}
+        return self.offered
 
     async def run(
         self, source: str, device: str, command: str, params: dict[str, Any]
@@ -463,6 +464,21 @@ async def test_with_a_controller_commands_stream_their_statuses() -> None:
         (3, "in_progress", "arming"),
         (3, "ok", "armed"),
     ]
+
+
+async def test_a_command_catalog_that_changes_reaches_connected_browsers() -> None:
+    """A UgCS vehicle that registers after a browser connected: its commands arrive in a
+    `commands` message (within the 1 s status period), not only at the next page load."""
+    controller = FakeController()
+    async with viewer() as (sink, _):
+        sink.controller = controller
+        async with connect(ws_url(sink), subprotocols=[SUBPROTOCOL]) as ws:
+            hello = json.loads(await recv(ws))
+            later = [{"name": "land", "label": "Land", "params": []}]
+            controller.offered = {"ugcs@x": later}
+            update = await next_text(ws, "commands")
+    assert hello["commands"] == {"ugcs@x": [{"name": "arm", "label": "Arm", "params": []}]}
+    assert update == {"type": "commands", "commands": {"ugcs@x": later}}
 
 
 async def test_logs_and_links_reach_the_browser() -> None:

@@ -4,6 +4,7 @@ are one error line naming them, and a cut capture decodes to its whole records, 
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -65,3 +66,57 @@ def test_decode_of_a_cut_pcap_gives_the_good_lines_then_one_error(
     errors = [line for line in lines if "error" in line]
     assert len(errors) == 1 and lines[-1] is errors[0] and "offset" in errors[0]
     assert len(lines) > 400
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.mark.parametrize("form", ["Tracker0@127.0.0.1:{port}", "Tracker0@tcp://127.0.0.1:{port}"])
+def test_listen_takes_vrpn_own_names(form: str) -> None:
+    """A name copied from a VRPN config (`Device@host:port`, `Device@tcp://host:port`) is a
+    source as it is: the simulator's Tracker0 reports arrive."""
+    port = free_port()
+    sim = subprocess.Popen(
+        [*ROBOWIRE, "sim", "vrpn", "--port", str(port), "--duration", "30"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert sim.stdout is not None and "listening on" in sim.stdout.readline()
+        run = robowire("listen", form.format(port=port), "--json", "--count", "3")
+        assert run.returncode == 0, run.stderr
+        lines = [json.loads(line) for line in run.stdout.splitlines()]
+        assert len(lines) == 3
+        assert all(line["device"].startswith("Tracker0") for line in lines), lines
+    finally:
+        sim.terminate()
+        sim.wait(timeout=10)
+
+
+def test_a_vrpn_file_name_reads_the_log(captures: Path) -> None:
+    """`Tracker0@file://log.vrpn` (how the mainline client names a log) reads the same log as
+    `vrpn:log.vrpn`."""
+    log_file = captures / "log_server_out.vrpn"
+    native = robowire("listen", f"Tracker0@file://{log_file}", "--json")
+    plain = robowire("listen", f"vrpn:{log_file}", "--json")
+    assert native.returncode == plain.returncode == 0, native.stderr
+    strip = [
+        {k: v for k, v in json.loads(x).items() if k != "receive_time"}
+        for x in plain.stdout.split("\n")
+        if x
+    ]
+    assert (
+        strip
+        and [
+            {k: v for k, v in json.loads(x).items() if k != "receive_time"}
+            for x in native.stdout.split("\n")
+            if x
+        ]
+        == strip
+    )

@@ -3,6 +3,7 @@ stderr and a non-zero exit, and a silent robot is said once."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import socket
@@ -64,3 +65,46 @@ def test_a_file_that_is_not_xrp_is_one_error(tmp_path: Path) -> None:
     assert run.returncode != 0
     lines = run.stderr.splitlines()
     assert len(lines) == 1 and "nothing in it decodes as xrp" in lines[0], run.stderr
+
+
+def free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def test_wpilib_environment_variables_are_the_xrp_defaults() -> None:
+    """As WPILib's halsim_xrp reads them: HALSIMXRP_PORT is where the simulated robot listens
+    and where `xrp://` (no host, no port) sends; HALSIMXRP_HOST is the robot's host."""
+    port = free_udp_port()
+    env = {**ENV, "HALSIMXRP_HOST": "127.0.0.1", "HALSIMXRP_PORT": str(port)}
+    sim = subprocess.Popen(
+        [sys.executable, "-m", "robowire.cli", "sim", "xrp", "--duration", "30"],
+        env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert sim.stdout is not None
+        assert f"127.0.0.1:{port}" in sim.stdout.readline()
+        run = subprocess.run(
+            [sys.executable, "-m", "robowire.cli", "listen", "xrp://", "--json", "--count", "1"],
+            env=env, capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        line = json.loads(run.stdout)
+        assert line["source"] == f"xrp@127.0.0.1:{port}" and line["kind"] == "xrp"
+    finally:
+        sim.terminate()
+        sim.wait(timeout=10)
+
+
+def test_a_bad_halsimxrp_port_is_one_line() -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "robowire.cli", "listen", "xrp://", "--duration", "1"],
+        env={**ENV, "HALSIMXRP_PORT": "35x0"}, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert run.returncode != 0
+    assert run.stderr.splitlines() == [
+        "robowire: error: HALSIMXRP_PORT=35x0: the port must be 1..65535"
+    ]

@@ -35,10 +35,17 @@ REGISTRY: dict[str, str] = {
 SINK_SCHEMES: dict[str, str] = {
     "foxglove": "robowire.sinks.foxglove:open_sink",
     "http": "robowire.viewer.server:open_sink",
+    "zenoh": "robowire.zenoh:open_sink",
 }
 """URL schemes that name a sink, not a wire protocol (`serve foxglove://…`, and the web
 viewer's `serve http://…`): scheme -> "module:function" taking the `Endpoint` and returning
 the `Sink`."""
+
+SOURCE_SCHEMES: dict[str, str] = {
+    "zenoh": "robowire.zenoh:open_source",
+}
+"""URL schemes that name a source that is not a wire protocol (`listen zenoh://…`): scheme ->
+"module:function" taking the `Endpoint` and returning the `Source`."""
 
 
 def names() -> list[str]:
@@ -50,7 +57,8 @@ def names() -> list[str]:
 def protocol_of_scheme(scheme: str) -> str | None:
     """The protocol a URL scheme names: `vrpn` and `vrpn+tcp` are both VRPN's."""
     name = scheme.lower().partition("+")[0]
-    return name if name in names() or name in SINK_SCHEMES else None
+    known = name in names() or name in SINK_SCHEMES or name in SOURCE_SCHEMES
+    return name if known else None
 
 
 def get(name: str) -> WireProtocol:

@@ -18,7 +18,8 @@ When a client subscribes, the next pull sends every device, changed or not.
 
 One JSON channel per source, not per device: 10,000 drones are one channel, one message per
 pull. The SDK wants one object per transform, cube and fix; that loop is the cost of a pull
-(`bench`-style figure in docs/foxglove.md).
+(`bench`-style figure in docs/foxglove.md). The messages come from `foxglove_messages`, which
+the MCAP recorder shares.
 """
 
 from __future__ import annotations
@@ -26,34 +27,24 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import numpy as np
-import orjson
-
 from robowire.endpoints import Endpoint
 from robowire.errors import TransportError
 from robowire.service import Sink
+from robowire.sinks.foxglove_messages import (
+    LOCATION_TOPIC,
+    SCENE_TOPIC,
+    TF_TOPIC,
+    FoxgloveMessages,
+    frame_id,
+    snapshot,
+)
 from robowire.world import LogEvent, Update, World
-from robowire.world.model import GEODETIC, ORIENTATION, POSITION
-from robowire.world.table import FloatArray, SourceTable
+from robowire.world.table import SourceTable
 
 DEFAULT_PORT = 8765
 DEFAULT_RATE = 30.0
-WORLD_FRAME = "world"
-CUBE_SIZE = 0.2  # metres
-LED_FIELDS = ("led_red", "led_green", "led_blue")
-KIND_COLOURS: dict[str, tuple[float, float, float]] = {
-    "drone": (0.2, 0.6, 1.0),
-    "robot": (1.0, 0.6, 0.1),
-    "tracker": (0.3, 0.9, 0.3),
-    "rigid_body": (0.3, 0.9, 0.3),
-}
-OTHER_COLOUR = (0.8, 0.8, 0.8)
 SINK_OPTIONS = frozenset({"rate"})
-
-
-def frame_id(source: str, device_id: str) -> str:
-    """The Foxglove frame of a device."""
-    return f"{source}/{device_id}"
+__all__ = ["FoxgloveSink", "frame_id", "open_sink", "snapshot"]
 
 
 class FoxgloveSink(Sink):
@@ -65,11 +56,8 @@ class FoxgloveSink(Sink):
         self.port = port
         self.max_rate = rate or DEFAULT_RATE
         self._server: Any = None
-        self._channels: Any = None
-        self._telemetry: dict[str, Any] = {}
-        self._frames: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # source -> ids, frames
-        self._sent: dict[str, FloatArray] = {}  # source -> colour last sent per slot
-        self._kind_colours: dict[str, FloatArray] = {}  # source -> colour of each kind
+        self._channels: dict[str, Any] | None = None  # topic -> channel, once serving
+        self.messages = FoxgloveMessages()
         self.context: Any = None  # the foxglove.Context of this sink's channels, once serving
         self.snapshot_due = False
 
@@ -104,13 +92,13 @@ class FoxgloveSink(Sink):
             reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise TransportError(f"cannot listen on {self.host}:{self.port}: {reason}") from None
         self.context = context
-        self._channels = (
-            FrameTransformsChannel("/tf", context=context),
-            SceneUpdateChannel("/scene", context=context),
-            LocationFixChannel("/location", context=context),
-        )
+        self._channels = {
+            TF_TOPIC: FrameTransformsChannel(TF_TOPIC, context=context),
+            SCENE_TOPIC: SceneUpdateChannel(SCENE_TOPIC, context=context),
+            LOCATION_TOPIC: LocationFixChannel(LOCATION_TOPIC, context=context),
+        }
         self.listening((self.host, self._server.port))
-        self._sent.clear()  # a new server: every device's cube is sent again
+        self.messages.reset()  # a new server: every device's cube is sent again
         await asyncio.Future()
 
     def write(self, world: World, items: list[Update | LogEvent]) -> bool:
@@ -118,7 +106,7 @@ class FoxgloveSink(Sink):
             return True
         if self.snapshot_due:
             self.snapshot_due = False
-            self._sent.clear()
+            self.messages.reset()
             items = [*items, *(snapshot(t) for t in list(world.tables.values()) if len(t))]
         for item in items:
             if isinstance(item, Update) and len(item):
@@ -133,126 +121,17 @@ class FoxgloveSink(Sink):
             self._server = None
         self._channels = None
 
-    # -- one source's changed devices ---------------------------------------------------------
-
     def _send(self, table: SourceTable, update: Update) -> None:
-        from foxglove.messages import (
-            Color,
-            CubePrimitive,
-            FrameTransform,
-            FrameTransforms,
-            LocationFix,
-            Quaternion,
-            SceneEntity,
-            SceneUpdate,
-            Vector3,
-        )
+        assert self._channels is not None
+        for topic, message in self.messages.build(table, update):
+            channel = self._channels.get(topic)
+            if channel is None:  # a source's telemetry: its own JSON channel
+                import foxglove
 
-        tf_channel, scene_channel, location_channel = self._channels
-        slots = update.slots
-        ids, frames = self._names(table, slots)
-        if POSITION in update.fields or ORIENTATION in update.fields:
-            position = table.position[slots]
-            has = ~np.isnan(position).any(axis=1)
-            rotation = table.orientation[slots]  # identity where none was written
-            rows = np.flatnonzero(has).tolist()
-            p, q = position.tolist(), rotation.tolist()
-            tf_channel.log(
-                FrameTransforms(
-                    transforms=[
-                        FrameTransform(
-                            parent_frame_id=WORLD_FRAME,
-                            child_frame_id=frames[i],
-                            translation=Vector3(x=p[i][0], y=p[i][1], z=p[i][2]),
-                            rotation=Quaternion(w=q[i][0], x=q[i][1], y=q[i][2], z=q[i][3]),
-                        )
-                        for i in rows
-                    ]
+                channel = self._channels[topic] = foxglove.Channel(
+                    topic, message_encoding="json", context=self.context
                 )
-            )
-        colours = self._device_colours(table, slots)
-        sent = self._sent_colours(table)
-        new = np.flatnonzero((sent[slots] != colours).any(axis=1))
-        if len(new):
-            sent[slots[new]] = colours[new]
-            size = Vector3(x=CUBE_SIZE, y=CUBE_SIZE, z=CUBE_SIZE)
-            rgb = colours[new].tolist()
-            entities = [
-                SceneEntity(
-                    frame_id=frames[i],
-                    id=frames[i],
-                    frame_locked=True,
-                    cubes=[CubePrimitive(size=size, color=Color(r=r, g=g, b=b, a=1.0))],
-                )
-                for i, (r, g, b) in zip(new.tolist(), rgb, strict=True)
-            ]
-            scene_channel.log(SceneUpdate(entities=entities))
-        if GEODETIC in update.fields:
-            geo = table.geodetic[slots]
-            g = geo.tolist()
-            for i in np.flatnonzero(~np.isnan(geo).any(axis=1)).tolist():
-                location_channel.log(
-                    LocationFix(
-                        frame_id=frames[i], latitude=g[i][0], longitude=g[i][1], altitude=g[i][2]
-                    )
-                )
-        self._send_telemetry(table, update, ids)
-
-    def _names(self, table: SourceTable, slots: np.ndarray) -> tuple[list[str], list[str]]:
-        """The ids and frame ids of `slots` (frame ids made once per device, then indexed)."""
-        cached = self._frames.get(table.source)
-        if cached is None or len(cached[0]) < len(table):
-            ids = np.array(table.ids, dtype=object)
-            frames = np.array([frame_id(table.source, d) for d in table.ids], dtype=object)
-            cached = self._frames[table.source] = (ids, frames)
-        return cached[0][slots].tolist(), cached[1][slots].tolist()
-
-    def _sent_colours(self, table: SourceTable) -> FloatArray:
-        """The colour last sent per slot (NaN: no cube sent yet), grown with the table."""
-        sent = self._sent.get(table.source)
-        if sent is None or len(sent) < len(table):
-            grown = np.full((len(table), 3), np.nan)
-            if sent is not None:
-                grown[: len(sent)] = sent
-            sent = self._sent[table.source] = grown
-        return sent
-
-    def _device_colours(self, table: SourceTable, slots: np.ndarray) -> FloatArray:
-        """(n, 3) RGB 0..1: the LED colour (0..255 telemetry) where a device has one, else
-        its kind's colour."""
-        kinds = self._kind_colours.get(table.source)
-        if kinds is None or len(kinds) < len(table):
-            kinds = np.array([KIND_COLOURS.get(k, OTHER_COLOUR) for k in table.kinds])
-            kinds = self._kind_colours[table.source] = kinds.reshape(-1, 3)
-        colours: FloatArray = kinds[slots]
-        if all(f in table.telemetry for f in LED_FIELDS):
-            led = np.stack([table.telemetry[f][slots] for f in LED_FIELDS], axis=1)
-            lit = ~np.isnan(led).any(axis=1)
-            colours[lit] = np.round(np.clip(led[lit] / 255.0, 0.0, 1.0), 3)
-        return colours
-
-    def _send_telemetry(self, table: SourceTable, update: Update, ids: list[str]) -> None:
-        names = [n for n in update.fields if n in table.telemetry]
-        if not names:
-            return
-        channel = self._telemetry.get(table.source)
-        if channel is None:
-            import foxglove
-
-            channel = foxglove.Channel(
-                f"/telemetry/{table.source}", message_encoding="json", context=self.context
-            )
-            self._telemetry[table.source] = channel
-        message: dict[str, Any] = {"device": ids}
-        for name in sorted(names):
-            message[name] = table.telemetry[name][update.slots]  # NaN (not written) -> null
-        channel.log(orjson.dumps(message, option=orjson.OPT_SERIALIZE_NUMPY))
-
-
-def snapshot(table: SourceTable) -> Update:
-    """An update touching every device of a table with every field (for a new client)."""
-    fields = {POSITION, ORIENTATION, GEODETIC, *table.telemetry}
-    return Update(table.source, np.arange(len(table), dtype=np.intp), frozenset(fields), 0.0)
+            channel.log(message)
 
 
 def open_sink(endpoint: Endpoint) -> FoxgloveSink:

@@ -13,6 +13,7 @@ from typing import Any, cast
 from robowire.errors import TransportError
 from robowire.protocols.base import Address, StreamSession
 from robowire.timebase import monotonic
+from robowire.transport.tap import RECEIVER
 from robowire.transport.timer import DeadlineTimer
 
 log = logging.getLogger("robowire.transport")
@@ -54,6 +55,7 @@ class StreamDriver(asyncio.Protocol):
         self.peer: Address = ("", 0)
         self.closed: asyncio.Future[None] = self._loop.create_future()
         self._ended = False  # the peer's EOF was fed, or we closed the connection ourselves
+        self._receiver = RECEIVER.get()  # the source this connection reads for (its tap)
 
     # asyncio.Protocol callbacks
 
@@ -81,8 +83,11 @@ class StreamDriver(asyncio.Protocol):
         self.flush()
 
     def data_received(self, data: bytes) -> None:
+        now = monotonic()
+        if self._receiver is not None and self._receiver.tap is not None:
+            self._receiver.tap(data, now, "tcp", self.peer)
         if self.session is not None:
-            self._after(self.session.feed(data, monotonic()))
+            self._after(self.session.feed(data, now))
 
     def eof_received(self) -> bool:
         self._ended = True

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from robowire.errors import TransportError
 from robowire.protocols.base import Address, DatagramSession
 from robowire.timebase import monotonic
+from robowire.transport.tap import current_tap
 from robowire.transport.timer import DeadlineTimer
 
 log = logging.getLogger("robowire.transport")
@@ -32,7 +33,7 @@ OnEvents = Callable[[list[Any]], None]
 
 def read_datagrams(sock: socket.socket, limit: int) -> list[tuple[bytes, Address]]:
     """What the kernel has queued on `sock` (at most `limit` datagrams): the one receive loop
-    every UDP socket of robowire uses."""
+    every UDP socket of robowire uses (and where a recording taps the datagrams)."""
     out: list[tuple[bytes, Address]] = []
     append, recvfrom = out.append, sock.recvfrom
     for _ in range(limit):
@@ -43,6 +44,11 @@ def read_datagrams(sock: socket.socket, limit: int) -> list[tuple[bytes, Address
         except OSError:  # ICMP port unreachable reported on a connected socket
             continue
         append((data, (str(addr[0]), int(addr[1]))))
+    tap = current_tap()
+    if tap is not None and out:
+        now = monotonic()
+        for data, peer in out:
+            tap(data, now, "udp", peer)
     return out
 
 

@@ -116,11 +116,15 @@ class ViewerSink(Sink):
             index = self._indices[source] = len(self._indices)
         return index
 
+    def commands(self) -> dict[str, Any]:
+        """What control offers now, per source (empty without a controller)."""
+        if self.controller is None:
+            return {}
+        return {k: [dict(c) for c in v] for k, v in self.controller.catalog().items()}
+
     def hello(self) -> dict[str, Any]:
         """The first message a browser gets: versions, the frame rate, what control offers."""
-        commands: Mapping[str, Any] = {}
-        if self.controller is not None:
-            commands = {k: [dict(c) for c in v] for k, v in self.controller.catalog().items()}
+        commands = self._commands_sent = self.commands()
         return {
             "type": "hello",
             "version": 1,
@@ -161,9 +165,22 @@ class ViewerSink(Sink):
                 await asyncio.sleep(STATUS_PERIOD)
                 if self.clients:
                     self._broadcast(self.status())
+                    self._broadcast_commands()
         finally:
             server.close()
             await server.wait_closed()
+
+    _commands_sent: dict[str, Any] | None = None
+
+    def _broadcast_commands(self) -> None:
+        """A `commands` message when the catalog changed (a UgCS vehicle registered after a
+        browser got its hello)."""
+        if self.controller is None:
+            return
+        commands = self.commands()
+        if commands != self._commands_sent:
+            self._commands_sent = commands
+            self._broadcast({"type": "commands", "commands": commands})
 
     def _http(self, connection: ServerConnection, request: Request) -> Response | None:
         path = unquote(urlsplit(request.path).path)

@@ -131,9 +131,17 @@ class VrspSource(Source):
         )
         self.geodetic = _flag(endpoint, "geodetic", "1")
         self.wakeups = 0
+        self._bound: socket.socket | None = None
 
     def new_adapter(self, world: World) -> VrspAdapter:
         return VrspAdapter(world, self.name, geodetic=self.geodetic)
+
+    async def run(self, world: World) -> None:
+        if self.port == 0:  # bind first, so the source is named after the port it got
+            self._bound = open_udp_socket((self.host, 0))
+            self.port = int(self._bound.getsockname()[1])
+            self.name = f"vrsp@{self.host}:{self.port}"
+        await super().run(world)
 
     def _readable(self, sock: socket.socket) -> None:
         self.wakeups += 1
@@ -143,7 +151,8 @@ class VrspSource(Source):
             self.deliver(events, now)
 
     async def connect(self, world: World) -> None:
-        sock = open_udp_socket((self.host, self.port))  # TransportError if it cannot
+        sock = self._bound or open_udp_socket((self.host, self.port))  # TransportError if not
+        self._bound = None
         loop = asyncio.get_running_loop()
         try:
             loop.add_reader(sock.fileno(), self._readable, sock)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import socket
 from collections.abc import Callable, Sequence
 from types import TracebackType
@@ -23,12 +24,34 @@ from typing import Any
 
 import click
 
-from robowire.errors import RobowireError, TransportError
+from robowire.errors import ConfigError, RobowireError, TransportError
 from robowire.protocols.base import Address
 from robowire.protocols.xrp.codec import DEFAULT_PORT
 from robowire.protocols.xrp.events import RobotStatus, StatusReceived, WpilibEvent
 from robowire.protocols.xrp.session_wpilib import ClientSession, wheel_values
 from robowire.transport.udp import DatagramDriver, run_datagram
+
+HOST_VARIABLE = "HALSIMXRP_HOST"
+PORT_VARIABLE = "HALSIMXRP_PORT"
+
+
+def halsim_host(default: str) -> str:
+    """The robot's host as WPILib's `halsim_xrp` finds it: `HALSIMXRP_HOST`, else `default`."""
+    return os.environ.get(HOST_VARIABLE) or default
+
+
+def halsim_port() -> int:
+    """The robot's UDP port as `halsim_xrp` finds it: `HALSIMXRP_PORT`, else 3540."""
+    text = os.environ.get(PORT_VARIABLE)
+    if not text:
+        return DEFAULT_PORT
+    try:
+        port = int(text)
+    except ValueError:
+        port = 0
+    if not 0 < port < 65536:
+        raise ConfigError(f"{PORT_VARIABLE}={text}: the port must be 1..65535")
+    return port
 
 
 def resolve(host: str, port: int) -> Address:
@@ -162,19 +185,34 @@ def command() -> None:
 
 
 @command.command()
-@click.option("--host", default="192.168.42.1", show_default=True, help="The robot's address.")
-@click.option("--port", default=DEFAULT_PORT, show_default=True, type=int)
+@click.option(
+    "--host",
+    default=None,
+    help="The robot's address [default: $HALSIMXRP_HOST, else 192.168.42.1 (the XRP's own AP)].",
+)
+@click.option(
+    "--port",
+    default=None,
+    type=click.IntRange(1, 65535),
+    help="[default: $HALSIMXRP_PORT, else 3540]",
+)
 @click.option("--left", default=0.0, type=click.FloatRange(-1, 1), help="Left effort -1..1.")
 @click.option("--right", default=0.0, type=click.FloatRange(-1, 1), help="Right effort -1..1.")
 @click.option("--duration", default=2.0, type=click.FloatRange(0, 3600), show_default=True)
 @click.option("--enable", is_flag=True, help="Enable the robot (without it nothing moves).")
-def drive(host: str, port: int, left: float, right: float, duration: float, enable: bool) -> None:
+def drive(
+    host: str | None, port: int | None, left: float, right: float, duration: float, enable: bool
+) -> None:
     """Drive an XRP: send wheel efforts for DURATION seconds, then stop and print its status.
 
     \b
     Example:
       robowire xrp drive --host 192.168.42.1 --left 0.5 --right 0.5 --duration 2 --enable
     """
+    try:
+        host, port = host or halsim_host("192.168.42.1"), port or halsim_port()
+    except RobowireError as exc:
+        raise click.ClickException(str(exc)) from None
     if not enable:
         click.echo("xrp drive: robot not enabled (pass --enable to move it)", err=True)
 

@@ -40,7 +40,7 @@ from robowire.endpoints import Endpoint
 from robowire.errors import ConfigError, DecodeError
 from robowire.protocols.base import Address, PacketDropped
 from robowire.protocols.xrp.adapter import DeviceMirror, XrpAdapter
-from robowire.protocols.xrp.client import resolve, start_client
+from robowire.protocols.xrp.client import halsim_host, halsim_port, resolve, start_client
 from robowire.protocols.xrp.codec import DEFAULT_PORT, PROTOCOL
 from robowire.protocols.xrp.dissect import TO_ROBOT, TO_WPILIB, direction_of, read_capture
 from robowire.protocols.xrp.events import EnabledChanged, RobotEvent, StatusReceived, WpilibEvent
@@ -87,11 +87,12 @@ def _effort(endpoint: Endpoint, side: str) -> float:
 
 
 class XrpSource(Source):
-    """Watches (and keeps alive) one XRP robot as the WPILib side."""
+    """Watches (and keeps alive) one XRP robot as the WPILib side. Like WPILib's halsim_xrp,
+    a URL without host or port (`xrp://`) takes them from `HALSIMXRP_HOST`/`HALSIMXRP_PORT`."""
 
     def __init__(self, endpoint: Endpoint) -> None:
-        self.host = endpoint.host
-        self.port = endpoint.port_or(DEFAULT_PORT)
+        self.host = endpoint.host if endpoint.host_given else halsim_host(endpoint.host)
+        self.port = endpoint.port_or(halsim_port())
         super().__init__(f"xrp@{self.host}:{self.port}")
         enable = endpoint.option("enable", "0")
         if enable not in ("0", "1"):
@@ -235,7 +236,7 @@ class XrpSink(Sink):
 
     def __init__(self, endpoint: Endpoint) -> None:
         self.host = endpoint.host
-        self.port = endpoint.port_or(DEFAULT_PORT)
+        self.port = endpoint.port_or(halsim_port())  # where WPILib programs here will send
         super().__init__(f"xrp-robot@{self.host}:{self.port}")
         self.fleet = Fleet(1, arena=Arena.from_settings(endpoint.options, endpoint.raw))
         self.fleet.frozen = True  # the world moves this robot, not its motors
@@ -277,7 +278,7 @@ class XrpSim(Sim):
 
     def __init__(self, options: SimOptions) -> None:
         self.host = options.host
-        self.port = DEFAULT_PORT if options.port is None else options.port
+        self.port = halsim_port() if options.port is None else options.port
         self.count = options.count or 1
         if not 1 <= self.count <= MAX_ROBOTS:
             raise ConfigError(f"xrp sim: count must be 1..{MAX_ROBOTS}")

@@ -1,0 +1,131 @@
+"""MCAP recording: the recorder against the mcap library alone, for a 10,000-drone VRSP show.
+
+The input is real: `robowire sim vrsp --drones 10000` and a `VrspSource` run in this process
+over loopback for a few seconds; every world update the receiver wrote is kept (a queue
+subscriber, as the recorder has), and every datagram it received (its receive tap). Then:
+
+* recorder: `McapRecorder.write` of those updates (each a `/robowire/<source>` JSON message,
+  the Foxglove channels at their 10 Hz, /tf /scene /location /telemetry) and its tap for the
+  datagrams (`/raw/<source>`), into an unchunked file, flushed every 0.1 s;
+* floor: the same messages (read back from that file: topic, schema, bytes, times) written
+  with the `mcap` package's `Writer` alone, unchunked, into another file.
+
+Printed: messages/s and drone updates/s of the recorder, the floor's messages/s, and the
+ratio (recorder time / floor time: what building the messages costs on top of writing them);
+and how many seconds of the live show one second of recording work covers (>= 1: it keeps up).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from mcap.reader import make_reader
+from mcap.writer import Writer
+
+from robowire.gateway import open_sim, open_source
+from robowire.protocols.base import Address
+from robowire.recording import McapRecorder
+from robowire.service import SimOptions
+from robowire.transport.loop import run
+from robowire.world import LogEvent, Update, World
+
+DRONES = 10_000
+SECONDS = 3.0
+
+
+async def capture() -> tuple[World, list[Update | LogEvent], list[Any], float, Any]:
+    """Run the show into a receiver; its world, every update, every datagram, the span."""
+    world = World()
+    source = open_source("vrsp://127.0.0.1:0")
+    datagrams: list[tuple[bytes, float, str, Address]] = []
+    source.tap = lambda data, now, transport, peer: datagrams.append((data, now, transport, peer))
+    with world.subscribe(every_update=True, max_bytes=1 << 31) as changes:
+        task = asyncio.create_task(source.run(world))
+        await source.ready.wait()
+        assert source.address is not None
+        sim = open_sim("vrsp", SimOptions(count=DRONES, target="{}:{}".format(*source.address)))
+        sending = asyncio.create_task(sim.run(World()))
+        await asyncio.sleep(SECONDS)
+        for t in (sending, task):
+            t.cancel()
+        await asyncio.gather(sending, task, return_exceptions=True)
+        items = changes.pull()
+    updates = [i for i in items if isinstance(i, Update)]
+    span = updates[-1].receive_time - updates[0].receive_time if len(updates) > 1 else SECONDS
+    return world, items, datagrams, span, source
+
+
+def record(path: str, world: World, items: list[Any], datagrams: list[Any], source: Any) -> float:
+    recorder = McapRecorder(path)
+    recorder.open()
+    recorder.tap_source(source, "vrsp", "vrsp://127.0.0.1:0")
+    tap = source.tap
+    start = time.perf_counter()
+    d = 0
+    for item in items:  # the datagrams that came before each update, then the update
+        while d < len(datagrams) and source.clock.wall(datagrams[d][1]) <= getattr(
+            item, "receive_time", 0.0
+        ):
+            tap(*datagrams[d])
+            d += 1
+        recorder.write(world, [item])
+    for rest in datagrams[d:]:
+        tap(*rest)
+    recorder.finish(world)
+    return time.perf_counter() - start
+
+
+def floor(recorded: str, path: str) -> tuple[float, int]:
+    with open(recorded, "rb") as stream:
+        reader = make_reader(stream)
+        messages = [(s, c, m.log_time, m.data) for s, c, m in reader.iter_messages()]
+    with open(path, "wb") as out:
+        start = time.perf_counter()
+        writer = Writer(out, use_chunking=False)
+        writer.start(profile="", library="floor")
+        schemas: dict[int, int] = {}
+        channels: dict[int, int] = {}
+        for schema, channel, log_time, data in messages:
+            if channel.id not in channels:
+                sid = 0
+                if schema is not None:
+                    if schema.id not in schemas:
+                        schemas[schema.id] = writer.register_schema(
+                            schema.name, schema.encoding, schema.data
+                        )
+                    sid = schemas[schema.id]
+                channels[channel.id] = writer.register_channel(
+                    channel.topic, channel.message_encoding, sid, channel.metadata
+                )
+            writer.add_message(channels[channel.id], log_time, data, log_time)
+        writer.finish()  # type: ignore[no-untyped-call]
+        return time.perf_counter() - start, len(messages)
+
+
+def main() -> None:
+    world, items, datagrams, span, source = run(capture())
+    updates = [i for i in items if isinstance(i, Update)]
+    drone_updates = sum(len(u) for u in updates)
+    with tempfile.TemporaryDirectory() as tmp:
+        took = record(str(Path(tmp) / "run.mcap"), world, items, datagrams, source)
+        base, messages = floor(str(Path(tmp) / "run.mcap"), str(Path(tmp) / "floor.mcap"))
+        size = (Path(tmp) / "run.mcap").stat().st_size
+    print(
+        f"   {DRONES} drones, {span:.1f} s of show: {len(updates)} updates "
+        f"({drone_updates:,} drone updates), {len(datagrams)} datagrams -> {messages} "
+        f"messages, {size / 1e6:.1f} MB"
+    )
+    print(
+        f"   recorder: {messages / took:,.0f} messages/s, {drone_updates / took:,.0f} drone "
+        f"updates/s ({span / took:.2f} s of show per second of work)"
+    )
+    print(f"   mcap Writer alone, same messages: {messages / base:,.0f} messages/s")
+    print(f"   ratio recorder / writer alone: {took / base:.1f}x the time")
+
+
+if __name__ == "__main__":
+    main()

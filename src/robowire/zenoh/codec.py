@@ -1,0 +1,266 @@
+"""robowire's Zenoh payloads: bytes <-> typed frames (pure; no zenoh import).
+
+Every payload starts with a 5-byte header, `b"RWZ"`, the version (1) and the frame type. All
+numbers are little-endian.
+
+STATE (type 1): the changed devices of one source, as columns (one message per source per
+pull; decoded with one `numpy.frombuffer` per column, never a loop per device):
+
+    f64 receive_time | u32 n (rows) | u16 m (columns) | u32 slot[n]
+    then m columns:  u8 flags (bit 0: telemetry) | u8 width (1..4) | u8 len | name (UTF-8)
+                     | u8 len | unit (UTF-8) | f64 value[n * width] (row-major)
+
+`slot` is the publisher's row of each device (stable for the publisher's lifetime); the
+DEVICES frame says which device a slot is. Vector columns are `position` (3), `orientation`
+(4, w x y z; NaN rows: no orientation), `velocity` (3), `geodetic` (3: lat, lon, alt) and
+`source_time` (1); telemetry columns have width 1 and a unit. NaN means "absent".
+
+DEVICES (type 2) and LOG (type 3): a JSON object after the header (they are rare, and their
+attributes are free-form):
+
+    DEVICES  {"slots": [int], "ids": [str], "kinds": [str], "names": [str],
+              "links": [[str]], "attributes": [{...}]}
+    LOG      {"device": str, "text": str, "level": str, "time": float}
+
+`decode` checks every length against what is there before reading it and raises only
+`DecodeError("zenoh", offset, reason)`. Decoded columns are read-only views of the payload
+(no copy: the world copies them into its columns).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+import orjson
+
+from robowire.errors import DecodeError
+
+PROTOCOL = "zenoh"
+MAGIC = b"RWZ"
+VERSION = 1
+HEADER = struct.Struct("<3sBB")
+STATE_HEAD = struct.Struct("<dIH")
+MAX_ROWS = 1 << 24
+MAX_COLUMNS = 4096
+VECTOR_WIDTHS = {"position": 3, "orientation": 4, "velocity": 3, "geodetic": 3, "source_time": 1}
+
+FloatArray = npt.NDArray[np.float64]
+SlotArray = npt.NDArray[np.uint32]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Column:
+    """One column of a STATE frame: (n,) for width 1, else (n, width)."""
+
+    values: FloatArray
+    unit: str = ""
+    telemetry: bool = False
+
+    @property
+    def width(self) -> int:
+        return 1 if self.values.ndim == 1 else int(self.values.shape[1])
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class State:
+    """The latest values of some devices of one source."""
+
+    TYPE: ClassVar[int] = 1
+    receive_time: float
+    slots: SlotArray
+    columns: dict[str, Column] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Devices:
+    """Who the publisher's slots are: one entry per slot."""
+
+    TYPE: ClassVar[int] = 2
+    slots: tuple[int, ...]
+    ids: tuple[str, ...]
+    kinds: tuple[str, ...]
+    names: tuple[str, ...]
+    links: tuple[tuple[str, ...], ...]
+    attributes: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Log:
+    """One log event of a source."""
+
+    TYPE: ClassVar[int] = 3
+    device: str
+    text: str
+    level: str
+    time: float
+
+
+Frame = State | Devices | Log
+
+
+def _header(kind: int) -> bytes:
+    return HEADER.pack(MAGIC, VERSION, kind)
+
+
+def _short(text: str, what: str) -> bytes:
+    data = text.encode()
+    if len(data) > 255:
+        raise ValueError(f"{what} {text[:40]!r}… is longer than 255 bytes")
+    return bytes([len(data)]) + data
+
+
+def encode(frame: Frame) -> bytes:
+    """The payload of a frame."""
+    match frame:
+        case State():
+            n = len(frame.slots)
+            parts = [
+                _header(State.TYPE),
+                STATE_HEAD.pack(frame.receive_time, n, len(frame.columns)),
+                np.ascontiguousarray(frame.slots, dtype="<u4").tobytes(),
+            ]
+            for name, column in frame.columns.items():
+                if len(column.values) != n:
+                    raise ValueError(f"column {name!r} has {len(column.values)} rows, not {n}")
+                parts += [
+                    bytes([int(column.telemetry), column.width]),
+                    _short(name, "column name"),
+                    _short(column.unit, "unit"),
+                    np.ascontiguousarray(column.values, dtype="<f8").tobytes(),
+                ]
+            return b"".join(parts)
+        case Devices():
+            body = {
+                "slots": list(frame.slots),
+                "ids": list(frame.ids),
+                "kinds": list(frame.kinds),
+                "names": list(frame.names),
+                "links": [list(x) for x in frame.links],
+                "attributes": list(frame.attributes),
+            }
+            return _header(Devices.TYPE) + orjson.dumps(body, default=str)
+        case Log():
+            body = {"device": frame.device, "text": frame.text, "level": frame.level}
+            return _header(Log.TYPE) + orjson.dumps({**body, "time": frame.time})
+
+
+def decode(data: bytes) -> Frame:
+    """The frame of a payload, or DecodeError."""
+    if len(data) < HEADER.size:
+        raise DecodeError(PROTOCOL, 0, f"{len(data)} bytes is shorter than the header")
+    magic, version, kind = HEADER.unpack_from(data)
+    if magic != MAGIC:
+        raise DecodeError(PROTOCOL, 0, "not a robowire payload (no RWZ magic)")
+    if version != VERSION:
+        raise DecodeError(PROTOCOL, 3, f"unknown version {version}")
+    if kind == State.TYPE:
+        return _decode_state(data)
+    if kind in (Devices.TYPE, Log.TYPE):
+        try:
+            body = orjson.loads(data[HEADER.size :])
+        except orjson.JSONDecodeError as exc:
+            raise DecodeError(PROTOCOL, HEADER.size + exc.pos, f"bad JSON: {exc.msg}") from None
+        if not isinstance(body, dict):
+            raise DecodeError(PROTOCOL, HEADER.size, "the JSON body is not an object")
+        return _devices(body) if kind == Devices.TYPE else _log(body)
+    raise DecodeError(PROTOCOL, 4, f"unknown frame type {kind}")
+
+
+def _decode_state(data: bytes) -> State:
+    at = HEADER.size
+    if len(data) < at + STATE_HEAD.size:
+        raise DecodeError(PROTOCOL, at, "STATE frame cut before its counts")
+    receive_time, n, m = STATE_HEAD.unpack_from(data, at)
+    at += STATE_HEAD.size
+    if n > MAX_ROWS or m > MAX_COLUMNS:
+        raise DecodeError(PROTOCOL, at - 6, f"{n} rows x {m} columns is over the limit")
+    if len(data) < at + 4 * n:
+        raise DecodeError(PROTOCOL, at, f"STATE frame cut in its {n} slots")
+    slots = np.frombuffer(data, dtype="<u4", count=n, offset=at).astype(np.uint32)
+    at += 4 * n
+    columns: dict[str, Column] = {}
+    for _ in range(m):
+        start = at
+        if len(data) < at + 3:
+            raise DecodeError(PROTOCOL, at, "STATE frame cut in a column header")
+        flags, width = data[at], data[at + 1]
+        if not 1 <= width <= 4 or flags > 1:
+            raise DecodeError(PROTOCOL, at, f"bad column flags {flags} or width {width}")
+        name, at = _text(data, at + 2, "column name")
+        unit, at = _text(data, at, "unit")
+        size = 8 * n * width
+        if len(data) < at + size:
+            raise DecodeError(PROTOCOL, at, f"STATE frame cut in column {name!r}")
+        if name in columns:
+            raise DecodeError(PROTOCOL, start, f"column {name!r} twice")
+        telemetry = bool(flags)
+        if not telemetry and VECTOR_WIDTHS.get(name) != width:
+            raise DecodeError(PROTOCOL, start, f"unknown column {name!r} of width {width}")
+        if telemetry and width != 1:
+            raise DecodeError(PROTOCOL, start, f"telemetry {name!r} has width {width}")
+        values = np.frombuffer(data, dtype="<f8", count=n * width, offset=at)
+        columns[name] = Column(
+            values=values if width == 1 else values.reshape(n, width),
+            unit=unit,
+            telemetry=telemetry,
+        )
+        at += size
+    if at != len(data):
+        raise DecodeError(PROTOCOL, at, f"{len(data) - at} bytes after the last column")
+    return State(receive_time=receive_time, slots=slots, columns=columns)
+
+
+def _text(data: bytes, at: int, what: str) -> tuple[str, int]:
+    if len(data) < at + 1 or len(data) < at + 1 + data[at]:
+        raise DecodeError(PROTOCOL, at, f"STATE frame cut in a {what}")
+    end = at + 1 + data[at]
+    try:
+        return data[at + 1 : end].decode(), end
+    except UnicodeDecodeError:
+        raise DecodeError(PROTOCOL, at + 1, f"{what} is not UTF-8") from None
+
+
+def _strings(body: dict[str, Any], name: str) -> tuple[str, ...]:
+    value = body.get(name)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise DecodeError(PROTOCOL, HEADER.size, f"DEVICES {name!r} is not a list of strings")
+    return tuple(value)
+
+
+def _devices(body: dict[str, Any]) -> Devices:
+    slots = body.get("slots")
+    if not isinstance(slots, list) or not all(type(s) is int and 0 <= s < MAX_ROWS for s in slots):
+        raise DecodeError(PROTOCOL, HEADER.size, "DEVICES 'slots' is not a list of slot numbers")
+    links = body.get("links")
+    if not isinstance(links, list) or not all(
+        isinstance(row, list) and all(isinstance(x, str) for x in row) for row in links
+    ):
+        raise DecodeError(PROTOCOL, HEADER.size, "DEVICES 'links' is not a list of id lists")
+    attributes = body.get("attributes")
+    if not isinstance(attributes, list) or not all(isinstance(a, dict) for a in attributes):
+        raise DecodeError(PROTOCOL, HEADER.size, "DEVICES 'attributes' is not a list of objects")
+    frame = Devices(
+        slots=tuple(slots),
+        ids=_strings(body, "ids"),
+        kinds=_strings(body, "kinds"),
+        names=_strings(body, "names"),
+        links=tuple(tuple(row) for row in links),
+        attributes=tuple(attributes),
+    )
+    columns = (frame.ids, frame.kinds, frame.names, frame.links, frame.attributes)
+    if any(len(c) != len(slots) for c in columns):
+        raise DecodeError(PROTOCOL, HEADER.size, "DEVICES lists differ in length")
+    return frame
+
+
+def _log(body: dict[str, Any]) -> Log:
+    texts = [body.get(k) for k in ("device", "text", "level")]
+    time = body.get("time")
+    if not all(isinstance(t, str) for t in texts) or not isinstance(time, int | float):
+        raise DecodeError(PROTOCOL, HEADER.size, "LOG needs device, text, level and time")
+    device, text, level = (str(t) for t in texts)
+    return Log(device=device, text=text, level=level, time=float(time))

@@ -1,0 +1,317 @@
+"""`robowire serve zenoh://HOST:PORT`: the world, published on Zenoh (keys in `keys`).
+
+Each pull sends, per changed source, one STATE frame with the changed devices' columns (its
+publisher has congestion control DROP: a latest state may be lost to a slow link and the next
+one replaces it); a DEVICES frame before it when the source has new devices or links or
+attributes changed, and one LOG frame per log event (both BLOCK: never dropped by Zenoh).
+
+Zenoh calls are made by one writer thread, in order, from a queue bounded in bytes: the event
+loop never waits for the network. A BLOCK put that waits for a stalled peer holds up only that
+thread; behind it, STATE frames are dropped first once the queue holds `STATE_BYTES`, and
+everything past `MAX_BYTES` (each drop counted).
+
+With `?prefix=P` each source is published as `P<source>` (gateways at one router whose
+source names would clash). A late joiner gets everything by querying `robowire/*/=snapshot`
+(answered with a DEVICES and a STATE frame of every device); `z_get -s
+'robowire/<source>/<device>'` answers one device as JSON. Queries arrive on Zenoh's
+threads and are answered on the event loop, where the world is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
+
+import numpy as np
+import orjson
+
+from robowire.endpoints import Endpoint
+from robowire.errors import TransportError
+from robowire.service import MAX_RETRY_SECONDS, RETRY_SECONDS, Sink
+from robowire.world import LogEvent, Update, World
+from robowire.world.model import (
+    ATTRIBUTES,
+    GEODETIC,
+    LINKS,
+    ORIENTATION,
+    POSITION,
+    SOURCE_TIME,
+    VELOCITY,
+)
+from robowire.world.table import SourceTable
+from robowire.zenoh import codec, keys
+from robowire.zenoh.net import Link, link_of, open_session
+
+if TYPE_CHECKING:
+    import zenoh
+
+log = logging.getLogger("robowire")
+
+SINK_OPTIONS = frozenset({"mode", "scout", "rate", "prefix"})
+STATE_BYTES = 16 << 20  # queued bytes past which new STATE frames are dropped
+MAX_BYTES = 64 << 20  # queued bytes past which every new frame is dropped
+VECTORS = (POSITION, VELOCITY, GEODETIC)
+
+
+def state_frame(table: SourceTable, slots: np.ndarray, fields: frozenset[str]) -> codec.State:
+    """The current values of `fields` (and the source time) of `slots`, as a STATE frame."""
+    columns: dict[str, codec.Column] = {}
+    for name in VECTORS:
+        if name in fields:
+            columns[name] = codec.Column(values=getattr(table, name)[slots])
+    if ORIENTATION in fields:
+        orientation = table.orientation[slots]
+        orientation[~table.has_orientation[slots]] = np.nan  # NaN row: no orientation
+        columns[ORIENTATION] = codec.Column(values=orientation)
+    for name in sorted(fields):
+        column = table.telemetry.get(name)
+        if column is not None:
+            columns[name] = codec.Column(
+                values=column[slots], unit=table.units[name], telemetry=True
+            )
+    source_time = table.source_time[slots]
+    if not np.isnan(source_time).all():  # a source without its own clock sends none
+        columns[SOURCE_TIME] = codec.Column(values=source_time)
+    return codec.State(
+        receive_time=float(np.nanmax(table.receive_time[slots], initial=0.0)),
+        slots=slots.astype(np.uint32),
+        columns=columns,
+    )
+
+
+def devices_frame(table: SourceTable, slots: list[int]) -> codec.Devices:
+    return codec.Devices(
+        slots=tuple(slots),
+        ids=tuple(table.ids[s] for s in slots),
+        kinds=tuple(table.kinds[s] for s in slots),
+        names=tuple(table.names[s] for s in slots),
+        links=tuple(table.links[s] for s in slots),
+        attributes=tuple(dict(table.attributes[s]) for s in slots),
+    )
+
+
+def snapshot_frames(table: SourceTable) -> list[codec.Frame]:
+    """Every device of a table: who they are, then every column that holds anything."""
+    slots = np.arange(len(table), dtype=np.intp)
+    present = {name for name in VECTORS if not np.isnan(getattr(table, name)[: len(table)]).all()}
+    if table.has_orientation[: len(table)].any():
+        present.add(ORIENTATION)
+    present |= set(table.telemetry)
+    return [devices_frame(table, slots.tolist()), state_frame(table, slots, frozenset(present))]
+
+
+def _drop(query: zenoh.Query) -> None:
+    """Finalize a query (the querier's `get` ends once every queryable has dropped it)."""
+    cast(Callable[[], None], query.drop)()
+
+
+class Writer:
+    """The one thread that talks to Zenoh for a sink: (key, payload, reliable) in order."""
+
+    def __init__(self, session: zenoh.Session) -> None:
+        import zenoh
+
+        self._session = session
+        self._block = zenoh.CongestionControl.BLOCK
+        self._drop = zenoh.CongestionControl.DROP
+        self._publishers: dict[str, zenoh.Publisher] = {}
+        self._queue: deque[tuple[str, bytes, bool] | None] = deque()
+        self._ready = threading.Condition()
+        self.bytes = 0
+        self.dropped = 0
+        self.sent = 0
+        self._thread = threading.Thread(target=self._run, name="robowire-zenoh", daemon=True)
+        self._thread.start()
+
+    def put(self, key: str, payload: bytes, reliable: bool) -> bool:
+        """Queue one frame; False (and counted) if the queue is over its bound."""
+        with self._ready:
+            if self.bytes + len(payload) > (MAX_BYTES if reliable else STATE_BYTES):
+                self.dropped += 1
+                return False
+            self.bytes += len(payload)
+            self._queue.append((key, payload, reliable))
+            self._ready.notify()
+        return True
+
+    def close(self, timeout: float = 2.0) -> None:
+        with self._ready:
+            self._queue.append(None)
+            self._ready.notify()
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            with self._ready:
+                while not self._queue:
+                    self._ready.wait()
+                item = self._queue.popleft()
+                if item is None:
+                    return
+                key, payload, reliable = item
+                self.bytes -= len(payload)
+            try:
+                if reliable:
+                    self._session.put(key, payload, congestion_control=self._block)
+                else:
+                    publisher = self._publishers.get(key)
+                    if publisher is None:
+                        publisher = self._session.declare_publisher(
+                            key, congestion_control=self._drop
+                        )
+                        self._publishers[key] = publisher
+                    publisher.put(payload)
+                self.sent += 1
+            except Exception as exc:  # a closed session while ending: nothing left to send to
+                log.debug("zenoh put %s: %s", key, exc)
+                return
+
+
+class ZenohSink(Sink):
+    """Publishes the world on Zenoh (see the module docstring)."""
+
+    def __init__(self, link: Link, rate: float | None = None, prefix: str = "") -> None:
+        super().__init__(f"zenoh://{link.host}:{link.port}")
+        self.link = link
+        self.announce = "listening on" if link.mode == "listen" else "publishing to"
+        self.max_rate = rate or None
+        self.prefix = prefix  # put before each source name published (sites that share names)
+        self.session: zenoh.Session | None = None
+        self.writer: Writer | None = None
+        self._announced: dict[str, int] = {}  # source -> devices described so far
+        self._world: World | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._declared: list[Any] = []
+
+    async def serve(self, world: World) -> None:
+        self._world = world
+        self._loop = asyncio.get_running_loop()
+        if self.link.mode == "connect":  # ready at once: the sources start, frames wait
+            self.listening((self.link.host, self.link.port))
+        session = await self._open()
+        self.session = session
+        self.writer = Writer(session)
+        zid = str(session.info.zid())
+        self._declared = [
+            session.declare_queryable(f"{keys.ROOT}/**", self._on_query),
+            session.liveliness().declare_token(f"{keys.GATEWAY}/{zid}"),
+        ]
+        if self.link.mode == "listen":
+            self.listening((self.link.host, self.link.port))
+        await asyncio.Future()
+
+    async def _open(self) -> zenoh.Session:
+        """The session; a listening one fails at once (TransportError), a connecting one
+        waits for its peer or router, retrying with backoff (said once)."""
+        delay = RETRY_SECONDS
+        while True:
+            try:
+                return await asyncio.to_thread(open_session, self.link)
+            except TransportError as exc:
+                if self.link.mode == "listen":
+                    raise
+                if delay == RETRY_SECONDS:
+                    log.warning("%s: %s; retrying until it answers", self.name, exc)
+                await asyncio.sleep(delay)
+                delay = min(2 * delay, MAX_RETRY_SECONDS)
+
+    def write(self, world: World, items: list[Update | LogEvent]) -> bool:
+        if self.writer is None:
+            return True
+        for item in items:
+            if isinstance(item, LogEvent):
+                frame = codec.Log(
+                    device=item.device_id, text=item.text, level=item.level, time=item.time
+                )
+                self._put(self._key(item.source, keys.LOG), frame, reliable=True)
+            elif len(item) and (table := world.tables.get(item.source)) is not None:
+                self._publish(table, item)
+        return True
+
+    def _publish(self, table: SourceTable, update: Update) -> None:
+        source = table.source
+        described = self._announced.get(source, 0)
+        if len(table) > described:
+            self._announced[source] = len(table)
+            new = devices_frame(table, list(range(described, len(table))))
+            self._put(self._key(source, keys.DEVICES), new, reliable=True)
+        if LINKS in update.fields or ATTRIBUTES in update.fields:
+            changed = devices_frame(table, update.slots.tolist())
+            self._put(self._key(source, keys.DEVICES), changed, reliable=True)
+        state = state_frame(table, update.slots, update.fields)
+        if set(state.columns) - {SOURCE_TIME}:  # more than the source time: something to say
+            self._put(self._key(source, keys.STATE), state, reliable=False)
+
+    def _key(self, source: str, last: str) -> str:
+        return keys.key(self.prefix + source, last)
+
+    def _put(self, key: str, frame: codec.Frame, *, reliable: bool) -> None:
+        assert self.writer is not None
+        payload = codec.encode(frame)
+        if self.writer.put(key, payload, reliable):
+            self.stats.messages_out += 1
+        else:
+            self.stats.drop("zenoh: the send queue is full (a peer is stalled)")
+
+    def _on_query(self, query: zenoh.Query) -> None:
+        """On a Zenoh thread: answer on the event loop, where the world is."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            _drop(query)
+            return
+        try:
+            loop.call_soon_threadsafe(self._answer, query)
+        except RuntimeError:  # the loop closed meanwhile
+            _drop(query)
+
+    def _answer(self, query: zenoh.Query) -> None:
+        import zenoh
+
+        try:
+            world = self._world
+            asked = query.key_expr
+            snapshot_only = str(asked).endswith("/" + keys.SNAPSHOT)
+            for table in list(world.tables.values()) if world is not None else []:
+                if not len(table):
+                    continue
+                snapshot = self._key(table.source, keys.SNAPSHOT)
+                if zenoh.KeyExpr(snapshot).intersects(asked):
+                    for frame in snapshot_frames(table):
+                        query.reply(snapshot, codec.encode(frame))
+                if snapshot_only or world is None:
+                    continue
+                if not zenoh.KeyExpr(self._key(table.source, "*")).intersects(asked):
+                    continue
+                for device in list(table.ids):
+                    key = self._key(table.source, keys.escape(device))
+                    if zenoh.KeyExpr(key).intersects(asked):
+                        view = world.device(table.source, device).to_json()
+                        payload = orjson.dumps({**view, "source": self.prefix + table.source})
+                        query.reply(key, payload, encoding=zenoh.Encoding.APPLICATION_JSON)
+        except Exception as exc:  # a querier that went away, a closed session
+            log.debug("zenoh query %s: %s", query.key_expr, exc)
+        finally:
+            _drop(query)
+
+    def finish(self, world: World) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+        for declared in self._declared:
+            declared.undeclare()
+        self._declared = []
+        if self.session is not None:
+            cast(Callable[[], None], self.session.close)()
+            self.session = None
+
+
+def open_sink(endpoint: Endpoint) -> ZenohSink:
+    """The sink of a `zenoh://HOST:PORT?mode=listen|connect&scout=0|1&rate=HZ&prefix=P` URL."""
+    endpoint.check_options(SINK_OPTIONS, "a Zenoh publisher")
+    rate = endpoint.float_option("rate", 0.0)
+    prefix = endpoint.option("prefix", "")
+    return ZenohSink(link_of(endpoint, "listen"), rate or None, prefix)

@@ -1,0 +1,309 @@
+"""`robowire listen zenoh://HOST:PORT`: the world of publishing gateways, subscribed into ours.
+
+Sources keep the publisher's names (`?prefix=site-a/` puts a prefix before each, for gateways
+whose source names would clash); devices, kinds, names, links, attributes, poses, geodetic
+fixes, telemetry with units and log events arrive as the publisher has them.
+
+Zenoh delivers on its own threads; each sample is put, as bytes, into a bounded inbox and the
+event loop is woken once per batch: a subscriber whose loop is busy loses its oldest frames
+(counted) and never holds up Zenoh. Late joining: when a publishing gateway's liveliness token
+appears (at start, after a reconnect, a new gateway at the router) this side asks
+`robowire/*/=snapshot`, and it asks again for a source whose STATE names devices it has not
+been told about (a DEVICES frame still on its way, or lost with a link).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+import numpy as np
+import numpy.typing as npt
+
+from robowire.endpoints import Endpoint
+from robowire.errors import DecodeError, RobowireError, TransportError
+from robowire.protocols.base import PacketDropped
+from robowire.service import Source
+from robowire.timebase import monotonic
+from robowire.world import World
+from robowire.world.model import ATTRIBUTES, LINKS, ORIENTATION, SOURCE_TIME
+from robowire.zenoh import codec, keys
+from robowire.zenoh.net import Link, link_of, open_session
+
+if TYPE_CHECKING:
+    import zenoh
+
+log = logging.getLogger("robowire")
+
+SOURCE_OPTIONS = frozenset({"mode", "scout", "prefix"})
+INBOX = 4096  # frames waiting for the event loop before the oldest are dropped
+ASK_AGAIN = 1.0  # seconds between two snapshot queries for the same source
+QUERY_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    """One frame of a publishing gateway's source."""
+
+    source: str
+    frame: codec.Frame
+
+
+class ZenohAdapter:
+    """Frames -> world. Publisher slots map to ours through one array per source."""
+
+    def __init__(self, world: World, prefix: str = "") -> None:
+        self.world = world
+        self.prefix = prefix
+        self.slot_maps: dict[str, npt.NDArray[np.intp]] = {}  # remote slot -> ours (-1: unknown)
+        self.unknown: set[str] = set()  # sources whose STATE named undescribed slots
+        self.unknown_rows = 0
+
+    def apply(self, events: Sequence[object], receive_time: float) -> int:
+        taken = 0
+        for event in events:
+            if isinstance(event, Received):
+                taken += 1
+                match event.frame:
+                    case codec.State() as state:
+                        self._state(event.source, state, receive_time)
+                    case codec.Devices() as devices:
+                        self._devices(event.source, devices, receive_time)
+                    case codec.Log() as entry:
+                        self.world.log(
+                            self.prefix + event.source,
+                            entry.device,
+                            entry.text,
+                            time=entry.time,
+                            level=entry.level,
+                        )
+        return taken
+
+    def _devices(self, source: str, frame: codec.Devices, receive_time: float) -> None:
+        table = self.world.table(self.prefix + source)
+        known = len(table)  # slots below this existed before this frame
+        ours = []
+        for device, kind, name, links, attributes in zip(
+            frame.ids, frame.kinds, frame.names, frame.links, frame.attributes, strict=True
+        ):
+            slot = table.slot(device, kind, name)
+            table.names[slot] = name
+            table.links[slot] = links
+            table.attributes[slot] = dict(attributes)
+            ours.append(slot)
+        if not ours:
+            return
+        remote = np.asarray(frame.slots, dtype=np.intp)
+        mapping = self.slot_maps.get(source, np.empty(0, dtype=np.intp))
+        if len(mapping) <= remote.max():
+            grown = np.full(int(remote.max()) + 1, -1, dtype=np.intp)
+            grown[: len(mapping)] = mapping
+            mapping = self.slot_maps[source] = grown
+        mapping[remote] = ours
+        changed = np.asarray(ours, dtype=np.intp)
+        changed = changed[changed < known]  # new devices are published with their first state
+        if len(changed):
+            self.world.update(
+                table.source, changed, receive_time=receive_time, changed={LINKS, ATTRIBUTES}
+            )
+
+    def _state(self, source: str, frame: codec.State, receive_time: float) -> None:
+        mapping = self.slot_maps.get(source, np.empty(0, dtype=np.intp))
+        remote = frame.slots.astype(np.intp)
+        inside = remote < len(mapping)
+        ours = np.full(len(remote), -1, dtype=np.intp)
+        ours[inside] = mapping[remote[inside]]
+        known = ours >= 0
+        if not known.all():
+            self.unknown.add(source)
+            self.unknown_rows += int((~known).sum())
+            if not known.any():
+                return
+        rows = None if known.all() else np.flatnonzero(known)
+
+        def take(values: codec.FloatArray) -> codec.FloatArray:
+            return values if rows is None else values[rows]
+
+        slots = ours if rows is None else ours[rows]
+        table = self.world.table(self.prefix + source)
+        vectors: dict[str, Any] = {}
+        telemetry: dict[str, tuple[codec.FloatArray, str]] = {}
+        changed: set[str] = set()
+        source_time = None
+        for name, column in frame.columns.items():
+            values = take(column.values)
+            if column.telemetry:
+                telemetry[name] = (values, column.unit)
+            elif name == SOURCE_TIME:
+                source_time = values
+            elif name == ORIENTATION:  # written here: a NaN row means "no orientation"
+                has = ~np.isnan(values).any(axis=1)
+                table.orientation[slots[has]] = values[has]
+                table.has_orientation[slots[has]] = True
+                changed.add(ORIENTATION)
+            else:
+                vectors[name] = values
+        self.world.update(
+            table.source,
+            slots,
+            receive_time=receive_time,
+            source_time=source_time,
+            telemetry=telemetry,
+            changed=changed,
+            **vectors,
+        )
+
+
+class Inbox:
+    """Samples from Zenoh's threads, handed to the event loop in batches (bounded)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, size: int = INBOX) -> None:
+        self._loop = loop
+        self._frames: deque[tuple[str, bytes]] = deque(maxlen=size)
+        self._wake = asyncio.Event()
+        self._signalled = False
+        self.dropped = 0
+
+    def sample(self, sample: zenoh.Sample) -> None:
+        """A subscriber's callback (a Zenoh thread)."""
+        self._put(str(sample.key_expr), sample.payload.to_bytes())
+
+    def reply(self, reply: zenoh.Reply) -> None:
+        """A query's callback (a Zenoh thread)."""
+        if reply.ok is not None:
+            self._put(str(reply.ok.key_expr), reply.ok.payload.to_bytes())
+
+    def _put(self, key: str, payload: bytes) -> None:
+        if len(self._frames) == self._frames.maxlen:
+            self.dropped += 1
+        self._frames.append((key, payload))
+        if not self._signalled:
+            self._signalled = True
+            with contextlib.suppress(RuntimeError):  # a closed loop: nobody listens any more
+                self._loop.call_soon_threadsafe(self._wake.set)
+
+    async def wait(self) -> list[tuple[str, bytes]]:
+        """Every frame that arrived since the last call (waits for one)."""
+        await self._wake.wait()
+        self._wake.clear()
+        self._signalled = False
+        frames = []
+        while self._frames:
+            frames.append(self._frames.popleft())
+        return frames
+
+
+def decode_all(frames: list[tuple[str, bytes]]) -> list[Received | PacketDropped]:
+    """Frames as events: what decodes, and a PacketDropped for what does not."""
+    events: list[Received | PacketDropped] = []
+    for key, payload in frames:
+        where = keys.parse(key)
+        if where is None:
+            continue  # another tool's key under robowire/, or a device's JSON key
+        try:
+            frame = codec.decode(payload)
+        except DecodeError as exc:
+            events.append(
+                PacketDropped(
+                    protocol=codec.PROTOCOL, reason=f"{key}: {exc.reason}", offset=exc.offset
+                )
+            )
+            continue
+        events.append(Received(where[0], frame))
+    return events
+
+
+class ZenohSource(Source):
+    """Subscribes to publishing gateways (see the module docstring)."""
+
+    def __init__(self, link: Link, prefix: str = "") -> None:
+        super().__init__(f"zenoh://{link.host}:{link.port}")
+        self.link = link
+        self.prefix = prefix
+        self.session: zenoh.Session | None = None
+        self.inbox: Inbox | None = None
+        self._asked: dict[str, float] = {}  # source ("*": all) -> when last asked
+        self._inbox_drops = 0
+
+    def new_adapter(self, world: World) -> ZenohAdapter:
+        return ZenohAdapter(world, self.prefix)
+
+    async def connect(self, world: World) -> None:
+        try:
+            session = await asyncio.to_thread(open_session, self.link)
+        except TransportError as exc:
+            if self.link.mode == "listen":  # a port in use will not free itself: say so, end
+                raise RobowireError(str(exc)) from None
+            raise
+        loop = asyncio.get_running_loop()
+        inbox = self.inbox = Inbox(loop)
+        self.session = session
+        declared: list[Any] = []
+        try:
+            declared.append(session.declare_subscriber(f"{keys.ROOT}/*/*", inbox.sample))
+            declared.append(
+                session.liveliness().declare_subscriber(
+                    f"{keys.GATEWAY}/*",
+                    lambda sample: loop.call_soon_threadsafe(self._gateway_seen, sample),
+                    history=True,
+                )
+            )
+            self.connected()
+            self.ask("*", force=True)
+            while True:
+                frames = await inbox.wait()
+                self.deliver(decode_all(frames), monotonic())
+                self._count_losses()
+        finally:
+            for entity in declared:
+                entity.undeclare()
+            self.session = None
+            await asyncio.to_thread(cast(Callable[[], None], session.close))
+
+    def _gateway_seen(self, sample: zenoh.Sample) -> None:
+        import zenoh
+
+        if sample.kind == zenoh.SampleKind.PUT:
+            log.info("%s: gateway %s is up", self.name, str(sample.key_expr).rsplit("/", 1)[-1])
+            self.ask("*", force=True)
+
+    def ask(self, source: str, *, force: bool = False) -> None:
+        """Query the snapshot of `source` ("*": every source), at most every ASK_AGAIN s."""
+        import zenoh
+
+        now = monotonic()
+        if self.session is None or self.inbox is None:
+            return
+        if not force and now - self._asked.get(source, -ASK_AGAIN) < ASK_AGAIN:
+            return
+        self._asked[source] = now
+        chunk = "*" if source == "*" else keys.escape(source)
+        self.session.get(
+            f"{keys.ROOT}/{chunk}/{keys.SNAPSHOT}",
+            self.inbox.reply,
+            consolidation=zenoh.ConsolidationMode.NONE,
+            timeout=QUERY_TIMEOUT,
+        )
+
+    def _count_losses(self) -> None:
+        adapter = self.adapter
+        if isinstance(adapter, ZenohAdapter) and adapter.unknown:
+            for source in adapter.unknown:
+                self.ask(source)
+            adapter.unknown.clear()
+            self.stats.drop("state of devices not described yet: asked for a snapshot")
+        if self.inbox is not None and self.inbox.dropped > self._inbox_drops:
+            self.stats.dropped += self.inbox.dropped - self._inbox_drops
+            self.stats.last_drop_reason = "fell behind: oldest frames dropped"
+            self._inbox_drops = self.inbox.dropped
+
+
+def open_source(endpoint: Endpoint) -> ZenohSource:
+    """The source of a `zenoh://HOST:PORT?mode=connect|listen&scout=0|1&prefix=P` URL."""
+    endpoint.check_options(SOURCE_OPTIONS, "a Zenoh subscriber")
+    return ZenohSource(link_of(endpoint, "connect"), endpoint.option("prefix", ""))
