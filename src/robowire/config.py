@@ -298,10 +298,11 @@ def parse(text: str, file: str = "site.toml", env: Mapping[str, str] | None = No
         raise ConfigError(f"{file}: source: at least one [[source]] is needed")
     if not sinks:
         raise ConfigError(f"{file}: sink: at least one [[sink]] is needed")
-    names = [s.name for s in sources if s.name is not None]
+    seen: set[str] = set()
     for i, source in enumerate(sources, 1):
-        if source.name is not None and names.count(source.name) > 1:
+        if source.name is not None and source.name in seen:
             raise ConfigError(f"{file}: source[{i}].name: {source.name!r} is used twice")
+        seen.add(source.name or "")
     return Site(file, sources, sinks, sims)
 
 
