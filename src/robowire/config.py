@@ -134,13 +134,13 @@ class _Checker:
             self.fail(key, f"must be a list of {size} numbers")
         return tuple(float(v) for v in value)
 
-    def globs(self, key: str) -> tuple[str, ...] | None:
+    def globs(self, key: str, *, empty: bool = False) -> tuple[str, ...] | None:
         value = self.table.get(key)
         if value is None:
             return None
         if isinstance(value, str):
             value = [value]
-        if not isinstance(value, list) or not value:
+        if not isinstance(value, list) or not (value or empty):
             self.fail(key, "must be a list of name patterns")
         for pattern in value:
             if not isinstance(pattern, str) or not pattern:
@@ -233,7 +233,7 @@ def _sink(check: _Checker) -> SinkConfig:
         sources=check.globs("sources") or (),
         devices=check.globs("devices") or (),
         kinds=check.globs("kinds") or (),
-        fields=check.globs("fields"),
+        fields=check.globs("fields", empty=True),
         pose=True if pose is None else pose,
         device_rate=check.number("device_rate", positive=True),
         rename=rename,
@@ -318,8 +318,28 @@ def load(path: str | Path, env: Mapping[str, str] | None = None) -> Site:
     return parse(text, file.name, env)
 
 
-def _with_time(url: str, time: str) -> str:
-    return f"{url}{'&' if '?' in url else '?'}time={time}"
+def _with_time(where: str, url: str, time: str) -> str:
+    """The source URL with its protocol's `time` option (a protocol without one: an error)."""
+    from robowire import protocols
+    from robowire.endpoints import parse_endpoint
+
+    endpoint = parse_endpoint(url)
+    try:
+        protocol = protocols.get(endpoint.protocol)
+    except ConfigError:
+        protocol = None
+    options = (
+        protocol.file_options
+        if protocol is not None and endpoint.is_file
+        else protocol.source_options
+        if protocol is not None
+        else frozenset()
+    )
+    if "time" not in options:
+        raise ConfigError(f"{where}.time: {endpoint.scheme} sources have no choice of time")
+    if endpoint.option("time", time) != time:
+        raise ConfigError(f"{where}.time: the URL says time={endpoint.option('time', '')}")
+    return f"{url}{'&' if '?' in url else '?'}time={time}" if "time=" not in url else url
 
 
 def services(site: Site) -> list[Service]:
@@ -346,7 +366,7 @@ def services(site: Site) -> list[Service]:
     for i, source_config in enumerate(site.sources, 1):
         url = source_config.url
         if source_config.time is not None:
-            url = _with_time(url, source_config.time)
+            url = _with_time(f"{site.path}: source[{i}]", url, source_config.time)
         source: Source = opened(f"source[{i}].url", lambda u=url: open_source(u))
         if source_config.name is not None:
             source.name = source_config.name

@@ -315,15 +315,17 @@ class Projector:
         }
         if LINKS in fields or ATTRIBUTES in fields:
             changed |= self._copy_rows(table, out, slots)
+        receive_time = table.receive_time[slots]
         self.view.update(
             table.source,
             out,
-            receive_time=float(np.nanmax(table.receive_time[slots])),
+            receive_time=float(np.nanmax(receive_time)),
             source_time=table.source_time[slots],
             telemetry=telemetry,
             changed=changed,
             **kwargs,
         )
+        self.view.tables[table.source].receive_time[out] = receive_time  # each device's own
 
     def _fill(
         self, table: SourceTable, slots: SlotArray, transform: Transform

@@ -152,6 +152,13 @@ def test_fields_keep_the_named_telemetry_and_the_pose() -> None:
     assert device.position == (2.0, 0.0, 0.0)
 
 
+def test_no_fields_keep_the_pose_alone() -> None:
+    view = project(Rules(devices=("Tracker0/2",), fields=()), mocap_world()).view
+    device = view.device("mocap", "Tracker0/2")
+    assert device.telemetry == {}
+    assert device.position == (2.0, 0.0, 0.0)
+
+
 def test_pose_false_drops_the_pose() -> None:
     view = project(Rules(devices=("Tracker0/2",), pose=False), mocap_world()).view
     device = view.device("mocap", "Tracker0/2")
