@@ -500,7 +500,7 @@ def bridge(source: str, target: str, duration: float | None, **rules: Any) -> No
     \b
     Example:
       robowire bridge spyglass://127.0.0.1:7870 --to vrpn://127.0.0.1:3883
-      robowire bridge ugcs://127.0.0.1:5556 --to vrsp://127.0.0.1:9742 --kinds vehicle
+      robowire bridge ugcs://127.0.0.1:5556 --to vrsp://127.0.0.1:9742 --kinds ugcs
     """
     _serve(target, (source,), duration, rules=rules)
 
@@ -516,7 +516,7 @@ def up(path: str, duration: float | None) -> None:
     \b
     Example:
       robowire up -c examples/site.toml
-      ROBOWIRE_SITE_PORT=9000 robowire up -c site.toml --duration 60
+      SITE_VR_PORT=9000 robowire up -c examples/site.toml --duration 60
     """
     from robowire import config
 
