@@ -5,9 +5,10 @@ viewer's port, or on the small `StatusServer` a gateway command starts with `--s
 answers it as JSON (`status_message`); `robowire status` prints it. The counters themselves are
 the ones the templates keep, read; nothing but the `StatusServer` reads a socket here.
 
-* `state`: a source is `connected` (its connection is up, or its socket bound), `waiting`
-  (not up yet, or reconnecting), `failed` (its task ended with an error) or `finished` (a file
-  read to its end); a sink or simulator is `listening` (bound), `waiting`, `failed` or
+* `state`: a source is `connected` (its connection is up; a UDP source: something arrived in
+  the last `Source.silence` seconds; a listening one: a peer is connected), `waiting` (not
+  up yet, reconnecting, or a UDP peer silent), `failed` (its task ended with an error) or
+  `finished` (a file read to its end); a sink or simulator is `listening` (bound), `waiting`, `failed` or
   `finished`; a simulator that sends (`announce` "sending to") is `connected` once it sends.
 * `messages`: a source's messages in; other services' messages out.
 * `rate`: messages per second between this call and an earlier one at least
@@ -15,7 +16,8 @@ the ones the templates keep, read; nothing but the `StatusServer` reads a socket
 * `errors`: a source's packets that did not decode or broke the protocol's rules (dropped
   and counted by the `Source` template); other services' `stats.extra["errors"]` (the
   viewer counts browser messages it ignored there).
-* `dropped`: a sink's updates lost to falling behind (the subscription's drops).
+* `dropped`: a sink's updates lost to falling behind (the subscription's drops), or not sent
+  to a peer too far behind (see docs/operations.md).
 * `devices`: how many devices the service's own world table holds (sources).
 """
 
@@ -154,6 +156,10 @@ class StatusServer(Service):
         if self.address is None:
             return None
         return f"http://{self.address[0]}:{self.address[1]}/status"
+
+    def listening(self, address: tuple[str, int]) -> None:
+        super().listening(address)
+        self.name = f"status@{self.address[0]}:{self.address[1]}" if self.address else self.name
 
     def message(self) -> dict[str, Any]:
         statuses = self.gateway.status() if self.gateway is not None else []
