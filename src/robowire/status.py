@@ -9,7 +9,8 @@ the ones the templates keep, read; nothing but the `StatusServer` reads a socket
   the last `Source.silence` seconds; a listening one: a peer is connected), `waiting` (not
   up yet, reconnecting, or a UDP peer silent), `failed` (its task ended with an error) or
   `finished` (a file read to its end); a sink or simulator is `listening` (bound),
-  `waiting`, `failed` or `finished`; a simulator that sends (`announce` "sending to") is `connected` once it sends.
+  `waiting`, `failed` or `finished`; a simulator that sends (`announce` "sending to") is
+  `connected` once it sends.
 * `messages`: a source's messages in; other services' messages out.
 * `rate`: messages per second between this call and an earlier one at least
   `RATE_WINDOW` seconds before it (0.0 on the first call).
