@@ -11,8 +11,12 @@ socket relay of the same path measured in the same run.
    holding the 100 stamps, a relay process (a bare blocking `recv` / `sendall` loop) writes it
    to a TCP connection, and this process reads it and takes the same difference per stamp.
 
-Printed: p50 / p99 / max of both, and the ratios. The first `WARMUP` seconds are not counted
-(connections settling, first frames).
+3. in process: the gateway of 1 run in this process instead, timing each update from the
+   moment the source read its datagram (the world update's `receive_time`) to the moment the
+   sink's `write` handed it to the reader's connection: robowire's own share.
+
+Printed: p50 / p99 / max of each, and the ratios of 1 to 2. The first `WARMUP` seconds after
+the reader connected are not counted (connections settling, first frames).
 """
 
 from __future__ import annotations
@@ -93,7 +97,7 @@ async def _read_vrpn(port: int, seconds: float) -> list[float]:
     from robowire.protocols.vrpn.session import Role, VrpnSession
 
     latencies: list[float] = []
-    counting_from = time.monotonic() + WARMUP
+    counting_from = float("inf")  # WARMUP seconds after connecting
 
     def session(_peer: object, _udp: object) -> VrpnSession:
         return VrpnSession(Role.CLIENT, ping_senders=["Out"], now=time.monotonic())
@@ -114,6 +118,7 @@ async def _read_vrpn(port: int, seconds: float) -> list[float]:
             await asyncio.sleep(0.05)
     else:
         raise RuntimeError("the gateway's VRPN sink never answered")
+    counting_from = time.monotonic() + WARMUP
     await asyncio.sleep(seconds)
     link.close()
     return latencies
@@ -136,6 +141,57 @@ def through_gateway() -> list[float]:
     finally:
         gateway.terminate()
         gateway.wait(10)
+        sender.terminate()
+        sender.join(10)
+
+
+# -- 3. in process: arrival at the source -> leaving the sink ------------------------------
+
+
+async def _in_process(source_port: int) -> list[float]:
+    """The gateway in this process: per update, the time its datagram was read by the source
+    (the world update's `receive_time`) to the moment the VRPN sink's `write` has handed it
+    to the reader's connection. The reader (part 1's) runs on the same loop."""
+    from robowire.endpoints import parse_endpoint
+    from robowire.gateway import Gateway, open_source
+    from robowire.protocols.vrpn.services import VrpnSink
+    from robowire.timebase import monotonic
+    from robowire.world import LogEvent, Update, World
+
+    source = open_source(f"vrpn://Bench@127.0.0.1:{source_port}")
+    samples: list[float] = []
+    counting_from = time.monotonic() + WARMUP
+
+    class TimedSink(VrpnSink):
+        def write(self, world: World, items: list[Update | LogEvent]) -> bool:
+            going = super().write(world, items)
+            left = source.clock.wall(monotonic())
+            if time.monotonic() >= counting_from:
+                for item in items:
+                    if isinstance(item, Update) and item.source == source.name:
+                        samples.extend([left - item.receive_time] * len(item))
+            return going
+
+    sink = TimedSink(parse_endpoint("vrpn://127.0.0.1:0?tracker=Out"))
+    gateway = Gateway().add(source, sink)
+    run = asyncio.create_task(gateway.run(SECONDS + 30))
+    await sink.ready.wait()
+    assert sink.address is not None
+    await _read_vrpn(sink.address[1], SECONDS)
+    gateway.stop()
+    await run
+    return samples
+
+
+def in_process() -> list[float]:
+    source_port = _free_port()
+    sender = multiprocessing.Process(target=_vrpn_sender, args=(source_port, SECONDS + 30))
+    sender.start()
+    try:
+        from robowire.transport import run
+
+        return run(_in_process(source_port))
+    finally:
         sender.terminate()
         sender.join(10)
 
@@ -215,6 +271,7 @@ def _quantiles(values: list[float]) -> tuple[float, float, float]:
 def main() -> None:
     bare = bare_sockets()
     through = through_gateway()
+    inside = in_process()
     if not bare or not through:
         print(f"   no samples (bare {len(bare)}, gateway {len(through)})")
         return
@@ -227,6 +284,10 @@ def main() -> None:
     print(f"   robowire gateway       p50 {g50:7.3f} ms  p99 {g99:7.3f} ms  max {gmax:7.2f} ms"
           f"  ({len(through):,} reports)")  # fmt: skip
     print(f"   ratio gateway/bare     p50 {g50 / b50:7.1f}x     p99 {g99 / b99:7.1f}x")
+    if inside:
+        i50, i99, imax = _quantiles(inside)
+        print(f"   in process (source read -> sink write) p50 {i50:7.3f} ms  p99 {i99:7.3f} ms  "
+              f"max {imax:7.2f} ms  ({len(inside):,} updates)")  # fmt: skip
     read = len(through) / ((SECONDS - WARMUP) * rate)
     print(f"   reports read per update sent: {read:.2f} (below 1: the sink coalesced frames)")
 
