@@ -23,7 +23,7 @@ from robowire import protocols
 from robowire.endpoints import Endpoint, parse_endpoint
 from robowire.errors import ConfigError, RobowireError
 from robowire.protocols.base import WireProtocol
-from robowire.service import Service, Sim, SimOptions, Sink, Source
+from robowire.service import Service, Sim, SimOptions, Sink, Source, time_option
 from robowire.status import RateMeter, ServiceStatus, service_status
 from robowire.timebase import monotonic
 from robowire.world import World
@@ -32,8 +32,17 @@ log = logging.getLogger("robowire")
 
 
 def open_source(url: str | Endpoint) -> Source:
-    """A source for a URL or file name (`robowire listen URL`)."""
+    """A source for a URL or file name (`robowire listen URL`); every source takes
+    `?time=sender|receive|corrected` (see `robowire.timebase.SourceClock`)."""
     endpoint = parse_endpoint(url) if isinstance(url, str) else url
+    mode, endpoint = time_option(endpoint)
+    source = _open_source(endpoint)
+    if mode is not None:
+        source.time.mode = mode
+    return source
+
+
+def _open_source(endpoint: Endpoint) -> Source:
     if endpoint.is_file and endpoint.path != "-" and not Path(str(endpoint.path)).is_file():
         raise ConfigError(f"no such file: {endpoint.path}")  # said before anything starts
     target = protocols.SOURCE_SCHEMES.get(endpoint.protocol)
