@@ -70,7 +70,8 @@ TIME_MODES = ("sender", "receive", "corrected")
 class OffsetEstimate:
     """How far a sender's clock is ahead of ours: `offset` seconds (sender minus receiver,
     the smallest network delay seen in the window included), give or take `uncertainty`
-    (the spread of the delay floor over the window; inf until two buckets have samples)."""
+    (the spread of the delay floor over the window; inf until two buckets have samples), from
+    `samples` batches with stamps since the last reset."""
 
     offset: float
     uncertainty: float
@@ -85,7 +86,8 @@ class ClockOffset:
     the offset (the delay's floor). Lags are kept as one minimum per `bucket` seconds of receive
     time, `buckets` of them: the estimate is -(the smallest of the live minima), so it follows
     a slowly drifting clock (it lags a drift by at most drift x window) and forgets old data
-    at the window's end. A gap in the data keeps the last estimate until new data comes.
+    at the window's end. A gap in the data keeps the last estimate until new data comes; after
+    a gap longer than the window, the new data alone makes the estimate.
 
     A stepped sender clock restarts the estimate: a lag more than `jump` seconds below the
     floor at once (the sender jumped ahead: the minimum would adopt it anyway), a floor more
@@ -93,7 +95,8 @@ class ClockOffset:
     burst of late packets after a stall drains faster than that and is ignored).
 
     `observe` takes one batch: arrays (or floats) broadcast against each other; NaN source
-    times (no stamp) are ignored. One numpy reduction per batch, no loop per device.
+    times (no stamp) are ignored. One numpy reduction per batch, no loop per device: with one
+    receive time for the batch (the usual case) the smallest lag is that of the newest stamp.
     """
 
     def __init__(
@@ -132,20 +135,18 @@ class ClockOffset:
 
     def observe(self, source_times: FloatArray | float, receive_times: FloatArray | float) -> None:
         """Take one batch of pairs (received at about the same time)."""
-        if isinstance(source_times, float) and isinstance(receive_times, float):
-            lag, received, count = receive_times - source_times, receive_times, 1
-            if lag != lag:
-                return
+        if isinstance(receive_times, float):  # the usual batch: one receive time, many stamps
+            newest = (
+                source_times
+                if isinstance(source_times, float)
+                else float(np.fmax.reduce(source_times, axis=None))  # fmax: NaN only if all are
+            )
+            lag, received = receive_times - newest, receive_times
         else:
             lags = np.subtract(receive_times, source_times, dtype=np.float64)
-            if lags.ndim == 0:
-                lags = lags.reshape(1)
-            lag = float(np.fmin.reduce(lags, axis=None))  # fmin: NaN only if all are NaN
-            if lag != lag:
-                return
-            received = float(np.max(receive_times))
-            count = int(np.count_nonzero(~np.isnan(lags)))
-        self._add(lag, received, count)
+            lag, received = float(np.fmin.reduce(lags, axis=None)), float(np.max(receive_times))
+        if lag == lag:  # not NaN: at least one stamp
+            self._add(lag, received)
 
     def reset(self) -> None:
         """Forget everything (the sender's clock is not the one it was)."""
@@ -161,7 +162,10 @@ class ClockOffset:
         oldest = self._newest - len(self._index)
         return [f for i, f in zip(self._index, self._floor, strict=True) if i > oldest]
 
-    def _add(self, lag: float, received: float, count: int) -> None:
+    def _add(self, lag: float, received: float) -> None:
+        k = int(received // self.bucket)
+        if self.samples and k - self._newest >= len(self._index):
+            self.reset()  # nothing for longer than the window: start from what comes now
         if self.samples:
             if lag < self._lag - self.jump:
                 self.resets += 1
@@ -175,7 +179,6 @@ class ClockOffset:
                 self.reset()
             else:
                 self._high_since = None
-        k = int(received // self.bucket)
         slot = k % len(self._index)
         rolled = k > self._newest
         if self._index[slot] != k:
@@ -187,7 +190,7 @@ class ClockOffset:
             self._lag = min(self._live_floors())
         elif lag < self._lag:
             self._lag = lag
-        self.samples += count
+        self.samples += 1
 
 
 class SourceClock:
