@@ -30,6 +30,8 @@ from robowire.world import World
 
 log = logging.getLogger("robowire")
 
+EVERY_SOURCE = frozenset({"time"})  # options every source takes (named when a typo is told)
+
 
 def open_source(url: str | Endpoint) -> Source:
     """A source for a URL or file name (`robowire listen URL`); every source takes
@@ -54,14 +56,15 @@ def _open_source(endpoint: Endpoint) -> Source:
     if endpoint.protocol == "mcap":
         from robowire.recording import McapSource
 
-        endpoint.check_options({"speed"}, "a recording")
+        endpoint.check_options({"speed", *EVERY_SOURCE}, "a recording")
         return McapSource(endpoint)
     protocol = protocols.get(endpoint.protocol)
     if endpoint.is_file:
-        endpoint.check_options(protocol.file_options, f"{protocol.title} files")
+        endpoint.check_options(protocol.file_options | EVERY_SOURCE, f"{protocol.title} files")
     else:
         _check_scheme(protocol, endpoint)
-        endpoint.check_options(protocol.source_options, f"a {protocol.title} source")
+        known = protocol.source_options | EVERY_SOURCE
+        endpoint.check_options(known, f"a {protocol.title} source")
     return protocol.open_source(endpoint)
 
 

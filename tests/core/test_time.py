@@ -166,6 +166,8 @@ def test_the_time_option_is_every_sources_and_leaves_the_protocols_options() -> 
         "vrsp://127.0.0.1:0": "receive",
     }
     assert open_source("xrp://h?time=sender").time.mode == "sender"
+    with pytest.raises(ConfigError, match=r"unknown option 'tme' .*known: .*\btime\b"):
+        open_source("xrp://h?tme=sender")  # a typo is told, with `time` among the known
 
 
 def test_file_names_take_options_too() -> None:
