@@ -107,3 +107,19 @@ def test_the_sim_setting_must_be_a_number() -> None:
     run = robowire("sim", "vrpn", "--port", "0", "--set", "clock_offset=soon", "--duration", "1")
     assert run.returncode != 0 and run.stderr.count("\n") == 1
     assert "clock_offset" in run.stderr
+
+
+def test_a_spyglass_sender_two_minutes_behind_lines_up_when_corrected() -> None:
+    settings = ("--port", "0", "--count", "5", "--rate", "20", "--set", "clock_offset=-120")
+    with simulator("spyglass", *settings) as at:
+        sender = lines(robowire("listen", f"spyglass://{at}", "--json", "--count", "10"))
+        corrected = lines(
+            robowire("listen", f"spyglass://{at}?time=corrected", "--json", "--count", "10")
+        )
+    stamped = [line for line in sender if "source_time" in line]
+    assert stamped  # SpyGlass stamps its packets (to the millisecond)
+    for line in stamped:
+        assert line["source_time"] - line["receive_time"] == pytest.approx(-120.0, abs=0.1)
+    for line in corrected:
+        if "source_time" in line:
+            assert line["source_time"] - line["receive_time"] == pytest.approx(0.0, abs=0.1)
