@@ -171,7 +171,8 @@ class TimedWorld(World):
     offset estimate it feeds). One call per write, vectorised: no loop per device."""
 
     def __init__(self, world: World, clock: SourceClock) -> None:
-        super().__init__(tables=world.tables, feed=world.feed)
+        fields = dataclasses.fields(world)  # every field the same object: one world, shared
+        super().__init__(**{f.name: getattr(world, f.name) for f in fields if f.init})
         self.clock = clock
 
     def update(
