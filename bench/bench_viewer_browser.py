@@ -23,15 +23,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--no-sandbox",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
+from robowire.viewer.browser import launch, missing
+
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 SIZES = (10, 10_000)
 WARMUP = 3.0
@@ -110,13 +103,13 @@ def measure(browser: Any, drones: int) -> dict[str, float]:
 
 
 def main() -> None:
-    if not Path(CHROMIUM).exists():
-        print("   skipped: Debian chromium not installed (apt-get install chromium)")
+    if reason := missing():
+        print(f"   skipped: {reason}")
         return
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        browser = launch(pw)
         try:
             results = {n: measure(browser, n) for n in SIZES}
         finally:

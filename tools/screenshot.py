@@ -18,16 +18,9 @@ import sys
 import time
 from pathlib import Path
 
+from robowire.viewer.browser import launch, missing
+
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--no-sandbox",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
 
 
 def main() -> int:
@@ -37,8 +30,8 @@ def main() -> int:
     parser.add_argument("--wait", type=float, default=16.0, help="seconds before the shot")
     parser.add_argument("--select", default="vrsp", help="select a device of this source")
     args = parser.parse_args()
-    if not Path(CHROMIUM).exists():
-        print(f"error: {CHROMIUM} not found: apt-get install chromium", file=sys.stderr)
+    if reason := missing():
+        print(f"error: {reason}", file=sys.stderr)
         return 1
     from playwright.sync_api import sync_playwright
 
@@ -64,7 +57,7 @@ def main() -> int:
             print("error: the demo printed no viewer URL", file=sys.stderr)
             return 1
         with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            browser = launch(pw)
             page = browser.new_page(viewport={"width": 1280, "height": 800})
             page.goto(url)
             page.wait_for_function("window.robowire && robowire.store.devices.length > 0")

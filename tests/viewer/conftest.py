@@ -15,15 +15,8 @@ from typing import Any
 
 import pytest
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
+from robowire.viewer.browser import launch, missing
+
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 
@@ -144,11 +137,11 @@ def open_viewer(browser: Any) -> Callable[[str], Viewer]:
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     """Debian's chromium through Playwright (skips, saying how to install it, when missing)."""
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Debian chromium not installed: apt-get install chromium; .ci/run installs it")
+    if reason := missing():
+        pytest.skip(f"{reason}; .ci/run installs it")
     sync_api = pytest.importorskip("playwright.sync_api")
     with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = launch(pw)
         try:
             yield browser
         finally:

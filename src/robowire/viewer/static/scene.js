@@ -286,14 +286,19 @@ export class Scene {
     s.trailCol = gl.createBuffer();          // and their colours: 4 bytes a sample
     gl.bindBuffer(gl.ARRAY_BUFFER, s.trailCol);
     gl.bufferData(gl.ARRAY_BUFFER, g.capacity * 4 * TRAIL, gl.DYNAMIC_DRAW);
-    s.trailVao = gl.createVertexArray();
-    gl.bindVertexArray(s.trailVao);
-    gl.bindBuffer(gl.ARRAY_BUFFER, s.trail);
-    gl.enableVertexAttribArray(0);
-    gl.vertexAttribPointer(0, 3, gl.FLOAT, false, 0, 0);
-    gl.bindBuffer(gl.ARRAY_BUFFER, s.trailCol);
-    gl.enableVertexAttribArray(1);
-    gl.vertexAttribPointer(1, 4, gl.UNSIGNED_BYTE, true, 0, 0);
+    // a line VAO: vertex positions (3 floats) and colours (4 bytes), one per vertex
+    const lines = (posBuf, colBuf) => {
+      const v = gl.createVertexArray();
+      gl.bindVertexArray(v);
+      gl.bindBuffer(gl.ARRAY_BUFFER, posBuf);
+      gl.enableVertexAttribArray(0);
+      gl.vertexAttribPointer(0, 3, gl.FLOAT, false, 0, 0);
+      gl.bindBuffer(gl.ARRAY_BUFFER, colBuf);
+      gl.enableVertexAttribArray(1);
+      gl.vertexAttribPointer(1, 4, gl.UNSIGNED_BYTE, true, 0, 0);
+      return v;
+    };
+    s.trailVao = lines(s.trail, s.trailCol);
     s.trailIdx = gl.createBuffer();
     gl.bindBuffer(gl.ELEMENT_ARRAY_BUFFER, s.trailIdx);
     gl.bindVertexArray(null);
@@ -305,14 +310,7 @@ export class Scene {
     s.beamCol = new Uint8Array(g.capacity * 8);
     s.beamPosBuf = buf(s.beamPos);
     s.beamColBuf = buf(s.beamCol);
-    s.beamVao = gl.createVertexArray();
-    gl.bindVertexArray(s.beamVao);
-    gl.bindBuffer(gl.ARRAY_BUFFER, s.beamPosBuf);
-    gl.enableVertexAttribArray(0);
-    gl.vertexAttribPointer(0, 3, gl.FLOAT, false, 0, 0);
-    gl.bindBuffer(gl.ARRAY_BUFFER, s.beamColBuf);
-    gl.enableVertexAttribArray(1);
-    gl.vertexAttribPointer(1, 4, gl.UNSIGNED_BYTE, true, 0, 0);
+    s.beamVao = lines(s.beamPosBuf, s.beamColBuf);
     gl.bindVertexArray(null);
     s.dirtyAll = true;
     this.gpu[g.index] = s;
