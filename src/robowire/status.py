@@ -20,6 +20,9 @@ the ones the templates keep, read; nothing but the `StatusServer` reads a socket
 * `dropped`: a sink's updates lost to falling behind (the subscription's drops), or not sent
   to a peer too far behind (see docs/operations.md).
 * `devices`: how many devices the service's own world table holds (sources).
+* `clock_offset`: a source's sender clock minus ours, in seconds (the smallest network delay
+  included; see `robowire.timebase.ClockOffset`), to the millisecond; null when unknown (no
+  stamped message yet, a protocol without stamps, or not a source).
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ class ServiceStatus:
     errors: int
     last_drop: str | None
     devices: int
+    clock_offset: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -115,6 +119,7 @@ def service_status(
         errors=stats.dropped if is_source else stats.extra.get("errors", 0),
         last_drop=stats.last_drop_reason or None,
         devices=len(table) if table is not None else 0,
+        clock_offset=_rounded(service.time.offset.offset) if isinstance(service, Source) else None,
     )
 
 
@@ -211,3 +216,7 @@ class StatusServer(Service):
         self.stats.messages_out = self.requests
         body = json.dumps(self.message(), separators=(",", ":")).encode()
         return http_response(200, "OK", body, "application/json")
+
+
+def _rounded(offset: float) -> float | None:
+    return None if offset != offset else round(offset, 3)  # NaN: not known

@@ -75,6 +75,7 @@ def status_table(message: dict[str, Any], url: str = "") -> Table:
         table.add_column(
             "rate/s" if column == "rate" else column, justify="right" if numeric else "left"
         )
+    table.add_column("clock", justify="right")  # the sender's clock minus ours
     table.add_column("last drop", overflow="fold")
     for service in message["services"]:
         state = str(service.get("state", "?"))
@@ -88,7 +89,15 @@ def status_table(message: dict[str, Any], url: str = "") -> Table:
             f"{float(service.get('rate', 0.0)):,.1f}",
             f"{service.get('errors', 0):,}",
             f"{service.get('dropped', 0):,}",
+            _offset(service.get("clock_offset")),
             str(service.get("last_drop") or ""),
         ]
         table.add_row(*cells)
     return table
+
+
+def _offset(seconds: object) -> str:
+    """A clock offset in milliseconds, signed; `-` when unknown."""
+    if not isinstance(seconds, int | float):
+        return "-"
+    return f"{seconds * 1e3:+,.0f} ms"

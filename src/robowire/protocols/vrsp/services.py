@@ -127,6 +127,8 @@ class VrspSource(Source):
 
     silence = SILENCE_SECONDS  # a sender that stopped cannot be seen otherwise
 
+    time_default = "receive"  # no timestamps on the wire: stamp on receipt
+
     def __init__(self, endpoint: Endpoint) -> None:
         self.host = endpoint.host
         self.port = endpoint.port_or(DEFAULT_PORT)
@@ -173,6 +175,8 @@ class VrspSource(Source):
 
 class VrspFileSource(CaptureSource):
     """A capture's VRSP datagrams through the receiver, one session per UDP flow."""
+
+    time_default = "receive"  # no timestamps on the wire: stamp on receipt
 
     def __init__(self, endpoint: Endpoint) -> None:
         super().__init__(PROTOCOL, endpoint, read_capture)

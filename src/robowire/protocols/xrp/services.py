@@ -96,6 +96,8 @@ class XrpSource(Source):
 
     silence = SILENCE_SECONDS
 
+    time_default = "receive"  # no timestamps on the wire: stamp on receipt
+
     def __init__(self, endpoint: Endpoint) -> None:
         self.host = endpoint.host if endpoint.host_given else halsim_host(endpoint.host)
         self.port = endpoint.port_or(halsim_port())
@@ -213,6 +215,8 @@ class XrpSource(Source):
 
 class XrpFileSource(CaptureSource):
     """Reads a capture to its end; `speed` (what `replay --speed` sets) paces it."""
+
+    time_default = "receive"  # no timestamps on the wire: stamp on receipt
 
     def __init__(self, endpoint: Endpoint) -> None:
         super().__init__(PROTOCOL, endpoint, read_capture)
