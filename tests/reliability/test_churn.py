@@ -20,6 +20,7 @@ warm-up and still alive (tracemalloc).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import random
@@ -125,7 +126,7 @@ class Target:
 async def churn_once(port: int, mode: str, hello: bytes, rng: random.Random) -> None:
     """One connection that opens and ends in `mode`."""
     try:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
     except OSError as exc:  # a refused connection is a failure of the server
         raise AssertionError(f"port {port}: cannot connect ({exc})") from None
     if mode == "half":
@@ -139,10 +140,8 @@ async def churn_once(port: int, mode: str, hello: bytes, rng: random.Random) -> 
         return
     await asyncio.sleep(0)
     writer.close()
-    try:
+    with contextlib.suppress(OSError):  # the server reset first (it refused the garbage)
         await writer.wait_closed()
-    except OSError:  # the server reset first (it refused the garbage): fine
-        pass
 
 
 async def churn(target: Target, cycles: int, seed: int) -> None:
@@ -174,9 +173,7 @@ class HealthyBrowser:
                 self.frames += 1
 
 
-async def test_churn_against_every_tcp_server_leaks_nothing_and_spares_the_healthy_client() -> (
-    None
-):
+async def test_churn_against_every_tcp_server_leaks_nothing_and_spares_the_healthy_client() -> None:
     quiet_logs()  # thousands of "bad cookie" lines would be kept by pytest's log capture
     vrpn_port, ugcs_port, spyglass_port = free_port(), free_port(), free_port()
     servers = Gateway()
@@ -321,7 +318,9 @@ class Restarting:
             before = source.stats.messages_in
             await self.start_sim(seed)
             await until(
-                lambda: source.stats.messages_in > before + 5 and source.connections > joined,
+                lambda b=before, j=joined: (
+                    source.stats.messages_in > b + 5 and source.connections > j
+                ),
                 f"{self.protocol}: back after restart {seed}",
             )
 
