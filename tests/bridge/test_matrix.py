@@ -257,3 +257,55 @@ def test_source_into_sink(outcomes: dict[str, Outcome], source: str, sink: str) 
     assert complete(source, outcome.world), "the simulator never made its whole world"
     found = problems(source, sink, outcome.world, outcome.seen[sink])
     assert not found, "\n".join(found)
+
+
+def arrived_cells(outcomes: dict[str, Outcome]) -> dict[tuple[str, str], str]:
+    """(source, sink) -> what reached the far end and was right, e.g. "pos geo tel"."""
+    order = ("pos", "geo", "tel", "yaw")
+    cells = {}
+    for source, outcome in outcomes.items():
+        for sink in SINKS:
+            arrived: set[str] = set()
+            problems(source, sink, outcome.world, outcome.seen[sink], arrived)
+            cells[(source, sink)] = " ".join(a for a in order if a in arrived) or "-"
+    return cells
+
+
+def doc_matrix() -> dict[tuple[str, str], str]:
+    """The matrix table of docs/bridging.md, cell by cell."""
+    text = DOC.read_text()
+    body = text[text.index("<!-- matrix:begin -->") : text.index("<!-- matrix:end -->")]
+    rows = [
+        [cell.strip() for cell in line.strip().strip("|").split("|")]
+        for line in body.splitlines()
+        if line.startswith("|")
+    ]
+    header, table = rows[0], rows[2:]
+    assert header[1:] == list(SINKS)
+    return {
+        (row[0], sink): cell
+        for row in table
+        for sink, cell in zip(header[1:], row[1:], strict=True)
+    }
+
+
+def test_the_docs_matrix_is_what_arrived(outcomes: dict[str, Outcome]) -> None:
+    assert doc_matrix() == arrived_cells(outcomes)
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_sinks_say_where_they_place_devices_without_a_fix(
+    outcomes: dict[str, Outcome], source: str
+) -> None:
+    """A source without fixes into the geodetic sinks: one line each, never a silent default."""
+    said = outcomes[source].said
+    ugcs = [line for line in said if line.startswith("ugcs: devices without a geodetic fix")]
+    vrsp = [line for line in said if line.startswith("vrsp: no device has a geodetic position")]
+    if any(d.geodetic is None and d.position is not None for d in outcomes[source].world.devices()):
+        assert len(ugcs) == 1 and "56.9496, 24.1052, 10 m" in ugcs[0]
+    else:
+        assert ugcs == []
+    if all(d.geodetic is None for d in outcomes[source].world.devices()):
+        assert len(vrsp) == 1 and "0, 0, 0" in vrsp[0]
+    else:
+        assert vrsp == []
