@@ -32,8 +32,8 @@ bench: $(DEV)
 	$(BIN)/python -m bench
 
 lint: $(DEV)
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench tools
+	$(BIN)/ruff format --check src tests bench tools
 
 typecheck: $(DEV)
 	$(BIN)/mypy

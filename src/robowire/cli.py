@@ -50,6 +50,36 @@ ALLOW_CONTROL = click.option(
 )
 
 
+RULES = [
+    click.option(
+        "--devices",
+        multiple=True,
+        metavar="GLOB",
+        help="Offer only devices whose id matches GLOB (repeatable; e.g. 'Tracker0/*').",
+    ),
+    click.option(
+        "--kinds", multiple=True, metavar="KIND", help="Offer only devices of KIND (repeatable)."
+    ),
+    click.option(
+        "--rate", type=POSITIVE, default=None, metavar="HZ", help="At most HZ sends per second."
+    ),
+    click.option(
+        "--device-rate",
+        type=POSITIVE,
+        default=None,
+        metavar="HZ",
+        help="At most HZ updates per second per device (changes between are merged).",
+    ),
+]
+
+
+def rule_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The per-sink rules that are cheap to give on the command line (docs/config.md)."""
+    for option in reversed(RULES):
+        command = option(command)
+    return command
+
+
 def fail(message: str, code: int = 1) -> NoReturn:
     click.echo(f"robowire: error: {message}", err=True)
     sys.exit(code)
@@ -368,16 +398,31 @@ def _allow_control(sink: object, gateway: Gateway) -> None:
 
 
 def _serve(
-    to: str, sources: tuple[str, ...], duration: float | None, allow_control: bool = False
+    to: str,
+    sources: tuple[str, ...],
+    duration: float | None,
+    allow_control: bool = False,
+    rules: dict[str, Any] | None = None,
 ) -> None:
     if allow_control and parse_endpoint(to).protocol != "http":
         fail("--allow-control: only the web viewer (http://) takes commands")
 
     async def go() -> int:
         gateway = Gateway()
-        sink = open_sink(to)
+        opened = open_sink(to)
+        sink: Service = opened
         if allow_control:
             _allow_control(sink, gateway)
+        if rules:
+            from robowire.projection import ProjectedSink, Rules
+
+            if rules.get("rate"):
+                opened.max_rate = rules["rate"]
+            shaped = Rules(
+                devices=rules["devices"], kinds=rules["kinds"], device_rate=rules["device_rate"]
+            )
+            if not shaped.empty:
+                sink = ProjectedSink(opened, shaped)
         gateway.add_sources(sources)
         gateway.add(sink)
         protocol = parse_endpoint(to).protocol
@@ -423,7 +468,14 @@ async def _ready(run: asyncio.Task[None], service: Service) -> bool:
 )
 @DURATION
 @ALLOW_CONTROL
-def serve(url: str, sources: tuple[str, ...], duration: float | None, allow_control: bool) -> None:
+@rule_options
+def serve(
+    url: str,
+    sources: tuple[str, ...],
+    duration: float | None,
+    allow_control: bool,
+    **rules: Any,
+) -> None:
     """Offer the world, gathered from sources, to peers speaking URL's protocol.
 
     \b
@@ -432,22 +484,61 @@ def serve(url: str, sources: tuple[str, ...], duration: float | None, allow_cont
       robowire serve foxglove://127.0.0.1:8765 --from vrsp://0.0.0.0:9742
       robowire serve http://127.0.0.1:8080 --from spyglass://127.0.0.1:7870   # web viewer
       robowire serve http://127.0.0.1:8080 --from xrp://127.0.0.1:3540 --allow-control
+      robowire serve vrpn://127.0.0.1:3884 --from vrpn://Tracker0@mocap --device-rate 10
     """
-    _serve(url, sources, duration, allow_control)
+    _serve(url, sources, duration, allow_control, rules)
 
 
 @main.command()
 @click.argument("source")
 @click.option("--to", "target", required=True, metavar="URL", help="Where to offer it.")
 @DURATION
-def bridge(source: str, target: str, duration: float | None) -> None:
+@rule_options
+def bridge(source: str, target: str, duration: float | None, **rules: Any) -> None:
     """Translate one source into another protocol, live.
 
     \b
     Example:
       robowire bridge spyglass://127.0.0.1:7870 --to vrpn://127.0.0.1:3883
+      robowire bridge ugcs://127.0.0.1:5556 --to vrsp://127.0.0.1:9742 --kinds ugcs
     """
-    _serve(target, (source,), duration)
+    _serve(target, (source,), duration, rules=rules)
+
+
+@main.command()
+@click.option(
+    "-c", "--config", "path", required=True, metavar="FILE.toml", help="The site file to run."
+)
+@DURATION
+def up(path: str, duration: float | None) -> None:
+    """Run the simulators, sinks and sources a site file names (see docs/config.md).
+
+    \b
+    Example:
+      robowire up -c examples/site.toml
+      SITE_VR_PORT=9000 robowire up -c examples/site.toml --duration 60
+    """
+    from robowire import config
+
+    site = config.load(path)
+    services = config.services(site)  # every URL and setting checked before anything runs
+
+    async def go() -> int:
+        gateway = Gateway().add(*services)
+        task = asyncio.create_task(gateway.run(duration))
+        for service in services:
+            if isinstance(service, Source):
+                continue
+            if not await _ready(task, service):
+                break
+            if service.address is not None:
+                host, port = service.address
+                where = getattr(service, "url", None) or f"{host}:{port}"
+                click.echo(f"{service.role} {service.name} {service.announce} {where}", err=True)
+        await task
+        return gateway_exit_code(gateway)
+
+    run_async(go)
 
 
 @main.command()

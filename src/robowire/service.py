@@ -59,8 +59,11 @@ class Service(ABC):
         self.gateway: Gateway | None = None  # the gateway running it (set when it starts)
 
     def listening(self, address: Address) -> None:
-        """Call once the service's socket is bound."""
+        """Call once the service's socket is bound. A server asked for port 0 is renamed
+        after the port it got (a source's name is its world key, fixed before it binds)."""
         self.address = (str(address[0]), int(address[1]))
+        if self.role != "source" and self.name.endswith(":0"):
+            self.name = f"{self.name[:-2]}:{self.address[1]}"
         self.ready.set()
 
     @abstractmethod

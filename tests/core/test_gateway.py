@@ -79,3 +79,17 @@ async def test_services_added_while_running_are_started():
     gateway.add(JsonLinesSink(out), Ticker("late", 2))
     await task
     assert len(out.getvalue().splitlines()) == 2
+
+
+async def test_a_server_on_port_0_is_named_after_the_port_it_got():
+    """Status lines and logs name the port a server really listens on, not `:0`."""
+    from robowire.gateway import open_sink
+
+    sink = open_sink("vrpn://127.0.0.1:0")
+    gateway = Gateway().add(sink)
+    run = asyncio.create_task(gateway.run(duration=5))
+    await asyncio.wait_for(sink.ready.wait(), 5)
+    assert sink.address is not None and sink.address[1] != 0
+    assert sink.name.endswith(f":{sink.address[1]}")
+    gateway.stop()
+    await run

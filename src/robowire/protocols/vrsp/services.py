@@ -140,7 +140,8 @@ class VrspSource(Source):
         if self.port == 0:  # bind first, so the source is named after the port it got
             self._bound = open_udp_socket((self.host, 0))
             self.port = int(self._bound.getsockname()[1])
-            self.name = f"vrsp@{self.host}:{self.port}"
+            if self.name == f"vrsp@{self.host}:0":  # not renamed by its owner (a site file)
+                self.name = f"vrsp@{self.host}:{self.port}"
         await super().run(world)
 
     def _readable(self, sock: socket.socket) -> None:
