@@ -7,10 +7,10 @@ protobuf decoded with the schema the server advertised) and a viewer client (sub
 reduces what it saw to `Seen`: far-end device id -> `Obs`, so the test compares one shape.
 
 One `run_source` per source: the sinks and their far ends start first (so each far end sees
-everything from the first update), then the simulator and the source; once every far end has
-seen devices the simulator stops (the source world freezes) and each far end is polled until it
-agrees with what the test expects from the frozen world (or a deadline passes; the test then
-says what differs).
+everything from the first update), then the simulator and the source; once the source world
+holds everything the simulator makes (`complete`) and every far end has seen devices, the
+simulator stops (the source world freezes) and each far end is polled until it agrees with what
+the test expects from the frozen world (or a deadline passes; the test then says what differs).
 """
 
 from __future__ import annotations
@@ -125,8 +125,8 @@ SINK_URL = {
 
 
 async def protocol_leg(name: str, front: Gateway, xrp_device: str) -> Leg:
-    """A sink in `front` read by our own source of its protocol (listening first for VRSP and
-    Zenoh, whose sinks send to the far end)."""
+    """A sink in `front` read by our own source of its protocol (for VRSP the far end binds
+    first: the sink sends to it; the others' far ends connect to the sink)."""
     if name == "vrsp":
         far, source, task = await gateway_far_end("vrsp://127.0.0.1:0")
         await asyncio.wait_for(source.ready.wait(), WAIT)
