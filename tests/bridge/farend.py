@@ -110,7 +110,7 @@ async def until(condition: Callable[[], bool], seconds: float = WAIT) -> bool:
 
 SOURCE_URL = {
     "vrpn": "vrpn://127.0.0.1:{port}",
-    "xrp": "xrp://127.0.0.1:{port}",
+    "xrp": "xrp://127.0.0.1:{port}?enable=1",  # encoders count only while enabled
     "ugcs": "ugcs://127.0.0.1:{port}?origin={o[0]},{o[1]},{o[2]}",
     "spyglass": "spyglass://127.0.0.1:{port}?scale={scale}",
 }

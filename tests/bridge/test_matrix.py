@@ -209,6 +209,15 @@ def problems(
         want = yaw(target.orientation) if target.orientation is not None else 0.0
         got = yaw(o.orientation) if o.orientation is not None else math.nan
         check(angle_gap(got, want) < 0.02, f"robot yaw {got} != {target.device_id}'s {want}", "yaw")
+        # The far end's odometry starts at the origin where the robot was first placed: the
+        # XRP robot starts at the origin itself; a VRPN sensor 1 circles at radius 1.25 m.
+        far_xy = (o.position or (math.nan, math.nan))[:2]
+        xy = (target.position or (math.nan, math.nan))[:2]
+        first = (xy[0] - far_xy[0], xy[1] - far_xy[1])
+        if source == "xrp":
+            check(close(far_xy, xy, 0.01), f"robot at {far_xy} != {xy}", "pos")
+        elif source == "vrpn":
+            check(abs(math.hypot(*first) - 1.25) < 0.02, f"robot placed at {first}", "pos")
         check(o.telemetry.get("gyro_angle_z", (0, ""))[1] == "deg", "gyro_angle_z in deg")
         check(o.telemetry.get("encoder_0_distance", (0, ""))[1] == "m", "encoder distance in m")
     elif sink in ("foxglove", "http"):  # frames "<source>/<device>"
