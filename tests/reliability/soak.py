@@ -333,7 +333,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"soak: RSS {result['rss_start_mib']} -> {result['rss_end_mib']} MiB, slope over "
             f"the second half {result['rss_slope_mib_per_min']} MiB/min "
             f"({'flat' if result['memory_flat'] else 'GROWING'}); queues "
-            f"{queues}"
+            f"{queues} ({result['recorder_and_viewer_drops_second_half']} drops in the "
+            f"second half)"
             f"; CPU {result['cpu_mean']:.0%} gateway, {result['sims_cpu_mean']:.0%} simulators"
             f"; {'PASS' if result['ok'] else 'FAIL'}"
         )
