@@ -10,11 +10,13 @@ and its count keeps growing in every server's churn phase (the VRPN simulator's 
 many reports per frame the simulator sent as before the churn).
 
 Clients: each client role (VRPN over TCP, the UgCS UCS, the SpyGlass source) reconnects to a
-peer restarted `RESTARTS` times on the same port, and its messages flow again each time.
+peer restarted `RESTARTS` times on the same port (`ROBOWIRE_CHURN_RESTARTS=N`), and its
+messages flow again each time.
 
 Both measure what is left after the churn, against a baseline taken after a warm-up:
 open file descriptors (/proc/self/fd), asyncio tasks, and the memory allocated since the
-warm-up and still alive (tracemalloc).
+warm-up and still alive after a full collection (tracemalloc; for the restarts, over the
+second half only: the live peers of the first half were allocated after the baseline too).
 """
 
 from __future__ import annotations
