@@ -135,14 +135,16 @@ async def _ingest(seconds: float) -> dict[str, float]:
     class Measured(SpyglassSource):
         measuring = False
         lags: list[float]
+        read_lags: list[float]
 
         def deliver(self, events: Sequence[object], now: float) -> None:
             super().deliver(events, now)
             if self.measuring:
                 applied = time.time()
-                self.lags.extend(
-                    applied - e.packet.time for e in events if type(e) is PacketReceived
-                )
+                packets = [e for e in events if type(e) is PacketReceived]
+                self.lags.extend(applied - e.packet.time for e in packets)
+                wall = self.clock.wall
+                self.read_lags.extend(wall(e.time) - e.packet.time for e in packets)
 
     ctx = multiprocessing.get_context("spawn")
     parent, child = ctx.Pipe()
@@ -153,7 +155,7 @@ async def _ingest(seconds: float) -> dict[str, float]:
         host, port = await loop.run_in_executor(None, parent.recv)
         world = World()
         source = Measured(parse_endpoint(f"spyglass://{host}:{port}"))
-        source.lags = []
+        source.lags, source.read_lags = [], []
         task = asyncio.create_task(source.run(world))
 
         async def mark(command: str) -> tuple[float, float, int]:
@@ -179,12 +181,16 @@ async def _ingest(seconds: float) -> dict[str, float]:
     wall = wall1 - wall0
     lags = np.asarray(source.lags) * 1e3
     p50, p99 = np.percentile(lags, [50, 99]) if lags.size else (np.nan, np.nan)
+    reads = np.asarray(source.read_lags) * 1e3
+    r50, r99 = np.percentile(reads, [50, 99]) if reads.size else (np.nan, np.nan)
     return {
         "ingest_rate": len(source.lags) / wall,
         "ingest_applied_rate": (in1 - in0) / wall,
         "sim_sent_rate": (sim1[2] - sim0[2]) / (sim1[1] - sim0[1]),
         "lag_p50_ms": float(p50),
         "lag_p99_ms": float(p99),
+        "read_lag_p50_ms": float(r50),
+        "read_lag_p99_ms": float(r99),
         "source_cpu": (cpu1 - cpu0) / wall,
         "sim_cpu": (sim1[0] - sim0[0]) / (sim1[1] - sim0[1]),
         "devices": float(len(world)),
@@ -201,6 +207,9 @@ def ingest(seconds: float) -> dict[str, float]:
     print(f"     packets into the world          {result['ingest_rate']:11,.0f}/s")
     print(f"     latency packet time -> world    p50 {result['lag_p50_ms']:7.1f} ms   "
           f"p99 {result['lag_p99_ms']:7.1f} ms (the packet's time has ms resolution)")  # fmt: skip
+    print(f"       of which until our read       p50 {result['read_lag_p50_ms']:7.1f} ms   "
+          f"p99 {result['read_lag_p99_ms']:7.1f} ms (the sim's step after its stamp, "
+          "the socket)")  # fmt: skip
     print(f"     CPU share  source {result['source_cpu']:6.1%}   sim {result['sim_cpu']:6.1%}"
           "   (of one core)")  # fmt: skip
     return result
