@@ -41,7 +41,7 @@ PER_DATAGRAM = 16
 
 
 def _window() -> float:
-    return 2.0 if bench.QUICK else 5.0
+    return 2.0 if bench.QUICK else 4.0
 
 
 def _percentiles(lags_s: np.ndarray) -> tuple[float, float]:
