@@ -20,6 +20,7 @@ The templates own the loops, so that each loop exists once (python-can's `recv` 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
@@ -28,19 +29,20 @@ from typing import TYPE_CHECKING, Any
 
 from robowire.capture import Record, batches
 from robowire.endpoints import Endpoint
-from robowire.errors import DecodeError, RobowireError, TransportError
+from robowire.errors import ConfigError, DecodeError, RobowireError, TransportError
 from robowire.protocols.base import Adapter, Address, ConnectionLost, PacketDropped, SessionStats
-from robowire.timebase import WallClock, monotonic
+from robowire.timebase import TIME_MODES, SourceClock, WallClock, monotonic
 from robowire.transport.tap import RECEIVER, Tap
 from robowire.world import LogEvent, Update, World
 from robowire.world.feed import DEFAULT_BYTES
+from robowire.world.table import FloatArray, SlotArray
 
 if TYPE_CHECKING:
     from robowire.gateway import Gateway
 
 log = logging.getLogger("robowire")
 
-RETRY_SECONDS = 1.0  # first wait before reconnecting
+RETRY_SECONDS = 1.0  # first wait before reconnecting (after the at-once retry, see Source)
 MAX_RETRY_SECONDS = 8.0  # the backoff doubles up to this (or `retry`, if that is longer)
 BACKLOG_BYTES = 8 << 20  # a capture file pauses while a sink that takes every update is behind
 
@@ -78,21 +80,33 @@ class Source(Service):
     """Writes what a peer sends into the world under the source id `self.name`.
 
     The template: `run` builds the adapter, then calls `connect` again and again. `connect`
-    raises TransportError when it cannot connect (the template waits, doubling the wait up to
-    `MAX_RETRY_SECONDS`, and says so once, with the reason), calls `connected()` once it is up,
-    and returns when that connection has ended (the template reconnects after `retry`).
+    raises TransportError when it cannot connect (the template tries again, starting attempts
+    `retry` seconds apart and doubling that up to `MAX_RETRY_SECONDS`, and says so once, with
+    the reason), calls `connected()` once it is up,
+    and returns when that connection has ended. A connection that lasted at least `retry`
+    seconds is dialled again at once (a peer that restarted is usually back, or refuses at
+    once); one that ended sooner waits `retry` first, so a peer that accepts and closes at once
+    is not hammered. A source that listens for peers (rather than dialling one) calls
+    `connected()` when a peer comes and `disconnected()` when the last one has gone.
+
+    A datagram source cannot see its peer go: it sets `silence`, and then counts as up only
+    while something arrived in the last `silence` seconds (`live`, what the status shows).
     """
 
     role = "source"
+    silence: float | None = None  # seconds without a message after which a UDP peer is gone
+    time_default = "sender"  # `?time=` when the URL says nothing; "receive" if no stamps
 
     def __init__(self, name: str, *, retry: float = RETRY_SECONDS) -> None:
         super().__init__(name)
         self.retry = retry
         self.connections = 0
         self.clock = WallClock()
+        self.time = SourceClock(self.time_default)  # `?time=` and the sender's clock offset
         self.adapter: Adapter[Any] | None = None
         self.up = False  # a connection is up now (between `connected()` and its end)
         self.tap: Tap | None = None  # sees every datagram / stream chunk received (recording)
+        self.last_heard: float | None = None  # when the UDP receive loop last read for it
         self._failing = False
 
     def new_adapter(self, world: World) -> Adapter[Any]:
@@ -114,6 +128,18 @@ class Source(Service):
         self._failing = False
         self.ready.set()
 
+    def disconnected(self) -> None:
+        """Call when the last peer of a listening source has gone (it waits for the next)."""
+        self.up = False
+
+    def live(self, now: float) -> bool:
+        """Up, and (with `silence`) heard from in the last `silence` seconds."""
+        if not self.up:
+            return False
+        if self.silence is None:
+            return True
+        return self.last_heard is not None and now - self.last_heard <= self.silence
+
     def deliver(self, events: Sequence[object], now: float) -> None:
         """Session events (read at monotonic `now`) into the world, and into the counters."""
         if self.adapter is None:
@@ -126,11 +152,16 @@ class Source(Service):
             elif isinstance(event, ConnectionLost):
                 log.info("%s: %s", self.name, event.reason)
 
+    def timed(self, world: World) -> World:
+        """The world as this source's adapter writes it: source times through `self.time`."""
+        return TimedWorld(world, self.time)
+
     async def run(self, world: World) -> None:
         RECEIVER.set(self)  # this task's receive loops hand what they read to `self.tap`
-        self.adapter = self.new_adapter(world)
+        self.adapter = self.new_adapter(self.timed(world))
         delay = self.retry
         while True:
+            began = monotonic()
             try:
                 await self.connect(world)
             except TransportError as exc:
@@ -138,13 +169,52 @@ class Source(Service):
                 if not self._failing:
                     log.warning("%s: %s; retrying until it answers", self.name, exc)
                     self._failing = True
-                await asyncio.sleep(delay)
+                # attempts start `delay` apart: one that waited itself (a VRPN UDP connection
+                # request that timed out) is not followed by a whole wait more
+                await asyncio.sleep(max(0.0, delay - (monotonic() - began)))
                 delay = min(2 * delay, max(self.retry, MAX_RETRY_SECONDS))
                 continue
             self.up = False
             delay = self.retry
             log.info("%s: connection ended; reconnecting", self.name)
-            await asyncio.sleep(self.retry)
+            if monotonic() - began < self.retry:  # it ended at once: do not hammer the peer
+                await asyncio.sleep(self.retry)
+
+
+def time_option(endpoint: Endpoint) -> tuple[str | None, Endpoint]:
+    """A source URL's `?time=sender|receive|corrected` (None if not given), and the endpoint
+    without it (the option is every source's, so no protocol's own options list it)."""
+    mode = endpoint.options.get("time")
+    if mode is None:
+        return None, endpoint
+    if mode not in TIME_MODES:
+        said = f"{endpoint.raw}: time must be sender, receive or corrected"
+        raise ConfigError(f"{said}, not {mode!r}")
+    rest = {k: v for k, v in endpoint.options.items() if k != "time"}
+    return mode, dataclasses.replace(endpoint, options=rest)
+
+
+class TimedWorld(World):
+    """One source's view of the world: the same tables and feed, but every write's source
+    time goes through the source's `SourceClock` first (its `?time=` policy, and the clock
+    offset estimate it feeds). One call per write, vectorised: no loop per device."""
+
+    def __init__(self, world: World, clock: SourceClock) -> None:
+        fields = dataclasses.fields(world)  # every field the same object: one world, shared
+        super().__init__(**{f.name: getattr(world, f.name) for f in fields if f.init})
+        self.clock = clock
+
+    def update(
+        self,
+        source: str,
+        slots: SlotArray | Sequence[int],
+        *,
+        receive_time: float,
+        source_time: FloatArray | float | None = None,
+        **columns: Any,
+    ) -> Update:
+        when = self.clock.retime(source_time, receive_time)
+        return super().update(source, slots, receive_time=receive_time, source_time=when, **columns)
 
 
 class CaptureSource(Source):
@@ -205,7 +275,7 @@ class CaptureSource(Source):
         ]
 
     async def run(self, world: World) -> None:
-        self.adapter = self.new_adapter(world)
+        self.adapter = self.new_adapter(self.timed(world))
         self.ready.set()
         while True:
             await self._read_once(world)

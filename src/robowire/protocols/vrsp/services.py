@@ -119,8 +119,15 @@ def open_sender_socket(destination: Address, broadcast: bool) -> socket.socket:
 # -- receiving ---------------------------------------------------------------------------------
 
 
+SILENCE_SECONDS = 2.0
+
+
 class VrspSource(Source):
-    """Receives a VRSP stream on a UDP port."""
+    """Receives a VRSP stream on a UDP port (connected while datagrams arrive)."""
+
+    silence = SILENCE_SECONDS  # a sender that stopped cannot be seen otherwise
+
+    time_default = "receive"  # no timestamps on the wire: stamp on receipt
 
     def __init__(self, endpoint: Endpoint) -> None:
         self.host = endpoint.host
@@ -168,6 +175,8 @@ class VrspSource(Source):
 
 class VrspFileSource(CaptureSource):
     """A capture's VRSP datagrams through the receiver, one session per UDP flow."""
+
+    time_default = "receive"  # no timestamps on the wire: stamp on receipt
 
     def __init__(self, endpoint: Endpoint) -> None:
         super().__init__(PROTOCOL, endpoint, read_capture)
