@@ -2,7 +2,7 @@
 
 1. fleet: `UgcsSim` (1,000 vehicles, telemetry at 5 Hz) in a child process; in this process
    the UCS-side source (`UcsSource`: session, adapter, world) connected to it on 127.0.0.1 for
-   `--seconds` (30 by default). Printed: the telemetry lag, from the time the VSM set a value
+   `--seconds` (20 by default). Printed: the telemetry lag, from the time the VSM set a value
    (`begin_of_epoch + ms_since_epoch`, wall clock) to the moment its Device_status was applied
    to the world here (p50/p99 over every Device_status; also the part until the bytes were
    read here, which is the VSM's and the socket's), and the CPU share of each process
@@ -45,7 +45,7 @@ from robowire.world import World
 
 VEHICLES = 1000
 RATE = 5.0
-SECONDS = 30.0
+SECONDS = 20.0
 SECONDS_QUICK = 8.0
 WARMUP = 4.0  # s of the run not measured (registrations, take-off)
 RECORD = 4.0  # s of received bytes kept for the decode benchmark

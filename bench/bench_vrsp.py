@@ -57,7 +57,7 @@ from robowire.protocols.vrsp.session import ReceiverSession
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 DRONES = 10_000
-SECONDS = 30.0
+SECONDS = 20.0
 SECONDS_QUICK = 8.0
 WARMUP = 3.0
 RATE = 30.0

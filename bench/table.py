@@ -112,8 +112,8 @@ ROWS = (
             "cpu_share": ("spyglass", "source_cpu"),
         },
     ),
-    # the gateway end to end (bench/bench_latency.py, owned by ops): filled when it ran and
-    # returned these figures
+    # the gateway end to end (bench/bench_latency.py): VRPN datagram -> `robowire bridge`
+    # process -> VRPN TCP reader; filled when that module ran
     Row(
         "gateway",
         "10k updates/s",
