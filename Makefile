@@ -28,8 +28,10 @@ test: $(DEV)
 demo: $(RUNTIME)
 	$(BIN)/robowire demo
 
+# one table per protocol at the end, also bench-results.json and bench-latency.png (~10 min);
+# `make bench BENCH_ARGS=--quick` for the table alone with short windows (~3 min)
 bench: $(DEV)
-	$(BIN)/python -m bench
+	$(BIN)/python -m bench $(BENCH_ARGS)
 
 lint: $(DEV)
 	$(BIN)/ruff check src tests bench tools
