@@ -3,7 +3,9 @@ message, then a DecodeError for the cut end), and what is in them."""
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -12,24 +14,56 @@ from typing import Any
 
 from mcap.exceptions import McapError
 from mcap.reader import NonSeekingReader
+from zstandard import ZstdError  # mcap's own dependency, for zstd chunks
 
 from robowire.capture import Record
 from robowire.errors import ConfigError, DecodeError
 from robowire.recording.writer import RAW_PREFIX, TOPIC_PREFIX
+
+DAMAGED = (
+    McapError,
+    ValueError,
+    KeyError,
+    EOFError,
+    struct.error,
+    ZstdError,
+    RuntimeError,
+    OverflowError,
+)
+"""What the mcap library raises for a damaged file. Found by fuzzing, each escaped untyped:
+ZstdError (a flipped bit in a zstd chunk), RuntimeError (lz4's), OverflowError (a record
+length inside a chunk past 2**63)."""
+
+
+class BoundedFile(io.BufferedReader):
+    """A file no read of which asks for more than the file still holds: the mcap library reads
+    each record's length field and then `read(length)`, and a buffered read allocates what it
+    is asked for first, so a damaged length (found by fuzzing) was a MemoryError."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(io.FileIO(path, "r"))
+        self.size = os.fstat(self.fileno()).st_size
+
+    def read(self, size: int | None = -1) -> bytes:
+        if size is not None and size > 0:
+            size = min(size, max(self.size - self.tell(), 0))
+            if size == 0:
+                return b""
+        return super().read(size)
 
 
 def messages(path: str) -> Iterator[tuple[Any, Any]]:
     """(channel, message) of every message of an MCAP file, in file order."""
     if not Path(path).is_file():
         raise ConfigError(f"no such file: {path}")
-    with open(path, "rb") as stream:
+    with BoundedFile(path) as stream:
         read = 0
         try:
             reader = NonSeekingReader(stream)
             for _schema, channel, message in reader.iter_messages(log_time_order=False):
                 read += 1
                 yield channel, message
-        except (McapError, ValueError, KeyError, EOFError, struct.error) as exc:
+        except DAMAGED as exc:
             if not read:
                 raise ConfigError(f"{path}: not a readable MCAP recording ({exc})") from None
             reason = f"recording cut after {read} messages"
@@ -46,9 +80,13 @@ def recording_records(path: str) -> Iterator[Record]:
 
 def read_recording(path: str) -> Iterator[tuple[float, dict[str, Any]]]:
     """(log time in seconds, JSON object) of every world message of a recording."""
-    for record in recording_records(path):
+    for number, record in enumerate(recording_records(path)):
         assert record.time is not None
-        yield record.time, json.loads(record.data)
+        try:
+            yield record.time, json.loads(record.data)
+        except ValueError as exc:  # found by fuzzing: a damaged message escaped as JSONDecodeError
+            reason = f"world message {number} on {record.flow} is not JSON: {exc}"
+            raise DecodeError("mcap", 0, reason) from None
 
 
 @dataclass
