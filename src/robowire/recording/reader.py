@@ -3,9 +3,7 @@ message, then a DecodeError for the cut end), and what is in them."""
 
 from __future__ import annotations
 
-import io
 import json
-import os
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -16,7 +14,7 @@ from mcap.exceptions import McapError
 from mcap.reader import NonSeekingReader
 from zstandard import ZstdError  # mcap's own dependency, for zstd chunks
 
-from robowire.capture import Record
+from robowire.capture import BoundedFile, Record
 from robowire.errors import ConfigError, DecodeError
 from robowire.recording.writer import RAW_PREFIX, TOPIC_PREFIX
 
@@ -33,23 +31,6 @@ DAMAGED = (
 """What the mcap library raises for a damaged file. Found by fuzzing, each escaped untyped:
 ZstdError (a flipped bit in a zstd chunk), RuntimeError (lz4's), OverflowError (a record
 length inside a chunk past 2**63)."""
-
-
-class BoundedFile(io.BufferedReader):
-    """A file no read of which asks for more than the file still holds: the mcap library reads
-    each record's length field and then `read(length)`, and a buffered read allocates what it
-    is asked for first, so a damaged length (found by fuzzing) was a MemoryError."""
-
-    def __init__(self, path: str) -> None:
-        super().__init__(io.FileIO(path, "r"))
-        self.size = os.fstat(self.fileno()).st_size
-
-    def read(self, size: int | None = -1) -> bytes:
-        if size is not None and size > 0:
-            size = min(size, max(self.size - self.tell(), 0))
-            if size == 0:
-                return b""
-        return super().read(size)
 
 
 def messages(path: str) -> Iterator[tuple[Any, Any]]:
