@@ -4,6 +4,8 @@ Printed for 1, 100 and 10,000 slots per call: microseconds per call and device u
 second for `World.update` (with a latest-state subscriber attached, as in a live gateway) and
 for the bare column writes it has to do anyway, and the ratio; then the memory a subscriber
 that stalls for 300 full-swarm updates holds, latest-state against a queue of every update;
+then what a source's time policy adds (`TimedWorld`: `?time=sender`, which still feeds the
+clock-offset estimate, and `?time=corrected`) against `World.update` with the same stamps;
 then a 10,000-drone show at 30 Hz with a subscriber stalled for 60 s: ingest rate, CPU and
 memory growth against no subscriber at all.
 """
@@ -15,6 +17,8 @@ import tracemalloc
 
 import numpy as np
 
+from robowire.service import TimedWorld
+from robowire.timebase import SourceClock
 from robowire.world import World
 
 SIZES = (1, 100, 10_000)
@@ -95,6 +99,7 @@ def main() -> None:
         print(f"   {size:>10} {ours * 1e6:>16.2f} {baseline * 1e6:>15.2f} "
               f"{ours / baseline:>5.1f}x {size / ours:>12,.0f}")  # fmt: skip
     subscriber.close()
+    timed_writes(world)
 
     for kind in ("latest-state", "every update"):
         world = World()
@@ -110,6 +115,35 @@ def main() -> None:
               f"{held / 2**20:.1f} MiB held")  # fmt: skip
         idle.close()
     stalled_show()
+
+
+def timed_writes(world: World) -> None:
+    """Stamped writes through a source's time policy, against the same writes without it."""
+    slots_all = world.table("show").slots(f"d{i}" for i in range(max(SIZES)))
+    policies = {mode: TimedWorld(world, SourceClock(mode)) for mode in ("sender", "corrected")}
+    print(f"   {'slots/call':>10} {'stamped µs':>11} {'sender µs':>10} {'ratio':>6}"
+          f" {'corrected µs':>13} {'ratio':>6}")  # fmt: skip
+    for size in SIZES:
+        slots, positions = slots_all[:size], np.zeros((size, 3))
+        stamps = np.linspace(1000.0, 1000.01, size)
+        cost = {}
+        for name, target in (("plain", world), *policies.items()):
+
+            def write(
+                target: World = target,
+                slots: np.ndarray = slots,
+                stamps: np.ndarray = stamps,
+                positions: np.ndarray = positions,
+            ) -> None:
+                target.update(
+                    "show", slots, receive_time=1120.0, source_time=stamps, position=positions
+                )
+
+            cost[name] = _per_call(write)
+        plain = cost["plain"]
+        print(f"   {size:>10} {plain * 1e6:>11.2f} {cost['sender'] * 1e6:>10.2f} "
+              f"{cost['sender'] / plain:>5.2f}x {cost['corrected'] * 1e6:>13.2f} "
+              f"{cost['corrected'] / plain:>5.2f}x")  # fmt: skip
 
 
 if __name__ == "__main__":

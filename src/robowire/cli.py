@@ -681,7 +681,7 @@ def replay(
         endpoint = parse_endpoint(file)
         if not endpoint.is_file:
             raise ConfigError(f"{file}: replay reads files (.mcap, .rec, PROTOCOL:capture.pcap)")
-        endpoint = dataclasses.replace(endpoint, options={"speed": str(speed)})
+        endpoint = dataclasses.replace(endpoint, options={**endpoint.options, "speed": str(speed)})
         if endpoint.protocol == "mcap" and target is not None:
             assert endpoint.path is not None
             if not Path(endpoint.path).is_file():

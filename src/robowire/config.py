@@ -20,8 +20,7 @@ from typing import Any, NoReturn
 from robowire.errors import ConfigError, RobowireError
 from robowire.projection import ProjectedSink, Rules, Transform, yaw_quaternion
 from robowire.service import Service, Sim, SimOptions, Sink, Source
-
-TIME_MODES = ("sender", "receive")
+from robowire.timebase import TIME_MODES
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,27 +318,15 @@ def load(path: str | Path, env: Mapping[str, str] | None = None) -> Site:
 
 
 def _with_time(where: str, url: str, time: str) -> str:
-    """The source URL with its protocol's `time` option (a protocol without one: an error)."""
-    from robowire import protocols
+    """The source URL with the `time` option every source takes (`?time=`)."""
     from robowire.endpoints import parse_endpoint
 
     endpoint = parse_endpoint(url)
-    try:
-        protocol = protocols.get(endpoint.protocol)
-    except ConfigError:
-        protocol = None
-    options = (
-        protocol.file_options
-        if protocol is not None and endpoint.is_file
-        else protocol.source_options
-        if protocol is not None
-        else frozenset()
-    )
-    if "time" not in options:
-        raise ConfigError(f"{where}.time: {endpoint.scheme} sources have no choice of time")
     if endpoint.option("time", time) != time:
         raise ConfigError(f"{where}.time: the URL says time={endpoint.option('time', '')}")
-    return f"{url}{'&' if '?' in url else '?'}time={time}" if "time=" not in url else url
+    if "time" in endpoint.options:
+        return url
+    return f"{url}{'&' if '?' in url else '?'}time={time}"
 
 
 def services(site: Site) -> list[Service]:

@@ -18,6 +18,7 @@ each accepts, is the registry's business (`robowire.protocols`).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -115,8 +116,19 @@ def vrpn_name(text: str) -> str | None:
     return f"{VRPN_SCHEMES[scheme]}://{device}@{rest}"
 
 
+_FILE_QUERY = re.compile(r"\?([A-Za-z_]\w*=[^&?]*(?:&[A-Za-z_]\w*=[^&?]*)*)$")
+
+
 def parse_endpoint(text: str) -> Endpoint:
-    """Parse a URL or file name into an Endpoint, or raise ConfigError saying what is wrong."""
+    """Parse a URL or file name into an Endpoint, or raise ConfigError saying what is wrong.
+
+    A file name takes options as a URL does (`vrpn:capture.pcap?time=receive`), unless a file
+    of that whole name exists."""
+    query = _FILE_QUERY.search(text) if "://" not in text else None
+    if query is not None and not Path(text).exists():
+        parsed = parse_endpoint(text[: query.start()])
+        options = {**parsed.options, **dict(parse_qsl(query.group(1)))}
+        return dataclasses.replace(parsed, raw=text, options=options)
     named_file = "://" not in text and Path(text).suffix.lower() in CAPTURE_SUFFIXES
     native = vrpn_name(text) if "@" in text.split("://", 1)[0] and not named_file else None
     if native is not None:
@@ -125,7 +137,9 @@ def parse_endpoint(text: str) -> Endpoint:
         except ConfigError as exc:  # say it about what the user wrote
             raise ConfigError(str(exc).replace(repr(native), repr(text))) from None
         if parsed.is_file:  # VRPN's file:// names the log; the device is whatever it holds
-            return Endpoint(raw=text, protocol="vrpn", scheme="file", path=parsed.path)
+            return Endpoint(
+                raw=text, protocol="vrpn", scheme="file", path=parsed.path, options=parsed.options
+            )
         return Endpoint(
             raw=text,
             protocol=parsed.protocol,

@@ -23,17 +23,28 @@ from robowire import protocols
 from robowire.endpoints import Endpoint, parse_endpoint
 from robowire.errors import ConfigError, RobowireError
 from robowire.protocols.base import WireProtocol
-from robowire.service import Service, Sim, SimOptions, Sink, Source
+from robowire.service import Service, Sim, SimOptions, Sink, Source, time_option
 from robowire.status import RateMeter, ServiceStatus, service_status
 from robowire.timebase import monotonic
 from robowire.world import World
 
 log = logging.getLogger("robowire")
 
+EVERY_SOURCE = frozenset({"time"})  # options every source takes (named when a typo is told)
+
 
 def open_source(url: str | Endpoint) -> Source:
-    """A source for a URL or file name (`robowire listen URL`)."""
+    """A source for a URL or file name (`robowire listen URL`); every source takes
+    `?time=sender|receive|corrected` (see `robowire.timebase.SourceClock`)."""
     endpoint = parse_endpoint(url) if isinstance(url, str) else url
+    mode, endpoint = time_option(endpoint)
+    source = _open_source(endpoint)
+    if mode is not None:
+        source.time.mode = mode
+    return source
+
+
+def _open_source(endpoint: Endpoint) -> Source:
     if endpoint.is_file and endpoint.path != "-" and not Path(str(endpoint.path)).is_file():
         raise ConfigError(f"no such file: {endpoint.path}")  # said before anything starts
     target = protocols.SOURCE_SCHEMES.get(endpoint.protocol)
@@ -45,14 +56,15 @@ def open_source(url: str | Endpoint) -> Source:
     if endpoint.protocol == "mcap":
         from robowire.recording import McapSource
 
-        endpoint.check_options({"speed"}, "a recording")
+        endpoint.check_options({"speed", *EVERY_SOURCE}, "a recording")
         return McapSource(endpoint)
     protocol = protocols.get(endpoint.protocol)
     if endpoint.is_file:
-        endpoint.check_options(protocol.file_options, f"{protocol.title} files")
+        endpoint.check_options(protocol.file_options | EVERY_SOURCE, f"{protocol.title} files")
     else:
         _check_scheme(protocol, endpoint)
-        endpoint.check_options(protocol.source_options, f"a {protocol.title} source")
+        known = protocol.source_options | EVERY_SOURCE
+        endpoint.check_options(known, f"a {protocol.title} source")
     return protocol.open_source(endpoint)
 
 

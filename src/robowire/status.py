@@ -15,6 +15,9 @@ will print it. Nothing here reads a socket: it is the counters the templates kee
   viewer counts browser messages it ignored there).
 * `dropped`: a sink's updates lost to falling behind (the subscription's drops).
 * `devices`: how many devices the service's own world table holds (sources).
+* `clock_offset`: a source's sender clock minus ours, in seconds (the smallest network delay
+  included; see `robowire.timebase.ClockOffset`), to the millisecond; null when unknown (no
+  stamped message yet, a protocol without stamps, or not a source).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ class ServiceStatus:
     errors: int
     last_drop: str | None
     devices: int
+    clock_offset: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -96,4 +100,9 @@ def service_status(
         errors=stats.dropped if is_source else stats.extra.get("errors", 0),
         last_drop=stats.last_drop_reason or None,
         devices=len(table) if table is not None else 0,
+        clock_offset=_rounded(service.time.offset.offset) if isinstance(service, Source) else None,
     )
+
+
+def _rounded(offset: float) -> float | None:
+    return None if offset != offset else round(offset, 3)  # NaN: not known

@@ -170,14 +170,21 @@ def test_the_example_site_file_loads_into_services() -> None:
     assert projected[1].inner.max_rate == 30
 
 
-def test_time_is_passed_to_a_protocol_that_has_the_choice() -> None:
+def test_time_is_passed_to_the_source() -> None:
     site = config.parse(GOOD_SOURCE + "time = 'receive'\n" + GOOD_SINK, "site.toml", {})
     (source,) = [s for s in config.services(site) if isinstance(s, Source)]
-    assert getattr(source, "time_mode", None) == "receive"
-    spyglass = config.parse(
-        "[[source]]\nurl = 'spyglass://127.0.0.1:7870'\ntime = 'sender'\n" + GOOD_SINK,
+    assert source.time.mode == "receive"
+    spyglass = config.parse(  # every source takes it (the Source template's `?time=`)
+        "[[source]]\nurl = 'spyglass://127.0.0.1:7870'\ntime = 'corrected'\n" + GOOD_SINK,
         "site.toml",
         {},
     )
-    with pytest.raises(ConfigError, match=r"^site\.toml: source\[1\]\.time: spyglass sources"):
-        config.services(spyglass)
+    (source,) = [s for s in config.services(spyglass) if isinstance(s, Source)]
+    assert source.time.mode == "corrected"
+    clash = config.parse(
+        "[[source]]\nurl = 'spyglass://127.0.0.1:7870?time=sender'\ntime = 'receive'\n" + GOOD_SINK,
+        "site.toml",
+        {},
+    )
+    with pytest.raises(ConfigError, match=r"^site\.toml: source\[1\]\.time: the URL says"):
+        config.services(clash)

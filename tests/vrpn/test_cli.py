@@ -43,10 +43,12 @@ def test_a_typo_is_one_error_line_naming_it(args: list[str], typo: str) -> None:
 
 def test_the_option_sets_are_what_the_services_read() -> None:
     protocol = vrpn.PROTOCOL
-    assert protocol.source_options == {"time", "retry", "rate", "udp", "devices"}
-    assert protocol.file_options == {"time", "speed"}
+    # `time` is every source's option (the Source template's), so no protocol lists it
+    assert protocol.source_options == {"retry", "rate", "udp", "devices"}
+    assert protocol.file_options == {"speed"}
     assert protocol.sink_options == {"tracker"}
-    assert protocol.sim_settings == {"tracker", "analog", "button", "dial", "reports"}
+    settings = {"tracker", "analog", "button", "dial", "reports", "clock_offset"}
+    assert protocol.sim_settings == settings
 
 
 def test_decode_of_a_cut_pcap_gives_the_good_lines_then_one_error(

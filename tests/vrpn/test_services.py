@@ -7,6 +7,7 @@ import pytest
 from robowire import protocols
 from robowire.endpoints import parse_endpoint
 from robowire.errors import ConfigError
+from robowire.gateway import open_source
 from robowire.protocols.vrpn import services
 from robowire.protocols.vrpn.services import VrpnSim, VrpnSink, VrpnSource
 from robowire.service import SimOptions
@@ -24,12 +25,12 @@ def test_source_urls() -> None:
     assert isinstance(udp, VrpnSource)
     assert udp.udp and udp.port == 3883 and udp.devices == ["Tracker0", "Analog0"]
     assert udp.name == "vrpn@example.org:3883"
-    tcp = services.open_source(parse_endpoint("vrpn+tcp://127.0.0.1:4000?time=receive"))
+    tcp = open_source("vrpn+tcp://127.0.0.1:4000?time=receive")  # `time`: every source's
     assert isinstance(tcp, VrpnSource)
     assert not tcp.udp and tcp.devices == [] and tcp.time_mode == "receive"
     for bad in ("vrpn://T@h?time=server", "vrpn://T@h?retry=soon", f"vrpn://{'x' * 96}@h"):
         with pytest.raises(ConfigError):
-            services.open_source(parse_endpoint(bad))
+            open_source(bad)
 
 
 def test_sink_and_sim() -> None:

@@ -59,6 +59,7 @@ class SimConfig:
     max_altitude: int = 40
     coordinates_period: float = 10.0
     first_id: int = 1  # node ids are first_id .. first_id + nodes - 1
+    clock_offset: float = 0.0  # s the sender's clock is ahead of ours (what its stamps say)
 
     @classmethod
     def from_options(

@@ -323,15 +323,16 @@ class SpyglassSim(Sim):
         """Step the model at its deadlines and send what falls due, until the server fails
         or the run is cancelled."""
         clock = WallClock()
+        ahead = self.model.config.clock_offset  # `--set clock_offset=S`: a sender's clock off
         serving = asyncio.create_task(_serve_viewers(self, self.host, self.port, self.viewers))
         try:
             while not serving.done():
-                now = clock.wall(monotonic())
+                now = clock.wall(monotonic()) + ahead
                 packets = self.model.step(now)
                 self.stats.messages_out += len(packets)
                 _send(self.viewers, b"".join(packets), self.stats)
                 deadline = self.model.next_deadline()
-                delay = 0.1 if deadline is None else deadline - clock.wall(monotonic())
+                delay = 0.1 if deadline is None else deadline - clock.wall(monotonic()) - ahead
                 await asyncio.wait([serving], timeout=min(max(delay, 0.0), 1.0))
             serving.result()
         finally:

@@ -65,10 +65,10 @@ POSES = ReportEncoder([TrackerPosQuat.WIRE_NAME])
 VELOCITIES = ReportEncoder([TrackerVelocity.WIRE_NAME], [(0, 0, 0, 0, 0, 0, 1, 0)])
 """What the sink sends: a Velocity has an identity quaternion and dt 0 (`TrackerVelocity`)."""
 
-SOURCE_OPTIONS = frozenset({"time", "retry", "rate", "udp", "devices"})
-FILE_OPTIONS = frozenset({"time", "speed"})
+SOURCE_OPTIONS = frozenset({"retry", "rate", "udp", "devices"})  # and every source's `time`
+FILE_OPTIONS = frozenset({"speed"})
 SINK_OPTIONS = frozenset({"tracker"})
-SIM_SETTINGS = frozenset({"tracker", "analog", "button", "dial", "reports"})
+SIM_SETTINGS = frozenset({"tracker", "analog", "button", "dial", "reports", "clock_offset"})
 FIRST_CONNECT_TIMEOUT = 5.0
 RECONNECT_TIMEOUT = 2.0
 
@@ -78,7 +78,8 @@ def open_source(endpoint: Endpoint) -> Source:
     or a capture file `vrpn:capture.pcap` (pcap/pcapng, or a raw stream from the server), or a
     VRPN log file `run.vrpn` (replayed with its recorded times by `replay` or `?speed=X`).
 
-    Options: `?time=sender|receive` (which time becomes the source time), `?retry=SECONDS`,
+    Options: `?time=sender|receive|corrected` (every source's: which time becomes the source
+    time; sender by default, VRPN stamps every message), `?retry=SECONDS`,
     `?rate=HZ` (ask the trackers for that update rate once connected), `?udp=0` (TCP only),
     `?devices=a,b` (more device names).
     """
@@ -96,11 +97,10 @@ def open_sim(options: SimOptions) -> Sim:
     return VrpnSim(options)
 
 
-def time_mode(endpoint: Endpoint) -> str:
-    mode = endpoint.option("time", "sender")
-    if mode not in ("sender", "receive"):
-        raise ConfigError(f"{endpoint.raw}: time must be 'sender' or 'receive'")
-    return mode
+def adapter_time(source: Source) -> str:
+    """What the adapter stamps: the receive time (so text messages get it too) with
+    `?time=receive`, else the sender's (which the template's `?time=` policy may correct)."""
+    return "receive" if source.time.mode == "receive" else "sender"
 
 
 def device_names(endpoint: Endpoint) -> list[str]:
@@ -133,12 +133,15 @@ class VrpnSource(Source):
         super().__init__(f"vrpn@{self.host}:{self.port}", retry=retry)
         self.devices = device_names(endpoint)
         self.udp = endpoint.scheme == "vrpn" and endpoint.option("udp", "1") != "0"
-        self.time_mode = time_mode(endpoint)
         self.update_rate = _float_option(endpoint, "rate", 0.0, "updates per second")
         self.link: VrpnLink | None = None
 
     def new_adapter(self, world: World) -> VrpnAdapter:
         return VrpnAdapter(world, self.name, devices=self.devices or None, time=self.time_mode)
+
+    @property
+    def time_mode(self) -> str:
+        return adapter_time(self)
 
     async def connect(self, world: World) -> None:
         offset = self.clock.wall(0.0)
@@ -203,10 +206,11 @@ class VrpnFileSource(CaptureSource):
         assert endpoint.path is not None
         log_file = looks_like_log_file(endpoint.path)
         super().__init__("vrpn", endpoint, read_log if log_file else read_capture)
-        self.time_mode = time_mode(endpoint)
 
     def new_adapter(self, world: World) -> VrpnAdapter:
-        return VrpnAdapter(world, self.name, time=self.time_mode)
+        return VrpnAdapter(
+            world, self.name, time="receive" if self.time.mode == "receive" else "sender"
+        )
 
     def records(self) -> Iterator[Record]:
         return (
@@ -369,7 +373,9 @@ class VrpnSim(Sim):
     """`robowire sim vrpn`: a VRPN server with devices like the mainline's NULL/example ones
     (see `model.py`): `--count` tracker sensors (default 2) at `--rate` Hz (default 60, at most
     1000); `--set tracker=... analog=... button=... dial=...` rename the devices, `--set
-    reports=pos` sends Pos_Quat only. A client's set_update_rate request changes the rate."""
+    reports=pos` sends Pos_Quat only, `--set clock_offset=SECONDS` stamps every message with a
+    clock that far ahead (negative: behind) of ours. A client's set_update_rate request
+    changes the rate."""
 
     def __init__(self, options: SimOptions) -> None:
         self.host = options.host
@@ -389,10 +395,14 @@ class VrpnSim(Sim):
         self.model = DeviceModel(count, rate, pose_only=settings.get("reports", "all") == "pos")
         kinds = REPORTS[:1] if self.model.pose_only else REPORTS
         self.encoder = ReportEncoder(kinds, [None, MOTION_DEFAULTS, MOTION_DEFAULTS])
+        try:  # `--set clock_offset=SECONDS`: a sender whose clock is that far ahead of ours
+            self.clock_offset = float(settings.get("clock_offset", "0"))
+        except ValueError:
+            raise ConfigError("vrpn sim: clock_offset must be a number of seconds") from None
         self.clock = WallClock()
         self.server = VrpnServer(
             [self.tracker, self.analog, self.button, self.dial],
-            clock_offset=self.clock.wall(0.0),
+            clock_offset=self.clock.wall(0.0) + self.clock_offset,
             on_connect=self._on_connect,
             on_message=self._on_message,
             sensors=lambda name: self.model.count if name == self.tracker else 0,
@@ -445,7 +455,7 @@ class VrpnSim(Sim):
         try:
             while not serving.done():
                 now = monotonic()
-                self._step(now - start, self.clock.wall(now))
+                self._step(now - start, self.clock.wall(now) + self.clock_offset)
                 next_frame += 1.0 / self.model.rate
                 delay = next_frame - monotonic()
                 if delay < -0.1:  # fell far behind (a busy machine): do not burst to catch up

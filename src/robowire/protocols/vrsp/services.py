@@ -122,6 +122,8 @@ def open_sender_socket(destination: Address, broadcast: bool) -> socket.socket:
 class VrspSource(Source):
     """Receives a VRSP stream on a UDP port."""
 
+    time_default = "receive"  # no timestamps on the wire: stamp on receipt
+
     def __init__(self, endpoint: Endpoint) -> None:
         self.host = endpoint.host
         self.port = endpoint.port_or(DEFAULT_PORT)
@@ -168,6 +170,8 @@ class VrspSource(Source):
 
 class VrspFileSource(CaptureSource):
     """A capture's VRSP datagrams through the receiver, one session per UDP flow."""
+
+    time_default = "receive"  # no timestamps on the wire: stamp on receipt
 
     def __init__(self, endpoint: Endpoint) -> None:
         super().__init__(PROTOCOL, endpoint, read_capture)

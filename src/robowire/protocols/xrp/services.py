@@ -90,6 +90,8 @@ class XrpSource(Source):
     """Watches (and keeps alive) one XRP robot as the WPILib side. Like WPILib's halsim_xrp,
     a URL without host or port (`xrp://`) takes them from `HALSIMXRP_HOST`/`HALSIMXRP_PORT`."""
 
+    time_default = "receive"  # no timestamps on the wire: stamp on receipt
+
     def __init__(self, endpoint: Endpoint) -> None:
         self.host = endpoint.host if endpoint.host_given else halsim_host(endpoint.host)
         self.port = endpoint.port_or(halsim_port())
@@ -207,6 +209,8 @@ class XrpSource(Source):
 
 class XrpFileSource(CaptureSource):
     """Reads a capture to its end; `speed` (what `replay --speed` sets) paces it."""
+
+    time_default = "receive"  # no timestamps on the wire: stamp on receipt
 
     def __init__(self, endpoint: Endpoint) -> None:
         super().__init__(PROTOCOL, endpoint, read_capture)
