@@ -10,9 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import lz4.frame  # mcap's own dependencies, for compressed chunks
+import zstandard
 from mcap.exceptions import McapError
-from mcap.reader import NonSeekingReader
-from zstandard import ZstdError  # mcap's own dependency, for zstd chunks
+from mcap.records import Channel, Chunk, McapRecord, Message
+from mcap.stream_reader import StreamReader, breakup_chunk
+from zstandard import ZstdError
 
 from robowire.capture import BoundedFile, Record
 from robowire.errors import ConfigError, DecodeError
@@ -32,6 +35,35 @@ DAMAGED = (
 ZstdError (a flipped bit in a zstd chunk), RuntimeError (lz4's), OverflowError (a record
 length inside a chunk past 2**63)."""
 
+MAX_CHUNK = 256 << 20
+"""The most a chunk may say it holds uncompressed. robowire writes no chunks; another tool's
+are megabytes. The library decompresses into a buffer of the size the chunk claims (found
+by fuzzing: a claim of terabytes was a MemoryError), so a larger claim is damage."""
+
+
+def _claimed_size(chunk: Chunk) -> int:
+    """What a chunk says it holds: its own field, or its compressed frame's header if that
+    says more (zstd and lz4 allocate what the frame header claims: found by fuzzing, a zstd
+    frame claiming 2**61 bytes in a chunk that claimed 672 was a MemoryError)."""
+    size = chunk.uncompressed_size
+    if chunk.compression == "zstd":
+        size = max(size, zstandard.frame_content_size(chunk.data))
+    elif chunk.compression == "lz4":
+        size = max(size, int(lz4.frame.get_frame_info(chunk.data)["content_size"]))
+    return size
+
+
+def _records(stream: StreamReader) -> Iterator[McapRecord]:
+    """The file's records, a chunk's taken out of it once its claimed size is checked."""
+    for record in stream.records:
+        if not isinstance(record, Chunk):
+            yield record
+            continue
+        claimed = _claimed_size(record)
+        if claimed > MAX_CHUNK or claimed > record.uncompressed_size:
+            raise McapError(f"a chunk of {record.uncompressed_size} bytes claims {claimed}")
+        yield from breakup_chunk(record)
+
 
 def messages(path: str) -> Iterator[tuple[Any, Any]]:
     """(channel, message) of every message of an MCAP file, in file order."""
@@ -39,11 +71,17 @@ def messages(path: str) -> Iterator[tuple[Any, Any]]:
         raise ConfigError(f"no such file: {path}")
     with BoundedFile(path) as stream:
         read = 0
+        channels: dict[int, Channel] = {}
         try:
-            reader = NonSeekingReader(stream)
-            for _schema, channel, message in reader.iter_messages(log_time_order=False):
-                read += 1
-                yield channel, message
+            for record in _records(StreamReader(stream, emit_chunks=True)):
+                if isinstance(record, Channel):
+                    channels[record.id] = record
+                elif isinstance(record, Message):
+                    channel = channels.get(record.channel_id)
+                    if channel is None:
+                        raise McapError(f"message on unknown channel {record.channel_id}")
+                    read += 1
+                    yield channel, record
         except DAMAGED as exc:
             if not read:
                 raise ConfigError(f"{path}: not a readable MCAP recording ({exc})") from None
