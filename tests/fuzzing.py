@@ -152,11 +152,22 @@ def duplicate(data: bytes, rng: random.Random) -> bytes:
     return data[:b] + data[a:b] + data[b:]
 
 
+def repeat_byte(data: bytes, rng: random.Random) -> bytes:
+    """One of the bytes repeated up to 4,096 times (deep nesting: `[[[[…`, long runs)."""
+    if not data:
+        return data
+    a = rng.randrange(len(data))
+    return data[:a] + data[a : a + 1] * rng.randrange(2, 4097) + data[a:]
+
+
 def mutate(data: bytes, pool: Sequence[bytes], rng: random.Random) -> bytes:
     """One to three mutations of `data`: bit flips, hot bytes, truncation, splices of other
-    real capture bytes from `pool`, duplicated ranges."""
+    real capture bytes from `pool`, duplicated ranges, a byte repeated."""
     for _ in range(rng.randrange(1, 4)):
-        op = rng.randrange(5)
+        op = rng.randrange(6)
+        if op == 5:
+            data = repeat_byte(data, rng)
+            continue
         if op == 0:
             data = flip_bits(data, rng, rng.randrange(1, 9))
         elif op == 1:
@@ -480,10 +491,8 @@ def vrsp_definitions(data: bytes, cuts: Sequence[int]) -> None:
     """A definition's JSON (as bytes inside a VRSP_DEF block, and as a parsed object)."""
     from robowire.protocols.vrsp import codec
 
-    datagram = vrsp_datagrams()[0]
-    prefix_len = len(datagram) - _def_block_size(datagram)
     block = struct.pack("<II", 1, len(data)) + data + struct.pack("<H", 1)
-    typed_only(lambda: codec.decode_packet(datagram[:prefix_len] + block))
+    typed_only(lambda: codec.decode_packet(vrsp_def_head() + block))
     try:
         obj = json.loads(data)
     except (ValueError, RecursionError):
@@ -491,12 +500,12 @@ def vrsp_definitions(data: bytes, cuts: Sequence[int]) -> None:
     typed_only(lambda: codec.definition_from_json(obj))
 
 
-def _def_block_size(datagram: bytes) -> int:
-
-    total = 0
-    for block in vrsp_def().blocks:
-        total += 8 + len(block.text.encode()) + 2 * len(block.ids)
-    return total
+def vrsp_def_head() -> bytes:
+    """The seed DEF datagram without its definition blocks (identifier, version, instance,
+    device count 3, root)."""
+    datagram = vrsp_datagrams()[0]
+    blocks = sum(8 + len(b.text.encode()) + 2 * len(b.ids) for b in vrsp_def().blocks)
+    return datagram[: len(datagram) - blocks]
 
 
 @target("zenoh-codec", "decoder", zenoh_seeds)

@@ -98,19 +98,11 @@ def xrp_datagram() -> Any:
 
 
 def vrsp_def() -> Any:
-    from fuzzing import vrsp_datagrams
+    from fuzzing import vrsp_def_head
     from robowire.protocols.vrsp.codec import decode_packet
 
-    head = vrsp_datagrams()[0]
-    name_end = len(head) - _first_block(head)
     claim = struct.pack("<II", 0xFFFFFFFF, 0xFFFFFFFF)  # ids and JSON length
-    return decode_packet(head[:name_end] + claim + b"{}")
-
-
-def _first_block(datagram: bytes) -> int:
-    from fuzzing import vrsp_def as def_of
-
-    return sum(8 + len(b.text.encode()) + 2 * len(b.ids) for b in def_of().blocks)
+    return decode_packet(vrsp_def_head() + claim + b"{}")
 
 
 def vrsp_data() -> Any:

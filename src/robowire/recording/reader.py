@@ -103,7 +103,7 @@ def read_recording(path: str) -> Iterator[tuple[float, dict[str, Any]]]:
         assert record.time is not None
         try:
             yield record.time, json.loads(record.data)
-        except ValueError as exc:  # found by fuzzing: a damaged message escaped as JSONDecodeError
+        except (ValueError, RecursionError) as exc:  # a damaged message (found by fuzzing)
             reason = f"world message {number} on {record.flow} is not JSON: {exc}"
             raise DecodeError("mcap", 0, reason) from None
 
