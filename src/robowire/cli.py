@@ -48,6 +48,13 @@ ALLOW_CONTROL = click.option(
     help="Let the web viewer's browsers command devices (drive an XRP, UgCS commands); off "
     "by default.",
 )
+STATUS_PORT = click.option(
+    "--status-port",
+    type=PORT,
+    default=None,
+    metavar="P",
+    help="Answer `robowire status` on http://127.0.0.1:P/status (0: any free port).",
+)
 
 
 RULES = [
@@ -242,7 +249,14 @@ def demo(duration: float | None, count: int | None, viewer_port: int, allow_cont
     "--count", type=COUNT, default=None, metavar="N", help="With --json: stop after N lines."
 )
 @DURATION
-def listen(urls: tuple[str, ...], as_json: bool, count: int | None, duration: float | None) -> None:
+@STATUS_PORT
+def listen(
+    urls: tuple[str, ...],
+    as_json: bool,
+    count: int | None,
+    duration: float | None,
+    status_port: int | None,
+) -> None:
     """Listen to sources and show the live world (a table, or JSON lines).
 
     \b
@@ -264,6 +278,7 @@ def listen(urls: tuple[str, ...], as_json: bool, count: int | None, duration: fl
             else TableSink(list(gateway.services))
         )
         gateway.add(sink)
+        _add_status_server(gateway, status_port)
         await gateway.run(duration)
         return gateway_exit_code(gateway)
 
@@ -403,6 +418,7 @@ def _serve(
     duration: float | None,
     allow_control: bool = False,
     rules: dict[str, Any] | None = None,
+    status_port: int | None = None,
 ) -> None:
     if allow_control and parse_endpoint(to).protocol != "http":
         fail("--allow-control: only the web viewer (http://) takes commands")
@@ -425,11 +441,33 @@ def _serve(
                 sink = ProjectedSink(opened, shaped)
         gateway.add_sources(sources)
         gateway.add(sink)
+        _add_status_server(gateway, status_port)
         protocol = parse_endpoint(to).protocol
         what = "viewer" if protocol == "http" else f"{protocol} sink"
         return await _run_announced(gateway, sink, duration, what)
 
     run_async(go)
+
+
+def _add_status_server(gateway: Gateway, port: int | None) -> None:
+    """--status-port P: a `StatusServer` on 127.0.0.1:P; its URL is said once it listens."""
+    if port is None:
+        return
+    from robowire.status import StatusServer
+
+    server = StatusServer("127.0.0.1", port)
+    gateway.add(server)
+
+    async def announce() -> None:
+        await server.ready.wait()
+        click.echo(f"status on {server.url}", err=True)
+
+    task = asyncio.create_task(announce())
+    _background.add(task)
+    task.add_done_callback(_background.discard)
+
+
+_background: set[asyncio.Task[None]] = set()
 
 
 async def _run_announced(
@@ -457,6 +495,48 @@ async def _ready(run: asyncio.Task[None], service: Service) -> bool:
 
 
 @main.command()
+@click.argument("url", required=False, default=None, metavar="[URL]")
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON (one line).")
+@click.option("--watch", is_flag=True, help="Ask again every second, until Ctrl-C.")
+def status(url: str | None, as_json: bool, watch: bool) -> None:
+    """Show every source and sink of a RUNNING gateway: state, rates, errors, drops, devices.
+
+    URL is the gateway's web viewer (serve http://..., demo) or the port its command was given
+    with --status-port; the default is http://127.0.0.1:8080.
+
+    \b
+    Example:
+      robowire status                          # the viewer on 127.0.0.1:8080
+      robowire status 127.0.0.1:8081 --json   # a gateway run with --status-port 8081
+      robowire status --watch
+    """
+    import time
+
+    from rich.console import Console
+    from rich.live import Live
+
+    from robowire.status_client import DEFAULT_URL, fetch_status, status_table, status_url
+
+    where = status_url(url or DEFAULT_URL)
+    message = fetch_status(where)  # an unreachable gateway: one error line, exit 1
+    if as_json:
+        while True:
+            click.echo(json.dumps(message, separators=(",", ":")))
+            if not watch:
+                return
+            time.sleep(1.0)
+            message = fetch_status(where)
+    console = Console(width=None if sys.stdout.isatty() else 160)  # a pipe gets whole names
+    if not watch:
+        console.print(status_table(message, where))
+        return
+    with Live(status_table(message, where), console=console, auto_refresh=False) as live:
+        while True:
+            time.sleep(1.0)
+            live.update(status_table(fetch_status(where), where), refresh=True)
+
+
+@main.command()
 @click.argument("url")
 @click.option(
     "--from",
@@ -469,11 +549,13 @@ async def _ready(run: asyncio.Task[None], service: Service) -> bool:
 @DURATION
 @ALLOW_CONTROL
 @rule_options
+@STATUS_PORT
 def serve(
     url: str,
     sources: tuple[str, ...],
     duration: float | None,
     allow_control: bool,
+    status_port: int | None,
     **rules: Any,
 ) -> None:
     """Offer the world, gathered from sources, to peers speaking URL's protocol.
@@ -485,8 +567,9 @@ def serve(
       robowire serve http://127.0.0.1:8080 --from spyglass://127.0.0.1:7870   # web viewer
       robowire serve http://127.0.0.1:8080 --from xrp://127.0.0.1:3540 --allow-control
       robowire serve vrpn://127.0.0.1:3884 --from vrpn://Tracker0@mocap --device-rate 10
+      robowire serve vrpn://127.0.0.1:3883 --from vrsp://0.0.0.0:9742 --status-port 8081
     """
-    _serve(url, sources, duration, allow_control, rules)
+    _serve(url, sources, duration, allow_control, rules, status_port)
 
 
 @main.command()
@@ -494,15 +577,19 @@ def serve(
 @click.option("--to", "target", required=True, metavar="URL", help="Where to offer it.")
 @DURATION
 @rule_options
-def bridge(source: str, target: str, duration: float | None, **rules: Any) -> None:
+@STATUS_PORT
+def bridge(
+    source: str, target: str, duration: float | None, status_port: int | None, **rules: Any
+) -> None:
     """Translate one source into another protocol, live.
 
     \b
     Example:
       robowire bridge spyglass://127.0.0.1:7870 --to vrpn://127.0.0.1:3883
       robowire bridge ugcs://127.0.0.1:5556 --to vrsp://127.0.0.1:9742 --kinds ugcs
+      robowire bridge vrsp://0.0.0.0:9742 --to vrpn://127.0.0.1:3883 --status-port 8081
     """
-    _serve(target, (source,), duration, rules=rules)
+    _serve(target, (source,), duration, rules=rules, status_port=status_port)
 
 
 @main.command()
@@ -510,7 +597,8 @@ def bridge(source: str, target: str, duration: float | None, **rules: Any) -> No
     "-c", "--config", "path", required=True, metavar="FILE.toml", help="The site file to run."
 )
 @DURATION
-def up(path: str, duration: float | None) -> None:
+@STATUS_PORT
+def up(path: str, duration: float | None, status_port: int | None) -> None:
     """Run the simulators, sinks and sources a site file names (see docs/config.md).
 
     \b
@@ -525,6 +613,7 @@ def up(path: str, duration: float | None) -> None:
 
     async def go() -> int:
         gateway = Gateway().add(*services)
+        _add_status_server(gateway, status_port)
         task = asyncio.create_task(gateway.run(duration))
         for service in services:
             if isinstance(service, Source):
@@ -559,8 +648,13 @@ def up(path: str, duration: float | None) -> None:
     help="MCAP: Foxglove world messages (/tf, /scene, /location) per source per second; 0: none.",
 )
 @DURATION
+@STATUS_PORT
 def record(
-    urls: tuple[str, ...], output: str, foxglove_rate: float, duration: float | None
+    urls: tuple[str, ...],
+    output: str,
+    foxglove_rate: float,
+    duration: float | None,
+    status_port: int | None,
 ) -> None:
     """Record sources into an MCAP file: the world (Foxglove's schemas, and robowire's own
     channel that replay reads) and every raw message received (docs/recording.md).
@@ -591,6 +685,7 @@ def record(
             for url, source in zip(urls, sources, strict=True):
                 recorder.tap_source(source, parse_endpoint(url).protocol, url)
         gateway.add(recorder)
+        _add_status_server(gateway, status_port)
         progress = asyncio.create_task(_report_progress(recorder))
         try:
             await gateway.run(duration)
@@ -652,6 +747,7 @@ async def _report_progress(recorder: Any, every: float = 5.0) -> None:
 @click.option("--loop", is_flag=True, help="Start again at the end, until Ctrl-C or --duration.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @DURATION
+@STATUS_PORT
 def replay(
     file: str,
     target: str | None,
@@ -661,6 +757,7 @@ def replay(
     loop: bool,
     quiet: bool,
     duration: float | None,
+    status_port: int | None,
 ) -> None:
     """Replay a recording (robowire .mcap, SpyGlass .rec, VRPN .vrpn, PROTOCOL:capture.pcap)
     into the live world with its recorded timing, and optionally serve it; or re-emit an
@@ -702,6 +799,7 @@ def replay(
         if target is not None:
             gateway.add(open_sink(target))
         gateway.add(JsonLinesSink() if as_json else TableSink(list(sources)))
+        _add_status_server(gateway, status_port)
         shown = not quiet and as_json and sys.stderr.isatty()  # the table shows its own counts
         bar = asyncio.create_task(_progress_bar(sources)) if shown else None
         try:

@@ -152,7 +152,7 @@ class Gateway:
         if started and not any(s is service for s in self._tasks.values()):
             return "finished"
         if isinstance(service, Source):
-            return "connected" if service.up else "waiting"
+            return "connected" if service.live(monotonic()) else "waiting"
         if not service.ready.is_set():
             return "waiting"
         return "listening" if service.announce == "listening on" else "connected"

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("robowire")
 
-RETRY_SECONDS = 1.0  # first wait before reconnecting
+RETRY_SECONDS = 1.0  # first wait before reconnecting (after the at-once retry, see Source)
 MAX_RETRY_SECONDS = 8.0  # the backoff doubles up to this (or `retry`, if that is longer)
 BACKLOG_BYTES = 8 << 20  # a capture file pauses while a sink that takes every update is behind
 
@@ -80,12 +80,21 @@ class Source(Service):
     """Writes what a peer sends into the world under the source id `self.name`.
 
     The template: `run` builds the adapter, then calls `connect` again and again. `connect`
-    raises TransportError when it cannot connect (the template waits, doubling the wait up to
-    `MAX_RETRY_SECONDS`, and says so once, with the reason), calls `connected()` once it is up,
-    and returns when that connection has ended (the template reconnects after `retry`).
+    raises TransportError when it cannot connect (the template tries again, starting attempts
+    `retry` seconds apart and doubling that up to `MAX_RETRY_SECONDS`, and says so once, with
+    the reason), calls `connected()` once it is up,
+    and returns when that connection has ended. A connection that lasted at least `retry`
+    seconds is dialled again at once (a peer that restarted is usually back, or refuses at
+    once); one that ended sooner waits `retry` first, so a peer that accepts and closes at once
+    is not hammered. A source that listens for peers (rather than dialling one) calls
+    `connected()` when a peer comes and `disconnected()` when the last one has gone.
+
+    A datagram source cannot see its peer go: it sets `silence`, and then counts as up only
+    while something arrived in the last `silence` seconds (`live`, what the status shows).
     """
 
     role = "source"
+    silence: float | None = None  # seconds without a message after which a UDP peer is gone
     time_default = "sender"  # `?time=` when the URL says nothing; "receive" if no stamps
 
     def __init__(self, name: str, *, retry: float = RETRY_SECONDS) -> None:
@@ -97,6 +106,7 @@ class Source(Service):
         self.adapter: Adapter[Any] | None = None
         self.up = False  # a connection is up now (between `connected()` and its end)
         self.tap: Tap | None = None  # sees every datagram / stream chunk received (recording)
+        self.last_heard: float | None = None  # when the UDP receive loop last read for it
         self._failing = False
 
     def new_adapter(self, world: World) -> Adapter[Any]:
@@ -117,6 +127,18 @@ class Source(Service):
             log.info("%s: reconnected", self.name)
         self._failing = False
         self.ready.set()
+
+    def disconnected(self) -> None:
+        """Call when the last peer of a listening source has gone (it waits for the next)."""
+        self.up = False
+
+    def live(self, now: float) -> bool:
+        """Up, and (with `silence`) heard from in the last `silence` seconds."""
+        if not self.up:
+            return False
+        if self.silence is None:
+            return True
+        return self.last_heard is not None and now - self.last_heard <= self.silence
 
     def deliver(self, events: Sequence[object], now: float) -> None:
         """Session events (read at monotonic `now`) into the world, and into the counters."""
@@ -139,6 +161,7 @@ class Source(Service):
         self.adapter = self.new_adapter(self.timed(world))
         delay = self.retry
         while True:
+            began = monotonic()
             try:
                 await self.connect(world)
             except TransportError as exc:
@@ -146,13 +169,16 @@ class Source(Service):
                 if not self._failing:
                     log.warning("%s: %s; retrying until it answers", self.name, exc)
                     self._failing = True
-                await asyncio.sleep(delay)
+                # attempts start `delay` apart: one that waited itself (a VRPN UDP connection
+                # request that timed out) is not followed by a whole wait more
+                await asyncio.sleep(max(0.0, delay - (monotonic() - began)))
                 delay = min(2 * delay, max(self.retry, MAX_RETRY_SECONDS))
                 continue
             self.up = False
             delay = self.retry
             log.info("%s: connection ended; reconnecting", self.name)
-            await asyncio.sleep(self.retry)
+            if monotonic() - began < self.retry:  # it ended at once: do not hammer the peer
+                await asyncio.sleep(self.retry)
 
 
 def time_option(endpoint: Endpoint) -> tuple[str | None, Endpoint]:

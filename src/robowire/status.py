@@ -1,19 +1,24 @@
 """What each service of a running gateway is doing, as plain data (`Gateway.status()`).
 
-The viewer's `status` message is built from it, once a second; `robowire status` (issue 13)
-will print it. Nothing here reads a socket: it is the counters the templates keep, read.
+The viewer's `status` message is built from it, once a second, and `GET /status` on the
+viewer's port, or on the small `StatusServer` a gateway command starts with `--status-port`,
+answers it as JSON (`status_message`); `robowire status` prints it. The counters themselves are
+the ones the templates keep, read; nothing but the `StatusServer` reads a socket here.
 
-* `state`: a source is `connected` (its connection is up, or its socket bound), `waiting`
-  (not up yet, or reconnecting), `failed` (its task ended with an error) or `finished` (a file
-  read to its end); a sink or simulator is `listening` (bound), `waiting`, `failed` or
-  `finished`; a simulator that sends (`announce` "sending to") is `connected` once it sends.
+* `state`: a source is `connected` (its connection is up; a UDP source: something arrived in
+  the last `Source.silence` seconds; a listening one: a peer is connected), `waiting` (not
+  up yet, reconnecting, or a UDP peer silent), `failed` (its task ended with an error) or
+  `finished` (a file read to its end); a sink or simulator is `listening` (bound),
+  `waiting`, `failed` or `finished`; a simulator that sends (`announce` "sending to") is
+  `connected` once it sends.
 * `messages`: a source's messages in; other services' messages out.
 * `rate`: messages per second between this call and an earlier one at least
   `RATE_WINDOW` seconds before it (0.0 on the first call).
 * `errors`: a source's packets that did not decode or broke the protocol's rules (dropped
   and counted by the `Source` template); other services' `stats.extra["errors"]` (the
   viewer counts browser messages it ignored there).
-* `dropped`: a sink's updates lost to falling behind (the subscription's drops).
+* `dropped`: a sink's updates lost to falling behind (the subscription's drops), or not sent
+  to a peer too far behind (see docs/operations.md).
 * `devices`: how many devices the service's own world table holds (sources).
 * `clock_offset`: a source's sender clock minus ours, in seconds (the smallest network delay
   included; see `robowire.timebase.ClockOffset`), to the millisecond; null when unknown (no
@@ -22,14 +27,28 @@ will print it. Nothing here reads a socket: it is the counters the templates kee
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from robowire.errors import TransportError
+from robowire.service import Service
+
 if TYPE_CHECKING:
-    from robowire.service import Service
     from robowire.world import World
 
+log = logging.getLogger("robowire")
+
 RATE_WINDOW = 0.5  # seconds: a rate is measured over at least this long
+POLL_SECONDS = 1.0  # a status endpoint reads the counters this often, so rates are ready
+MAX_REQUEST = 8 << 10  # bytes of an HTTP request head the status endpoint reads, at most
+REQUEST_SECONDS = 5.0  # a client that sends no whole request head in this time is dropped
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -102,6 +121,101 @@ def service_status(
         devices=len(table) if table is not None else 0,
         clock_offset=_rounded(service.time.offset.offset) if isinstance(service, Source) else None,
     )
+
+
+def status_message(statuses: Sequence[ServiceStatus]) -> dict[str, Any]:
+    """What `GET /status` answers (and the viewer's `status` message): every service."""
+    return {
+        "type": "status",
+        "time": time.time(),
+        "services": [s.to_json() for s in statuses],
+    }
+
+
+def http_response(code: int, reason: str, body: bytes, content_type: str) -> bytes:
+    """One whole HTTP/1.1 response that closes the connection."""
+    head = (
+        f"HTTP/1.1 {code} {reason}\r\nContent-Type: {content_type}\r\n"
+        f"Content-Length: {len(body)}\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n"
+    )
+    return head.encode("ascii") + body
+
+
+class StatusServer(Service):
+    """`--status-port P`: a small HTTP endpoint of the running gateway, `GET /status` answered
+    with `status_message(gateway.status())` as JSON (what the viewer's port also answers).
+
+    It reads the counters once a second while it runs, so the rates are measured by the time
+    `robowire status` asks. A request head longer than `MAX_REQUEST` bytes, or not complete in
+    `REQUEST_SECONDS`, closes that connection; anything but `GET /status` is a 404.
+    """
+
+    role = "status"
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        super().__init__(f"status@{host}:{port}")
+        self.host, self.port = host, port
+        self.requests = 0
+
+    @property
+    def url(self) -> str | None:
+        if self.address is None:
+            return None
+        return f"http://{self.address[0]}:{self.address[1]}/status"
+
+    def listening(self, address: tuple[str, int]) -> None:
+        super().listening(address)
+        self.name = f"status@{self.address[0]}:{self.address[1]}" if self.address else self.name
+
+    def message(self) -> dict[str, Any]:
+        statuses = self.gateway.status() if self.gateway is not None else []
+        return status_message(statuses)
+
+    async def run(self, world: World) -> None:
+        try:
+            server = await asyncio.start_server(
+                self._client, self.host, self.port, limit=MAX_REQUEST
+            )
+        except OSError as exc:  # asyncio's message repeats the address: say only the reason
+            reason = os.strerror(exc.errno) if exc.errno else str(exc)
+            raise TransportError(f"cannot listen on {self.host}:{self.port}: {reason}") from None
+        try:
+            name = server.sockets[0].getsockname()
+            self.listening((str(name[0]), int(name[1])))
+            while True:
+                if self.gateway is not None:
+                    self.gateway.status()  # keeps the rates measured between requests
+                await asyncio.sleep(POLL_SECONDS)
+        finally:
+            server.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(server.wait_closed(), 1.0)
+
+    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            async with asyncio.timeout(REQUEST_SECONDS):
+                head = await reader.readuntil(b"\r\n\r\n")
+            writer.write(self.answer(head))
+            await writer.drain()
+        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError):
+            pass  # a client that sent no request, or too much: closed
+        finally:
+            writer.close()
+
+    def answer(self, head: bytes) -> bytes:
+        """The response to one request head."""
+        if len(head) > MAX_REQUEST:
+            return http_response(431, "Request Header Fields Too Large", b"", "text/plain")
+        line = head.split(b"\r\n", 1)[0].split()
+        if len(line) != 3 or line[0] != b"GET":
+            return http_response(405, "Method Not Allowed", b"GET only\n", "text/plain")
+        path = line[1].split(b"?", 1)[0]
+        if path not in (b"/status", b"/status/"):
+            return http_response(404, "Not Found", b"not found\n", "text/plain")
+        self.requests += 1
+        self.stats.messages_out = self.requests
+        body = json.dumps(self.message(), separators=(",", ":")).encode()
+        return http_response(200, "OK", body, "application/json")
 
 
 def _rounded(offset: float) -> float | None:

@@ -43,6 +43,10 @@ from robowire.world.table import SourceTable
 
 DEFAULT_PORT = 8765
 DEFAULT_RATE = 30.0
+BACKLOG = 128
+"""Messages the SDK holds per client (its default is 1024); a client that stops reading loses
+the oldest first, so a stalled client holds at most this many (about a second of every topic
+at the default rate), never a growing queue."""
 SINK_OPTIONS = frozenset({"rate"})
 __all__ = ["FoxgloveSink", "frame_id", "open_sink", "snapshot"]
 
@@ -87,6 +91,7 @@ class FoxgloveSink(Sink):
                 port=self.port,
                 context=context,
                 server_listener=Subscribed(),
+                message_backlog_size=BACKLOG,
             )
         except Exception as exc:  # the SDK raises its own error types for a busy port
             reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__

@@ -7,7 +7,8 @@ task's context into the callbacks and transports it creates, so the one UDP rece
 read for without any protocol passing it along. When that source's `tap` is set, each
 datagram or stream chunk is handed to it with the monotonic time it was read, the transport
 ("udp" or "tcp") and the peer's address. Unset (the usual case), the cost is one attribute
-read per wake-up.
+read per wake-up. The UDP receive loop also stamps the source's `last_heard` (a datagram
+peer's end is only silence: see `Source.silence`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ class Tapped(Protocol):
     """Something whose received bytes may be tapped (a `Source`)."""
 
     tap: Tap | None
+    last_heard: float | None
 
 
 RECEIVER: ContextVar[Tapped | None] = ContextVar("robowire_receiver", default=None)

@@ -18,6 +18,11 @@ from robowire.transport.timer import DeadlineTimer
 
 log = logging.getLogger("robowire.transport")
 
+MAX_WRITE_BUFFER = 16 << 20
+"""Bytes a connection may have written but unsent; past it the peer has stopped reading and is
+dropped. Sinks skip a slow peer's updates long before (at about 1 MiB); this bounds what is
+sent regardless (reliable messages)."""
+
 SessionFactory = Callable[[Address], StreamSession[Any]]
 OnEvents = Callable[["StreamDriver", list[Any]], None]
 OnDriver = Callable[["StreamDriver"], None]
@@ -126,6 +131,11 @@ class StreamDriver(asyncio.Protocol):
         data = session.data_to_send()
         if data:
             transport.write(data)
+            if transport.get_write_buffer_size() > MAX_WRITE_BUFFER:
+                log.warning("%s:%s stopped reading: connection dropped", *self.peer)
+                self._ended = True
+                transport.abort()  # close() would wait for a buffer that never drains
+                return
         if session.close_expected():
             self.close()
             return

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from robowire.errors import TransportError
 from robowire.protocols.base import Address, DatagramSession
 from robowire.timebase import monotonic
-from robowire.transport.tap import current_tap
+from robowire.transport.tap import RECEIVER
 from robowire.transport.timer import DeadlineTimer
 
 log = logging.getLogger("robowire.transport")
@@ -44,11 +44,13 @@ def read_datagrams(sock: socket.socket, limit: int) -> list[tuple[bytes, Address
         except OSError:  # ICMP port unreachable reported on a connected socket
             continue
         append((data, (str(addr[0]), int(addr[1]))))
-    tap = current_tap()
-    if tap is not None and out:
-        now = monotonic()
-        for data, peer in out:
-            tap(data, now, "udp", peer)
+    receiver = RECEIVER.get()
+    if receiver is not None and out:
+        now = receiver.last_heard = monotonic()  # the source's peer is alive
+        tap = receiver.tap
+        if tap is not None:
+            for data, peer in out:
+                tap(data, now, "udp", peer)
     return out
 
 

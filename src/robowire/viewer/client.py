@@ -109,6 +109,7 @@ class ViewerClient:
         if len(self._outbox) >= OUTBOX:
             self._outbox.popleft()
             self.dropped_texts += 1
+            self.sink.stats.drop("a browser far behind: its oldest text messages dropped")
         self._outbox.append(dumps(message))
         self._texts.set()
 

@@ -3,7 +3,8 @@
 One port, one `websockets` asyncio server: `process_request` answers plain HTTP GETs with the
 static files (`/` is index.html, `/static/<file>`; nothing else, no `..`, no listing) and lets
 `/ws` through to the WebSocket (subprotocol `robowire.viewer.v1`), where each browser is a
-`ViewerClient` with its own latest-state subscriber (see `client.py`).
+`ViewerClient` with its own latest-state subscriber (see `client.py`). `GET /status` answers
+the gateway's status as JSON (what `robowire status` reads; see `robowire.status`).
 
 The sink's own subscription (the template's) carries what every browser shares: log events,
 and which sources' neighbour links changed (sent at most once a second). Its server task
@@ -14,10 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import http
+import json
 import logging
 import mimetypes
 import os
-import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -32,7 +33,7 @@ from robowire import __version__
 from robowire.endpoints import Endpoint
 from robowire.errors import TransportError
 from robowire.service import Sink
-from robowire.status import RateMeter, service_status
+from robowire.status import RateMeter, service_status, status_message
 from robowire.timebase import WallClock, monotonic
 from robowire.viewer.client import ViewerClient
 from robowire.world import LogEvent, Update, World
@@ -163,8 +164,9 @@ class ViewerSink(Sink):
             self.listening(_bound(server))
             while True:
                 await asyncio.sleep(STATUS_PERIOD)
+                status = self.status()  # also without browsers: `GET /status` has rates
                 if self.clients:
-                    self._broadcast(self.status())
+                    self._broadcast(status)
                     self._broadcast_commands()
         finally:
             server.close()
@@ -188,6 +190,9 @@ class ViewerSink(Sink):
             return None  # the WebSocket handshake goes on
         if path in ("/", "/index.html"):
             return _file(STATIC / "index.html")
+        if path in ("/status", "/status/"):
+            body = json.dumps(self.status(), separators=(",", ":")).encode()
+            return _response(http.HTTPStatus.OK, body, "application/json")
         if path.startswith("/static/"):
             wanted = path.removeprefix("/static/")
             if wanted and ".." not in wanted.split("/") and "\\" not in wanted:
@@ -260,11 +265,7 @@ class ViewerSink(Sink):
         else:
             world = self._world or World()
             statuses = [service_status(self, "listening", world, self._own_rates, monotonic())]
-        return {
-            "type": "status",
-            "time": time.time(),
-            "services": [s.to_json() for s in statuses],
-        }
+        return status_message(statuses)
 
 
 def _select_subprotocol(

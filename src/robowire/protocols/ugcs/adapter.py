@@ -75,6 +75,8 @@ __all__ = [
     "semantic_unit",
 ]
 
+log = logging.getLogger("robowire.ugcs")
+
 DEFAULT_ORIGIN = (56.9496, 24.1052, 10.0)
 """Where ENU devices are placed without `?origin=` (lat deg, lon deg, alt m): the simulator's."""
 
@@ -105,6 +107,7 @@ class WorldVehicles:
         # per source: slot -> device group index and row (-1: not registered yet)
         self._group: dict[str, npt.NDArray[np.intp]] = {}
         self._row: dict[str, npt.NDArray[np.intp]] = {}
+        self._placed = False  # an ENU device has been placed about the origin (said once)
 
     def vehicles(self) -> int:
         return sum(len(g) for g in self.session.groups)
@@ -181,6 +184,16 @@ class WorldVehicles:
             lat, lon, alt = geo[:, 0].copy(), geo[:, 1].copy(), geo[:, 2].copy()
             missing = np.isnan(lat) | np.isnan(lon)
             if missing.any():
+                if not self._placed:
+                    self._placed = True
+                    lat0, lon0, alt0 = self.origin
+                    log.info(
+                        "ugcs: devices without a geodetic fix are placed about the origin "
+                        "%.7g, %.7g, %.6g m (?origin=LAT,LON,ALT sets it)",
+                        lat0,
+                        lon0,
+                        alt0,
+                    )
                 enu = table.position[slots][missing]
                 la, lo, al = pymap3d.enu2geodetic(
                     enu[:, 0], enu[:, 1], enu[:, 2], *self.origin, deg=True
@@ -201,14 +214,26 @@ class WorldVehicles:
             out["course"] = np.mod(np.arctan2(v[:, 0], v[:, 1]), math.tau)
         for name in fields & _FIELD_NAMES:
             column = table.telemetry.get(name)
-            if column is not None:
-                out[name] = column[slots]
+            if column is None:
+                continue
+            values = column[slots]
+            if name in out:  # derived above from the world's own columns: fill gaps only
+                values = np.where(np.isnan(out[name]), _wire_units(table, name, values), out[name])
+            else:
+                values = _wire_units(table, name, values)
+            out[name] = values
         return out
+
+
+def _wire_units(table: SourceTable, name: str, values: FloatArray) -> FloatArray:
+    """A world telemetry column in the units of the UgCS field of its name: the wire's angles
+    are radians, the world's degrees (a UgCS source writes `latitude`, `heading`, ... in deg)."""
+    unit = table.units.get(name)
+    return np.radians(values) if unit == units.DEGREE else values
 
 
 # --- UCS side -> world (the listen source) -------------------------------------------------
 
-log = logging.getLogger("robowire.ugcs")
 
 KIND = "ugcs"
 Origin = tuple[float, float, float]  # latitude deg, longitude deg, altitude m

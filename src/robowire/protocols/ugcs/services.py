@@ -699,6 +699,8 @@ class UcsSource(Source):
 
     def _opened(self, driver: StreamDriver) -> None:
         session = driver.session
+        if self.mode == "listen":  # a VSM dialled in: connected (until the last one goes)
+            self.connected()
         if isinstance(session, UcsSession):
             self._drivers[session.conn] = driver
             self._replies[session.conn] = Replies(
@@ -710,6 +712,8 @@ class UcsSource(Source):
         if not isinstance(session, UcsSession):
             return
         self._drivers.pop(session.conn, None)
+        if self.mode == "listen" and not self._drivers:
+            self.disconnected()
         self._catalog = None
         replies = self._replies.pop(session.conn, None)
         if replies is not None:
@@ -755,8 +759,7 @@ class UcsSource(Source):
             self.sessions.pop(session.conn, None)
 
     def _listening(self, address: tuple[str, int]) -> None:
-        self.listening(address)
-        self.connected()
+        self.listening(address)  # ready; connected once a VSM dials in
 
 
 class UcsFileSource(CaptureSource):

@@ -54,6 +54,7 @@ class VrpnServer:
         self.clock_offset = clock_offset
         self.links: set[VrpnLink] = set()
         self.stats = SessionStats()
+        self.skipped = 0  # messages not sent to a client that was too far behind, in all
         self.on_connect = on_connect
         self.on_message = on_message
         self.sensor_count = sensors or (lambda _name: 1)
@@ -151,6 +152,7 @@ class VrpnServer:
             assert link.session is not None
             if not reliable and link.congested:
                 link.skipped += 1
+                self.skipped += 1
                 continue
             link.session.send(sender, message, time=time, reliable=reliable)
             if flush:
@@ -184,6 +186,7 @@ class VrpnServer:
             assert session is not None
             if link.congested:
                 link.skipped += messages
+                self.skipped += messages
                 continue
             ids = tuple(session.register_sender(name) for name in names)
             types = tuple(session.register_type(kind) for kind in encoder.kinds)
@@ -212,6 +215,7 @@ class VrpnServer:
             assert link.session is not None
             if link.congested:
                 link.skipped += 1
+                self.skipped += 1
                 continue
             link.session.send_poses(sender, sensors, positions, quaternions_xyzw, time=time)
             if flush:

@@ -341,6 +341,7 @@ class VrpnSink(Sink):
             sensors=self.encoder.sensor_count,
         )
         self.reports_sent = 0
+        self._skipped = 0  # the server's skipped count at the last write
 
     async def serve(self, world: World) -> None:
         await self.server.run(self.host, self.port, self.listening)
@@ -366,6 +367,10 @@ class VrpnSink(Sink):
         if out.poses is not None:
             self.reports_sent += len(out.poses)
         server.flush()
+        if server.skipped > self._skipped:  # a client too far behind: counted as drops
+            self.stats.dropped += server.skipped - self._skipped
+            self.stats.last_drop_reason = "a client too far behind: its reports skipped"
+            self._skipped = server.skipped
         return True
 
 

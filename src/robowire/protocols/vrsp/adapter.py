@@ -40,6 +40,7 @@ from robowire.protocols.vrsp.codec import LIGHT_LEVEL, LIGHT_RGB, MAX_DEVICES, P
 from robowire.protocols.vrsp.definitions import DeviceDefinition, Swarm
 from robowire.protocols.vrsp.events import DefinitionReceived, SwarmFrame, VrspEvent
 from robowire.world import World
+from robowire.world.table import SourceTable
 
 log = logging.getLogger("robowire.vrsp")
 
@@ -290,7 +291,7 @@ class SwarmEncoder:
         """Every device with a position, as one frame (None before any device has one)."""
         from robowire.protocols.vrsp.codec import empty_swarm
 
-        ids_parts, pos_parts, quat_parts, has_quat_parts = [], [], [], []
+        ids_parts, pos_parts, quat_parts, has_quat_parts, led_parts = [], [], [], [], []
         for source, table in world.tables.items():
             n = len(table)
             if not n:
@@ -305,10 +306,17 @@ class SwarmEncoder:
             pos_parts.append(table.position[slots])
             quat_parts.append(table.orientation[slots])
             has_quat_parts.append(table.has_orientation[slots])
+            led_parts.append(_led_colours(table, slots))
         if not ids_parts:
             return None
         if self.root is None:
-            self.root = self._find_root(world) or (0.0, 0.0, 0.0)
+            self.root = self._find_root(world)
+            if self.root is None:
+                self.root = (0.0, 0.0, 0.0)
+                log.warning(
+                    "vrsp: no device has a geodetic position and no ?lat=&lon= was given: "
+                    "the DEF root is 0, 0, 0 (positions are sent as they are, ENU metres)"
+                )
         ids = np.concatenate(ids_parts)
         swarm = empty_swarm(len(ids), 0)
         swarm.ids[:] = ids
@@ -316,4 +324,19 @@ class SwarmEncoder:
         has_quat = np.concatenate(has_quat_parts)
         swarm.has_orientation[:] = has_quat
         swarm.orientation[:] = quaternion_mirror(np.concatenate(quat_parts))
+        led = np.concatenate(led_parts)
+        lit = ~np.isnan(led).any(axis=1)
+        swarm.has_color[:] = lit
+        swarm.color[lit] = np.clip(np.rint(led[lit]), 0, 255).astype(np.uint8)
         return swarm
+
+
+LED_FIELDS = ("led_red", "led_green", "led_blue")
+
+
+def _led_colours(table: SourceTable, slots: NDArray[np.intp]) -> FloatArray:
+    """(n, 3) the devices' LED colour (telemetry `led_red/green/blue`, 0..255; NaN where a
+    device has none): what the 0x1 colour of a DATA record carries."""
+    if not all(name in table.telemetry for name in LED_FIELDS):
+        return np.full((len(slots), 3), np.nan)
+    return np.stack([table.telemetry[name][slots] for name in LED_FIELDS], axis=1)

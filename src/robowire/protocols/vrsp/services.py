@@ -119,8 +119,13 @@ def open_sender_socket(destination: Address, broadcast: bool) -> socket.socket:
 # -- receiving ---------------------------------------------------------------------------------
 
 
+SILENCE_SECONDS = 2.0
+
+
 class VrspSource(Source):
-    """Receives a VRSP stream on a UDP port."""
+    """Receives a VRSP stream on a UDP port (connected while datagrams arrive)."""
+
+    silence = SILENCE_SECONDS  # a sender that stopped cannot be seen otherwise
 
     time_default = "receive"  # no timestamps on the wire: stamp on receipt
 

@@ -86,9 +86,15 @@ def _effort(endpoint: Endpoint, side: str) -> float:
     return value
 
 
+SILENCE_SECONDS = 2.0  # the robot answers every 20 ms tick; this long without: it is gone
+
+
 class XrpSource(Source):
     """Watches (and keeps alive) one XRP robot as the WPILib side. Like WPILib's halsim_xrp,
-    a URL without host or port (`xrp://`) takes them from `HALSIMXRP_HOST`/`HALSIMXRP_PORT`."""
+    a URL without host or port (`xrp://`) takes them from `HALSIMXRP_HOST`/`HALSIMXRP_PORT`.
+    It is connected while the robot answers (UDP: a robot that stopped is only silence)."""
+
+    silence = SILENCE_SECONDS
 
     time_default = "receive"  # no timestamps on the wire: stamp on receipt
 
@@ -186,7 +192,7 @@ class XrpSource(Source):
             if self._warned:
                 log.warning("%s: the robot answers", self.name)
             self.connected()
-        self.deliver(events, asyncio.get_running_loop().time())
+        self.deliver(events, monotonic())
 
     async def connect(self, world: World) -> None:
         remote = resolve(self.host, self.port)

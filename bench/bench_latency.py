@@ -1,0 +1,296 @@
+"""End-to-end latency through a gateway process, at 10k updates/s on loopback, against the bare
+socket relay of the same path measured in the same run.
+
+1. gateway: a VRPN server process (the sender) sends 100 tracker sensors at 100 Hz (10k
+   updates/s) whose position x is the sender's `time.monotonic()` at sending (CLOCK_MONOTONIC
+   is one clock for every process of the machine). A gateway process, `robowire bridge
+   vrpn://Bench@… --to vrpn://…?tracker=Out` (UDP+TCP in: the reports arrive as datagrams),
+   serves them; a reader in this process, a TCP-only VRPN client, takes `monotonic() - x` for
+   every report it decodes: datagram sent -> source -> world -> sink -> reader.
+2. baseline: the same path without robowire: the sender process sends one datagram per frame
+   holding the 100 stamps, a relay process (a bare blocking `recv` / `sendall` loop) writes it
+   to a TCP connection, and this process reads it and takes the same difference per stamp.
+
+3. in process: the gateway of 1 run in this process instead, timing each update from the
+   moment the source read its datagram (the world update's `receive_time`) to the moment the
+   sink's `write` handed it to the reader's connection: robowire's own share.
+
+Printed: p50 / p99 / max of each, and the ratios of 1 to 2. The first `WARMUP` seconds after
+the reader connected are not counted (connections settling, first frames).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import os
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+SENSORS = 100
+RATE = 100.0  # frames per second: SENSORS * RATE = 10k updates/s
+SECONDS = 6.0
+WARMUP = 1.5
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def _free_port() -> int:
+    while True:
+        with socket.socket() as tcp:
+            tcp.bind(("127.0.0.1", 0))
+            port = int(tcp.getsockname()[1])
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+                try:
+                    udp.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+        return port
+
+
+def _pace(frame: int, start: float) -> None:
+    delay = start + frame / RATE - time.monotonic()
+    if delay > 0:
+        time.sleep(delay)
+
+
+# -- 1. through the gateway ------------------------------------------------------------------
+
+
+def _vrpn_sender(port: int, seconds: float) -> None:
+    """A VRPN server whose tracker reports carry their send time in position x."""
+    from robowire.protocols.vrpn.server import VrpnServer
+    from robowire.transport import run
+
+    async def main() -> None:
+        server = VrpnServer(["Bench"], sensors=lambda _name: SENSORS)
+        serving = asyncio.create_task(server.run("127.0.0.1", port, lambda _addr: None))
+        while not list(server.connected()):
+            await asyncio.sleep(0.01)
+        sensors = np.arange(SENSORS, dtype=np.int32)
+        positions = np.zeros((SENSORS, 3))
+        quaternions = np.tile([0.0, 0.0, 0.0, 1.0], (SENSORS, 1))
+        start = time.monotonic()
+        frame = 0
+        while time.monotonic() - start < seconds:
+            positions[:, 0] = time.monotonic()
+            server.broadcast_poses("Bench", sensors, positions, quaternions, time=time.time())
+            frame += 1
+            delay = start + frame / RATE - time.monotonic()
+            await asyncio.sleep(max(delay, 0.0))
+        serving.cancel()
+        await asyncio.gather(serving, return_exceptions=True)
+
+    run(main())
+
+
+async def _read_vrpn(port: int, seconds: float) -> list[float]:
+    """A TCP-only VRPN client of tracker Out: `monotonic() - x` of every report."""
+    from robowire.protocols.vrpn.driver import connect
+    from robowire.protocols.vrpn.events import TrackerReports
+    from robowire.protocols.vrpn.session import Role, VrpnSession
+
+    latencies: list[float] = []
+    counting_from = float("inf")  # WARMUP seconds after connecting
+
+    def session(_peer: object, _udp: object) -> VrpnSession:
+        return VrpnSession(Role.CLIENT, ping_senders=["Out"], now=time.monotonic())
+
+    def on_events(_link: object, events: list[object]) -> None:
+        now = time.monotonic()
+        if now < counting_from:
+            return
+        for event in events:
+            if isinstance(event, TrackerReports) and event.kind == "vrpn_Tracker Pos_Quat":
+                latencies.extend((now - np.asarray(event.vector)[:, 0]).tolist())
+
+    for _ in range(200):  # the gateway's sink may not listen yet
+        try:
+            link = await connect("127.0.0.1", port, session, on_events, udp=False, timeout=2.0)
+            break
+        except Exception:
+            await asyncio.sleep(0.05)
+    else:
+        raise RuntimeError("the gateway's VRPN sink never answered")
+    counting_from = time.monotonic() + WARMUP
+    await asyncio.sleep(seconds)
+    link.close()
+    return latencies
+
+
+def through_gateway() -> list[float]:
+    source_port, sink_port = _free_port(), _free_port()
+    sender = multiprocessing.Process(target=_vrpn_sender, args=(source_port, SECONDS + 30))
+    sender.start()
+    env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    gateway = subprocess.Popen(
+        [sys.executable, "-m", "robowire.cli", "bridge", f"vrpn://Bench@127.0.0.1:{source_port}",
+         "--to", f"vrpn://127.0.0.1:{sink_port}?tracker=Out", "--duration", str(SECONDS + 30)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        from robowire.transport import run
+
+        return run(_read_vrpn(sink_port, SECONDS))
+    finally:
+        gateway.terminate()
+        gateway.wait(10)
+        sender.terminate()
+        sender.join(10)
+
+
+# -- 3. in process: arrival at the source -> leaving the sink ------------------------------
+
+
+async def _in_process(source_port: int) -> list[float]:
+    """The gateway in this process: per update, the time its datagram was read by the source
+    (the world update's `receive_time`) to the moment the VRPN sink's `write` has handed it
+    to the reader's connection. The reader (part 1's) runs on the same loop."""
+    from robowire.endpoints import parse_endpoint
+    from robowire.gateway import Gateway, open_source
+    from robowire.protocols.vrpn.services import VrpnSink
+    from robowire.timebase import monotonic
+    from robowire.world import LogEvent, Update, World
+
+    source = open_source(f"vrpn://Bench@127.0.0.1:{source_port}")
+    samples: list[float] = []
+    counting_from = time.monotonic() + WARMUP
+
+    class TimedSink(VrpnSink):
+        def write(self, world: World, items: list[Update | LogEvent]) -> bool:
+            going = super().write(world, items)
+            left = source.clock.wall(monotonic())
+            if time.monotonic() >= counting_from:
+                for item in items:
+                    if isinstance(item, Update) and item.source == source.name:
+                        samples.extend([left - item.receive_time] * len(item))
+            return going
+
+    sink = TimedSink(parse_endpoint("vrpn://127.0.0.1:0?tracker=Out"))
+    gateway = Gateway().add(source, sink)
+    run = asyncio.create_task(gateway.run(SECONDS + 30))
+    await sink.ready.wait()
+    assert sink.address is not None
+    await _read_vrpn(sink.address[1], SECONDS)
+    gateway.stop()
+    await run
+    return samples
+
+
+def in_process() -> list[float]:
+    source_port = _free_port()
+    sender = multiprocessing.Process(target=_vrpn_sender, args=(source_port, SECONDS + 30))
+    sender.start()
+    try:
+        from robowire.transport import run
+
+        return run(_in_process(source_port))
+    finally:
+        sender.terminate()
+        sender.join(10)
+
+
+# -- 2. bare sockets -------------------------------------------------------------------------
+
+STAMPS = struct.Struct(f"<{SENSORS}d")
+
+
+def _bare_sender(udp_port: int, seconds: float) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        start = time.monotonic()
+        frame = 0
+        while time.monotonic() - start < seconds:
+            now = time.monotonic()
+            sock.sendto(STAMPS.pack(*([now] * SENSORS)), ("127.0.0.1", udp_port))
+            frame += 1
+            _pace(frame, start)
+
+
+def _bare_relay(udp_port: int, tcp_port: int) -> None:
+    """recv a datagram, sendall it on TCP: what a gateway does, with nothing in between."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp, socket.socket() as tcp:
+        udp.bind(("127.0.0.1", udp_port))
+        tcp.connect(("127.0.0.1", tcp_port))
+        tcp.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        while True:
+            data = udp.recv(65535)
+            tcp.sendall(data)
+
+
+def bare_sockets() -> list[float]:
+    udp_port = _free_port()
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        relay = multiprocessing.Process(
+            target=_bare_relay, args=(udp_port, listener.getsockname()[1])
+        )
+        relay.start()
+        conn, _ = listener.accept()
+    sender = multiprocessing.Process(target=_bare_sender, args=(udp_port, SECONDS))
+    latencies: list[float] = []
+    try:
+        time.sleep(0.2)  # the relay binds its UDP port
+        sender.start()
+        end = time.monotonic() + SECONDS
+        counting_from = time.monotonic() + WARMUP
+        buffer = b""
+        conn.settimeout(1.0)
+        while time.monotonic() < end:
+            try:
+                chunk = conn.recv(1 << 16)
+            except TimeoutError:
+                continue
+            now = time.monotonic()
+            buffer += chunk
+            whole = len(buffer) // STAMPS.size * STAMPS.size
+            if now >= counting_from:
+                for offset in range(0, whole, STAMPS.size):
+                    latencies.extend(now - t for t in STAMPS.unpack_from(buffer, offset))
+            buffer = buffer[whole:]
+    finally:
+        conn.close()
+        sender.terminate()
+        sender.join(10)
+        relay.terminate()
+        relay.join(10)
+    return latencies
+
+
+def _quantiles(values: list[float]) -> tuple[float, float, float]:
+    cuts = statistics.quantiles(values, n=100)
+    return cuts[49] * 1e3, cuts[98] * 1e3, max(values) * 1e3
+
+
+def main() -> None:
+    bare = bare_sockets()
+    through = through_gateway()
+    inside = in_process()
+    if not bare or not through:
+        print(f"   no samples (bare {len(bare)}, gateway {len(through)})")
+        return
+    b50, b99, bmax = _quantiles(bare)
+    g50, g99, gmax = _quantiles(through)
+    rate = SENSORS * RATE
+    print(f"   {rate:,.0f} updates/s on loopback, {SECONDS - WARMUP:.1f} s counted each")
+    print(f"   bare UDP->relay->TCP   p50 {b50:7.3f} ms  p99 {b99:7.3f} ms  max {bmax:7.2f} ms"
+          f"  ({len(bare):,} stamps)")  # fmt: skip
+    print(f"   robowire gateway       p50 {g50:7.3f} ms  p99 {g99:7.3f} ms  max {gmax:7.2f} ms"
+          f"  ({len(through):,} reports)")  # fmt: skip
+    print(f"   ratio gateway/bare     p50 {g50 / b50:7.1f}x     p99 {g99 / b99:7.1f}x")
+    if inside:
+        i50, i99, imax = _quantiles(inside)
+        print(f"   in process (source read -> sink write) p50 {i50:7.3f} ms  p99 {i99:7.3f} ms  "
+              f"max {imax:7.2f} ms  ({len(inside):,} updates)")  # fmt: skip
+    read = len(through) / ((SECONDS - WARMUP) * rate)
+    print(f"   reports read per update sent: {read:.2f} (below 1: the sink coalesced frames)")
+
+
+if __name__ == "__main__":
+    main()

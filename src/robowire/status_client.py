@@ -1,0 +1,103 @@
+"""`robowire status`: read a running gateway's `GET /status` and show it.
+
+A gateway answers `/status` on its web viewer's port (`serve http://…`, `demo`) or on the port
+its command was given with `--status-port P`. The answer is `robowire.status.status_message`.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+from urllib.parse import urlsplit
+
+from rich.table import Table
+
+from robowire.errors import ConfigError, TransportError
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+TIMEOUT = 3.0
+COLUMNS = ("name", "role", "state", "address", "devices", "messages", "rate", "errors", "dropped")
+STATE_STYLES = {
+    "connected": "green",
+    "listening": "green",
+    "waiting": "yellow",
+    "failed": "bold red",
+    "finished": "dim",
+}
+
+
+def status_url(text: str) -> str:
+    """`HOST:PORT`, `http://HOST:PORT[/]` or a URL ending in /status -> the /status URL."""
+    if "://" not in text:
+        text = f"http://{text}"
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{text}: expected http://HOST:PORT (a viewer or --status-port)")
+    try:
+        _ = parts.port  # raises on a bad port
+    except ValueError:
+        raise ConfigError(f"{text}: bad port") from None
+    path = parts.path.rstrip("/")
+    if not path.endswith("/status"):
+        path += "/status"
+    return f"{parts.scheme}://{parts.netloc}{path}"
+
+
+def fetch_status(url: str, timeout: float = TIMEOUT) -> dict[str, Any]:
+    """The status message at `url` (a /status URL); TransportError (one line) otherwise."""
+    try:
+        # a gateway is asked directly (no proxy from the environment: it is usually local)
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(url, timeout=timeout) as response:
+            body = response.read(16 << 20)
+    except urllib.error.HTTPError as exc:
+        raise TransportError(f"{url}: {exc.code} {exc.reason} (not a robowire gateway?)") from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        reason = getattr(reason, "strerror", None) or str(reason)
+        raise TransportError(f"cannot reach a gateway at {url}: {reason}") from None
+    try:
+        message = json.loads(body)
+    except ValueError:
+        raise TransportError(f"{url}: the answer is not JSON (not a robowire gateway?)") from None
+    if not isinstance(message, dict) or not isinstance(message.get("services"), list):
+        raise TransportError(f"{url}: the answer has no services (not a robowire gateway?)")
+    return message
+
+
+def status_table(message: dict[str, Any], url: str = "") -> Table:
+    """Every service of a status message, one row each."""
+    table = Table(title=f"robowire status {url}".strip(), title_justify="left")
+    for column in COLUMNS:
+        numeric = column in ("devices", "messages", "rate", "errors", "dropped")
+        table.add_column(
+            "rate/s" if column == "rate" else column, justify="right" if numeric else "left"
+        )
+    table.add_column("clock", justify="right")  # the sender's clock minus ours
+    table.add_column("last drop", overflow="fold")
+    for service in message["services"]:
+        state = str(service.get("state", "?"))
+        cells = [
+            str(service.get("name", "?")),
+            str(service.get("role", "?")),
+            f"[{STATE_STYLES.get(state, 'white')}]{state}[/]",
+            str(service.get("address") or "-"),
+            f"{service.get('devices', 0):,}",
+            f"{service.get('messages', 0):,}",
+            f"{float(service.get('rate', 0.0)):,.1f}",
+            f"{service.get('errors', 0):,}",
+            f"{service.get('dropped', 0):,}",
+            _offset(service.get("clock_offset")),
+            str(service.get("last_drop") or ""),
+        ]
+        table.add_row(*cells)
+    return table
+
+
+def _offset(seconds: object) -> str:
+    """A clock offset in milliseconds, signed; `-` when unknown."""
+    if not isinstance(seconds, int | float):
+        return "-"
+    return f"{seconds * 1e3:+,.0f} ms"
