@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.runtime
 DEV := $(VENV)/.installed
 
-.PHONY: test demo bench lint typecheck check clean proto
+.PHONY: test demo bench fuzz lint typecheck check clean proto
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,9 +33,21 @@ demo: $(RUNTIME)
 bench: $(DEV)
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
+# coverage-guided fuzzing (atheris) of every decoder and session, FUZZ_TIME seconds each;
+# crashes land in tests/data/fuzz/<target>/ and fail `make test` until fixed.
+# One target: $(BIN)/python -m fuzz vrpn-session-client --time 600
+FUZZ_TIME ?= 30
+FUZZ := $(VENV)/.fuzz-installed
+$(FUZZ): pyproject.toml $(DEV)
+	$(BIN)/pip install --quiet -e '.[dev,fuzz]'
+	touch $@
+
+fuzz: $(FUZZ)
+	$(BIN)/python -m fuzz --all --time $(FUZZ_TIME)
+
 lint: $(DEV)
-	$(BIN)/ruff check src tests bench tools
-	$(BIN)/ruff format --check src tests bench tools
+	$(BIN)/ruff check src tests bench tools fuzz
+	$(BIN)/ruff format --check src tests bench tools fuzz
 
 typecheck: $(DEV)
 	$(BIN)/mypy
