@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.runtime
 DEV := $(VENV)/.installed
 
-.PHONY: test demo bench lint typecheck check clean proto soak reliability
+.PHONY: test demo bench fuzz lint typecheck check clean proto soak reliability
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,8 +28,22 @@ test: $(DEV)
 demo: $(RUNTIME)
 	$(BIN)/robowire demo
 
+# one table per protocol at the end, also bench-results.json and bench-latency.png (~10 min);
+# `make bench BENCH_ARGS=--quick` for the table alone with short windows (~3 min)
 bench: $(DEV)
-	$(BIN)/python -m bench
+	$(BIN)/python -m bench $(BENCH_ARGS)
+
+# coverage-guided fuzzing (atheris) of every decoder and session, FUZZ_TIME seconds each;
+# crashes land in tests/data/fuzz/<target>/ and fail `make test` until fixed.
+# One target: $(BIN)/python -m fuzz vrpn-session-client --time 600
+FUZZ_TIME ?= 30
+FUZZ := $(VENV)/.fuzz-installed
+$(FUZZ): pyproject.toml $(DEV)
+	$(BIN)/pip install --quiet -e '.[dev,fuzz]'
+	touch $@
+
+fuzz: $(FUZZ)
+	$(BIN)/python -m fuzz --all --time $(FUZZ_TIME)
 
 # Issue 14: the 10-minute soak at the target loads, and the churn test at 10x the cycles
 soak: $(DEV)
@@ -39,8 +53,8 @@ reliability: $(DEV)
 	ROBOWIRE_CHURN_CYCLES=10000 $(BIN)/python -m pytest tests/reliability -s
 
 lint: $(DEV)
-	$(BIN)/ruff check src tests bench tools
-	$(BIN)/ruff format --check src tests bench tools
+	$(BIN)/ruff check src tests bench tools fuzz
+	$(BIN)/ruff format --check src tests bench tools fuzz
 
 typecheck: $(DEV)
 	$(BIN)/mypy

@@ -141,7 +141,7 @@ def json_lines(port: int) -> dict[str, float]:
     }
 
 
-def run(label: str, *sim_extra: str) -> None:
+def run(label: str, *sim_extra: str) -> dict[str, float]:
     port = free_port()
     sim = start_sim(port, *sim_extra)
     try:
@@ -170,16 +170,18 @@ def run(label: str, *sim_extra: str) -> None:
         f"       latency reader - source_time      p50 {lines['s50']:8.2f} ms"
         f"  p99 {lines['s99']:8.2f} ms"
     )
+    return {"floor_cpu": floor, "table_cpu": shown, **{f"json_{k}": v for k, v in lines.items()}}
 
 
-def main() -> None:
+def main() -> dict[str, float]:
     print(
         f"   sim vrpn --count {SENSORS} --rate 1000 -> listen (CLI processes),"
         f" {WINDOW:.0f} s windows"
     )
-    run("pose, velocity, acceleration (30k messages/s)")
-    run("poses only, --set reports=pos (10k messages/s)", "--set", "reports=pos")
+    full = run("pose, velocity, acceleration (30k messages/s)")
+    pos = run("poses only, --set reports=pos (10k messages/s)", "--set", "reports=pos")
     print("   targets: --json p99 < 2 ms at <= 30% of a core; table mode <= 10%")
+    return {f"all_{k}": v for k, v in full.items()} | {f"pos_{k}": v for k, v in pos.items()}
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+import bench
 from robowire.protocols.base import Address, SessionStats
 from robowire.transport import run
 from robowire.transport.udp import DatagramDriver, open_udp_socket
@@ -88,12 +89,16 @@ def _paced(
     return sent - failed
 
 
-def _vrpn_sender(port_queue: Any, result_queue: Any, seconds: float) -> None:
-    """A minimal VRPN server: takes the lob, connects back, handshakes, then sends UDP."""
+Handshake = tuple[socket.socket, Any, dict[str, int], int]
+
+
+def vrpn_handshake(port_queue: Any, names: list[str]) -> Handshake:
+    """A minimal VRPN server's start: puts its lob port on `port_queue`, takes the client's lob,
+    connects back over TCP and handshakes. Returns (the TCP socket, now non-blocking, the
+    session, sender ids by name, the Pos_Quat type id)."""
     from robowire.protocols.vrpn.codec import decode_lob
     from robowire.protocols.vrpn.session import Role, State, VrpnSession
 
-    names = [f"Tracker{i}" for i in range(SENDERS)]
     lobs = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     lobs.bind(("127.0.0.1", 0))
     port_queue.put(lobs.getsockname()[1])
@@ -109,10 +114,12 @@ def _vrpn_sender(port_queue: Any, result_queue: Any, seconds: float) -> None:
             raise SystemExit("client closed during the handshake")
         session.feed(chunk, time.monotonic())
         tcp.sendall(session.data_to_send())
-    senders = session.local_senders
-    type_id = session.register_type(POS_QUAT)
-    datagrams = _datagrams([senders[name] for name in names], type_id)
     tcp.setblocking(False)
+    return tcp, session, session.local_senders, session.register_type(POS_QUAT)
+
+
+def drainer(tcp: socket.socket) -> Any:
+    """A function reading and dropping what the client sends on TCP (never blocks)."""
 
     def drain() -> None:
         try:
@@ -120,6 +127,16 @@ def _vrpn_sender(port_queue: Any, result_queue: Any, seconds: float) -> None:
                 pass
         except (BlockingIOError, OSError):
             pass
+
+    return drain
+
+
+def _vrpn_sender(port_queue: Any, result_queue: Any, seconds: float) -> None:
+    """A minimal VRPN server: takes the lob, connects back, handshakes, then sends UDP."""
+    names = [f"Tracker{i}" for i in range(SENDERS)]
+    tcp, session, senders, type_id = vrpn_handshake(port_queue, names)
+    datagrams = _datagrams([senders[name] for name in names], type_id)
+    drain = drainer(tcp)
 
     time.sleep(0.3)  # the descriptions are read before the first report arrives
     udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -205,15 +222,16 @@ async def _receive_raw(seconds: float) -> tuple[float, float, int]:
         driver.close()
 
 
-def main() -> None:
+def main() -> dict[str, float]:
+    seconds = 4.0 if bench.QUICK else SECONDS
     offered = SENDERS * SENSORS * RATE
     print(
         f"   {SENDERS} trackers x {SENSORS} sensors at {RATE:.0f} Hz = {offered:,.0f} Pos_Quat/s"
         f" offered, {PER_DATAGRAM} per datagram ({offered / PER_DATAGRAM:,.0f} datagrams/s),"
-        f" {SECONDS:.0f} s each, 1 ms pacing:"
+        f" {seconds:.0f} s each, 1 ms pacing:"
     )
-    cpu0, wall0, got0 = run(_receive_raw(SECONDS))
-    cpu1, wall1, got1, devices = run(_receive_vrpn(SECONDS))
+    cpu0, wall0, got0 = run(_receive_raw(seconds))
+    cpu1, wall1, got1, devices = run(_receive_vrpn(seconds))
     share0, share1 = cpu0 / wall0, cpu1 / wall1
     print(
         f"     baseline: batched UDP loop, count only  {got0 / wall0:>10,.0f} updates/s"
@@ -228,6 +246,15 @@ def main() -> None:
     print(f"     CPU share scaled to 300k updates/s         {per_300k:>7.1%} of one core")
     print(f"     ratio VRPN path CPU / baseline CPU         {share1 / share0:>7.2f} x")
     print(f"     ratio updates received VRPN / baseline     {rate1 / (got0 / wall0):>7.2f} x")
+    return {
+        "offered_rate": offered,
+        "baseline_rate": got0 / wall0,
+        "baseline_cpu": share0,
+        "vrpn_rate": rate1,
+        "vrpn_cpu": share1,
+        "vrpn_cpu_at_300k": per_300k,
+        "vrpn_cpu_ratio": share1 / share0,
+    }
 
 
 if __name__ == "__main__":

@@ -268,13 +268,14 @@ def _quantiles(values: list[float]) -> tuple[float, float, float]:
     return cuts[49] * 1e3, cuts[98] * 1e3, max(values) * 1e3
 
 
-def main() -> None:
+def main() -> dict[str, float]:
+    """Prints the figures; returns them for `python -m bench`'s table (its "gateway" row)."""
     bare = bare_sockets()
     through = through_gateway()
     inside = in_process()
     if not bare or not through:
         print(f"   no samples (bare {len(bare)}, gateway {len(through)})")
-        return
+        return {}
     b50, b99, bmax = _quantiles(bare)
     g50, g99, gmax = _quantiles(through)
     rate = SENSORS * RATE
@@ -290,6 +291,19 @@ def main() -> None:
               f"max {imax:7.2f} ms  ({len(inside):,} updates)")  # fmt: skip
     read = len(through) / ((SECONDS - WARMUP) * rate)
     print(f"   reports read per update sent: {read:.2f} (below 1: the sink coalesced frames)")
+    figures = {
+        "rate": len(through) / (SECONDS - WARMUP),  # reports/s the reader took in
+        "p50_ms": g50,
+        "p99_ms": g99,
+        "max_ms": gmax,
+        "bare_p50_ms": b50,
+        "bare_p99_ms": b99,
+        "ratio_p50": g50 / b50,
+        "ratio_p99": g99 / b99,
+    }
+    if inside:
+        figures |= {"in_process_p50_ms": i50, "in_process_p99_ms": i99}
+    return figures
 
 
 if __name__ == "__main__":

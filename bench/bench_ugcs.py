@@ -2,7 +2,7 @@
 
 1. fleet: `UgcsSim` (1,000 vehicles, telemetry at 5 Hz) in a child process; in this process
    the UCS-side source (`UcsSource`: session, adapter, world) connected to it on 127.0.0.1 for
-   `--seconds` (30 by default). Printed: the telemetry lag, from the time the VSM set a value
+   `--seconds` (20 by default). Printed: the telemetry lag, from the time the VSM set a value
    (`begin_of_epoch + ms_since_epoch`, wall clock) to the moment its Device_status was applied
    to the world here (p50/p99 over every Device_status; also the part until the bytes were
    read here, which is the VSM's and the socket's), and the CPU share of each process
@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+import bench
 from robowire.endpoints import parse_endpoint
 from robowire.protocols.ugcs import codec
 from robowire.protocols.ugcs.codec import FrameReader, pb
@@ -44,7 +45,8 @@ from robowire.world import World
 
 VEHICLES = 1000
 RATE = 5.0
-SECONDS = 30.0
+SECONDS = 20.0
+SECONDS_QUICK = 8.0
 WARMUP = 4.0  # s of the run not measured (registrations, take-off)
 RECORD = 4.0  # s of received bytes kept for the decode benchmark
 
@@ -221,7 +223,7 @@ def _best(fn: Any, repeat: int = 3) -> float:
     return min(times)
 
 
-def _decode(stream: bytes) -> None:
+def _decode(stream: bytes) -> dict[str, float]:
     payloads = [payload for _, payload in codec.split_frames(stream, final=False)]
     parse = pb.Vsm_message.FromString
     last_registration = max(
@@ -231,7 +233,7 @@ def _decode(stream: bytes) -> None:
     n = len(rest)
     if not n:
         print("   decode: no telemetry received")
-        return
+        return {}
     setup_bytes = b"".join(codec.frame(p) for p in setup)
     rest_bytes = b"".join(codec.frame(p) for p in rest)
     chunks = [rest_bytes[i : i + 65536] for i in range(0, len(rest_bytes), 65536)]  # reads
@@ -255,7 +257,7 @@ def _decode(stream: bytes) -> None:
     base = _best(baseline)
     print(f"   decode: {n} frames after the registrations ({len(rest_bytes) / 1e6:.1f} MB)")
     print(f"     ParseFromString alone   {n / base:12,.0f} frames/s   1.00x")
-    took = _best(reader)
+    took = reader_took = _best(reader)
     print(f"     frame reader            {n / took:12,.0f} frames/s   {base / took:.2f}x"
           "   (target >= 0.7)")  # fmt: skip
     ucs = UcsSession(0.0, peer_id=1)
@@ -263,13 +265,22 @@ def _decode(stream: bytes) -> None:
     took = _best(session, 1)
     print(f"     UCS session             {n / took:12,.0f} frames/s   {base / took:.2f}x"
           "   (framing, parse, names, held values, events)")  # fmt: skip
+    session_took = took
     took = _best(registrations, 1)
     print(f"     ({len(setup)} registration frames: {len(setup) / took:,.0f}/s)")
+    return {
+        "decode_parse_rate": n / base,
+        "decode_reader_ratio": base / reader_took,
+        "decode_rate": n / session_took,
+        "decode_ratio": base / session_took,
+        "registration_rate": len(setup) / took,
+    }
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> dict[str, float]:
     parser = argparse.ArgumentParser(prog="bench_ugcs", description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=SECONDS, help="measured run length")
+    seconds = SECONDS_QUICK if bench.QUICK else SECONDS
+    parser.add_argument("--seconds", type=float, default=seconds, help="measured run length")
     parser.add_argument("--count", type=int, default=VEHICLES, help="simulated vehicles")
     # `python -m bench ugcs --seconds 10` passes its words on in sys.argv: take ours from there
     args, _ = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
@@ -284,8 +295,14 @@ def main(argv: list[str] | None = None) -> None:
     print(f"   fleet: {args.count} vehicles at {RATE:g} Hz for {args.seconds:g} s; "
           f"{vehicles} in the world, {len(lags)} Device_status applied "
           f"({len(lags) / args.seconds:,.0f}/s)")  # fmt: skip
+    figures = {
+        "ingest_rate": len(lags) / args.seconds,
+        "ucs_cpu": shares["ucs"],
+        "vsm_cpu": shares["vsm"],
+    }
     if len(lags):
         p50, p99 = np.percentile(lags, [50, 99])
+        figures |= {"lag_p50_ms": float(p50), "lag_p99_ms": float(p99)}
         print(f"     telemetry lag  p50 {p50:6.1f} ms   p99 {p99:6.1f} ms   (target p99 < 100)")
         print(f"     (mean {statistics.fmean(lags):.1f} ms, max {lags.max():.1f} ms)")
         r50, r99 = np.percentile(np.asarray(source.read_lags), [50, 99])
@@ -293,7 +310,7 @@ def main(argv: list[str] | None = None) -> None:
               "tick, its 200 ms window per field, the socket)")  # fmt: skip
     print(f"     CPU share      VSM {shares['vsm']:.2f}   UCS {shares['ucs']:.2f}   "
           "(of one core; target <= 0.50 each)")  # fmt: skip
-    _decode(b"".join(source.received))
+    return figures | _decode(b"".join(source.received))
 
 
 if __name__ == "__main__":

@@ -60,7 +60,7 @@ def _rate(fn: object, data: list[bytes]) -> float:
     return len(data) / (time.perf_counter() - start)
 
 
-def bench_decode() -> None:
+def bench_decode() -> dict[str, float]:
     data = _status_datagrams(2000) * (DECODES // 2000)
     unpack = codec.STATUS_STRUCT.unpack
 
@@ -96,6 +96,14 @@ def bench_decode() -> None:
     base = results["bare struct.unpack loop"]
     for label, rate in results.items():
         print(f"   decode {label:36s} {rate:12,.0f}/s   {base / rate:5.2f}x the bare loop's time")
+    session = results["ClientSession.feed_datagram"]
+    return {
+        "decode_bare_rate": base,
+        "decode_fast_rate": results["codec.decode_status (fast path)"],
+        "decode_generic_rate": results["codec.decode_packet (typed blocks)"],
+        "decode_rate": session,
+        "decode_ratio": session / base,
+    }
 
 
 # -- 2. round trip -----------------------------------------------------------------------------
@@ -145,7 +153,7 @@ async def _round_trips() -> list[float]:
     return samples[5:]
 
 
-def bench_round_trip() -> None:
+def bench_round_trip() -> dict[str, float]:
     loop = new_event_loop()
     try:
         samples = loop.run_until_complete(_round_trips())
@@ -162,6 +170,7 @@ def bench_round_trip() -> None:
         f"   ratio to the robot's {STATUS_PERIOD * 1e3:.0f} ms status period: "
         f"p50 {p50 / STATUS_PERIOD:.2f}x, p99 {p99 / STATUS_PERIOD:.2f}x"
     )
+    return {"round_trip_p50_ms": p50 * 1e3, "round_trip_p99_ms": p99 * 1e3}
 
 
 # -- 3. fleet CPU share ------------------------------------------------------------------------
@@ -229,7 +238,7 @@ def _fleet(count: int) -> tuple[float, float, int]:
     return cpu / wall, statuses / wall / count, count
 
 
-def bench_fleet() -> None:
+def bench_fleet() -> dict[str, float]:
     share1, rate1, _ = _fleet(1)
     share50, rate50, _ = _fleet(50)
     print(f"   1 robot:   sim CPU share {share1 * 100:5.1f}%  status {rate1:5.1f} Hz per robot")
@@ -238,12 +247,16 @@ def bench_fleet() -> None:
         f"   ratio 50 robots / 1 robot CPU {share50 / max(share1, 1e-9):5.1f}x "
         f"({share50 / 50 * 100:.2f}% of a core per robot)"
     )
+    return {
+        "fleet1_cpu": share1,
+        "fleet_cpu": share50,
+        "fleet_status_hz": rate50,
+        "fleet_status_rate": rate50 * 50,  # statuses/s received over loopback by 50 clients
+    }
 
 
-def main() -> None:
-    bench_decode()
-    bench_round_trip()
-    bench_fleet()
+def main() -> dict[str, float]:
+    return bench_decode() | bench_round_trip() | bench_fleet()
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ buffer per flow.
 from __future__ import annotations
 
 import asyncio
+import io
+import os
 import socket
 import struct
 import sys
@@ -64,6 +66,38 @@ def is_pcap(path: str) -> bool:
             return f.read(4) in PCAP_MAGICS
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+
+
+class BoundedFile(io.BufferedReader):
+    """A file no read of which asks for more than the file still holds. Readers of framed
+    files (dpkt for pcap records and pcapng blocks, mcap for records) read a length field,
+    then `read(length)`, and a buffered read allocates what it is asked for before reading:
+    a damaged length was a multi-gigabyte allocation (found by fuzzing). With this file the
+    read is cut to the bytes there are, and the reader sees a truncated record."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(io.FileIO(path, "r"))
+        self.size = os.fstat(self.fileno()).st_size
+        self.cut = False  # a read asked for more than was left: the file ends inside a record
+
+    def read(self, size: int | None = -1) -> bytes:
+        if size is not None and size > 0:
+            left = max(self.size - self.tell(), 0)
+            if size > left:
+                self.cut, size = True, left
+            if size == 0:
+                return b""
+        return super().read(size)
+
+
+def open_bounded(path: str) -> BinaryIO:
+    """`open_input` for framed files: a regular file comes as a `BoundedFile`."""
+    if path != "-" and Path(path).is_file():
+        try:
+            return BoundedFile(path)
+        except OSError as exc:
+            raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+    return open_input(path)
 
 
 def open_input(path: str) -> BinaryIO:
@@ -201,6 +235,8 @@ def _frames(reader: Any, f: BinaryIO) -> Iterator[tuple[float, bytes]]:
         except (dpkt.NeedData, dpkt.UnpackError, struct.error, ValueError) as exc:
             reason = f"capture cut or damaged here ({exc or 'truncated'})"
             raise DecodeError("pcap", offset, reason) from None
+        if isinstance(f, BoundedFile) and f.cut:
+            raise DecodeError("pcap", offset, "capture cut here (a record past the end)")
         offset = f.tell() if f.seekable() else offset
         yield timestamp, frame
 
@@ -209,7 +245,7 @@ def read_pcap(path: str) -> Iterator[Record]:
     """UDP datagrams and reassembled TCP bytes of a pcap/pcapng file, in capture order.
 
     A file cut or damaged part-way gives every record before the damage, then DecodeError."""
-    f = open_input(path)
+    f = open_bounded(path)
     try:
         try:
             head = f.read(4)

@@ -109,16 +109,21 @@ def test_serve_foxglove_transforms_locations_and_telemetry() -> None:
         ["sim", "vrsp", "--drones", "6", "--to", f"127.0.0.1:{udp}", "--set", "lat=10",
          "--set", "lon=20", "--set", "alt=5", "--duration", "90"]
     )  # fmt: skip
+    failure: BaseException | None = None
     try:
         port = listening_port(serve)
         source = f"vrsp@127.0.0.1:{udp}"
         topics = ["/tf", "/location", "/scene", f"/telemetry/{source}"]
         got = asyncio.run(read_topics(port, topics, count=4))
+    except Exception as exc:  # say what the server said, not only what the client saw
+        failure = exc
     finally:
         sim.kill()
         serve.kill()
         sim.communicate(timeout=30)
-        serve.communicate(timeout=30)
+        _, said = serve.communicate(timeout=30)
+    if failure is not None:
+        raise AssertionError(f"client: {failure!r}; serve said:\n{said}") from failure
     frames = {f"{source}/{i}" for i in range(1, 7)}
     moves: dict[str, set[tuple[float, float, float]]] = {f: set() for f in frames}
     for message in got["/tf"]:

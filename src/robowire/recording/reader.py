@@ -10,26 +10,79 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import lz4.frame  # mcap's own dependencies, for compressed chunks
+import zstandard
 from mcap.exceptions import McapError
-from mcap.reader import NonSeekingReader
+from mcap.records import Channel, Chunk, McapRecord, Message
+from mcap.stream_reader import StreamReader, breakup_chunk
+from zstandard import ZstdError
 
-from robowire.capture import Record
+from robowire.capture import BoundedFile, Record
 from robowire.errors import ConfigError, DecodeError
 from robowire.recording.writer import RAW_PREFIX, TOPIC_PREFIX
+
+DAMAGED = (
+    McapError,
+    ValueError,
+    KeyError,
+    EOFError,
+    struct.error,
+    ZstdError,
+    RuntimeError,
+    OverflowError,
+)
+"""What the mcap library raises for a damaged file. Found by fuzzing, each escaped untyped:
+ZstdError (a flipped bit in a zstd chunk), RuntimeError (lz4's), OverflowError (a record
+length inside a chunk past 2**63)."""
+
+MAX_CHUNK = 256 << 20
+"""The most a chunk may say it holds uncompressed. robowire writes no chunks; another tool's
+are megabytes. The library decompresses into a buffer of the size the chunk claims (found
+by fuzzing: a claim of terabytes was a MemoryError), so a larger claim is damage."""
+
+
+def _claimed_size(chunk: Chunk) -> int:
+    """What a chunk says it holds: its own field, or its compressed frame's header if that
+    says more (zstd and lz4 allocate what the frame header claims: found by fuzzing, a zstd
+    frame claiming 2**61 bytes in a chunk that claimed 672 was a MemoryError)."""
+    size = chunk.uncompressed_size
+    if chunk.compression == "zstd":
+        size = max(size, zstandard.frame_content_size(chunk.data))
+    elif chunk.compression == "lz4":
+        size = max(size, int(lz4.frame.get_frame_info(chunk.data)["content_size"]))
+    return size
+
+
+def _records(stream: StreamReader) -> Iterator[McapRecord]:
+    """The file's records, a chunk's taken out of it once its claimed size is checked."""
+    for record in stream.records:
+        if not isinstance(record, Chunk):
+            yield record
+            continue
+        claimed = _claimed_size(record)
+        if claimed > MAX_CHUNK or claimed > record.uncompressed_size:
+            raise McapError(f"a chunk of {record.uncompressed_size} bytes claims {claimed}")
+        yield from breakup_chunk(record)
 
 
 def messages(path: str) -> Iterator[tuple[Any, Any]]:
     """(channel, message) of every message of an MCAP file, in file order."""
     if not Path(path).is_file():
         raise ConfigError(f"no such file: {path}")
-    with open(path, "rb") as stream:
+    with BoundedFile(path) as stream:
         read = 0
+        channels: dict[int, Channel] = {}
         try:
-            reader = NonSeekingReader(stream)
-            for _schema, channel, message in reader.iter_messages(log_time_order=False):
-                read += 1
-                yield channel, message
-        except (McapError, ValueError, KeyError, EOFError, struct.error) as exc:
+            for record in _records(StreamReader(stream, emit_chunks=True)):
+                if isinstance(record, Channel):
+                    channels[record.id] = record
+                elif isinstance(record, Message):
+                    channel = channels.get(record.channel_id)
+                    if channel is None:
+                        raise McapError(f"message on unknown channel {record.channel_id}")
+                    read += 1
+                    yield channel, record
+        except DAMAGED as exc:
             if not read:
                 raise ConfigError(f"{path}: not a readable MCAP recording ({exc})") from None
             reason = f"recording cut after {read} messages"
@@ -46,9 +99,13 @@ def recording_records(path: str) -> Iterator[Record]:
 
 def read_recording(path: str) -> Iterator[tuple[float, dict[str, Any]]]:
     """(log time in seconds, JSON object) of every world message of a recording."""
-    for record in recording_records(path):
+    for number, record in enumerate(recording_records(path)):
         assert record.time is not None
-        yield record.time, json.loads(record.data)
+        try:
+            yield record.time, json.loads(record.data)
+        except (ValueError, RecursionError) as exc:  # a damaged message (found by fuzzing)
+            reason = f"world message {number} on {record.flow} is not JSON: {exc}"
+            raise DecodeError("mcap", 0, reason) from None
 
 
 @dataclass

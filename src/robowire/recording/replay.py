@@ -192,7 +192,7 @@ class McapSource(CaptureSource):
         source = "" if record.flow == LOG_TOPIC else record.flow.removeprefix(TOPIC_PREFIX)
         try:
             return [(source, json.loads(record.data))]
-        except ValueError as exc:  # not JSON (UnicodeDecodeError is a ValueError too)
+        except (ValueError, RecursionError) as exc:  # not JSON, or nested past the limit
             reason = f"{record.flow}: not JSON ({exc})"
             return [PacketDropped(protocol="mcap", reason=reason, size=len(record.data))]
 

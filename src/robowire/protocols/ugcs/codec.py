@@ -244,7 +244,11 @@ class FrameReader:
                     continue
                 stop = pos + 1 + b0
             elif pos + 1 < end and buf[pos + 1] < 0x80:
-                stop = pos + 2 + ((b0 & 0x7F) | (buf[pos + 1] << 7))
+                size = (b0 & 0x7F) | (buf[pos + 1] << 7)
+                if not size:  # 0x80 0x00: a zero length, spelled long; skipped like 0x00
+                    pos += 2  # (found by fuzzing: kept, it misaligned the slow path below)
+                    continue
+                stop = pos + 2 + size
             else:
                 try:
                     found = _read_length(buf, pos, end)

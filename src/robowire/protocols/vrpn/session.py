@@ -38,6 +38,7 @@ from robowire.protocols.vrpn.codec import (
     HEADER_SIZE,
     LOCAL_COOKIE,
     MAX_LENGTH,
+    MAX_NAME,
     MAX_REMOTE_ID,
     PROTOCOL,
     U32,
@@ -915,6 +916,14 @@ class VrpnSession:
         if isinstance(message, SenderDescription | TypeDescription):
             if not 0 <= message.id < MAX_REMOTE_ID:
                 reason = f"description id {message.id} outside 0..{MAX_REMOTE_ID - 1}"
+                self.stats.drop(reason)
+                events.append(PacketDropped(protocol=PROTOCOL, reason=reason, offset=offset))
+                return
+            # a name we could not describe back (found by fuzzing: up to 100 bytes decode,
+            # and bad UTF-8 grows when replaced) made the echo below raise ValueError
+            name = message.name.encode("utf-8")
+            if len(name) > MAX_NAME or b"\0" in name:
+                reason = f"description name of {len(name)} bytes (at most {MAX_NAME}, no NUL)"
                 self.stats.drop(reason)
                 events.append(PacketDropped(protocol=PROTOCOL, reason=reason, offset=offset))
                 return

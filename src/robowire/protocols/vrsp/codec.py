@@ -408,7 +408,7 @@ def _decode_def(data: bytes, instance: int, at: int) -> VrspDef:
             raise DecodeError(PROTOCOL, start + 8 + exc.start, "definition is not UTF-8") from None
         try:
             obj = json.loads(text)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # JSON nested past the recursion limit
             raise DecodeError(PROTOCOL, start + 8, f"definition is not JSON: {exc}") from None
         definition = definition_from_json(obj, start + 8)
         ids = np.frombuffer(data, "<u2", count, at).astype(np.uint16)

@@ -1,0 +1,303 @@
+"""The one benchmark table: per-protocol rows built from the figures the bench modules return,
+written as text, JSON (`bench-results.json`) and a latency-against-load plot (PNG).
+
+Every bench module's `main()` prints its own lines and returns its figures as a flat
+`{name: number}` dict; `python -m bench` collects them as `{module: {name: number}}` (module =
+the file name without `bench_`). This file knows which figure goes in which cell (`ROWS`); it
+measures nothing, so tests can feed it a fake result set.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import os
+import platform
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+Figures = dict[str, dict[str, float]]  # module -> figure name -> value
+
+SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str  # the JSON name of the cell
+    title: str  # the table's header
+    unit: str  # how the cell is written: "rate", "x", "ms", "share"
+
+
+COLUMNS = (
+    Column("decode_rate", "decode/s", "rate"),
+    Column("decode_ratio", "x base", "x"),
+    Column("ingest_rate", "ingest/s", "rate"),
+    Column("latency_p50_ms", "p50 ms", "ms"),
+    Column("latency_p99_ms", "p99 ms", "ms"),
+    Column("cpu_share", "CPU", "share"),
+)
+
+
+@dataclass(frozen=True)
+class Row:
+    protocol: str
+    load: str  # the target load the ingest, latency and CPU cells are measured at
+    cells: Mapping[str, tuple[str, str]]  # column key -> (module, figure name)
+
+
+# Which module figure fills which cell. A cell whose module did not run (or lacks the figure)
+# is written "-" and is null in the JSON.
+ROWS = (
+    Row(
+        "VRPN",
+        "10 sensors at 1 kHz",
+        {
+            "decode_rate": ("vrpn", "decode_rate"),
+            "decode_ratio": ("vrpn", "decode_ratio"),
+            "ingest_rate": ("ingest", "vrpn_rate"),
+            "latency_p50_ms": ("load", "vrpn.10000.p50_ms"),
+            "latency_p99_ms": ("load", "vrpn.10000.p99_ms"),
+            "cpu_share": ("load", "vrpn.10000.cpu"),
+        },
+    ),
+    Row(
+        "XRP",
+        "50 robots",
+        {
+            "decode_rate": ("xrp", "decode_rate"),
+            "decode_ratio": ("xrp", "decode_ratio"),
+            "ingest_rate": ("xrp", "fleet_status_rate"),
+            "latency_p50_ms": ("xrp", "round_trip_p50_ms"),
+            "latency_p99_ms": ("xrp", "round_trip_p99_ms"),
+            "cpu_share": ("xrp", "fleet_cpu"),
+        },
+    ),
+    Row(
+        "UgCS",
+        "1,000 vehicles at 5 Hz",
+        {
+            "decode_rate": ("ugcs", "decode_rate"),
+            "decode_ratio": ("ugcs", "decode_ratio"),
+            "ingest_rate": ("ugcs", "ingest_rate"),
+            "latency_p50_ms": ("ugcs", "lag_p50_ms"),
+            "latency_p99_ms": ("ugcs", "lag_p99_ms"),
+            "cpu_share": ("ugcs", "ucs_cpu"),
+        },
+    ),
+    Row(
+        "VRSP",
+        "10,000 drones at 30 Hz",
+        {
+            "decode_rate": ("vrsp", "decode_rate"),
+            "decode_ratio": ("vrsp", "decode_ratio"),
+            "ingest_rate": ("vrsp", "ingest_rate"),
+            "latency_p50_ms": ("load", "vrsp.300000.p50_ms"),
+            "latency_p99_ms": ("load", "vrsp.300000.p99_ms"),
+            "cpu_share": ("vrsp", "receiver_cpu"),
+        },
+    ),
+    Row(
+        "SpyGlass",
+        "1,000 nodes",
+        {
+            "decode_rate": ("spyglass", "decode_rate"),
+            "decode_ratio": ("spyglass", "decode_ratio"),
+            "ingest_rate": ("spyglass", "ingest_rate"),
+            "latency_p50_ms": ("spyglass", "lag_p50_ms"),
+            "latency_p99_ms": ("spyglass", "lag_p99_ms"),
+            "cpu_share": ("spyglass", "source_cpu"),
+        },
+    ),
+    # the gateway end to end (bench/bench_latency.py): VRPN datagram -> `robowire bridge`
+    # process -> VRPN TCP reader; filled when that module ran
+    Row(
+        "gateway",
+        "10k updates/s",
+        {
+            "ingest_rate": ("latency", "rate"),
+            "latency_p50_ms": ("latency", "p50_ms"),
+            "latency_p99_ms": ("latency", "p99_ms"),
+            "cpu_share": ("latency", "cpu"),
+        },
+    ),
+)
+
+
+def table_rows(figures: Figures) -> dict[str, dict[str, Any]]:
+    """{protocol: {"load": text, column key: value or None}} for every row."""
+    out: dict[str, dict[str, Any]] = {}
+    for row in ROWS:
+        cells: dict[str, Any] = {"load": row.load}
+        for column in COLUMNS:
+            where = row.cells.get(column.key)
+            value = None if where is None else figures.get(where[0], {}).get(where[1])
+            cells[column.key] = None if value is None or math.isnan(value) else float(value)
+        out[row.protocol] = cells
+    return out
+
+
+def _cell(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit == "rate":
+        for limit, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+            if abs(value) >= limit:
+                return f"{value / limit:.1f}{suffix}"
+        return f"{value:.0f}"
+    if unit == "x":
+        return f"{value:.2f}x"
+    if unit == "ms":
+        return f"{value:.1f}" if value < 100 else f"{value:.0f}"
+    return f"{value:.1%}"
+
+
+def render(figures: Figures) -> str:
+    """The table as aligned text (also valid Markdown)."""
+    rows = table_rows(figures)
+    header = ["protocol", "target load", *(c.title for c in COLUMNS)]
+    body = [
+        [name, cells["load"], *(_cell(cells[c.key], c.unit) for c in COLUMNS)]
+        for name, cells in rows.items()
+    ]
+    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
+
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
+
+    rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+    return "\n".join([line(header), rule, *(line(r) for r in body)])
+
+
+def commit_id(cwd: Path | None = None) -> str:
+    """The checkout's commit (with "-dirty" if it has changes), or "unknown"."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("-dirty" if dirty else "")
+
+
+def machine() -> dict[str, Any]:
+    return {
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+    }
+
+
+def document(
+    figures: Figures,
+    *,
+    commit: str,
+    date: str | None = None,
+    machine_info: Mapping[str, Any] | None = None,
+    quick: bool = False,
+) -> dict[str, Any]:
+    """The JSON document: who/when/where, the table, and every figure of every module."""
+    return {
+        "schema": SCHEMA,
+        "commit": commit,
+        "date": date or datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "machine": dict(machine() if machine_info is None else machine_info),
+        "quick": quick,
+        "table": table_rows(figures),
+        "figures": {m: {k: float(v) for k, v in f.items()} for m, f in sorted(figures.items())},
+    }
+
+
+def compare(
+    old: Mapping[str, Any], new: Mapping[str, Any]
+) -> list[tuple[str, float, float, float]]:
+    """(module.figure, old, new, new/old) for every figure both documents have; the ratio is
+    nan when old is 0 or either value is not a number."""
+    out = []
+    old_f, new_f = old.get("figures", {}), new.get("figures", {})
+    for module in sorted(set(old_f) & set(new_f)):
+        for name in sorted(set(old_f[module]) & set(new_f[module])):
+            a, b = old_f[module][name], new_f[module][name]
+            if a is None or b is None:
+                continue
+            ratio = b / a if a else math.nan
+            out.append((f"{module}.{name}", float(a), float(b), ratio))
+    return out
+
+
+def render_compare(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    lines = [
+        f"old {old.get('commit', '?')} ({old.get('date', '?')})",
+        f"new {new.get('commit', '?')} ({new.get('date', '?')})",
+    ]
+    rows = compare(old, new)
+    width = max((len(name) for name, *_ in rows), default=10)
+    lines.append(f"{'figure'.ljust(width)}  {'old':>12}  {'new':>12}  new/old")
+    for name, a, b, ratio in rows:
+        lines.append(f"{name.ljust(width)}  {a:12.4g}  {b:12.4g}  {ratio:7.2f}")
+    return "\n".join(lines)
+
+
+def latency_curves(figures: Figures) -> dict[str, list[tuple[float, float, float]]]:
+    """{protocol: [(updates/s, p50 ms, p99 ms), ...] by load} from the `load` module's
+    figures, named `<protocol>.<updates/s>.p50_ms` / `.p99_ms`."""
+    curves: dict[str, dict[float, dict[str, float]]] = {}
+    for name, value in figures.get("load", {}).items():
+        parts = name.split(".")
+        if len(parts) != 3 or parts[2] not in ("p50_ms", "p99_ms"):
+            continue
+        curves.setdefault(parts[0], {}).setdefault(float(parts[1]), {})[parts[2]] = value
+    return {
+        protocol: [
+            (load, v["p50_ms"], v["p99_ms"])
+            for load, v in sorted(levels.items())
+            if "p50_ms" in v and "p99_ms" in v
+        ]
+        for protocol, levels in sorted(curves.items())
+    }
+
+
+def plot(figures: Figures, path: Path, title: str = "") -> bool:
+    """Latency p50/p99 against load, log-log, one colour per protocol; False if there is
+    nothing to plot or matplotlib is not installed."""
+    curves = {p: c for p, c in latency_curves(figures).items() if c}
+    if not curves:
+        return False
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("   (no plot: matplotlib is not installed; pip install -e '.[dev]')", file=sys.stderr)
+        return False
+    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=110)
+    for protocol, points in curves.items():
+        loads = [p[0] for p in points]
+        line = ax.plot(loads, [p[1] for p in points], "o-", label=f"{protocol} p50")[0]
+        ax.plot(
+            loads, [p[2] for p in points], "s--", color=line.get_color(), label=f"{protocol} p99"
+        )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("load, updates/s (127.0.0.1 UDP)")
+    ax.set_ylabel("latency sim datagram -> world, ms")
+    ax.set_title(title or "robowire source latency against load")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True

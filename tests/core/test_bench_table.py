@@ -1,0 +1,124 @@
+"""The benchmark table's machinery on a made-up result set: the cells each figure fills, the
+text table, the JSON document, `--compare` arithmetic and the latency plot (no benchmark runs).
+"""
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # `bench` is a top-level package beside src/, not installed
+
+from bench import table  # noqa: E402
+
+FIGURES = {
+    "vrpn": {"decode_rate": 2_500_000.0, "decode_ratio": 3.25, "codec_rate": 9e6},
+    "ingest": {"vrpn_rate": 299_000.0},
+    "load": {
+        "vrpn.1000.p50_ms": 0.2,
+        "vrpn.1000.p99_ms": 0.9,
+        "vrpn.10000.p50_ms": 0.25,
+        "vrpn.10000.p99_ms": 1.5,
+        "vrpn.10000.cpu": 0.12,
+        "vrpn.10000.rate": 10_000.0,
+        "vrsp.300000.p50_ms": 6.0,
+        "vrsp.300000.p99_ms": 150.0,
+        "vrsp.3000.p50_ms": 1.0,
+        "vrsp.3000.p99_ms": 4.0,
+    },
+    "spyglass": {"decode_rate": 400_000.0, "decode_ratio": 0.5, "lag_p50_ms": float("nan")},
+}
+
+
+def test_each_protocol_row_takes_its_figures_and_leaves_missing_cells_empty():
+    rows = table.table_rows(FIGURES)
+    assert list(rows) == ["VRPN", "XRP", "UgCS", "VRSP", "SpyGlass", "gateway"]
+    assert rows["VRPN"] == {
+        "load": "10 sensors at 1 kHz",
+        "decode_rate": 2_500_000.0,
+        "decode_ratio": 3.25,
+        "ingest_rate": 299_000.0,
+        "latency_p50_ms": 0.25,
+        "latency_p99_ms": 1.5,
+        "cpu_share": 0.12,
+    }
+    assert rows["VRSP"]["latency_p99_ms"] == 150.0
+    assert rows["VRSP"]["decode_rate"] is None  # bench_vrsp did not run
+    assert rows["SpyGlass"]["latency_p50_ms"] is None  # nan is "no figure", not a number
+    assert all(v is None for k, v in rows["XRP"].items() if k != "load")
+
+
+def test_the_text_table_has_one_line_per_protocol_in_readable_units():
+    text = table.render(FIGURES)
+    lines = text.splitlines()
+    assert lines[0].split("|")[1].strip() == "protocol"
+    assert [c.strip() for c in lines[0].split("|")[3:-1]] == [
+        "decode/s", "x base", "ingest/s", "p50 ms", "p99 ms", "CPU",
+    ]  # fmt: skip
+    vrpn = [c.strip() for c in lines[2].split("|")[1:-1]]
+    assert vrpn == ["VRPN", "10 sensors at 1 kHz", "2.5M", "3.25x", "299.0k", "0.2", "1.5", "12.0%"]
+    vrsp = [c.strip() for c in lines[5].split("|")[1:-1]]
+    assert vrsp[2:] == ["-", "-", "-", "6.0", "150", "-"]
+    assert len(lines) == 2 + 6
+    assert len({len(line) for line in lines}) == 1  # aligned columns
+
+
+def test_the_json_document_names_commit_date_machine_and_every_figure():
+    doc = table.document(
+        FIGURES,
+        commit="abc123",
+        date="2026-11-23T15:00:00+00:00",
+        machine_info={"cores": 2, "python": "3.11.2"},
+        quick=True,
+    )
+    back = json.loads(json.dumps(doc))  # plain JSON, nothing lost
+    assert back["schema"] == 1
+    assert back["commit"] == "abc123"
+    assert back["date"] == "2026-11-23T15:00:00+00:00"
+    assert back["machine"] == {"cores": 2, "python": "3.11.2"}
+    assert back["quick"] is True
+    assert back["figures"]["vrpn"]["codec_rate"] == 9e6  # figures outside the table kept too
+    assert back["table"]["VRPN"]["cpu_share"] == 0.12
+    assert back["table"]["UgCS"]["decode_rate"] is None
+    default = table.document({}, commit="x")
+    assert default["machine"]["cores"] >= 1 and default["machine"]["python"].count(".") == 2
+
+
+def test_compare_gives_new_over_old_for_each_figure_both_runs_have():
+    old = {"figures": {"vrpn": {"decode_rate": 2e6, "gone": 1.0, "zero": 0.0}, "xrp": {"a": 1.0}}}
+    new = {"figures": {"vrpn": {"decode_rate": 3e6, "zero": 5.0, "added": 1.0}, "ugcs": {}}}
+    rows = table.compare(old, new)
+    assert [r[0] for r in rows] == ["vrpn.decode_rate", "vrpn.zero"]
+    assert rows[0][1:] == (2e6, 3e6, 1.5)
+    assert math.isnan(rows[1][3])
+
+
+def test_compare_from_the_command_line(tmp_path):
+    a, b = tmp_path / "old.json", tmp_path / "new.json"
+    a.write_text(json.dumps({"commit": "aaa", "figures": {"xrp": {"decode_rate": 40000.0}}}))
+    b.write_text(json.dumps({"commit": "bbb", "figures": {"xrp": {"decode_rate": 50000.0}}}))
+    out = subprocess.run(
+        [sys.executable, "-m", "bench", "--compare", str(a), str(b)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert "old aaa" in out and "new bbb" in out
+    line = next(line for line in out.splitlines() if line.startswith("xrp.decode_rate"))
+    assert line.split()[1:] == ["4e+04", "5e+04", "1.25"]
+
+
+def test_latency_curves_and_the_plot(tmp_path):
+    curves = table.latency_curves(FIGURES)
+    assert curves == {
+        "vrpn": [(1000.0, 0.2, 0.9), (10000.0, 0.25, 1.5)],
+        "vrsp": [(3000.0, 1.0, 4.0), (300000.0, 6.0, 150.0)],
+    }
+    path = tmp_path / "latency.png"
+    assert table.plot(FIGURES, path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not table.plot({"vrpn": {}}, tmp_path / "none.png")
