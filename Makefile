@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.runtime
 DEV := $(VENV)/.installed
 
-.PHONY: test demo bench fuzz lint typecheck check clean proto
+.PHONY: test demo bench fuzz lint typecheck check clean proto soak reliability
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,13 @@ $(FUZZ): pyproject.toml $(DEV)
 
 fuzz: $(FUZZ)
 	$(BIN)/python -m fuzz --all --time $(FUZZ_TIME)
+
+# Issue 14: the 10-minute soak at the target loads, and the churn test at 10x the cycles
+soak: $(DEV)
+	PYTHONPATH=src $(BIN)/python -m tests.reliability.soak --duration 600
+
+reliability: $(DEV)
+	ROBOWIRE_CHURN_CYCLES=10000 $(BIN)/python -m pytest tests/reliability -s
 
 lint: $(DEV)
 	$(BIN)/ruff check src tests bench tools fuzz

@@ -339,7 +339,7 @@ class UgcsSim(Sim):
         self.server.flush_all()
 
     async def run(self, world: World) -> None:
-        gc.freeze()  # the fleet's registrations: out of every full collection (FREEZE_AFTER)
+        freeze()  # the fleet's registrations: out of every full collection (FREEZE_AFTER)
         if self.target is not None:
             self.listening(self.target)
             serving = asyncio.create_task(self.server.dial(*self.target))
@@ -362,6 +362,7 @@ class UgcsSim(Sim):
             serving.cancel()
             with contextlib.suppress(asyncio.CancelledError, TransportError):
                 await serving
+            thaw()  # the fleet's registrations, frozen above, can go once this sim does
 
 
 class UgcsSink(Sink):
@@ -439,7 +440,36 @@ FREEZE_AFTER = 100
 Python objects), and every full garbage collection scans them all: a 60-80 ms pause, the
 whole tail of the telemetry lag (bench_ugcs). Once a connection has this many devices, a
 read that registered more ends with `gc.freeze()`: what exists then is left out of later
-collections (it is still freed when no longer referenced)."""
+collections (freed when no longer referenced, except what is in a reference cycle: `thaw`
+undoes the freeze when the connection ends)."""
+
+
+class _Freezer:
+    thawed = False  # a `thaw` happened since the last `freeze`
+
+
+def freeze() -> None:
+    """`gc.freeze()` what exists now (see FREEZE_AFTER). After a `thaw`, one full collection
+    first: what the ended connection or simulator left in reference cycles is freed, not
+    frozen again (one pause a reconnection, not one a registration)."""
+    if _Freezer.thawed:
+        _Freezer.thawed = False
+        gc.collect()
+    gc.freeze()
+
+
+def thaw() -> None:
+    """Undo `freeze` when what was frozen for a connection or a simulator ends: the cycle
+    collector never looks at frozen objects, so a frozen registration that is part of a
+    reference cycle (a session and its devices, a simulator and its server) would otherwise
+    stay in memory for good once unused, one fleet per reconnection. Back in the oldest
+    generation they are freed by the next full collection once unreachable; the next large
+    registration freezes what is still alive again."""
+    if gc.get_freeze_count():
+        gc.unfreeze()
+        _Freezer.thawed = True
+
+
 _PASSED_ON = (PacketDropped, ConnectionLost)  # what a standby connection still reports
 _REGISTRATIONS = (PeerRegistered, DeviceRegistered, DeviceUnregistered, ConnectionLost)
 
@@ -683,7 +713,7 @@ class UcsSource(Source):
         if len(session.devices) >= FREEZE_AFTER and any(
             isinstance(e, DeviceRegistered) for e in events
         ):
-            gc.freeze()  # see FREEZE_AFTER
+            freeze()  # see FREEZE_AFTER
 
     def _resend(self, conns: Sequence[int]) -> None:
         """The newest connection of a VSM took over: its devices (already registered on it)
@@ -712,6 +742,7 @@ class UcsSource(Source):
         if not isinstance(session, UcsSession):
             return
         self._drivers.pop(session.conn, None)
+        thaw()  # its registrations, frozen once it had FREEZE_AFTER devices, can go now
         if self.mode == "listen" and not self._drivers:
             self.disconnected()
         self._catalog = None
