@@ -215,11 +215,12 @@ async def foxglove_leg(front: Gateway) -> Leg:
                 elif topic.startswith("/telemetry/"):
                     source = topic.removeprefix("/telemetry/")
                     columns = json.loads(payload)
-                    for i, device in enumerate(columns.pop("device")):
+                    devices, units = columns.pop("device"), columns.pop("units")
+                    for i, device in enumerate(devices):
                         o = obs(f"{source}/{device}")
                         for name, values in columns.items():
                             if values[i] is not None:
-                                o.telemetry[name] = (float(values[i]), "")
+                                o.telemetry[name] = (float(values[i]), units[name])
 
     task = asyncio.create_task(read())
 

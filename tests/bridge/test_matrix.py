@@ -237,8 +237,7 @@ def problems(
                 for name, (value, unit) in d.telemetry.items():
                     got_value, got_unit = o.telemetry.get(name, (math.nan, "?"))
                     check(abs(got_value - value) < 1e-9, f"{key}: {name} {got_value} != {value}")
-                    if sink == "http":
-                        check(got_unit == unit, f"{key}: {name} unit {got_unit} != {unit}")
+                    check(got_unit == unit, f"{key}: {name} unit {got_unit} != {unit}")
                 check(set(o.telemetry) == set(d.telemetry), f"{key}: {sorted(o.telemetry)}", "tel")
     return out
 

@@ -145,6 +145,7 @@ def test_serve_foxglove_transforms_locations_and_telemetry() -> None:
     assert all(e.frame_locked and len(e.cubes) == 1 for e in cubes)
     for message in got[f"/telemetry/{source}"]:
         devices = message.pop("device")
+        assert message.pop("units")["led_red"] == "1"
         assert devices and set(devices) <= {str(i) for i in range(1, 7)}
         assert {"led_red", "led_green", "led_blue"} <= set(message)
         for name, values in message.items():
@@ -216,7 +217,11 @@ def test_a_client_joining_late_sees_devices_that_stand_still() -> None:
     assert (tf.rotation.w, tf.rotation.x, tf.rotation.y, tf.rotation.z) == (0.0, 0.0, 0.0, 1.0)
     (entity,) = got["/scene"][0].entities
     assert entity.frame_id == "lab/r1" and len(entity.cubes) == 1
-    assert got["/telemetry/lab"][0] == {"device": ["r1"], "battery": [11.5]}
+    assert got["/telemetry/lab"][0] == {
+        "device": ["r1"],
+        "units": {"battery": "V"},
+        "battery": [11.5],
+    }
 
 
 def test_bridge_to_foxglove_says_where_it_listens() -> None:

@@ -12,7 +12,8 @@ never share channels. At `?rate=` pulls a second (30 by default), for what chang
 
 When a client subscribes, the next pull sends every device, changed or not.
     /location            foxglove.LocationFix      one per changed device with a geodetic fix
-    /telemetry/<source>  JSON                      {"device": [ids], "<field>": [values], ...}
+    /telemetry/<source>  JSON                      {"device": [ids], "units": {field: unit},
+                                                   "<field>": [values], ...}
                                                    the changed devices of that source, as
                                                    columns (null: not written)
 

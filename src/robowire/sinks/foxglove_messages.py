@@ -14,7 +14,8 @@
                          (foxglove.LocationFixes   or, with `batch_locations`, one message
                                                    holding them all: what the recorder writes)
 
-and JSON bytes for `/telemetry/<source>` (`{"device": [ids], "<field>": [values], ...}`, the
+and JSON bytes for `/telemetry/<source>` (`{"device": [ids], "units": {"<field>": unit},
+"<field>": [values], ...}`, the
 changed devices of that source as columns, null where not written). The builder remembers the
 colour it last gave each device, so the scene is only sent again when it changes; `reset()`
 forgets it (a new Foxglove client, or a new file, must get every cube).
@@ -181,7 +182,8 @@ class FoxgloveMessages:
         names = [n for n in update.fields if n in table.telemetry]
         if not names:
             return None
-        message: dict[str, Any] = {"device": ids}
-        for name in sorted(names):
+        names.sort()
+        message: dict[str, Any] = {"device": ids, "units": {n: table.units[n] for n in names}}
+        for name in names:
             message[name] = table.telemetry[name][update.slots]  # NaN (not written) -> null
         return orjson.dumps(message, option=orjson.OPT_SERIALIZE_NUMPY)
