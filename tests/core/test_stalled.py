@@ -299,3 +299,77 @@ async def test_a_browser_that_never_says_ready_and_a_foxglove_client_that_never_
         sim.wait(30)
         gateway.stop()
         await asyncio.wait_for(run, DEADLINE)
+
+
+async def test_a_ucs_that_stops_reading_is_closed_and_counted(monkeypatch: Any) -> None:
+    """The UgCS sink (a VSM) with a healthy UCS and one that registers, acknowledges its
+    vehicles, then never reads again: past the VSM's backlog bound the stalled connection is
+    closed and counted as a drop in the status; the healthy UCS keeps receiving."""
+    import time
+
+    from robowire.protocols.ugcs import services as ugcs_services
+    from robowire.protocols.ugcs.session_ucs import UcsSession
+
+    monkeypatch.setattr(ugcs_services, "MAX_BACKLOG", 64 << 10)  # reached in seconds, not minutes
+    gateway = Gateway()
+    sink = open_sink("ugcs://127.0.0.1:0")
+    gateway.add(sink)
+    run = asyncio.create_task(gateway.run())
+    clients = Gateway()
+    stalled: socket.socket | None = None
+
+    async def fly() -> None:  # 300 devices moving at 20 Hz: every field changes every window
+        step = 0
+        while True:
+            step += 1
+            for i in range(300):
+                gateway.world.update_device(
+                    "swarm", f"d{i}", kind="drone", receive_time=time.time(),
+                    position=(i + step * 0.1, step * 0.05, 10.0 + step % 7),
+                    telemetry={"battery": (100.0 - step % 50, "%")},
+                )  # fmt: skip
+            await asyncio.sleep(0.05)
+
+    flying = asyncio.create_task(fly())
+    try:
+        await until(lambda: sink.address is not None, "bound")
+        assert sink.address is not None
+        healthy = open_source(f"ugcs://127.0.0.1:{sink.address[1]}")
+        clients.add(healthy)
+        client_run = asyncio.create_task(clients.run())
+        await until(lambda: healthy.stats.messages_in > 0, "the healthy UCS receives")
+
+        # the stalled UCS: a real UCS session until its vehicles are registered, then silence
+        stalled = socket.socket()
+        stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        stalled.setblocking(False)
+        await asyncio.get_running_loop().sock_connect(stalled, ("127.0.0.1", sink.address[1]))
+        session = UcsSession(time.monotonic(), peer_id=7)
+        stalled.send(session.data_to_send())
+        while len(session.devices) < 300:
+            data = await asyncio.wait_for(asyncio.get_running_loop().sock_recv(stalled, 65536), 30)
+            session.feed(data, time.monotonic())
+            stalled.send(session.data_to_send())
+        assert isinstance(sink, ugcs_services.UgcsSink)
+        (driver,) = [
+            d for d in sink.server.drivers.values() if d.peer[1] == stalled.getsockname()[1]
+        ]
+        transport = driver._transport
+        assert transport is not None  # a small kernel buffer: the VSM's own bound is tested
+        transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        _, _, drops_before = status_of(gateway, sink)
+        await until(lambda: not driver.connected, "the stalled UCS is closed")
+        state, _, drops = status_of(gateway, sink)
+        assert state == "listening" and drops > drops_before
+        assert sink.stats.last_drop_reason == "a UCS stopped reading"
+        received = healthy.stats.messages_in
+        await until(lambda: healthy.stats.messages_in > received, "the healthy UCS still receives")
+        clients.stop()
+        await asyncio.wait_for(client_run, DEADLINE)
+    finally:
+        flying.cancel()
+        if stalled is not None:
+            stalled.close()
+        clients.stop()
+        gateway.stop()
+        await asyncio.wait_for(run, DEADLINE)

@@ -100,9 +100,11 @@ RETRY_SECONDS = 10.0
 """Reverse mode: the SDK's `ucs.retry_timeout` default."""
 CONNECT_TIMEOUT = 10.0
 """Reverse mode: the SDK's `TCP_CONNECT_TIMEOUT`."""
-MAX_BACKLOG = 32 << 20
+MAX_BACKLOG = 8 << 20
 """Bytes written to a UCS but not sent: past this the UCS has stalled and its connection is
-closed (the SDK closes a connection whose write has not completed in 60 s)."""
+closed and counted as a drop (the SDK closes a connection whose write has not completed in
+60 s). Below the transport's own last-resort bound (`tcp.MAX_WRITE_BUFFER`, 16 MiB), so this
+rule is the one that acts."""
 MAX_VEHICLES = 10_000
 DEFAULT_RATE = 5.0
 SIM_SETTINGS = frozenset(model.SETTINGS) | {"keep_alive", "name", "camera", "gimbal"}
