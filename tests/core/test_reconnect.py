@@ -10,47 +10,18 @@ of open file descriptors as before the restart. Waits are generous deadlines, no
 from __future__ import annotations
 
 import asyncio
-import os
 import socket
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
 
 from robowire.gateway import Gateway, open_sim, open_source
 from robowire.service import Sim, SimOptions, Source
+from support import free_port, open_fds, until
 
 pytestmark = pytest.mark.timeout(120)
 
 DEADLINE = 40.0  # seconds; a loaded 2-core machine is slow, a working one takes about 1 s
-
-
-def free_port(kind: int = socket.SOCK_STREAM) -> int:
-    """A port free for both TCP and UDP (VRPN uses both), on 127.0.0.1."""
-    while True:
-        with socket.socket(socket.AF_INET, kind) as first:
-            first.bind(("127.0.0.1", 0))
-            port = int(first.getsockname()[1])
-            other = socket.SOCK_DGRAM if kind == socket.SOCK_STREAM else socket.SOCK_STREAM
-            with socket.socket(socket.AF_INET, other) as second:
-                try:
-                    second.bind(("127.0.0.1", port))
-                except OSError:
-                    continue
-        return port
-
-
-async def until(condition: Callable[[], bool], what: str, seconds: float = DEADLINE) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + seconds
-    while not condition():
-        if loop.time() > end:
-            raise AssertionError(f"not within {seconds:g} s: {what}")
-        await asyncio.sleep(0.02)
-
-
-def open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
 
 
 @dataclass

@@ -25,7 +25,6 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +36,7 @@ from robowire.protocols.vrpn.codec import encode_cookie
 from robowire.protocols.vrsp.services import VrspSource
 from robowire.service import Sink, Source
 from robowire.transport.tcp import StreamDriver
+from support import free_udp_port, until
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -47,21 +47,6 @@ RATE = 30
 PHASE = 3.0  # seconds of each phase (what is compared is per frame, not per second)
 BOUND = 2 << 20  # the sinks skip a peer past 1 MiB unsent; one frame more may be queued
 DEADLINE = 60.0
-
-
-def free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-async def until(condition: Callable[[], bool], what: str, seconds: float = DEADLINE) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + seconds
-    while not condition():
-        if loop.time() > end:
-            raise AssertionError(f"not within {seconds:g} s: {what}")
-        await asyncio.sleep(0.05)
 
 
 def status_of(gateway: Gateway, service: Sink | Source) -> tuple[str, int, int]:

@@ -47,6 +47,7 @@ from robowire.protocols.vrpn.codec import encode_cookie
 from robowire.protocols.vrpn.services import VrpnSim, VrpnSink
 from robowire.service import Service, SimOptions, Source
 from robowire.viewer.server import SUBPROTOCOL, ViewerSink
+from support import free_port, open_fds, until
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -61,32 +62,6 @@ MEMORY_BOUND = 5 << 20  # bytes allocated after the warm-up and still alive at t
 MODES = ("clean", "reset", "half", "garbage")
 SILENT = 2  # the UgCS simulator's client: a parked fleet sends nothing after its first
 # seconds (telemetry goes on change only), so that client is checked by its connection only
-
-
-async def until(condition: Callable[[], bool], what: str, seconds: float = DEADLINE) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + seconds
-    while not condition():
-        if loop.time() > end:
-            raise AssertionError(f"not within {seconds:g} s: {what}")
-        await asyncio.sleep(0.02)
-
-
-def open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
-
-
-def free_port() -> int:
-    """A port free for TCP and UDP on 127.0.0.1 (a VRPN server binds both)."""
-    while True:
-        with socket.socket() as tcp, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
-            tcp.bind(("127.0.0.1", 0))
-            port = int(tcp.getsockname()[1])
-            try:
-                udp.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
 
 
 def quiet_logs() -> None:

@@ -1,6 +1,0 @@
-"""Make the shared fuzzing machinery (tests/fuzzing.py) importable by these tests."""
-
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
