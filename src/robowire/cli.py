@@ -262,11 +262,14 @@ def listen(
     \b
     URL is a protocol endpoint or a file, e.g.:
       spyglass://127.0.0.1:7870   vrpn://Tracker0@127.0.0.1:3883   xrp://127.0.0.1:3540
-      ugcs://127.0.0.1:5556       vrsp://0.0.0.0:9742
-      recording.rec               vrpn:capture.pcap              xrp:capture.txt
+      ugcs://127.0.0.1:5556       vrsp://0.0.0.0:9742              zenoh://127.0.0.1:7447
+      Tracker0@mocap:3883         run.mcap                         recording.rec
+      vrpn:capture.pcap           xrp:capture.txt                  Tracker0@file://run.vrpn
+    Any source takes ?time=sender|receive|corrected.
     \b
     Example:
       robowire listen spyglass://127.0.0.1:7870 --json --count 3
+      robowire listen zenoh://127.0.0.1:7447      # the world another gateway publishes
     """
 
     async def go() -> int:
@@ -568,6 +571,7 @@ def serve(
       robowire serve http://127.0.0.1:8080 --from xrp://127.0.0.1:3540 --allow-control
       robowire serve vrpn://127.0.0.1:3884 --from vrpn://Tracker0@mocap --device-rate 10
       robowire serve vrpn://127.0.0.1:3883 --from vrsp://0.0.0.0:9742 --status-port 8081
+      robowire serve zenoh://0.0.0.0:7447 --from vrsp://0.0.0.0:9742   # for other gateways
     """
     _serve(url, sources, duration, allow_control, rules, status_port)
 

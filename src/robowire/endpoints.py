@@ -2,6 +2,7 @@
 
     spyglass://host:port          vrpn://Tracker0@host:3883      vrpn+tcp://Tracker0@host
     xrp://host:3540               ugcs://host:5556               vrsp://0.0.0.0:PORT
+    zenoh://host:7447             foxglove://host:8765 (serve)   http://host:8080 (the viewer)
     recording.rec                 vrpn:capture.pcap              spyglass:-   (stdin)
 
 VRPN's own names are accepted as they are, so a line copied from a VRPN config works:
