@@ -65,7 +65,9 @@ def _open_source(endpoint: Endpoint) -> Source:
         _check_scheme(protocol, endpoint)
         known = protocol.source_options | EVERY_SOURCE
         endpoint.check_options(known, f"a {protocol.title} source")
-    return protocol.open_source(endpoint)
+    source = protocol.open_source(endpoint)
+    source.protocol = protocol.name
+    return source
 
 
 def open_sink(url: str | Endpoint) -> Sink:

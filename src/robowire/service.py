@@ -94,6 +94,7 @@ class Source(Service):
     """
 
     role = "source"
+    protocol: str | None = None  # whose native names the device ids are (set by open_source)
     silence: float | None = None  # seconds without a message after which a UDP peer is gone
     time_default = "sender"  # `?time=` when the URL says nothing; "receive" if no stamps
 
@@ -158,6 +159,7 @@ class Source(Service):
 
     async def run(self, world: World) -> None:
         RECEIVER.set(self)  # this task's receive loops hand what they read to `self.tap`
+        world.table(self.name).protocol = self.protocol
         self.adapter = self.new_adapter(self.timed(world))
         delay = self.retry
         while True:

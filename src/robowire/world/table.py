@@ -21,8 +21,11 @@ _IDENTITY = np.array([1.0, 0.0, 0.0, 0.0])
 class SourceTable:
     """The devices of one source, in growable numpy columns indexed by slot."""
 
-    def __init__(self, source: str, capacity: int = 16) -> None:
+    def __init__(self, source: str, capacity: int = 16, protocol: str | None = None) -> None:
         self.source = source
+        # the protocol whose own names the device ids are (`vrpn` for "Tracker0/0"), None for
+        # ids of robowire's making; a sink of that protocol sends them unchanged (identity.py)
+        self.protocol = protocol
         self._capacity = max(1, capacity)
         self.ids: list[str] = []
         self.index: dict[str, int] = {}
