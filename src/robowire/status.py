@@ -141,7 +141,8 @@ def http_response(code: int, reason: str, body: bytes, content_type: str) -> byt
     """One whole HTTP/1.1 response that closes the connection."""
     head = (
         f"HTTP/1.1 {code} {reason}\r\nContent-Type: {content_type}\r\n"
-        f"Content-Length: {len(body)}\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n"
+        f"Content-Length: {len(body)}\r\nX-Content-Type-Options: nosniff\r\n"
+        "Cache-Control: no-cache\r\nConnection: close\r\n\r\n"
     )
     return head.encode("ascii") + body
 

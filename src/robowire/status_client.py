@@ -65,6 +65,7 @@ def fetch_status(url: str, timeout: float = TIMEOUT) -> dict[str, Any]:
             body = response.read(16 << 20)
     except urllib.error.HTTPError as exc:
         said = exc.read(200).decode(errors="replace").strip() if exc.code == 403 else ""
+        said = said.removeprefix("forbidden: ")
         why = said or "not a robowire gateway?"
         raise TransportError(f"{shown}: {exc.code} {exc.reason} ({why})") from None
     except (urllib.error.URLError, OSError) as exc:
@@ -85,7 +86,7 @@ def status_table(message: dict[str, Any], url: str = "") -> Table:
     title = f"robowire status {url.split('?')[0]}".strip()
     table = Table(title=title, title_justify="left")
     for column in COLUMNS:
-        numeric = column in ("devices", "messages", "rate", "errors", "dropped")
+        numeric = column not in ("name", "role", "state", "address")
         table.add_column(
             "rate/s" if column == "rate" else column, justify="right" if numeric else "left"
         )

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from websockets.sync.client import connect
-from websockets.typing import Subprotocol
+from websockets.typing import Origin, Subprotocol
 
 from support import SRC, Process
 
@@ -266,7 +266,7 @@ def test_a_token_that_was_set_guards_viewing_too(
     assert run.returncode == 1
     assert run.stderr.strip() == (
         f"robowire: error: http://127.0.0.1:{port}/status: 403 Forbidden "
-        "(forbidden: the token printed at start is needed (?token=...))"
+        "(the token printed at start is needed (?token=...))"
     )
 
 
@@ -281,3 +281,18 @@ def test_the_options_are_for_http_endpoints_only() -> None:
         "robowire: error: --allow-host, --allow-origin, --token: only for the web viewer and "
         "--status-port"
     )
+
+
+def test_a_foxglove_sink_lets_any_page_read_but_offers_nothing_to_send(
+    cli: Callable[..., Process], robot: tuple[Process, str]
+) -> None:
+    """What docs/security.md says of `serve foxglove://`: the SDK's server checks neither
+    Host nor Origin (the Foxglove app is itself a page of another site), so a page can read
+    the world; robowire offers it no capability that sends (no publish, services, params)."""
+    sink = cli("serve", "foxglove://127.0.0.1:0", "--from", f"xrp://127.0.0.1:{robot[1]}")
+    port = int(sink.wait_for(r"listening on 127\.0\.0\.1:(\d+)").group(1))
+    with connect(
+        f"ws://127.0.0.1:{port}", origin=Origin(EVIL), subprotocols=[Subprotocol("foxglove.sdk.v1")]
+    ) as ws:
+        info = json.loads(ws.recv(timeout=20))
+    assert info["op"] == "serverInfo" and info["capabilities"] == []

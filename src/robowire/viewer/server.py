@@ -24,7 +24,7 @@ import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.datastructures import Headers
@@ -113,7 +113,7 @@ class ViewerSink(Sink):
         if self.address is None:
             return None
         token = self.gate.access.token
-        query = f"?token={token}" if token is not None else ""
+        query = f"?token={quote(token, safe='')}" if token is not None else ""
         return f"http://{self.address[0]}:{self.address[1]}/{query}"
 
     def source_index(self, source: str) -> int:
