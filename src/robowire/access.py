@@ -102,7 +102,7 @@ class Gate:
     service: Service
     access: Access = field(default_factory=Access)
     served_as: str = "127.0.0.1"
-    _said: set[str] = field(default_factory=set)
+    _said: set[str] = field(default_factory=set, init=False, repr=False)
 
     def host_allowed(self, name: str) -> bool:
         if name == "localhost" or name in self.access.hosts or name == self.served_as.lower():
