@@ -32,9 +32,10 @@ from robowire.endpoints import Endpoint
 from robowire.errors import ConfigError, DecodeError, RobowireError, TransportError
 from robowire.protocols.base import Adapter, Address, ConnectionLost, PacketDropped, SessionStats
 from robowire.timebase import TIME_MODES, SourceClock, WallClock, monotonic
+from robowire.transport.budget import Budget, Turns, supersede
 from robowire.transport.tap import RECEIVER, Tap
 from robowire.world import LogEvent, Update, World
-from robowire.world.feed import DEFAULT_BYTES
+from robowire.world.feed import DEFAULT_BYTES, Subscription
 from robowire.world.table import FloatArray, SlotArray
 
 if TYPE_CHECKING:
@@ -45,6 +46,7 @@ log = logging.getLogger("robowire")
 RETRY_SECONDS = 1.0  # first wait before reconnecting (after the at-once retry, see Source)
 MAX_RETRY_SECONDS = 8.0  # the backoff doubles up to this (or `retry`, if that is longer)
 BACKLOG_BYTES = 8 << 20  # a capture file pauses while a sink that takes every update is behind
+MAX_PENDING = 100_000  # events a source holds while it waits for credit; more go in at once
 
 
 class Service(ABC):
@@ -108,6 +110,10 @@ class Source(Service):
         self.up = False  # a connection is up now (between `connected()` and its end)
         self.tap: Tap | None = None  # sees every datagram / stream chunk received (recording)
         self.last_heard: float | None = None  # when the UDP receive loop last read for it
+        self.budget: Budget | None = Budget()  # its world writes' share (None: never waits)
+        self._pending: list[object] = []  # events waiting for credit (see `deliver`)
+        self._pending_at = 0.0  # when the newest of them was read
+        self._waiting: asyncio.TimerHandle | None = None
         self._failing = False
 
     def new_adapter(self, world: World) -> Adapter[Any]:
@@ -142,16 +148,46 @@ class Source(Service):
         return self.last_heard is not None and now - self.last_heard <= self.silence
 
     def deliver(self, events: Sequence[object], now: float) -> None:
-        """Session events (read at monotonic `now`) into the world, and into the counters."""
+        """Session events (read at monotonic `now`) into the world, and into the counters.
+
+        The overload policy (`robowire.transport.budget`): while the source has credit the
+        events are written at once; once it has spent it they wait, merged with what comes
+        next, until it is back, and then go in as one delivery stamped with the newest read
+        time, without the state reports a newer one made stale (shed, counted in
+        `budget.shed`). Counters and log lines are immediate either way."""
         if self.adapter is None:
             return
-        self.stats.messages_in += self.adapter.apply(events, self.clock.wall(now))
         for event in events:
             if isinstance(event, PacketDropped):
                 self.stats.drop(event.reason)
                 log.debug("%s: %s", self.name, event)
             elif isinstance(event, ConnectionLost):
                 log.info("%s: %s", self.name, event.reason)
+        self._pending += events
+        self._pending_at = now
+        if self._waiting is not None:
+            return
+        wait = 0.0 if self.budget is None else self.budget.wait(now)
+        if wait <= 0.0 or len(self._pending) >= MAX_PENDING:
+            self.apply()
+        else:
+            self._waiting = asyncio.get_running_loop().call_later(wait, self.apply)
+
+    def apply(self) -> None:
+        """Write the events waiting (see `deliver`) into the world now."""
+        if self._waiting is not None:
+            self._waiting.cancel()
+            self._waiting = None
+        events, self._pending = self._pending, []
+        if self.adapter is None or not events:
+            return
+        began = monotonic()
+        if self.budget is not None:
+            events, shed = supersede(events)
+            self.budget.shed += shed
+        self.stats.messages_in += self.adapter.apply(events, self.clock.wall(self._pending_at))
+        if self.budget is not None:
+            self.budget.spend(began, monotonic() - began)
 
     def timed(self, world: World) -> World:
         """The world as this source's adapter writes it: source times through `self.time`."""
@@ -161,6 +197,12 @@ class Source(Service):
         RECEIVER.set(self)  # this task's receive loops hand what they read to `self.tap`
         world.table(self.name).protocol = self.protocol
         self.adapter = self.new_adapter(self.timed(world))
+        try:
+            await self._connections(world)
+        finally:
+            self.apply()  # what was waiting for credit
+
+    async def _connections(self, world: World) -> None:
         delay = self.retry
         while True:
             began = monotonic()
@@ -234,6 +276,7 @@ class CaptureSource(Source):
     def __init__(self, protocol: str, endpoint: Endpoint, read: Any) -> None:
         assert endpoint.path is not None
         super().__init__(f"{protocol}:{endpoint.path}")
+        self.budget = None  # a file sheds nothing: it waits for its readers instead
         self.protocol = protocol
         self.path = endpoint.path
         self.speed = endpoint.float_option("speed", 0.0)
@@ -342,6 +385,7 @@ class Sink(Service):
         with world.subscribe(every_update=self.every_update, max_bytes=self.max_bytes) as changes:
             server: asyncio.Future[Any] = asyncio.create_task(self.serve(world))
             waiting: asyncio.Future[Any] | None = None
+            turns = Turns()
             try:
                 going = True
                 while going:
@@ -356,7 +400,15 @@ class Sink(Service):
                         server.result()  # raises what stopped the server
                         return
                     waiting = None
-                    going = self.write(world, changes.pull())
+                    # a turn of a queue of every update is what `write` does in SINK_TURN
+                    # seconds; the rest waits for the next turn (the loop goes round first)
+                    if isinstance(changes, Subscription):
+                        items = changes.pull(turns.size())
+                    else:
+                        items = changes.pull()
+                    began = monotonic()
+                    going = self.write(world, items)
+                    turns.took(len(items), monotonic() - began)
                     self._count_feed_drops(changes.dropped)
             finally:
                 for task in (waiting, server):

@@ -19,6 +19,8 @@ the ones the templates keep, read; nothing but the `StatusServer` reads a socket
   viewer counts browser messages it ignored there).
 * `dropped`: a sink's updates lost to falling behind (the subscription's drops), or not sent
   to a peer too far behind (see docs/operations.md).
+* `shed`: a source's state reports shed by the overload policy (a newer report of the same
+  device came while the gateway was behind; see `robowire.transport.budget`).
 * `refused`: HTTP requests a server answered with 403 (a Host or Origin of another site, no
   token where one is needed; see `robowire.access`).
 * `devices`: how many devices the service's own world table holds (sources).
@@ -70,6 +72,7 @@ class ServiceStatus:
     devices: int
     clock_offset: float | None = None
     refused: int = 0
+    shed: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -125,6 +128,7 @@ def service_status(
         devices=len(table) if table is not None else 0,
         clock_offset=_rounded(service.time.offset.offset) if isinstance(service, Source) else None,
         refused=stats.extra.get("refused", 0),
+        shed=_shed(service),
     )
 
 
@@ -234,6 +238,13 @@ class StatusServer(Service):
         self.stats.messages_out = self.requests
         body = json.dumps(self.message(), separators=(",", ":")).encode()
         return http_response(200, "OK", body, "application/json")
+
+
+def _shed(service: Service) -> int:
+    from robowire.service import Source
+
+    budget = service.budget if isinstance(service, Source) else None
+    return 0 if budget is None else budget.shed
 
 
 def _rounded(offset: float) -> float | None:

@@ -23,7 +23,7 @@ DEFAULT_URL = "http://127.0.0.1:8080"
 TIMEOUT = 3.0
 COLUMNS = (
     "name", "role", "state", "address", "devices", "messages", "rate", "errors", "dropped",
-    "refused",
+    "refused", "shed",
 )  # fmt: skip
 STATE_STYLES = {
     "connected": "green",
@@ -105,6 +105,7 @@ def status_table(message: dict[str, Any], url: str = "") -> Table:
             f"{service.get('errors', 0):,}",
             f"{service.get('dropped', 0):,}",
             f"{service.get('refused', 0):,}",
+            f"{service.get('shed', 0):,}",
             _offset(service.get("clock_offset")),
             str(service.get("last_drop") or ""),
         ]

@@ -13,13 +13,20 @@ temporary file). Every `--interval` seconds it samples its RSS and CPU share, th
 CPU, asyncio tasks, open descriptors and every queue: the world's change feed backlog (the
 recorder's queue, bytes), the viewer clients' text queues, and the sinks' drop counts.
 
+The gateway runs on the loop the CLI runs it on (`robowire.transport.loop`: uvloop).
+
 The verdict (the last line; `--json` prints it as one JSON object): memory flat when the
 slope of RSS over the second half (Theil-Sen, see `slope`) is under `--max-slope` MiB a minute;
 queues bounded when every queue still drains in the second half: its smallest size there is
 under `QUEUE_SLACK` or under twice its smallest in the first half (a queue that grows
 without end never comes back down; one that fills for a while on a starved machine does).
-Every queue has a bound besides (the recorder's 64 MiB, counted drops past it). Exit
-status 0 when both hold, 1 otherwise.
+Every queue has a bound besides (the recorder's 64 MiB, counted drops past it). And the
+overload policy's promises (docs/architecture.md, "Overload"): the reading viewer got at least
+`--min-fps` frames a second over the second half; no source disconnected (`disconnects`:
+reconnections) and the VRPN source never said "no pong" (`vrpn_silences`); the loop answered
+a timer within `--max-lag-ms` at the 99th percentile (`loop_lag_p99_ms`: what a command or a
+keep-alive waits at most, beyond its own cost). It also reports what each source shed
+(`shed`), the recorder's drops and the CPU shares. Exit status 0 when all hold, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import os
 import socket
 import statistics
@@ -45,10 +53,12 @@ from websockets.typing import Subprotocol
 from robowire.gateway import Gateway, open_source
 from robowire.recording import McapRecorder
 from robowire.service import Source
+from robowire.transport.loop import run as run_loop
 from robowire.viewer.server import SUBPROTOCOL, ViewerSink
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 QUEUE_SLACK = 1 << 20  # bytes (or messages) a queue may hold more in the second half
+LAG_PERIOD = 0.02  # seconds between the loop-lag probe's timers
 PAGE = os.sysconf("SC_PAGE_SIZE")
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -135,6 +145,12 @@ class Sample:
     queues: dict[str, int] = field(default_factory=dict)
     drops: int = 0
     messages: int = 0
+    frames: int = 0  # the viewer client's, so far
+    recorder_drops: int = 0
+    shed: dict[str, int] = field(default_factory=dict)  # per source, so far
+    reconnects: int = 0
+    silences: int = 0  # "no pong" warnings so far
+    lags: list[float] = field(default_factory=list)  # loop lags (s) since the last sample
 
 
 class Browser:
@@ -151,6 +167,27 @@ class Browser:
                 while not isinstance(await ws.recv(), bytes):
                     pass
                 self.frames += 1
+
+
+class Silences(logging.Handler):
+    """Counts the VRPN source's "no pong from the server" warnings."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "no pong" in record.getMessage():
+            self.count += 1
+
+
+async def probe_lag(lags: list[float]) -> None:
+    """How late the loop runs a timer, every `LAG_PERIOD` seconds (appended to `lags`)."""
+    loop = asyncio.get_running_loop()
+    while True:
+        due = loop.time() + LAG_PERIOD
+        await asyncio.sleep(LAG_PERIOD)
+        lags.append(max(0.0, loop.time() - due))
 
 
 def start_sims(loads: Sequence[Load], env: dict[str, str]) -> tuple[list[Any], list[str]]:
@@ -209,6 +246,10 @@ async def soak(duration: float, scale: float, interval: float, log: Any) -> list
     run = asyncio.create_task(gateway.run())
     browser_task: asyncio.Task[None] | None = None
     samples: list[Sample] = []
+    silences = Silences()
+    logging.getLogger("robowire").addHandler(silences)
+    lags: list[float] = []
+    lag_task = asyncio.create_task(probe_lag(lags))
     try:
         while viewer.address is None:
             if run.done():
@@ -245,7 +286,14 @@ async def soak(duration: float, scale: float, interval: float, log: Any) -> list
                 queues=queues,
                 drops=viewer.stats.dropped + recorder.stats.dropped,
                 messages=sum(s.stats.messages_in for s in sources),
+                frames=browser.frames,
+                recorder_drops=recorder.stats.dropped,
+                shed={s.name: s.budget.shed for s in sources if s.budget is not None},
+                reconnects=sum(max(0, s.connections - 1) for s in sources),
+                silences=silences.count,
+                lags=lags[:],
             )
+            lags.clear()
             samples.append(sample)
             last_wall, last_cpu, last_sims = wall, cpu, sims
             print(
@@ -253,14 +301,18 @@ async def soak(duration: float, scale: float, interval: float, log: Any) -> list
                 f"  sims {sample.sims_cpu:4.0%}  tasks {sample.tasks}  fds {sample.fds}"
                 f"  queues {'/'.join(str(q) for q in queues.values())}  drops {sample.drops}"
                 f"  messages {sample.messages}  frames {browser.frames}"
+                f"  shed {sum(sample.shed.values())}"
+                f"  lag p99 {1e3 * percentile(sample.lags, 99):.0f} ms"
                 f"  ({' '.join(str(s.stats.messages_in) for s in sources[:6])})",
                 file=log,
                 flush=True,
             )
     finally:
-        if browser_task is not None:
-            browser_task.cancel()
-            await asyncio.gather(browser_task, return_exceptions=True)
+        logging.getLogger("robowire").removeHandler(silences)
+        for task in (browser_task, lag_task):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         gateway.stop()
         await asyncio.gather(run, return_exceptions=True)
         for proc in procs:
@@ -271,8 +323,19 @@ async def soak(duration: float, scale: float, interval: float, log: Any) -> list
     return samples
 
 
-def verdict(samples: Sequence[Sample], max_slope: float) -> dict[str, Any]:
-    """Flat memory and bounded queues, from the samples (see the module's docstring)."""
+def percentile(values: Sequence[float], q: float) -> float:
+    """The `q`th percentile of `values` (nearest rank; 0 when there are none)."""
+    if not values:
+        return 0.0
+    ranked = sorted(values)
+    return ranked[min(len(ranked) - 1, max(0, round(q / 100 * len(ranked)) - 1))]
+
+
+def verdict(
+    samples: Sequence[Sample], max_slope: float, min_fps: float = 10.0, max_lag_ms: float = 100.0
+) -> dict[str, Any]:
+    """Flat memory, bounded queues and the overload policy's promises, from the samples (see
+    the module's docstring)."""
     half = len(samples) // 2
     first, second = samples[:half], samples[half:]
     rss_slope = slope([(s.t / 60.0, s.rss / 2**20) for s in second])  # MiB a minute
@@ -284,11 +347,18 @@ def verdict(samples: Sequence[Sample], max_slope: float) -> dict[str, Any]:
             growing.append(name)
     drops = second[-1].drops - second[0].drops if second else 0
     flowing = bool(second) and second[-1].messages > second[0].messages
+    span = second[-1].t - second[0].t if len(second) > 1 else 0.0
+    fps = (second[-1].frames - second[0].frames) / span if span > 0 else 0.0
+    last = samples[-1] if samples else Sample(0.0, 0, 0.0, 0.0, 0, 0)
+    lag_p99 = 1e3 * percentile([lag for s in samples for lag in s.lags], 99)
+    responsive = (
+        fps >= min_fps and not last.reconnects and not last.silences and lag_p99 <= max_lag_ms
+    )
     return {
         "samples": len(samples),
         "rss_start_mib": round(samples[0].rss / 2**20, 1) if samples else None,
         "rss_end_mib": round(samples[-1].rss / 2**20, 1) if samples else None,
-        "rss_slope_mib_per_min": round(rss_slope, 3),
+        "rss_slope_mib_min": round(rss_slope, 3),
         "memory_flat": rss_slope < max_slope,
         "growing_queues": growing,
         "recorder_and_viewer_drops_second_half": drops,
@@ -296,9 +366,19 @@ def verdict(samples: Sequence[Sample], max_slope: float) -> dict[str, Any]:
         "flowing": flowing,
         "tasks": [samples[0].tasks, samples[-1].tasks] if samples else None,
         "fds": [samples[0].fds, samples[-1].fds] if samples else None,
-        "cpu_mean": round(sum(s.cpu for s in second) / max(1, len(second)), 2),
-        "sims_cpu_mean": round(sum(s.sims_cpu for s in second) / max(1, len(second)), 2),
-        "ok": rss_slope < max_slope and not growing and flowing,
+        "gateway_cpu": round(sum(s.cpu for s in second) / max(1, len(second)), 2),
+        "sims_cpu": round(sum(s.sims_cpu for s in second) / max(1, len(second)), 2),
+        "viewer_fps": round(fps, 1),
+        "viewer_frames": last.frames,
+        "disconnects": last.reconnects,
+        "vrpn_silences": last.silences,
+        "loop_lag_p99_ms": round(lag_p99, 1),
+        "loop_lag_max_ms": round(1e3 * max((x for s in samples for x in s.lags), default=0.0), 1),
+        "recorder_drops": last.recorder_drops,
+        "shed": last.shed,
+        "shed_total": sum(last.shed.values()),
+        "responsive": responsive,
+        "ok": rss_slope < max_slope and not growing and flowing and responsive,
     }
 
 
@@ -315,12 +395,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--max-slope", type=float, default=1.0, help="MiB a minute of RSS allowed (second half)"
     )
+    parser.add_argument(
+        "--min-fps", type=float, default=10.0, help="viewer frames a second (second half)"
+    )
+    parser.add_argument(
+        "--max-lag-ms", type=float, default=100.0, help="the loop's timer lag, 99th percentile"
+    )
     parser.add_argument("--json", action="store_true", help="the verdict as one JSON line")
     args = parser.parse_args(argv)
     if args.duration <= 0 or args.scale <= 0 or args.interval <= 0:
         parser.error("--duration, --scale and --interval must be positive")
-    samples = asyncio.run(soak(args.duration, args.scale, args.interval, sys.stderr))
-    result = verdict(samples, args.max_slope)
+    samples = run_loop(soak(args.duration, args.scale, args.interval, sys.stderr))
+    result = verdict(samples, args.max_slope, args.min_fps, args.max_lag_ms)
     if args.json:
         print(json.dumps(result))
     else:
@@ -331,11 +417,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         print(
             f"soak: RSS {result['rss_start_mib']} -> {result['rss_end_mib']} MiB, slope over "
-            f"the second half {result['rss_slope_mib_per_min']} MiB/min "
+            f"the second half {result['rss_slope_mib_min']} MiB/min "
             f"({'flat' if result['memory_flat'] else 'GROWING'}); queues "
             f"{queues} ({result['recorder_and_viewer_drops_second_half']} drops in the "
             f"second half)"
-            f"; CPU {result['cpu_mean']:.0%} gateway, {result['sims_cpu_mean']:.0%} simulators"
+            f"; CPU {result['gateway_cpu']:.0%} gateway, {result['sims_cpu']:.0%} simulators"
+            f"; viewer {result['viewer_fps']} frames/s; {result['disconnects']} disconnects,"
+            f" {result['vrpn_silences']} VRPN silences; loop lag p99"
+            f" {result['loop_lag_p99_ms']} ms; shed {result['shed_total']};"
+            f" recorder drops {result['recorder_drops']}"
             f"; {'PASS' if result['ok'] else 'FAIL'}"
         )
     return 0 if result["ok"] else 1

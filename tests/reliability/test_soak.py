@@ -1,7 +1,11 @@
-"""The 60 s soak (a tenth of the target loads) keeps memory flat and every queue bounded.
+"""The 60 s soak (a tenth of the target loads) keeps memory flat and every queue bounded,
+and the overload policy degrades outputs, never to none.
 
 It runs the soak module as a process (`python -m tests.reliability.soak`, see its docstring)
-and checks its JSON verdict: no timings, only memory and queue sizes, and that data flowed.
+and checks its JSON verdict: memory and queue sizes, that data flowed, that no source
+disconnected and that the reading viewer kept getting frames. Its timing targets (10 frames a
+second, a 100 ms loop lag) are `make soak`'s; here the machine is shared with the whole test
+suite, so they are loosened to "at least one frame a second, a lag under a second".
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ MAX_SLOPE = 4.0  # MiB a minute over the second half; a leak of one update's cop
 def test_a_minute_at_a_tenth_of_the_target_load_keeps_memory_flat_and_queues_bounded() -> None:
     command = [
         sys.executable, "-m", "tests.reliability.soak", "--duration", "60", "--scale", "0.1",
-        "--interval", "3", "--max-slope", str(MAX_SLOPE), "--json",
+        "--interval", "3", "--max-slope", str(MAX_SLOPE), "--min-fps", "1",
+        "--max-lag-ms", "1000", "--json",
     ]  # fmt: skip
     done = subprocess.run(command, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=240)
     assert done.stdout.strip(), done.stderr[-2000:]
@@ -33,7 +38,9 @@ def test_a_minute_at_a_tenth_of_the_target_load_keeps_memory_flat_and_queues_bou
     print(done.stderr[-3000:], result)
     assert result["samples"] >= 10
     assert result["flowing"], "the sources stopped receiving"
-    assert result["memory_flat"], f"RSS grows {result['rss_slope_mib_per_min']} MiB/min"
+    assert result["memory_flat"], f"RSS grows {result['rss_slope_mib_min']} MiB/min"
     assert result["queues_bounded"], f"growing: {result['growing_queues']}"
     assert result["recorder_and_viewer_drops_second_half"] == 0
+    assert result["disconnects"] == 0 and result["vrpn_silences"] == 0
+    assert result["viewer_fps"] >= 1, "the viewer degrades to fewer frames, never to none"
     assert done.returncode == 0

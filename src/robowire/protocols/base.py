@@ -65,6 +65,14 @@ class ConnectionLost:
     reason: str
 
 
+class Report:
+    """Marks an event class whose events each state the latest state of what they cover (a
+    whole swarm, one robot): a newer event of the same class from the same source makes an
+    older one stale, so the overload policy may shed it (`robowire.transport.budget`)."""
+
+    __slots__ = ()
+
+
 @dataclass(slots=True)
 class SessionStats:
     """Counters every session keeps; sources expose them and the CLI shows them."""

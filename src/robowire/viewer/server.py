@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import http
+import itertools
 import json
 import logging
 import mimetypes
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import quote, unquote, urlsplit
 
+import numpy as np
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
@@ -261,15 +263,23 @@ class ViewerSink(Sink):
         return True
 
     def links(self, world: World, source: str) -> dict[str, Any]:
-        """The `links` message of one source: pairs of slots, each pair once."""
+        """The `links` message of one source: pairs of slots, each pair once, in order (an
+        array of two columns; a SpyGlass network has hundreds of thousands of links)."""
         table = world.tables[source]
-        pairs: set[tuple[int, int]] = set()
-        for slot, neighbours in enumerate(table.links):
-            for other in neighbours:
-                peer = table.index.get(other)
-                if peer is not None and peer != slot:
-                    pairs.add((min(slot, peer), max(slot, peer)))
-        return {"type": "links", "source": source, "pairs": sorted(pairs)}
+        links = list(table.links)
+        count = len(links)
+        per_slot = np.fromiter(map(len, links), dtype=np.intp, count=count)
+        peers = np.fromiter(  # the neighbours' slots (-1: not a device of this source)
+            map(table.index.get, itertools.chain.from_iterable(links), itertools.repeat(-1)),
+            dtype=np.intp,
+            count=int(per_slot.sum()),
+        )
+        slots = np.repeat(np.arange(count, dtype=np.intp), per_slot)
+        keep = (peers >= 0) & (peers != slots)
+        keys = np.sort(np.minimum(slots, peers)[keep] * count + np.maximum(slots, peers)[keep])
+        keys = keys[np.flatnonzero(np.diff(keys, prepend=-1))]  # each pair once, in order
+        pairs = np.stack(np.divmod(keys, count), axis=1)
+        return {"type": "links", "source": source, "pairs": pairs}
 
     def links_now(self) -> list[dict[str, Any]]:
         """The `links` of every source that has any (for a browser that just came)."""

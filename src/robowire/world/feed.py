@@ -102,7 +102,15 @@ class Subscription(Waiting, Generic[T]):
         self.bytes = 0
         return items
 
-    pull = drain
+    def pull(self, limit: int | None = None) -> list[T]:
+        """The oldest `limit` items queued (all with None), oldest first, off the queue."""
+        if limit is None or limit >= len(self._queue):
+            return self.drain()
+        queue, sizes = self._queue, self._sizes
+        items = [queue.popleft() for _ in range(limit)]
+        if sizes:
+            self.bytes -= sum(sizes.popleft() for _ in range(limit))
+        return items
 
     def pending(self) -> bool:
         return bool(self._queue)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from robowire.protocols.base import ConnectionLost, PacketDropped
+from robowire.protocols.base import ConnectionLost, PacketDropped, Report
 from robowire.protocols.vrsp.codec import DefinitionTable
 from robowire.protocols.vrsp.definitions import Swarm
 
@@ -43,9 +43,10 @@ class DefinitionReceived:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SwarmFrame:
+class SwarmFrame(Report):
     """A whole DATA frame: `swarm` row i is device `swarm.ids[i]` (layout: `table`).
-    `frame` is None for the sheet's implicit DATA (no frame number)."""
+    `frame` is None for the sheet's implicit DATA (no frame number). A newer frame makes it
+    stale (a `Report`: a busy gateway may shed it)."""
 
     table: DefinitionTable
     frame: int | None

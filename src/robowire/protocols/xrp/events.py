@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TypeAlias
 
-from robowire.protocols.base import ConnectionLost, PacketDropped
+from robowire.protocols.base import ConnectionLost, PacketDropped, Report
 from robowire.protocols.xrp.codec import Packet
 
 __all__ = [
@@ -101,16 +101,18 @@ class RobotStatus:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class StatusReceived:
-    """The WPILib side accepted a status packet from the robot."""
+class StatusReceived(Report):
+    """The WPILib side accepted a status packet from the robot (its whole sensor state: a
+    newer one makes it stale, a `Report`)."""
 
     status: RobotStatus
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class CommandSent:
-    """What the WPILib side tells the robot (the defaults are what it sends before anything
-    is set: disabled, motors off, servos 4 and 5 centred, no DIO outputs)."""
+class CommandSent(Report):
+    """What the WPILib side tells the robot, all of it (a newer one makes it stale). The
+    defaults are what it sends before anything is set: disabled, motors off, servos 4 and 5
+    centred, no DIO outputs."""
 
     seq: int = 0
     enabled: bool = False

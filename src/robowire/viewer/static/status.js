@@ -1,5 +1,5 @@
 // Per-service status (the server's 1 Hz `status` message): state, address, devices, rate,
-// message, error and drop counters. A handful of rows, rebuilt in place.
+// message, error, drop and shed counters. A handful of rows, rebuilt in place.
 
 function n(x) { return x === null || x === undefined ? "" : String(x); }
 
@@ -16,14 +16,14 @@ export class StatusTable {
     while (this.tbody.rows.length > rows.length) this.tbody.deleteRow(-1);
     rows.forEach((s, i) => {
       const tr = this.tbody.rows[i] ?? this.tbody.insertRow();
-      while (tr.cells.length < 10) tr.insertCell();
+      while (tr.cells.length < 11) tr.insertCell();
       tr.dataset.service = s.name;
       const cells = [s.name, s.role, s.state, s.address ?? "", n(s.devices),
         typeof s.rate === "number" ? s.rate.toFixed(1) : n(s.rate), n(s.messages), n(s.errors),
-        n(s.dropped), s.last_drop ?? ""];
+        n(s.dropped), n(s.shed), s.last_drop ?? ""];
       cells.forEach((v, k) => { if (tr.cells[k].textContent !== v) tr.cells[k].textContent = v; });
       tr.cells[2].className = `st-${s.state}`;
-      tr.cells[9].title = s.last_drop ?? "";
+      tr.cells[10].title = s.last_drop ?? "";
     });
     const sources = rows.filter((s) => s.role === "source");
     const up = sources.filter((s) => s.state === "connected").length;

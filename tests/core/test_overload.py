@@ -1,0 +1,253 @@
+"""The overload policy (`robowire.transport.budget`): its arithmetic with time given by hand,
+the templates that use it, and a live gateway whose source cannot keep up: it sheds the
+oldest state reports and counts them in the status, while a reading viewer still gets frames.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from websockets.asyncio.client import connect
+from websockets.typing import Subprotocol
+
+from robowire.gateway import Gateway, open_source
+from robowire.protocols.base import Report
+from robowire.service import Sink, Source
+from robowire.transport.budget import FIRST, Budget, Turns, supersede
+from robowire.viewer.server import SUBPROTOCOL, ViewerSink
+from robowire.world import LogEvent, Update, World
+from robowire.world.feed import ChangeFeed
+from support import SRC, free_udp_port, until
+
+ENV = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+
+# -- the arithmetic ---------------------------------------------------------------------------
+
+
+def test_a_budget_lets_a_source_write_until_its_burst_is_spent_then_says_how_long_to_wait():
+    budget = Budget(share=0.25, burst=0.02)
+    assert budget.wait(100.0) == 0.0
+    budget.spend(100.0, 0.015)  # 5 ms of credit left
+    assert budget.wait(100.015) == 0.0  # and 15 ms x 0.25 more: 8.75 ms
+    budget.spend(100.015, 0.025)  # one delivery is never cut: 16.25 ms in debt
+    assert budget.wait(100.04) == pytest.approx(0.01 / 0.25)  # 25 ms x 0.25 paid: 10 ms left
+    assert budget.wait(100.081) == 0.0  # the debt is paid at a quarter of wall time
+
+
+def test_a_budget_never_saves_more_than_its_burst():
+    budget = Budget(share=0.5, burst=0.01)
+    budget.wait(0.0)
+    budget.wait(3600.0)  # an idle hour
+    assert budget.credit == 0.01
+    budget.spend(3600.0, 0.03)
+    assert budget.wait(3600.0) == pytest.approx(0.02 / 0.5)
+
+
+def test_a_budget_ignores_time_going_backwards():
+    budget = Budget(share=0.5, burst=0.01, credit=-0.01)
+    budget.wait(10.0)
+    budget.wait(9.0)
+    assert budget.credit == -0.01
+
+
+@dataclass(frozen=True, slots=True)
+class Frame(Report):
+    n: int
+
+
+@dataclass(frozen=True, slots=True)
+class Status(Report):
+    n: int
+
+
+def test_supersede_keeps_the_newest_report_of_each_kind_and_everything_else_in_order():
+    events = [Frame(1), "connected", Status(1), Frame(2), "registered", Frame(3), Status(2)]
+    kept, shed = supersede(events)
+    assert kept == ["connected", "registered", Frame(3), Status(2)]
+    assert shed == 3
+    assert supersede(["a", Frame(1), "b"]) == (["a", Frame(1), "b"], 0)
+    assert supersede([]) == ([], 0)
+
+
+def test_turns_start_small_then_fit_the_measured_cost():
+    turns = Turns(seconds=0.01)
+    assert turns.size() == FIRST
+    turns.took(16, 0.032)  # 2 ms an item
+    assert turns.size() == 5
+    turns.took(1, 0.5)  # far over: at least one item a turn, never none
+    assert turns.size() == 1
+    turns.took(0, 1.0)  # an empty turn says nothing
+    assert turns.size() == 1
+
+
+def test_a_queue_hands_over_its_oldest_items_a_turn_at_a_time_and_keeps_its_byte_count():
+    feed: ChangeFeed[bytes] = ChangeFeed(size_of=len)
+    queue = feed.subscribe(max_bytes=1 << 20)
+    for i in range(10):
+        feed.publish(bytes([i]) * (i + 1))
+    assert [x[0] for x in queue.pull(3)] == [0, 1, 2]
+    assert queue.bytes == sum(range(4, 11))
+    assert [x[0] for x in queue.pull(100)] == list(range(3, 10))
+    assert queue.bytes == 0 and not queue.pending()
+
+
+# -- the templates ----------------------------------------------------------------------------
+
+
+class Recording:
+    """An adapter that remembers each delivery it was given."""
+
+    def __init__(self) -> None:
+        self.deliveries: list[list[object]] = []
+
+    def apply(self, events: Sequence[object], receive_time: float) -> int:
+        self.deliveries.append(list(events))
+        return len(events)
+
+
+class Quiet(Source):
+    def new_adapter(self, world: World) -> Recording:
+        return Recording()
+
+
+async def test_a_source_out_of_credit_holds_its_events_then_writes_them_as_one_delivery():
+    source = Quiet("q")
+    adapter = source.adapter = Recording()
+    source.deliver([Frame(1), "connected"], 1.0)
+    assert adapter.deliveries == [[Frame(1), "connected"]]  # credit: at once
+    assert source.budget is not None
+    source.budget.credit = -1.0  # spent: what comes now waits
+    source.deliver([Frame(2), Status(1)], 2.0)
+    source.deliver([Frame(3), "registered", Status(2)], 3.0)
+    assert len(adapter.deliveries) == 1
+    source.apply()  # what the timer does once the credit is back
+    assert adapter.deliveries[1] == [Frame(3), "registered", Status(2)]
+    assert source.budget.shed == 2  # Frame(2) and Status(1): stale before they were written
+    assert source.stats.messages_in == 2 + 3
+
+
+async def test_a_capture_file_sheds_nothing():
+    from robowire.endpoints import parse_endpoint
+    from robowire.service import CaptureSource
+
+    source = CaptureSource("vrsp", parse_endpoint("vrsp:x.pcap"), read=None)
+    assert source.budget is None
+    adapter = source.adapter = Recording()
+    source.deliver([Frame(1), Frame(2)], 1.0)
+    assert adapter.deliveries == [[Frame(1), Frame(2)]]
+
+
+class Slow(Sink):
+    """Takes every update; each costs it `cost` seconds of CPU."""
+
+    every_update = True
+
+    def __init__(self, cost: float) -> None:
+        super().__init__("slow")
+        self.cost = cost
+        self.turns: list[list[int]] = []
+
+    def write(self, world: World, items: list[Update | LogEvent]) -> bool:
+        end = time.perf_counter() + self.cost * len(items)
+        while time.perf_counter() < end:
+            pass
+        self.turns.append([int(i.text) for i in items if isinstance(i, LogEvent)])
+        return True
+
+
+async def test_a_sink_that_takes_every_update_is_handed_them_a_turn_at_a_time():
+    world = World()
+    sink = Slow(cost=0.002)  # 2 ms an item: a 10 ms turn holds a handful
+    task = asyncio.create_task(sink.run(world))
+    await until(lambda: world.feed.subscriber_count == 1, "subscribed")
+    for i in range(200):
+        world.log("s", "d", str(i), time=0.0)
+    await until(lambda: sum(map(len, sink.turns)) == 200, "every update written")
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    written = [n for turn in sink.turns for n in turn]
+    assert written == list(range(200))  # in order, none lost
+    assert len(sink.turns) >= 200 // FIRST
+    assert max(map(len, sink.turns)) <= FIRST
+
+
+# -- live -------------------------------------------------------------------------------------
+
+DRONES = 1000
+RATE = 60  # frames a second the simulator sends
+COST = 0.05  # seconds each world write of the source takes (a gateway on a starved machine)
+PHASE = 4.0
+
+
+@pytest.mark.timeout(180)
+async def test_an_overloaded_source_sheds_the_oldest_frames_and_counts_them_while_the_viewer_draws(
+    monkeypatch: Any,
+) -> None:
+    """A VRSP source whose every world write takes 50 ms of the loop (60 frames a second would
+    need three loops): it sheds frames, says how many in the status, the world keeps moving,
+    and a browser that reads every frame keeps getting them."""
+    udp = free_udp_port()
+    gateway = Gateway()
+    source = open_source(f"vrsp://127.0.0.1:{udp}")
+    viewer = ViewerSink("127.0.0.1", 0)
+    gateway.add(source, viewer)
+    run = asyncio.create_task(gateway.run())
+    sim = subprocess.Popen(
+        [sys.executable, "-m", "robowire.cli", "sim", "vrsp", "--drones", str(DRONES),
+         "--rate", str(RATE), "--to", f"127.0.0.1:{udp}", "--duration", "150"],
+        env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    frames = 0
+
+    async def browser() -> None:
+        nonlocal frames
+        assert viewer.address is not None
+        url = f"ws://127.0.0.1:{viewer.address[1]}/ws"
+        async with connect(url, subprotocols=[Subprotocol(SUBPROTOCOL)], max_size=None) as ws:
+            while True:
+                await ws.send('{"type": "ready"}')
+                while not isinstance(await ws.recv(), bytes):
+                    pass
+                frames += 1
+
+    reading: asyncio.Task[None] | None = None
+    try:
+        await until(lambda: source.adapter is not None and viewer.address is not None, "up")
+        adapter: Any = source.adapter
+        fast = adapter.apply
+
+        def slow(events: Sequence[object], receive_time: float) -> int:
+            time.sleep(COST)  # the loop is held, as by a write that costs this much CPU
+            return int(fast(events, receive_time))
+
+        monkeypatch.setattr(adapter, "apply", slow)
+        await until(lambda: len(gateway.world.tables.get(source.name, ())) == DRONES, "drones")
+        reading = asyncio.create_task(browser())
+        await until(lambda: frames > 0, "the first frame")
+
+        def shed() -> int:
+            (status,) = [s for s in gateway.status() if s.name == source.name]
+            return status.shed
+
+        shed0, frames0, written0 = shed(), frames, source.stats.messages_in
+        await asyncio.sleep(PHASE)
+        shed1, frames1, written1 = shed(), frames, source.stats.messages_in
+        assert shed1 - shed0 > RATE * PHASE / 4, "most frames are shed, and counted"
+        assert written1 > written0, "the newest frames are still written"
+        assert frames1 - frames0 >= PHASE, "the browser still gets frames"
+    finally:
+        if reading is not None:
+            reading.cancel()
+            await asyncio.gather(reading, return_exceptions=True)
+        sim.terminate()
+        sim.wait(30)
+        gateway.stop()
+        await asyncio.gather(run, return_exceptions=True)
