@@ -11,7 +11,8 @@ Both are the real CLI processes (this checkout's sources). Runs:
 Baseline in the same run: the bare TCP client of bench_serve (its own process: cookie, then
 read, count whole messages, discard) reading the same simulator; its CPU share is the floor of
 receiving those bytes in Python, and each listen share is printed as a ratio of it.
-Targets: `--json` p99 < 2 ms at <= 30% of a core; table mode <= 10%.
+Targets: `--json` p99 < 2 ms at <= 30% of a core; table mode <= 5% of a core at 30k
+messages/s (issue 23), printed as the ratio to that target.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from bench.bench_serve import (
 
 WARMUP = 2.0
 WINDOW = 8.0
+TABLE_TARGET = 0.05  # of a core, table mode at 30k messages/s
 
 LINES = r"""
 import os, re, sys, time
@@ -180,8 +182,15 @@ def main() -> dict[str, float]:
     )
     full = run("pose, velocity, acceleration (30k messages/s)")
     pos = run("poses only, --set reports=pos (10k messages/s)", "--set", "reports=pos")
-    print("   targets: --json p99 < 2 ms at <= 30% of a core; table mode <= 10%")
-    return {f"all_{k}": v for k, v in full.items()} | {f"pos_{k}": v for k, v in pos.items()}
+    table_mode = full["table_cpu"]
+    verdict = "met" if table_mode <= TABLE_TARGET else "MISSED"
+    print(
+        f"   table mode at 30k messages/s: {table_mode:.1%} of a core, target <= "
+        f"{TABLE_TARGET:.0%}: {table_mode / TABLE_TARGET:.2f}x the target ({verdict})"
+    )
+    print("   targets: --json p99 < 2 ms at <= 30% of a core; table mode <= 5%")
+    figures = {f"all_{k}": v for k, v in full.items()} | {f"pos_{k}": v for k, v in pos.items()}
+    return figures | {"table_target_ratio": table_mode / TABLE_TARGET}
 
 
 if __name__ == "__main__":
