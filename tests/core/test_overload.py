@@ -165,7 +165,7 @@ class Slow(Sink):
 
 async def test_a_sink_that_takes_every_update_is_handed_them_a_turn_at_a_time():
     world = World()
-    sink = Slow(cost=0.002)  # 2 ms an item: a 10 ms turn holds a handful
+    sink = Slow(cost=0.004)  # 4 ms an item: a 30 ms turn holds a handful
     task = asyncio.create_task(sink.run(world))
     await until(lambda: world.feed.subscriber_count == 1, "subscribed")
     for i in range(200):

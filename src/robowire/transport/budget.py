@@ -28,7 +28,7 @@ T = TypeVar("T")
 
 SHARE = 0.15  # of wall time one source's world writes may take, sustained
 BURST = 0.020  # seconds of world writes a source may do at once before its share applies
-SINK_TURN = 0.010  # seconds one sink's turn takes, at most (one item at least)
+SINK_TURN = 0.030  # seconds one sink's turn takes, at most (one item at least)
 FIRST = 16  # items in a sink's first turn, before their cost is known
 SMOOTHING = 0.2  # weight of the newest measurement in a cost per item
 
