@@ -64,11 +64,22 @@ FOXGLOVE_RATE = 10.0
 """Foxglove world messages per source per second (the latest state of what changed)."""
 VECTORS = (POSITION, ORIENTATION, VELOCITY, GEODETIC)
 NUMPY = orjson.OPT_SERIALIZE_NUMPY
+COLUMN_JSON_SCHEMA = {
+    "description": "a value per device; one number: every device's; null: none has one; "
+    "rows and values: only the devices that have one",
+    "anyOf": [
+        {"type": "array"},
+        {"type": "number"},
+        {"type": "null"},
+        {"type": "object", "required": ["rows", "values"]},
+    ],
+}
 UPDATE_JSON_SCHEMA = orjson.dumps(
     {
         "title": UPDATE_SCHEMA,
         "type": "object",
         "description": "one world update of one source, devices as columns",
+        "required": ["devices"],
         "properties": {
             "devices": {"type": "array", "items": {"type": "string"}},
             "new": {"type": "object", "description": "rows first seen: kind, name"},
@@ -77,8 +88,14 @@ UPDATE_JSON_SCHEMA = orjson.dumps(
             "orientation": {"type": "array"},
             "velocity": {"type": "array"},
             "geodetic": {"type": "array"},
-            "source_time": {"type": "array"},
-            "telemetry": {"type": "object"},
+            "source_time": COLUMN_JSON_SCHEMA,
+            "telemetry": {
+                "type": "object",
+                "additionalProperties": {
+                    "type": "object",
+                    "properties": {"unit": {"type": "string"}, "values": COLUMN_JSON_SCHEMA},
+                },
+            },
             "attributes": {"type": "array"},
             "links": {"type": "array"},
         },
