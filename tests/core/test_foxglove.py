@@ -2,7 +2,9 @@
 here with `websockets` (subprotocol `foxglove.sdk.v1`): serverInfo, advertise, subscribe, then
 binary message frames (opcode 1, `<IQ` subscription id and log time, the payload). Protobuf
 payloads are decoded with the schema the server advertised (a FileDescriptorSet), not with
-robowire's code. The data comes from `robowire sim vrsp` (a drone show with a geodetic root)."""
+robowire's code. The data comes from `robowire sim vrsp` (a drone show with a geodetic root).
+Foxglove's own npm client (`@foxglove/ws-protocol`, tests/js) reads it too, offering each of
+the protocol's two subprotocol names alone."""
 
 from __future__ import annotations
 
@@ -274,17 +276,22 @@ async def test_foxglove_own_client_decodes_every_channel_offering_either_subprot
             subprotocol: await run_node("foxglove_client.mjs", url, subprotocol, "1", "60")
             for subprotocol in ("foxglove.websocket.v1", "foxglove.sdk.v1")
         }
+        refused = await run_node("foxglove_client.mjs", url, "foxglove.other.v1", "1", "60")
     finally:
         sim.kill()
         sim.communicate(timeout=30)
         reading.stop()
         serving.stop()
         await asyncio.gather(*runs)
+    assert refused["errors"] == ["Unexpected server response: 400"]  # neither name: refused
     table = world.tables[source.name]
     frames = [f"{source.name}/{d}" for d in table.ids]
     telemetry = f"/telemetry/{source.name}"
     for subprotocol, result in got.items():
-        print(subprotocol, {c["topic"]: (c["messages"], c["errors"]) for c in result["channels"]})
+        print(subprotocol, result["server"], result["errors"])
+        for c in result["channels"]:
+            print(f"  {c['topic']} {c['encoding']} {c['schemaName']}: {c['messages']} messages, "
+                  f"{c['errors']} errors")  # fmt: skip
         assert result["subprotocol"] == subprotocol and result["server"] == "robowire"
         assert result["complete"] and result["errors"] == [], result["errors"]
         schemas = {c["topic"]: (c["encoding"], c["schemaName"]) for c in result["channels"]}

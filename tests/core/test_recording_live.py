@@ -1,7 +1,7 @@
 """Record real simulators with `robowire record` (a process, on loopback), then read the file
-with the `mcap` package (protobuf decoded from the schemas in the file, not with robowire's
-code) and replay it at world and raw level, re-emit it to real receivers, and kill a
-recording with SIGKILL."""
+with the `mcap` package and with `@mcap/core` (npm, the reader Foxglove's app uses; every
+message decoded from the schemas in the file, not with robowire's code), replay it at world
+and raw level, re-emit it to real receivers, and kill a recording with SIGKILL."""
 
 from __future__ import annotations
 

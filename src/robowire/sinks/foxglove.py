@@ -206,8 +206,12 @@ async def relay(client: ServerConnection, upstream: str) -> None:
             for task in pipes:
                 task.cancel()
             await asyncio.gather(*pipes, return_exceptions=True)
-        if server.close_code is not None:  # the SDK ended it: say why to the client
-            await client.close(server.close_code, server.close_reason or "")
+        code = server.close_code
+        if code is not None:  # the SDK ended it: say why to the client (1005, 1006 and 1015
+            # mean the SDK sent no code, so there is none to pass on)
+            await client.close(
+                1011 if code in (1005, 1006, 1015) else code, server.close_reason or ""
+            )
 
 
 async def pipe(
