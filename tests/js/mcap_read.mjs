@@ -10,12 +10,13 @@
 //            has no summary and a cut end): the same, plus "done" (the file's end was read).
 // Usage: node mcap_read.mjs indexed|stream FILE.mcap
 import { McapIndexedReader, McapStreamReader } from "@mcap/core";
-import { decompress } from "fzstd";
+import decompressLz4 from "@foxglove/wasm-lz4";
 import { open, readFile } from "node:fs/promises";
 import { decoder } from "./decode.mjs";
 
 const [mode, path] = process.argv.slice(2);
-const decompressHandlers = { zstd: (data) => decompress(data) };
+await decompressLz4.isLoaded; // (WebAssembly)
+const decompressHandlers = { lz4: (data, size) => decompressLz4(data, Number(size)) };
 const result = {
   mode, chunks: 0, statistics: null, topics: {}, errors: [], firstLogTime: null,
   lastLogTime: null, transforms: {},
