@@ -60,8 +60,8 @@ CHUNK_SECONDS = 1.0
 CHUNK_BYTES = 1 << 20
 """...or once it holds this much (uncompressed; the `mcap` writer's default)."""
 COMPRESSION = CompressionType.LZ4
-"""Of each chunk: lz4 halves a show's file at no cost `bench mcap` can see; the writer's
-default zstd quarters it but took a third more time than the whole recorder did before."""
+"""Of each chunk: lz4 halves a show's file for a cost lost in `bench mcap`'s noise; the
+writer's default zstd quarters it but made the recorder fall behind a 10,000-drone show."""
 LOG_SCHEMA = "robowire.Log"
 FOXGLOVE_RATE = 10.0
 """Foxglove world messages per source per second (the latest state of what changed)."""
