@@ -1,4 +1,5 @@
-# Every target sets itself up: a fresh clone needs only Python >= 3.11 with pip.
+# Every target sets itself up: a fresh clone needs only Python >= 3.11 with pip (and, for
+# `make test`, Node with npm: the JavaScript consumers in tests/js).
 # `make demo` installs what robowire needs to run; test, lint, typecheck and bench add the
 # development tools (pytest, mypy, the interop clients). A venv with the tools has both.
 PYTHON ?= python3
@@ -22,7 +23,14 @@ $(DEV): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@ $(RUNTIME)
 
-test: $(DEV)
+# the third-party JavaScript consumers the tests check outputs with (@foxglove/ws-protocol,
+# @mcap/core), exactly as tests/js/package-lock.json pins them
+NODE_MODULES := tests/js/node_modules/.package-lock.json
+$(NODE_MODULES): tests/js/package.json tests/js/package-lock.json
+	cd tests/js && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+test: $(DEV) $(NODE_MODULES)
 	$(BIN)/python -m pytest
 
 demo: $(RUNTIME)
@@ -70,4 +78,4 @@ proto: $(DEV)
 		$(UGCS_PROTO)/ucs_vsm_defs.proto $(UGCS_PROTO)/ucs_vsm.proto $(UGCS_PROTO)/frames.proto
 
 clean:
-	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache tests/js/node_modules
