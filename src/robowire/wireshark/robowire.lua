@@ -46,7 +46,7 @@ local function declare(proto, abbr, list)
         elseif kind == "i64" then f = ProtoField.int64(full, name, base.DEC, nil, nil, desc)
         elseif kind == "f32" then f = ProtoField.float(full, name, desc)
         elseif kind == "f64" then f = ProtoField.double(full, name, desc)
-        elseif kind == "str" then f = ProtoField.string(full, name, base.UNICODE, desc)
+        elseif kind == "str" then f = ProtoField.new(name, full, ftypes.STRING, nil, nil, nil, desc)
         elseif kind == "none" then f = ProtoField.none(full, name, desc)
         elseif kind == "bytes" then f = ProtoField.bytes(full, name, base.NONE, desc)
         elseif kind == "time" then f = ProtoField.absolute_time(full, name, base.UTC, desc)
@@ -346,7 +346,7 @@ local function vrpn_vector(tree, tvb, off, key, axes)
         item:add(V[key .. "." .. axis], r)
         parts[i] = fmt(r:float())
     end
-    item:append_text(" (" .. table.concat(parts, ", ") .. ")")
+    item:append_text(": " .. table.concat(parts, ", "))
     return off + 8 * n
 end
 
@@ -933,7 +933,7 @@ local function vrsp_def(tvb, pinfo, t, at, instance)
     root:add_le(S["root.latitude"], tvb(at + 4, 8))
     root:add_le(S["root.longitude"], tvb(at + 12, 8))
     root:add_le(S["root.altitude"], tvb(at + 20, 8))
-    root:append_text(string.format(" (%.6f, %.6f, %.1f)", tvb(at + 4, 8):le_float(),
+    root:append_text(string.format(": %.6f, %.6f, %.1f", tvb(at + 4, 8):le_float(),
         tvb(at + 12, 8):le_float(), tvb(at + 20, 8):le_float()))
     at = at + 28
     local known = vrsp_tables[instance]
@@ -992,7 +992,7 @@ local function vrsp_f16s(tree, tvb, p, key, axes)
         item:add(S[key .. "." .. axis], r, v)
         parts[i] = fmt(v)
     end
-    item:append_text(" (" .. table.concat(parts, ", ") .. ")")
+    item:append_text(": " .. table.concat(parts, ", "))
     return p + 2 * #axes
 end
 
@@ -1022,7 +1022,7 @@ local function vrsp_records(tvb, t, p, count, table_)
             pos:add_le(S["position." .. axis], tvb(p + 4 * (i - 1), 4))
             xyz[i] = fmt(tvb(p + 4 * (i - 1), 4):le_float())
         end
-        pos:append_text(" (" .. table.concat(xyz, ", ") .. ")")
+        pos:append_text(": " .. table.concat(xyz, ", "))
         p = p + 12
         local flags = tvb(p, 1):uint()
         r:add(S.flags, tvb(p, 1))
@@ -1228,7 +1228,7 @@ local function sg_points(tree, tvb, p, count, dims, with_durations)
             xyz[d] = tostring(tvb(p, 2):int())
             p = p + 2
         end
-        item:append_text(" (" .. table.concat(xyz, ", ") .. ")")
+        item:append_text(": " .. table.concat(xyz, ", "))
         if with_durations and i < count then
             durations = durations or tree:add(G.durations, tvb(p, 0))
             durations:add(G["durations.s"], tvb(p, 2))
