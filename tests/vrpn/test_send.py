@@ -195,7 +195,7 @@ def test_world_encoder_builds_report_columns_from_the_update() -> None:
     velocities = out.velocities
     assert [velocities.names[i] for i in velocities.senders.tolist()] == ["a", "b"]
     assert velocities.values.tolist() == [[0.1, 0.2, 0.3], [0.4, 0.5, 0.6]]
-    assert velocities.times.tolist() == [100.0, 100.0]
+    assert velocities.times.tolist() == [50.0, 51.0]  # the source time, as poses
     again = encoder.encode(
         world, [world.update("src", slots[2:], receive_time=101.0, position=position[2:])]
     )

@@ -17,7 +17,6 @@ options each role reads, so the gateway rejects any other.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 from collections.abc import Iterator
 
@@ -45,12 +44,7 @@ from robowire.protocols.vrpn.logfile import (
     read_log,
     stream_to_log,
 )
-from robowire.protocols.vrpn.messages import (
-    Ping,
-    TrackerPosQuat,
-    TrackerSetUpdateRate,
-    TrackerVelocity,
-)
+from robowire.protocols.vrpn.messages import ButtonStates, Ping, TrackerSetUpdateRate
 from robowire.protocols.vrpn.model import MAX_RATE, MOTION_DEFAULTS, REPORTS, DeviceModel
 from robowire.protocols.vrpn.registry import SERVER_TYPE_NAMES, ReportEncoder
 from robowire.protocols.vrpn.server import VrpnServer
@@ -60,10 +54,6 @@ from robowire.timebase import WallClock, monotonic
 from robowire.world import LogEvent, Update, World
 
 log = logging.getLogger("robowire.vrpn")
-
-POSES = ReportEncoder([TrackerPosQuat.WIRE_NAME])
-VELOCITIES = ReportEncoder([TrackerVelocity.WIRE_NAME], [(0, 0, 0, 0, 0, 0, 1, 0)])
-"""What the sink sends: a Velocity has an identity quaternion and dt 0 (`TrackerVelocity`)."""
 
 SOURCE_OPTIONS = frozenset({"retry", "rate", "udp", "devices"})  # and every source's `time`
 FILE_OPTIONS = frozenset({"speed"})
@@ -258,30 +248,25 @@ class VrpnLogSink(Sink):
 
     def write(self, world: World, items: list[Update | LogEvent]) -> bool:
         out = self.encoder.encode(world, items)
-        # the encoder stamps poses and messages with the source's time, velocities with the
-        # receive time: in a log every entry is on the source's clock (the mainline plays it
-        # by those times), so a velocity gets the newest source time so far
+        # every entry is stamped on the source's clock (the mainline plays a log by those
+        # times); a message without a stamp gets the newest so far
+        reports = out.reports()
         times = [t for _, _, t, _ in out.messages if t is not None]
-        if out.poses is not None:
-            times += [float(out.poses.times.min()), float(out.poses.times.max())]
+        for _, columns in reports:
+            times += [float(columns.times.min()), float(columns.times.max())]
         session = self.session or self._start(min(times, default=self.clock.wall(monotonic())))
         self._last = max([self._last, *times])
-        if out.velocities is not None:
-            newest = np.full(len(out.velocities), self._last)
-            out.velocities = dataclasses.replace(out.velocities, times=newest)
         for name in out.new_devices:
             session.register_sender(name)
         for sender, message, time, _ in out.messages:
-            session.send(sender, message, time=time)
-        for columns, encoder in ((out.velocities, VELOCITIES), (out.poses, POSES)):
-            if columns is not None:
-                ids = [session.register_sender(name) for name in columns.names]
-                types = [session.register_type(kind) for kind in encoder.kinds]
-                rows = np.array(ids, dtype=np.int32)[columns.senders]
-                batch = encoder.encode(
-                    rows, types, columns.sensors, [columns.values], time=columns.times
-                )
-                session.send_batch(batch, reliable=True)
+            session.send(sender, message, time=self._last if time is None else time)
+        for encoder, columns in reports:
+            ids = [session.register_sender(name) for name in columns.names]
+            types = [session.register_type(kind) for kind in encoder.kinds]
+            rows = np.array(ids, dtype=np.int32)[columns.senders]
+            values = [columns.values]
+            batch = encoder.encode(rows, types, columns.sensors, values, time=columns.times)
+            session.send_batch(batch, reliable=True)
         self._drain()
         return True
 
@@ -326,8 +311,10 @@ class VrpnLogSink(Sink):
 
 
 class VrpnSink(Sink):
-    """Serves the world (see `WorldEncoder`; options: `SINK_OPTIONS`): each device a tracker
-    named after it, or with `?tracker=NAME` every device a sensor of that one tracker."""
+    """Serves the world (see `WorldEncoder`; options: `SINK_OPTIONS`): a VRPN source's devices
+    under their own senders and sensors, other devices each a tracker named after it, or with
+    `?tracker=NAME` every device a sensor of that one tracker. Like the mainline's button
+    servers, it sends each button device's states to a client that connects or pings it."""
 
     def __init__(self, endpoint: Endpoint) -> None:
         self.host = endpoint.host
@@ -338,6 +325,8 @@ class VrpnSink(Sink):
         self.server = VrpnServer(
             self.encoder.devices(),
             clock_offset=WallClock().wall(0.0),
+            on_connect=self._on_connect,
+            on_message=self._on_message,
             sensors=self.encoder.sensor_count,
         )
         self.reports_sent = 0
@@ -346,6 +335,16 @@ class VrpnSink(Sink):
     async def serve(self, world: World) -> None:
         await self.server.run(self.host, self.port, self.listening)
 
+    def _on_connect(self, link: VrpnLink) -> None:
+        if link.session is not None:
+            for name, states in self.encoder.buttons.items():
+                link.session.send(name, ButtonStates(states=states))
+
+    def _on_message(self, link: VrpnLink, event: MessageReceived) -> None:
+        states = self.encoder.buttons.get(event.sender)
+        if link.session is not None and states is not None and isinstance(event.message, Ping):
+            link.session.send(event.sender, ButtonStates(states=states))
+
     def write(self, world: World, items: list[Update | LogEvent]) -> bool:
         out = self.encoder.encode(world, items)
         server = self.server
@@ -353,17 +352,16 @@ class VrpnSink(Sink):
             server.add_device(name)
         for sender, message, time, reliable in out.messages:
             server.broadcast(sender, message, time=time, reliable=reliable, flush=False)
-        for columns, encoder in ((out.velocities, VELOCITIES), (out.poses, POSES)):
-            if columns is not None:
-                server.broadcast_reports(
-                    encoder,
-                    columns.names,
-                    columns.sensors,
-                    [columns.values],
-                    time=columns.times,
-                    senders=columns.senders,
-                    flush=False,
-                )
+        for encoder, columns in out.reports():
+            server.broadcast_reports(
+                encoder,
+                columns.names,
+                columns.sensors,
+                [columns.values],
+                time=columns.times,
+                senders=columns.senders,
+                flush=False,
+            )
         if out.poses is not None:
             self.reports_sent += len(out.poses)
         server.flush()
