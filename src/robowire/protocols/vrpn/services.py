@@ -44,7 +44,7 @@ from robowire.protocols.vrpn.logfile import (
     read_log,
     stream_to_log,
 )
-from robowire.protocols.vrpn.messages import ButtonStates, Ping, TrackerSetUpdateRate
+from robowire.protocols.vrpn.messages import ButtonStates, Ping, Pong, TrackerSetUpdateRate
 from robowire.protocols.vrpn.model import MAX_RATE, MOTION_DEFAULTS, REPORTS, DeviceModel
 from robowire.protocols.vrpn.registry import SERVER_TYPE_NAMES, ReportEncoder
 from robowire.protocols.vrpn.server import VrpnServer
@@ -60,6 +60,7 @@ FILE_OPTIONS = frozenset({"speed"})
 SINK_OPTIONS = frozenset({"tracker"})
 SIM_SETTINGS = frozenset({"tracker", "analog", "button", "dial", "reports", "clock_offset"})
 FIRST_CONNECT_TIMEOUT = 5.0
+PONG_AFTER = 1.0  # seconds after a device's first log entry: its pong (`VrpnLogSink`)
 RECONNECT_TIMEOUT = 2.0
 
 
@@ -240,6 +241,7 @@ class VrpnLogSink(Sink):
         self.clock = WallClock()
         self.session: VrpnSession | None = None  # made at the first write (its time)
         self._last = 0.0  # the newest time written: the disconnect entry's
+        self._pongs: list[tuple[float, str]] = []  # (when, device): pongs still to write
         self.messages = 0
         self._pending = bytearray()
         self._file = open(path, "wb")  # noqa: SIM115 (closed in finish)
@@ -254,10 +256,12 @@ class VrpnLogSink(Sink):
         times = [t for _, _, t, _ in out.messages if t is not None]
         for _, columns in reports:
             times += [float(columns.times.min()), float(columns.times.max())]
-        session = self.session or self._start(min(times, default=self.clock.wall(monotonic())))
+        first = min(times, default=self.clock.wall(monotonic()))
+        session = self.session or self._start(first)
         self._last = max([self._last, *times])
         for name in out.new_devices:
             session.register_sender(name)
+            self._pongs.append((first + PONG_AFTER, name))
         for sender, message, time, _ in out.messages:
             session.send(sender, message, time=self._last if time is None else time)
         for encoder, columns in reports:
@@ -267,8 +271,17 @@ class VrpnLogSink(Sink):
             values = [columns.values]
             batch = encoder.encode(rows, types, columns.sensors, values, time=columns.times)
             session.send_batch(batch, reliable=True)
+        self._pong(self._last)
         self._drain()
         return True
+
+    def _pong(self, until: float) -> None:
+        """The pongs due by `until`: a client playing the log pings each device once at the
+        start and warns if no pong came within 3 s (a real server's log has them too)."""
+        if self.session is not None:
+            for due, name in [p for p in self._pongs if p[0] <= until]:
+                self.session.send(name, Pong(), time=due)
+            self._pongs = [p for p in self._pongs if p[0] > until]
 
     def _start(self, start: float) -> VrpnSession:
         """The session, its descriptions stamped with the first report's time: the mainline
@@ -294,6 +307,9 @@ class VrpnLogSink(Sink):
         self._file.flush()  # what was written survives the process being killed
 
     def finish(self, world: World) -> None:
+        if self._pongs:
+            self._last = max(self._last, *(due for due, _ in self._pongs))
+            self._pong(self._last)
         self._drain()
         now = self.clock.wall(monotonic()) if self.session is None else self._last
         sec = int(now)
