@@ -385,7 +385,8 @@ def sink_bench() -> dict[str, float]:
         f"{result['sent'] / result['wall'] / SENSORS:7.1f}/s per sensor"
     )
     print(f"     C++ client (motioncapture, TCP-only) saw rigid bodies {bodies}")
-    print(f"     sink process CPU share            {result['cpu'] / result['wall']:7.1%} of one core")
+    share = result["cpu"] / result["wall"]
+    print(f"     sink process CPU share            {share:7.1%} of one core")
     return {
         "sink_poses_per_sensor": result["sent"] / result["wall"] / SENSORS,
         "sink_cpu": result["cpu"] / result["wall"],
