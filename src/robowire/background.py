@@ -9,11 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
-from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from collections.abc import Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from robowire.errors import RobowireError
 from robowire.transport.loop import new_event_loop
+
+if TYPE_CHECKING:
+    from robowire.service import Service
+    from robowire.status import ServiceStatus
 
 T = TypeVar("T")
 
@@ -60,3 +66,69 @@ class LoopThread:
         self._thread.join(timeout=10.0)
         if not self._thread.is_alive():
             self.loop.close()
+
+
+class Running:
+    """Services (a sink, a simulator, a VSM) run by a gateway on a `LoopThread` until
+    `close` (or the end of a `with` block). Built with a function that makes them on the loop;
+    the constructor returns once each is ready (bound, subscribed) and raises the error of one
+    that failed instead (the CLI's one-line message: a port in use, a bad option)."""
+
+    def __init__(self, make: Callable[[], Sequence[Service]], name: str = "robowire") -> None:
+        from robowire.gateway import Gateway
+
+        self.gateway = Gateway()
+        self.thread = LoopThread(name)
+        self._run: asyncio.Task[None] | None = None
+        try:
+            self.services = self.thread.run(self._start(make), timeout=30.0)
+        except BaseException:
+            self.thread.close()
+            raise
+
+    async def _start(self, make: Callable[[], Sequence[Service]]) -> list[Service]:
+        services = list(make())
+        self.gateway.add(*services)
+        run = self._run = asyncio.create_task(self.gateway.run())
+        for service in services:
+            ready = asyncio.ensure_future(service.ready.wait())
+            await asyncio.wait({run, ready}, return_when=asyncio.FIRST_COMPLETED)
+            ready.cancel()
+            if run.done():
+                run.result()  # raises what stopped it
+                raise RobowireError(f"{service.name}: ended at once")
+        return services
+
+    @property
+    def address(self) -> tuple[str, int] | None:
+        """Where the first service listens (or sends to): the port it got for port 0."""
+        return self.services[0].address
+
+    def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(*args)` on the loop thread (to touch the world or a service safely)."""
+        return self.thread.call(fn, *args)
+
+    def status(self) -> list[ServiceStatus]:
+        """What each service is doing (`Gateway.status`)."""
+        return self.thread.call(self.gateway.status)
+
+    def close(self) -> None:
+        """Stop the services and the loop (idempotent)."""
+        if self.thread.loop.is_closed():
+            return
+        run = self._run
+        if run is not None and not run.done():
+            self.thread.call_soon(self.gateway.stop)
+
+            async def ended() -> None:
+                await asyncio.wait([run])
+
+            with contextlib.suppress(BaseException):
+                self.thread.run(ended(), timeout=10.0)
+        self.thread.close()
+
+    def __enter__(self) -> Running:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -17,8 +17,6 @@ whole numpy columns at once (a 10,000-drone show is one call per frame).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -27,11 +25,9 @@ import numpy as np
 import numpy.typing as npt
 
 from robowire import protocols
-from robowire.background import LoopThread
+from robowire.background import Running
 from robowire.endpoints import Endpoint, parse_endpoint
-from robowire.errors import ConfigError
-from robowire.gateway import Gateway, open_sink
-from robowire.service import Sink
+from robowire.gateway import open_sink
 from robowire.status import ServiceStatus
 
 __all__ = ["KINDS", "Publisher", "publish"]
@@ -79,36 +75,20 @@ class Publisher:
         protocol = self.endpoint.protocol
         self.protocol = protocol if protocol in protocols.REGISTRY else None
         self.kind = KINDS.get(protocol, "device")
-        self.gateway = Gateway()
-        self.gateway.world.table(source).protocol = self.protocol
         self._ids: npt.NDArray[Any] | None = None
         self._names: tuple[str, ...] = ()
         self._slot_names: tuple[str, ...] | None = None
         self._slots: npt.NDArray[np.intp] = np.empty(0, dtype=np.intp)
-        self._run: asyncio.Task[None] | None = None
-        self._thread = LoopThread("robowire-publish")
-        try:
-            self.sink: Sink = self._thread.run(self._start(), timeout=30.0)
-        except BaseException:
-            self._thread.close()
-            raise
-
-    async def _start(self) -> Sink:
-        sink = open_sink(self.endpoint)
-        self.gateway.add(sink)
-        run = self._run = asyncio.create_task(self.gateway.run())
-        ready = asyncio.ensure_future(sink.ready.wait())
-        await asyncio.wait({run, ready}, return_when=asyncio.FIRST_COMPLETED)
-        ready.cancel()
-        if run.done():
-            run.result()  # raises what stopped the sink (a port in use: the CLI's line)
-            raise ConfigError(f"{self.endpoint.raw}: the sink ended at once")
-        return sink
+        self._running = Running(lambda: [open_sink(self.endpoint)], "robowire-publish")
+        self.sink = self._running.services[0]
+        self.gateway = self._running.gateway
+        self.gateway.world.table(source).protocol = self.protocol
+        self._thread = self._running.thread
 
     @property
     def address(self) -> tuple[str, int] | None:
         """Where the sink listens (or sends to): the port it got when the URL said 0."""
-        return self.sink.address
+        return self._running.address
 
     def set(
         self,
@@ -228,32 +208,17 @@ class Publisher:
 
     def status(self) -> list[ServiceStatus]:
         """What the sink is doing: state, messages out, drops."""
-        return self._thread.call(self.gateway.status)
+        return self._running.status()
 
     def close(self) -> None:
-        """Stop the server (a VRPN or UgCS client sees the connection end) (idempotent)."""
-        if self._thread.loop.is_closed():
-            return
-        run = self._run
-        if run is not None and not run.done():
-            self._thread.call_soon(self.gateway.stop)
-
-            async def ended() -> None:
-                await asyncio.wait([run])
-
-            with contextlib.suppress(BaseException):
-                self._thread.run(ended(), timeout=10.0)
-        self._thread.close()
+        """Stop the server (its clients see the connection end) (idempotent)."""
+        self._running.close()
 
     def __enter__(self) -> Publisher:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def __del__(self) -> None:
-        with contextlib.suppress(Exception):
-            self.close()
 
 
 def _telemetry(values: TelemetryValues) -> dict[str, tuple[Any, str]]:
