@@ -1,4 +1,5 @@
-"""What many tests need: free loopback ports, waiting for a condition, open descriptors.
+"""What many tests need: free loopback ports, waiting for a condition, open descriptors, a
+robowire CLI process whose output is read as it comes.
 
 Importable as `support` from every test (tests/conftest.py puts this folder on the path)."""
 
@@ -6,8 +7,16 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import socket
+import subprocess
+import sys
+import threading
+import time
 from collections.abc import Callable
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
 
 
 async def until(condition: Callable[[], bool], what: str, seconds: float = 60.0) -> None:
@@ -44,3 +53,50 @@ def free_udp_port() -> int:
 def open_fds() -> int:
     """This process's open file descriptors (leaks show as growth)."""
     return len(os.listdir("/proc/self/fd"))
+
+
+class Process:
+    """A robowire CLI process whose stderr is read by a thread (so its pipe never fills)."""
+
+    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+        path = os.environ.get("PYTHONPATH", "")
+        env = {**os.environ, **(env or {}), "PYTHONPATH": f"{SRC}{os.pathsep}{path}"}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "robowire.cli", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        self.lines: list[str] = []
+        self.changed = threading.Condition()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            with self.changed:
+                self.lines.append(line.rstrip())
+                self.changed.notify_all()
+
+    def wait_for(self, pattern: str, timeout: float = 30.0) -> re.Match[str]:
+        """The first output line matching `pattern` (waits for it)."""
+        deadline = time.monotonic() + timeout
+        with self.changed:
+            while True:
+                for line in self.lines:
+                    if m := re.search(pattern, line):
+                        return m
+                left = deadline - time.monotonic()
+                if left <= 0 or self.proc.poll() is not None:
+                    raise AssertionError(f"no {pattern!r} in the output: {self.lines}")
+                self.changed.wait(min(left, 0.2))
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()

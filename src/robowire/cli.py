@@ -21,6 +21,7 @@ import click
 from click.exceptions import NoArgsIsHelpError
 
 from robowire import __version__, protocols
+from robowire.access import Access
 from robowire.endpoints import parse_endpoint
 from robowire.errors import ConfigError, RobowireError
 from robowire.gateway import Gateway, open_sim, open_sink, open_source
@@ -48,6 +49,32 @@ ALLOW_CONTROL = click.option(
     help="Let the web viewer's browsers command devices (drive an XRP, UgCS commands); off "
     "by default.",
 )
+ACCESS = [
+    click.option(
+        "--allow-host",
+        "allow_hosts",
+        multiple=True,
+        metavar="NAME",
+        help="Also answer requests for this host name (repeatable; the viewer and the status "
+        "port answer only localhost, loopback and their own address by default).",
+    ),
+    click.option(
+        "--allow-origin",
+        "allow_origins",
+        multiple=True,
+        metavar="ORIGIN",
+        help="Also let pages of ORIGIN (e.g. https://ops.example:8443) open the viewer's "
+        "WebSocket (repeatable).",
+    ),
+    click.option(
+        "--token",
+        envvar="ROBOWIRE_TOKEN",
+        default=None,
+        metavar="TOKEN",
+        help="The token in the viewer's URL (default: a random one with --allow-control). A "
+        "token set here or in ROBOWIRE_TOKEN is needed to view and for /status too.",
+    ),
+]
 STATUS_PORT = click.option(
     "--status-port",
     type=PORT,
@@ -85,6 +112,28 @@ def rule_options(command: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed(RULES):
         command = option(command)
     return command
+
+
+def access_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Who may use the HTTP endpoints: the viewer and the status port (docs/security.md)."""
+    for option in reversed(ACCESS):
+        command = option(command)
+    return command
+
+
+def _access(
+    allow_hosts: tuple[str, ...],
+    allow_origins: tuple[str, ...],
+    token: str | None,
+    allow_control: bool,
+) -> Access:
+    """Who may use the HTTP endpoints, from the options (a bad one: an error line)."""
+    if token is not None and not token.strip():
+        fail("--token (or ROBOWIRE_TOKEN) is empty")
+    for origin in allow_origins:
+        if not origin.startswith(("http://", "https://")):
+            fail(f"--allow-origin {origin!r}: expected http://HOST[:PORT] or https://...")
+    return Access.of(allow_hosts, allow_origins, token, allow_control)
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
@@ -194,7 +243,16 @@ DEMO_SENDERS = {"vrsp": "vrsp://127.0.0.1:0"}
     help="Port of the web viewer on 127.0.0.1 (0: any free port).",
 )
 @ALLOW_CONTROL
-def demo(duration: float | None, count: int | None, viewer_port: int, allow_control: bool) -> None:
+@access_options
+def demo(
+    duration: float | None,
+    count: int | None,
+    viewer_port: int,
+    allow_control: bool,
+    allow_hosts: tuple[str, ...],
+    allow_origins: tuple[str, ...],
+    token: str | None,
+) -> None:
     """Run every simulator on loopback, listen to all of them and show the live world, in
     the terminal and in the web viewer (its URL is printed).
 
@@ -206,9 +264,12 @@ def demo(duration: float | None, count: int | None, viewer_port: int, allow_cont
     """
     from robowire.viewer.server import ViewerSink
 
+    access = _access(allow_hosts, allow_origins, token, allow_control)
+
     async def go() -> int:
         gateway = Gateway()
         viewer = ViewerSink("127.0.0.1", viewer_port)
+        viewer.gate.access = access
         if allow_control:
             _allow_control(viewer, gateway)
         sims = [(name, open_sim(name, SimOptions(port=0, count=count))) for name in DEMO_SIMS]
@@ -412,7 +473,9 @@ def _allow_control(sink: object, gateway: Gateway) -> None:
     if not isinstance(sink, ViewerSink):
         raise ConfigError("--allow-control: only the web viewer (http://) takes commands")
     sink.controller = Controller(lambda: gateway.services)
-    click.echo("viewer: control allowed: browsers can command the devices", err=True)
+    click.echo(
+        "viewer: control allowed to a page opened with the token in the viewer's URL", err=True
+    )
 
 
 def _serve(
@@ -422,14 +485,22 @@ def _serve(
     allow_control: bool = False,
     rules: dict[str, Any] | None = None,
     status_port: int | None = None,
+    access: Access | None = None,
 ) -> None:
-    if allow_control and parse_endpoint(to).protocol != "http":
+    viewer = parse_endpoint(to).protocol == "http"
+    if allow_control and not viewer:
         fail("--allow-control: only the web viewer (http://) takes commands")
+    if access not in (None, Access()) and not viewer and status_port is None:
+        fail("--allow-host, --allow-origin, --token: only for the web viewer and --status-port")
 
     async def go() -> int:
+        from robowire.viewer.server import ViewerSink
+
         gateway = Gateway()
         opened = open_sink(to)
         sink: Service = opened
+        if access is not None and isinstance(opened, ViewerSink):
+            opened.gate.access = access
         if allow_control:
             _allow_control(sink, gateway)
         if rules:
@@ -444,7 +515,7 @@ def _serve(
                 sink = ProjectedSink(opened, shaped)
         gateway.add_sources(sources)
         gateway.add(sink)
-        _add_status_server(gateway, status_port)
+        _add_status_server(gateway, status_port, access)
         protocol = parse_endpoint(to).protocol
         what = "viewer" if protocol == "http" else f"{protocol} sink"
         return await _run_announced(gateway, sink, duration, what)
@@ -452,13 +523,16 @@ def _serve(
     run_async(go)
 
 
-def _add_status_server(gateway: Gateway, port: int | None) -> None:
-    """--status-port P: a `StatusServer` on 127.0.0.1:P; its URL is said once it listens."""
+def _add_status_server(gateway: Gateway, port: int | None, access: Access | None = None) -> None:
+    """--status-port P: a `StatusServer` on 127.0.0.1:P (under `access` when given); its URL
+    is said once it listens."""
     if port is None:
         return
     from robowire.status import StatusServer
 
     server = StatusServer("127.0.0.1", port)
+    if access is not None:
+        server.gate.access = access
     gateway.add(server)
 
     async def announce() -> None:
@@ -551,6 +625,7 @@ def status(url: str | None, as_json: bool, watch: bool) -> None:
 )
 @DURATION
 @ALLOW_CONTROL
+@access_options
 @rule_options
 @STATUS_PORT
 def serve(
@@ -558,6 +633,9 @@ def serve(
     sources: tuple[str, ...],
     duration: float | None,
     allow_control: bool,
+    allow_hosts: tuple[str, ...],
+    allow_origins: tuple[str, ...],
+    token: str | None,
     status_port: int | None,
     **rules: Any,
 ) -> None:
@@ -569,11 +647,13 @@ def serve(
       robowire serve foxglove://127.0.0.1:8765 --from vrsp://0.0.0.0:9742
       robowire serve http://127.0.0.1:8080 --from spyglass://127.0.0.1:7870   # web viewer
       robowire serve http://127.0.0.1:8080 --from xrp://127.0.0.1:3540 --allow-control
+      robowire serve http://0.0.0.0:8080 --from xrp://127.0.0.1:3540 --allow-host lab-pc.local
       robowire serve vrpn://127.0.0.1:3884 --from vrpn://Tracker0@mocap --device-rate 10
       robowire serve vrpn://127.0.0.1:3883 --from vrsp://0.0.0.0:9742 --status-port 8081
       robowire serve zenoh://0.0.0.0:7447 --from vrsp://0.0.0.0:9742   # for other gateways
     """
-    _serve(url, sources, duration, allow_control, rules, status_port)
+    access = _access(allow_hosts, allow_origins, token, allow_control)
+    _serve(url, sources, duration, allow_control, rules, status_port, access)
 
 
 @main.command()

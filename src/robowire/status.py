@@ -19,6 +19,8 @@ the ones the templates keep, read; nothing but the `StatusServer` reads a socket
   viewer counts browser messages it ignored there).
 * `dropped`: a sink's updates lost to falling behind (the subscription's drops), or not sent
   to a peer too far behind (see docs/operations.md).
+* `refused`: HTTP requests a server answered with 403 (a Host or Origin of another site, no
+  token where one is needed; see `robowire.access`).
 * `devices`: how many devices the service's own world table holds (sources).
 * `clock_offset`: a source's sender clock minus ours, in seconds (the smallest network delay
   included; see `robowire.timebase.ClockOffset`), to the millisecond; null when unknown (no
@@ -37,6 +39,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from robowire.access import Gate
 from robowire.errors import TransportError
 from robowire.service import Service
 
@@ -66,6 +69,7 @@ class ServiceStatus:
     last_drop: str | None
     devices: int
     clock_offset: float | None = None
+    refused: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -120,6 +124,7 @@ def service_status(
         last_drop=stats.last_drop_reason or None,
         devices=len(table) if table is not None else 0,
         clock_offset=_rounded(service.time.offset.offset) if isinstance(service, Source) else None,
+        refused=stats.extra.get("refused", 0),
     )
 
 
@@ -136,7 +141,8 @@ def http_response(code: int, reason: str, body: bytes, content_type: str) -> byt
     """One whole HTTP/1.1 response that closes the connection."""
     head = (
         f"HTTP/1.1 {code} {reason}\r\nContent-Type: {content_type}\r\n"
-        f"Content-Length: {len(body)}\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n"
+        f"Content-Length: {len(body)}\r\nX-Content-Type-Options: nosniff\r\n"
+        "Cache-Control: no-cache\r\nConnection: close\r\n\r\n"
     )
     return head.encode("ascii") + body
 
@@ -147,7 +153,8 @@ class StatusServer(Service):
 
     It reads the counters once a second while it runs, so the rates are measured by the time
     `robowire status` asks. A request head longer than `MAX_REQUEST` bytes, or not complete in
-    `REQUEST_SECONDS`, closes that connection; anything but `GET /status` is a 404.
+    `REQUEST_SECONDS`, closes that connection; a request its `gate` refuses is a 403 (the same
+    check as the viewer's; the CLI sets its `access`); anything but `GET /status` is a 404.
     """
 
     role = "status"
@@ -156,6 +163,7 @@ class StatusServer(Service):
         super().__init__(f"status@{host}:{port}")
         self.host, self.port = host, port
         self.requests = 0
+        self.gate = Gate(self, served_as=host)
 
     @property
     def url(self) -> str | None:
@@ -206,11 +214,21 @@ class StatusServer(Service):
         """The response to one request head."""
         if len(head) > MAX_REQUEST:
             return http_response(431, "Request Header Fields Too Large", b"", "text/plain")
-        line = head.split(b"\r\n", 1)[0].split()
-        if len(line) != 3 or line[0] != b"GET":
+        first, *fields = head.decode("latin-1").split("\r\n")
+        line = first.split()
+        headers: dict[str, list[str]] = {"host": [], "origin": []}
+        for text in fields:
+            name, _, value = text.partition(":")
+            headers.get(name.strip().lower(), []).append(value.strip())
+        if len(line) == 3:
+            refused = self.gate.check(line[1], headers["host"], headers["origin"])
+            if refused is not None:
+                code, text = refused
+                return http_response(code, "Forbidden", text.encode(), "text/plain; charset=utf-8")
+        if len(line) != 3 or line[0] != "GET":
             return http_response(405, "Method Not Allowed", b"GET only\n", "text/plain")
-        path = line[1].split(b"?", 1)[0]
-        if path not in (b"/status", b"/status/"):
+        path = line[1].split("?", 1)[0]
+        if path not in ("/status", "/status/"):
             return http_response(404, "Not Found", b"not found\n", "text/plain")
         self.requests += 1
         self.stats.messages_out = self.requests

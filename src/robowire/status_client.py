@@ -2,23 +2,29 @@
 
 A gateway answers `/status` on its web viewer's port (`serve http://…`, `demo`) or on the port
 its command was given with `--status-port P`. The answer is `robowire.status.status_message`.
+A gateway started with `--token T` wants it: `?token=T` on the URL, or `ROBOWIRE_TOKEN=T`.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import urllib.error
 import urllib.request
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from rich.table import Table
 
+from robowire.access import TOKEN_ENV
 from robowire.errors import ConfigError, TransportError
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 TIMEOUT = 3.0
-COLUMNS = ("name", "role", "state", "address", "devices", "messages", "rate", "errors", "dropped")
+COLUMNS = (
+    "name", "role", "state", "address", "devices", "messages", "rate", "errors", "dropped",
+    "refused",
+)  # fmt: skip
 STATE_STYLES = {
     "connected": "green",
     "listening": "green",
@@ -29,7 +35,8 @@ STATE_STYLES = {
 
 
 def status_url(text: str) -> str:
-    """`HOST:PORT`, `http://HOST:PORT[/]` or a URL ending in /status -> the /status URL."""
+    """`HOST:PORT`, `http://HOST:PORT[/]` or a URL ending in /status -> the /status URL (its
+    `?token=`, or else `ROBOWIRE_TOKEN`'s, kept)."""
     if "://" not in text:
         text = f"http://{text}"
     parts = urlsplit(text)
@@ -42,36 +49,44 @@ def status_url(text: str) -> str:
     path = parts.path.rstrip("/")
     if not path.endswith("/status"):
         path += "/status"
-    return f"{parts.scheme}://{parts.netloc}{path}"
+    query = parts.query
+    if not query and os.environ.get(TOKEN_ENV):
+        query = f"token={quote(os.environ[TOKEN_ENV], safe='')}"
+    return f"{parts.scheme}://{parts.netloc}{path}" + (f"?{query}" if query else "")
 
 
 def fetch_status(url: str, timeout: float = TIMEOUT) -> dict[str, Any]:
     """The status message at `url` (a /status URL); TransportError (one line) otherwise."""
+    shown = url.split("?")[0]  # a token is not repeated on the screen
     try:
         # a gateway is asked directly (no proxy from the environment: it is usually local)
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         with opener.open(url, timeout=timeout) as response:
             body = response.read(16 << 20)
     except urllib.error.HTTPError as exc:
-        raise TransportError(f"{url}: {exc.code} {exc.reason} (not a robowire gateway?)") from None
+        said = exc.read(200).decode(errors="replace").strip() if exc.code == 403 else ""
+        said = said.removeprefix("forbidden: ")
+        why = said or "not a robowire gateway?"
+        raise TransportError(f"{shown}: {exc.code} {exc.reason} ({why})") from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         reason = getattr(reason, "strerror", None) or str(reason)
-        raise TransportError(f"cannot reach a gateway at {url}: {reason}") from None
+        raise TransportError(f"cannot reach a gateway at {shown}: {reason}") from None
     try:
         message = json.loads(body)
     except ValueError:
-        raise TransportError(f"{url}: the answer is not JSON (not a robowire gateway?)") from None
+        raise TransportError(f"{shown}: the answer is not JSON (not a robowire gateway?)") from None
     if not isinstance(message, dict) or not isinstance(message.get("services"), list):
-        raise TransportError(f"{url}: the answer has no services (not a robowire gateway?)")
+        raise TransportError(f"{shown}: the answer has no services (not a robowire gateway?)")
     return message
 
 
 def status_table(message: dict[str, Any], url: str = "") -> Table:
     """Every service of a status message, one row each."""
-    table = Table(title=f"robowire status {url}".strip(), title_justify="left")
+    title = f"robowire status {url.split('?')[0]}".strip()
+    table = Table(title=title, title_justify="left")
     for column in COLUMNS:
-        numeric = column in ("devices", "messages", "rate", "errors", "dropped")
+        numeric = column not in ("name", "role", "state", "address")
         table.add_column(
             "rate/s" if column == "rate" else column, justify="right" if numeric else "left"
         )
@@ -89,6 +104,7 @@ def status_table(message: dict[str, Any], url: str = "") -> Table:
             f"{float(service.get('rate', 0.0)):,.1f}",
             f"{service.get('errors', 0):,}",
             f"{service.get('dropped', 0):,}",
+            f"{service.get('refused', 0):,}",
             _offset(service.get("clock_offset")),
             str(service.get("last_drop") or ""),
         ]

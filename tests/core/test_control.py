@@ -497,7 +497,7 @@ async def viewer(*args: str) -> AsyncIterator[tuple[str, list[str]]]:
             line = (await asyncio.wait_for(process.stderr.readline(), 30)).decode()
             assert line, f"the viewer ended: {lines}"
             lines.append(line)
-            found = re.search(r"listening on (http://127\.0\.0\.1:\d+/)", line)
+            found = re.search(r"listening on (http://127\.0\.0\.1:\d+/(\?token=[\w-]+)?);", line)
             if found:
                 break
         drain = asyncio.create_task(process.stderr.read())  # a full pipe would block it
@@ -515,9 +515,9 @@ async def browser_command(
 ) -> list[dict[str, Any]]:
     """What a browser gets for one `command` message: its `command_status` messages up to
     the final one (and the hello first)."""
-    async with connect(
-        url.replace("http", "ws") + "ws", subprotocols=[Subprotocol(SUBPROTOCOL)]
-    ) as ws:
+    page, _, token = url.partition("?")
+    ws_url = page.replace("http", "ws") + "ws" + (f"?{token}" if token else "")
+    async with connect(ws_url, subprotocols=[Subprotocol(SUBPROTOCOL)]) as ws:
         hello = json.loads(await ws.recv())
         assert hello["type"] == "hello"
         await ws.send(json.dumps({"type": "hello", "rate": 30}))
@@ -558,6 +558,12 @@ async def test_viewer_commands_drive_a_robot_only_with_allow_control() -> None:
 
         async with viewer("--from", robot, "--allow-control") as (url, lines):
             assert any("control allowed" in line for line in lines)
+            assert "?token=" in url  # the page's address carries the token made at start
+            hello, *statuses = await browser_command(url.split("?")[0], source, "xrp", "enable")
+            assert hello["control"] is False and hello["commands"] == {}
+            assert [(s["state"], s["message"]) for s in statuses] == [
+                ("refused", "control needs the token printed at start")
+            ]
             hello, *statuses = await browser_command(url, source, "xrp", "enable")
             assert hello["control"] is True
             assert [c["name"] for c in hello["commands"][source]] == [

@@ -194,16 +194,28 @@ async def test_the_status_server_answers_only_get_status() -> None:
         await asyncio.wait_for(server.ready.wait(), DEADLINE)
         assert server.address is not None
         port = server.address[1]
-        ok = await ask(port, b"GET /status HTTP/1.1\r\nHost: x\r\n\r\n")
+        ok = await ask(port, b"GET /status HTTP/1.1\r\nHost: localhost\r\n\r\n")
         head, _, body = ok.partition(b"\r\n\r\n")
         assert head.startswith(b"HTTP/1.1 200 OK")
         assert [s["role"] for s in json.loads(body)["services"]] == ["status"]
-        assert (await ask(port, b"GET /other HTTP/1.1\r\n\r\n")).startswith(b"HTTP/1.1 404")
-        assert (await ask(port, b"POST /status HTTP/1.1\r\n\r\n")).startswith(b"HTTP/1.1 405")
+        host = f"Host: 127.0.0.1:{port}\r\n".encode()
+        assert (await ask(port, b"GET /other HTTP/1.1\r\n" + host + b"\r\n")).startswith(
+            b"HTTP/1.1 404"
+        )
+        assert (await ask(port, b"POST /status HTTP/1.1\r\n" + host + b"\r\n")).startswith(
+            b"HTTP/1.1 405"
+        )
         assert await ask(port, b"GET /status HTTP/1.1\r\nX: " + b"a" * MAX_REQUEST) == b""
         assert (await ask(port, b"\r\n\r\n")).startswith(b"HTTP/1.1 405")
+        # another site's name (DNS rebinding), or none: refused (tests/security/test_access.py)
+        assert (await ask(port, b"GET /status HTTP/1.1\r\nHost: x\r\n\r\n")).startswith(
+            b"HTTP/1.1 403"
+        )
+        assert (await ask(port, b"GET /status HTTP/1.0\r\n\r\n")).startswith(b"HTTP/1.1 403")
         # the server still answers after all that
-        assert (await ask(port, b"GET /status HTTP/1.0\r\n\r\n")).startswith(b"HTTP/1.1 200")
+        assert (await ask(port, b"GET /status HTTP/1.0\r\n" + host + b"\r\n")).startswith(
+            b"HTTP/1.1 200"
+        )
     finally:
         gateway.stop()
         await asyncio.wait_for(run, DEADLINE)

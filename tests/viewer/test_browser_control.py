@@ -26,7 +26,7 @@ def viewer(cli: Callable[..., Any], open_viewer: Any) -> Any:
     server = cli(
         "serve", "http://127.0.0.1:0", "--from", f"xrp://127.0.0.1:{port}", "--allow-control"
     )
-    url = server.wait_for(r"viewer listening on (http://127\.0\.0\.1:\d+/)").group(1)
+    url = server.wait_for(r"viewer listening on (http://127\.0\.0\.1:\d+/\?token=[\w-]+);").group(1)
     page = open_viewer(url)
     page.source = f"xrp@127.0.0.1:{port}"
     return page
@@ -40,6 +40,9 @@ def _position(viewer: Any) -> list[float]:
 def test_keyboard_drives_the_xrp_robot_and_commands_report_their_status(viewer: Any) -> None:
     viewer.wait("window.robowire && robowire.find('xrp') !== null")
     viewer.wait("robowire.store.position(robowire.find('xrp')).every(Number.isFinite)")
+    # the page took the token printed at start out of its address and keeps it for the tab
+    assert "token" not in viewer.page.url and "?token=" in viewer.url
+    assert viewer.js("sessionStorage.getItem('robowire.token')") == viewer.url.split("=")[1]
     viewer.js("robowire.select(robowire.find('xrp'))")
     control = viewer.page.locator("#control")
     assert control.is_visible()
@@ -80,7 +83,7 @@ def ugcs_viewer(cli: Callable[..., Any], open_viewer: Any) -> Any:
     server = cli(
         "serve", "http://127.0.0.1:0", "--from", f"ugcs://127.0.0.1:{port}", "--allow-control"
     )
-    url = server.wait_for(r"viewer listening on (http://127\.0\.0\.1:\d+/)").group(1)
+    url = server.wait_for(r"viewer listening on (http://127\.0\.0\.1:\d+/\?token=[\w-]+);").group(1)
     return open_viewer(url)
 
 

@@ -22,6 +22,7 @@ import pytest
 import websockets
 from websockets.asyncio.client import ClientConnection, connect
 
+from robowire.access import Access
 from robowire.gateway import Gateway, open_sim, open_source
 from robowire.service import SimOptions
 from robowire.viewer import server as viewer_server
@@ -446,16 +447,24 @@ class FakeController:
         yield FakeStatus("ok", "armed")
 
 
+def allow_control(sink: ViewerSink, controller: FakeController) -> str:
+    """What --allow-control does to the sink; the WebSocket URL with the token."""
+    sink.controller = controller
+    sink.gate.access = Access(token="t0ken")
+    return f"{ws_url(sink)}?token=t0ken"
+
+
 async def test_with_a_controller_commands_stream_their_statuses() -> None:
     controller = FakeController()
-    async with viewer() as (sink, _):
-        sink.controller = controller
-        async with connect(ws_url(sink), subprotocols=[SUBPROTOCOL]) as ws:
-            hello = json.loads(await recv(ws))
-            command = {"type": "command", "id": 3, "source": "ugcs@x", "device": "SIM-1",
-                       "command": "arm", "params": {"force": True}}  # fmt: skip
-            await ws.send(json.dumps(command))
-            states = [await next_text(ws, "command_status") for _ in range(3)]
+    async with (
+        viewer() as (sink, _),
+        connect(allow_control(sink, controller), subprotocols=[SUBPROTOCOL]) as ws,
+    ):
+        hello = json.loads(await recv(ws))
+        command = {"type": "command", "id": 3, "source": "ugcs@x", "device": "SIM-1",
+                   "command": "arm", "params": {"force": True}}  # fmt: skip
+        await ws.send(json.dumps(command))
+        states = [await next_text(ws, "command_status") for _ in range(3)]
     assert hello["control"] is True
     assert hello["commands"] == {"ugcs@x": [{"name": "arm", "label": "Arm", "params": []}]}
     assert controller.calls == [("ugcs@x", "SIM-1", "arm", {"force": True})]
@@ -471,12 +480,22 @@ async def test_a_command_catalog_that_changes_reaches_connected_browsers() -> No
     `commands` message (within the 1 s status period), not only at the next page load."""
     controller = FakeController()
     async with viewer() as (sink, _):
-        sink.controller = controller
-        async with connect(ws_url(sink), subprotocols=[SUBPROTOCOL]) as ws:
+        url = allow_control(sink, controller)
+        async with (
+            connect(url, subprotocols=[SUBPROTOCOL]) as ws,
+            connect(ws_url(sink), subprotocols=[SUBPROTOCOL]) as tokenless,
+        ):
             hello = json.loads(await recv(ws))
+            assert json.loads(await recv(tokenless))["commands"] == {}
             later = [{"name": "land", "label": "Land", "params": []}]
             controller.offered = {"ugcs@x": later}
             update = await next_text(ws, "commands")
+            kinds: list[str] = []  # a `commands` goes out right after a `status`, if at all
+            while kinds.count("status") < 2:
+                message = await recv(tokenless)
+                if isinstance(message, str):
+                    kinds.append(json.loads(message)["type"])
+    assert "commands" not in kinds  # a browser without the token is not told
     assert hello["commands"] == {"ugcs@x": [{"name": "arm", "label": "Arm", "params": []}]}
     assert update == {"type": "commands", "commands": {"ugcs@x": later}}
 

@@ -28,6 +28,7 @@ import orjson
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
+from robowire.access import CONTROL_NEEDS_TOKEN
 from robowire.viewer.frames import BlockSource, KindColours, encode_frame
 from robowire.world import LatestState, Update, World
 from robowire.world.table import SlotArray, SourceTable
@@ -67,6 +68,7 @@ class ViewerClient:
         self.world = world
         self.ws = ws
         self.rate = sink.rate
+        self.control = sink.may_control(ws.request.path if ws.request is not None else "")
         self.frames_sent = 0
         self.ignored = 0  # browser messages that were not understood
         self.dropped_texts = 0
@@ -85,7 +87,7 @@ class ViewerClient:
         """Serve this browser until it goes away."""
         with self.world.subscribe() as changes:
             assert isinstance(changes, LatestState)
-            await self.ws.send(dumps(self.sink.hello()), text=True)
+            await self.ws.send(dumps(self.sink.hello(self.control)), text=True)
             self.push(self.sink.status())  # then once a second with everybody else
             tasks = [
                 asyncio.create_task(self._send_frames(changes)),
@@ -173,10 +175,9 @@ class ViewerClient:
     def _command(self, message: dict[str, Any]) -> None:
         ident = message.get("id")
         controller = self.sink.controller
-        if controller is None:
-            self.push(
-                {"type": "command_status", "id": ident, "state": "refused", "message": CONTROL_OFF}
-            )
+        if controller is None or not self.control:
+            why = CONTROL_OFF if controller is None else CONTROL_NEEDS_TOKEN
+            self.push({"type": "command_status", "id": ident, "state": "refused", "message": why})
             return
         source, device, command = (
             message.get("source"),

@@ -4,7 +4,9 @@ One port, one `websockets` asyncio server: `process_request` answers plain HTTP 
 static files (`/` is index.html, `/static/<file>`; nothing else, no `..`, no listing) and lets
 `/ws` through to the WebSocket (subprotocol `robowire.viewer.v1`), where each browser is a
 `ViewerClient` with its own latest-state subscriber (see `client.py`). `GET /status` answers
-the gateway's status as JSON (what `robowire status` reads; see `robowire.status`).
+the gateway's status as JSON (what `robowire status` reads; see `robowire.status`). Every
+request passes the sink's `Gate` first (`robowire.access`: Host and Origin allowlists, the
+token); control needs the token on the WebSocket's URL (`/ws?token=…`).
 
 The sink's own subscription (the template's) carries what every browser shares: log events,
 and which sources' neighbour links changed (sent at most once a second). Its server task
@@ -22,7 +24,7 @@ import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.datastructures import Headers
@@ -30,6 +32,7 @@ from websockets.http11 import Request, Response
 from websockets.typing import Subprotocol
 
 from robowire import __version__
+from robowire.access import Gate
 from robowire.endpoints import Endpoint
 from robowire.errors import TransportError
 from robowire.service import Sink
@@ -92,7 +95,8 @@ class ViewerSink(Sink):
         self.host = host
         self.port = port
         self.rate = rate if rate > 0 else DEFAULT_RATE
-        self.controller: ControllerLike | None = None
+        self.controller: ControllerLike | None = None  # --allow-control
+        self.gate = Gate(self, served_as=host)  # its `access` set by the CLI's options
         self.clients: set[ViewerClient] = set()
         self.clock = WallClock()
         self.frames_sent = 0
@@ -105,10 +109,12 @@ class ViewerSink(Sink):
 
     @property
     def url(self) -> str | None:
-        """The page's address once listening."""
+        """The page's address once listening (with the token, when there is one)."""
         if self.address is None:
             return None
-        return f"http://{self.address[0]}:{self.address[1]}/"
+        token = self.gate.access.token
+        query = f"?token={quote(token, safe='')}" if token is not None else ""
+        return f"http://{self.address[0]}:{self.address[1]}/{query}"
 
     def source_index(self, source: str) -> int:
         """The number of `source` in binary frames (the same for every browser)."""
@@ -123,15 +129,23 @@ class ViewerSink(Sink):
             return {}
         return {k: [dict(c) for c in v] for k, v in self.controller.catalog().items()}
 
-    def hello(self) -> dict[str, Any]:
-        """The first message a browser gets: versions, the frame rate, what control offers."""
-        commands = self._commands_sent = self.commands()
+    def may_control(self, target: str) -> bool:
+        """Whether a WebSocket opened at `target` (`/ws?token=…`) may send commands."""
+        return self.controller is not None and self.gate.access.has_token(target)
+
+    def hello(self, control: bool) -> dict[str, Any]:
+        """The first message a browser gets: versions, the frame rate, what control offers
+        (`control`: this browser may command; `token_needed`: it could with the token)."""
+        commands = self.commands() if control else {}
+        if control:
+            self._commands_sent = commands
         return {
             "type": "hello",
             "version": 1,
             "server": f"robowire {__version__}",
             "rate": self.rate,
-            "control": self.controller is not None,
+            "control": control,
+            "token_needed": self.controller is not None and not control,
             "commands": commands,
         }
 
@@ -182,10 +196,22 @@ class ViewerSink(Sink):
         commands = self.commands()
         if commands != self._commands_sent:
             self._commands_sent = commands
-            self._broadcast({"type": "commands", "commands": commands})
+            message = {"type": "commands", "commands": commands}
+            for client in list(self.clients):
+                if client.control:
+                    client.push(message)
 
     def _http(self, connection: ServerConnection, request: Request) -> Response | None:
         path = unquote(urlsplit(request.path).path)
+        refused = self.gate.check(
+            request.path,
+            request.headers.get_all("Host"),
+            request.headers.get_all("Origin"),
+            websocket=path == "/ws",
+            data=not (path in ("/", "/index.html") or path.startswith("/static/")),
+        )
+        if refused is not None:
+            return _text(http.HTTPStatus(refused[0]), refused[1])
         if path == "/ws":
             return None  # the WebSocket handshake goes on
         if path in ("/", "/index.html"):
@@ -296,6 +322,7 @@ def _response(status: http.HTTPStatus, body: bytes, content_type: str) -> Respon
         [
             ("Content-Type", content_type),
             ("Content-Length", str(len(body))),
+            ("X-Content-Type-Options", "nosniff"),
             ("Cache-Control", "no-cache"),
             ("Connection", "close"),
         ]

@@ -1,5 +1,5 @@
 // Control panel, shown only when the server says control is allowed (`hello.control`, set by
-// `--allow-control`). For the selected device's source: a button per command the server lists
+// `--allow-control`, for a page that sent the token; `hello.token_needed`: a note instead). For the selected device's source: a button per command the server lists
 // (with inputs for its parameters), keyboard driving when the source has a `drive` command
 // (WASD / arrows -> left/right efforts at 10 Hz while held; a stop on release or blur), a
 // mission drawn on the map for a command with a waypoints parameter, and every command's
@@ -38,7 +38,11 @@ export class Control {
   setHello(h) {
     this.enabled = !!h.control;
     this.commands = h.commands ?? {};
-    this.box.hidden = !this.enabled;
+    this.box.hidden = !this.enabled && !h.token_needed;
+    if (h.token_needed) {   // control is on, but this page was not opened with the token
+      this.body.innerHTML = '<p class="dim">Control needs the token printed at start: '
+        + "open the viewer's URL as the gateway printed it.</p>";
+    }
     this.render();
   }
 

@@ -28,7 +28,20 @@ let selected = null;
 let fitted = false, fittedSize = 0, fittedAt = [0, 0, 0], lastFit = 0;
 const logs = [];
 
-const wsUrl = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws`;
+// The token printed at start (`/?token=…`, docs/security.md): kept for this tab in
+// sessionStorage, taken out of the address bar (so it is not bookmarked, shared or shown),
+// and sent on the WebSocket's URL, where the server checks it.
+const TOKEN_KEY = "robowire.token";
+const query = new URLSearchParams(location.search);
+if (query.has("token")) {
+  sessionStorage.setItem(TOKEN_KEY, query.get("token"));
+  query.delete("token");
+  const rest = query.toString();
+  history.replaceState(null, "", `${location.pathname}${rest ? `?${rest}` : ""}${location.hash}`);
+}
+const token = sessionStorage.getItem(TOKEN_KEY);
+const wsUrl = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws`
+  + (token ? `?token=${encodeURIComponent(token)}` : "");
 const conn = new Connection(wsUrl, {
   message: onMessage,
   frame: () => {},
