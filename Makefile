@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.runtime
 DEV := $(VENV)/.installed
 
-.PHONY: test demo bench fuzz lint typecheck check clean proto soak reliability
+.PHONY: test demo bench fuzz lint typecheck check clean proto soak reliability docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -61,13 +61,22 @@ reliability: $(DEV)
 	ROBOWIRE_CHURN_CYCLES=10000 $(BIN)/python -m pytest tests/reliability -s
 
 lint: $(DEV)
-	$(BIN)/ruff check src tests bench tools fuzz
-	$(BIN)/ruff format --check src tests bench tools fuzz
+	$(BIN)/ruff check src tests bench tools fuzz examples
+	$(BIN)/ruff format --check src tests bench tools fuzz examples
 
 typecheck: $(DEV)
 	$(BIN)/mypy
 
 check: lint typecheck test
+
+# The Python API reference (HTML) from the docstrings of the library face; warnings fail it
+# (tests/api/test_docs.py builds it too, so `make test` checks it)
+API_MODULES := robowire robowire.live robowire.publisher robowire.background \
+	robowire.protocols.ugcs.vsm robowire.protocols.ugcs.vehicle robowire.protocols.ugcs.client \
+	robowire.protocols.xrp.client
+docs: $(DEV)
+	$(BIN)/python -W error -m pdoc -o build/docs $(API_MODULES)
+	@echo "API reference: build/docs/index.html"
 
 # The UgCS VSM schema: regenerate the committed *_pb2.py/.pyi after editing a .proto
 # (tests/ugcs/test_schema.py fails while they are stale).
