@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 from robowire.background import Running
 from robowire.gateway import open_sim
 from robowire.service import SimOptions
-
-ROOT = Path(__file__).resolve().parents[2]
-VRPN_PEERS = Path(os.environ.get("ROBOWIRE_VRPN_PEERS", ROOT.parent / "shared" / "peers" / "vrpn"))
-"""The mainline VRPN binaries (`vrpn_server`, `vrpn_print_devices`): ../shared/peers/vrpn from
-the checkout, or $ROBOWIRE_VRPN_PEERS."""
 
 
 @contextmanager

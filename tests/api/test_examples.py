@@ -11,10 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.api.simulators import VRPN_PEERS, simulator
+from tests.api.simulators import simulator
 from tests.support import free_port, free_udp_port
 
 import robowire
+from mainline import needs_client, start_print_devices, stop_print_devices
 from robowire.protocols.ugcs import UcsClient
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,13 +88,6 @@ def test_drone_show_reaches_a_receiver() -> None:
         assert "sent 1000 drones" in out
 
 
-NATIVE_VRPN = pytest.mark.xfail(
-    strict=True,
-    reason="needs the VRPN sink's native names (branch vrpn: 'Tracker0/0' -> Tracker0 sensor 0)",
-)
-
-
-@NATIVE_VRPN
 def test_vrpn_server_is_read_by_our_vrpn_client() -> None:
     port = free_port()
     server = start("vrpn_server.py", port, 60)
@@ -107,22 +101,15 @@ def test_vrpn_server_is_read_by_our_vrpn_client() -> None:
         server.communicate(timeout=10)
 
 
-@pytest.mark.skipif(not VRPN_PEERS.is_dir(), reason=f"no mainline VRPN binaries at {VRPN_PEERS}")
-@NATIVE_VRPN
+@needs_client
 def test_vrpn_server_is_read_by_the_mainline_client() -> None:
     port = free_port()
     server = start("vrpn_server.py", port, 60)
     try:
         assert server.stdout is not None and "VRPN server" in server.stdout.readline()
-        client = subprocess.Popen(
-            [str(VRPN_PEERS / "vrpn_print_devices"), f"Tracker0@tcp://127.0.0.1:{port}"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
+        client = start_print_devices(f"Tracker0@tcp://127.0.0.1:{port}")
         time.sleep(2)  # it prints until stopped
-        client.terminate()
-        out, _ = client.communicate(timeout=10)
+        out = stop_print_devices(client)
     finally:
         server.terminate()
         server.communicate(timeout=10)

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import socket
-import subprocess
 import time
 
 import numpy as np
 import pytest
-from tests.api.simulators import VRPN_PEERS as PEERS
 from tests.support import free_port, free_udp_port
 
 import robowire
+from mainline import needs_client, start_print_devices, stop_print_devices
 from robowire.errors import RobowireError
 
 
@@ -97,26 +96,16 @@ def test_set_many_checks_shapes() -> None:
         show.set_many([1, 2, 3], positions=np.zeros((2, 3)))
 
 
-@pytest.mark.skipif(not PEERS.is_dir(), reason=f"no mainline VRPN binaries at {PEERS}")
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs the VRPN sink's native names (branch vrpn: 'Tracker0/0' -> Tracker0 sensor 0)",
-)
+@needs_client
 def test_mainline_vrpn_client_reads_our_tracker_by_its_native_name() -> None:
     with robowire.publish("vrpn://127.0.0.1:0") as server:
         assert server.address is not None
         port = server.address[1]
-        client = subprocess.Popen(
-            [str(PEERS / "vrpn_print_devices"), f"Tracker0@tcp://127.0.0.1:{port}"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
+        client = start_print_devices(f"Tracker0@tcp://127.0.0.1:{port}")
         try:
             for k in range(30):
                 server.set("Tracker0/0", position=(1.0, 2.0, 0.5 + k), orientation=(1, 0, 0, 0))
                 time.sleep(0.05)
         finally:
-            client.terminate()
-            out, _ = client.communicate(timeout=10)
+            out = stop_print_devices(client)
     assert "Tracker Tracker0@tcp" in out and "sensor 0" in out, out

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import signal
 import socket
@@ -21,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from mainline import PRINT_DEVICES, SERVER, needs_client, needs_server
 from robowire.endpoints import parse_endpoint
 from robowire.gateway import Gateway, open_sink
 from robowire.gateway import open_source as open_url
@@ -32,20 +32,7 @@ from support import free_port, free_udp_port, until
 
 from .test_live import started, stop, wait_for
 
-PEERS = Path(__file__).resolve().parents[2].parent / "shared" / "peers" / "vrpn"
-SERVER = Path(os.environ.get("ROBOWIRE_VRPN_SERVER") or PEERS / "vrpn_server")
-PRINT_DEVICES = Path(os.environ.get("ROBOWIRE_VRPN_PRINT_DEVICES") or PEERS / "vrpn_print_devices")
-
 pytestmark = pytest.mark.interop
-needs_server = pytest.mark.skipif(
-    not SERVER.is_file(),
-    reason=f"no mainline vrpn_server at {SERVER} (../shared/peers/vrpn or ROBOWIRE_VRPN_SERVER)",
-)
-needs_client = pytest.mark.skipif(
-    not PRINT_DEVICES.is_file(),
-    reason=f"no mainline vrpn_print_devices at {PRINT_DEVICES} "
-    "(../shared/peers/vrpn or ROBOWIRE_VRPN_PRINT_DEVICES)",
-)
 
 # -- the mainline client's output --------------------------------------------------------------
 
