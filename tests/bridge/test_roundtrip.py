@@ -1,0 +1,59 @@
+"""Same-protocol relays are transparent (issue 19 items 1 and 5): for UgCS, VRSP, SpyGlass and
+XRP, a consumer reads the simulator directly and through `robowire bridge P://A --to P://B` (a
+real CLI process), and must see the same device identities, message kinds and values, within
+the wire's precision. The consumer is robowire's own client of the protocol, except for XRP,
+where it is WPILib itself (robotpy-xrp)."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import pytest
+from support import until
+
+from robowire.protocols.ugcs.client import UcsClient
+from robowire.protocols.ugcs.session_ucs import UcsDevice
+
+from .test_bridge_cli import port_of, robowire
+
+pytestmark = pytest.mark.timeout(180)
+
+
+# -- UgCS: robowire's UCS client of the VSM simulator and of the relay ---------------------------
+
+
+def registration(device: UcsDevice) -> dict[str, object]:
+    """What an operator sees of a vehicle: its serial, its properties and the autopilot."""
+    info = device.info
+    controller = dict(info.subsystem_properties[0][1]) if info.subsystem_properties else {}
+    return {"serial": device.label, **info.properties, **controller}
+
+
+async def vehicles(port: int, count: int) -> dict[str, UcsDevice]:
+    async with UcsClient("127.0.0.1", port) as ucs:
+        await ucs.wait_for(
+            lambda: len(ucs.devices) == count and all("latitude" in d.values for d in ucs.devices),
+            60.0,
+            f"{count} vehicles with a position",
+        )
+        return {d.label: d for d in ucs.devices}
+
+
+def test_ugcs_relay_keeps_serials_properties_and_positions() -> None:
+    with robowire("sim", "ugcs", "--port", "0", "--count", "3") as sim:
+        sim_port = port_of(sim)
+        with robowire(
+            "bridge", f"ugcs://127.0.0.1:{sim_port}", "--to", "ugcs://127.0.0.1:0"
+        ) as bridge:
+            port = port_of(bridge)
+            direct = asyncio.run(vehicles(sim_port, 3))
+            relayed = asyncio.run(vehicles(port, 3))
+    assert sorted(direct) == ["SIM-0001", "SIM-0002", "SIM-0003"]
+    assert sorted(relayed) == sorted(direct)
+    for serial, vehicle in direct.items():
+        assert registration(relayed[serial]) == registration(vehicle)
+        for name in ("latitude", "longitude"):  # the vehicles stand still: same fix
+            got, want = relayed[serial].values[name], vehicle.values[name]
+            assert isinstance(got, float) and isinstance(want, float)
+            assert math.isclose(got, want, abs_tol=1e-9), name
