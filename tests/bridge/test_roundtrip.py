@@ -10,7 +10,6 @@ import asyncio
 import math
 
 import pytest
-from support import until
 
 from robowire.protocols.ugcs.client import UcsClient
 from robowire.protocols.ugcs.session_ucs import UcsDevice

@@ -63,8 +63,8 @@ from robowire.protocols.ugcs.session_ucs import device_label
 from robowire.protocols.ugcs.session_vsm import VsmSession
 from robowire.protocols.ugcs.vehicle import vehicle_spec
 from robowire.world import LogEvent, Update, World
-from robowire.world.model import ATTRIBUTES
 from robowire.world.identity import SinkNames
+from robowire.world.model import ATTRIBUTES
 from robowire.world.table import SourceTable
 
 __all__ = [
