@@ -13,8 +13,9 @@ import pytest
 
 from robowire.protocols.ugcs.client import UcsClient
 from robowire.protocols.ugcs.session_ucs import UcsDevice
+from robowire.world import Device, World
 
-from .test_bridge_cli import port_of, robowire
+from .test_bridge_cli import far_end, free_udp_port, port_of, robowire
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -56,3 +57,42 @@ def test_ugcs_relay_keeps_serials_properties_and_positions() -> None:
             got, want = relayed[serial].values[name], vehicle.values[name]
             assert isinstance(got, float) and isinstance(want, float)
             assert math.isclose(got, want, abs_tol=1e-9), name
+
+
+# -- VRSP: robowire's VRSP receiver of the light-show simulator, then of the relay ---------------
+
+
+def show(url: str, drones: int) -> World:
+    """What a VRSP receiver at `url` makes of the show: every drone with its heading."""
+    return far_end(
+        url,
+        lambda w: (
+            len(w) == drones and all("heading" in d.telemetry and d.attributes for d in w.devices())
+        ),
+    )
+
+
+def units_of(device: Device) -> dict[str, str]:
+    """Telemetry names and units (a pyro cue's `_since` only while it burns: left out)."""
+    return {k: u for k, (_, u) in device.telemetry.items() if not k.endswith("_since")}
+
+
+def test_vrsp_relay_keeps_drone_ids_definitions_heading_and_payloads() -> None:
+    first, second = free_udp_port(), free_udp_port()
+    sim = ("sim", "vrsp", "--drones", "20", "--to", f"127.0.0.1:{first}")
+    with robowire(*sim):
+        direct = show(f"vrsp://127.0.0.1:{first}", 20)
+    with (
+        robowire("bridge", f"vrsp://127.0.0.1:{first}", "--to", f"vrsp://127.0.0.1:{second}"),
+        robowire(*sim),
+    ):
+        relayed = show(f"vrsp://127.0.0.1:{second}", 20)
+    want = {d.device_id: d for d in direct.devices()}
+    got = {d.device_id: d for d in relayed.devices()}
+    assert sorted(want, key=int) == [str(n) for n in range(1, 21)]  # the show numbers 1..20
+    assert sorted(got, key=int) == sorted(want, key=int)
+    for drone, d in want.items():  # the show moves on between the two reads: same kinds
+        o = got[drone]
+        assert o.attributes == d.attributes  # definition, model, lumens, payload definitions
+        assert units_of(o) == units_of(d)  # heading, LED, each payload's light, cue, gimbal
+        assert o.orientation is not None and o.geodetic is not None
