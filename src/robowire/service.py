@@ -277,6 +277,7 @@ class CaptureSource(Source):
         ]
 
     async def run(self, world: World) -> None:
+        world.table(self.name).protocol = self.protocol
         self.adapter = self.new_adapter(self.timed(world))
         self.ready.set()
         while True:

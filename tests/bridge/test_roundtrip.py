@@ -11,6 +11,7 @@ import math
 
 import pytest
 
+from robowire.protocols.spyglass.codec import Packet, SyntaxType, next_packet, syntax_type_of
 from robowire.protocols.ugcs.client import UcsClient
 from robowire.protocols.ugcs.session_ucs import UcsDevice
 from robowire.world import Device, World
@@ -96,3 +97,55 @@ def test_vrsp_relay_keeps_drone_ids_definitions_heading_and_payloads() -> None:
         assert o.attributes == d.attributes  # definition, model, lumens, payload definitions
         assert units_of(o) == units_of(d)  # heading, LED, each payload's light, cue, gimbal
         assert o.orientation is not None and o.geodetic is not None
+
+
+# -- SpyGlass: a viewer's packet stream from the simulator and from the relay, side by side ------
+
+
+async def packets(port: int, seconds: float) -> list[Packet]:
+    """Every packet a SpyGlass viewer connected to `port` reads in `seconds`."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    buffer, out = bytearray(), []
+    loop = asyncio.get_running_loop()
+    end = loop.time() + seconds
+    try:
+        while (left := end - loop.time()) > 0:
+            try:
+                buffer += await asyncio.wait_for(reader.read(65536), left)
+            except TimeoutError:
+                break
+            offset = 0
+            while (found := next_packet(buffer, offset)) is not None:
+                out.append(found[0])
+                offset += found[1]
+            del buffer[:offset]
+    finally:
+        writer.close()
+    return out
+
+
+def test_spyglass_relay_sends_the_packets_the_network_sent() -> None:
+    with robowire("sim", "spyglass", "--count", "8", "--rate", "4", "--port", "0") as sim:
+        sim_port = port_of(sim)
+        with robowire(
+            "bridge", f"spyglass://127.0.0.1:{sim_port}", "--to", "spyglass://127.0.0.1:0"
+        ) as bridge:
+            port = port_of(bridge)
+
+            async def both() -> tuple[list[Packet], list[Packet]]:
+                direct, relayed = await asyncio.gather(packets(sim_port, 6.0), packets(port, 6.0))
+                return direct, relayed
+
+            direct, relayed = asyncio.run(both())
+    times = [p.time for p in relayed]
+    assert times == sorted(times)  # never backwards
+    # the relay's first packets are the latest state it held when the viewer came; after
+    # that, within the time both viewers were reading, the very same packets
+    low, high = direct[0].time + 0.5, min(direct[-1].time, relayed[-1].time) - 0.5
+    want = [p for p in direct if low <= p.time <= high]
+    got = [p for p in relayed if low <= p.time <= high]
+    assert len(want) > 50
+    kinds = {(type(p).__name__, syntax_type_of(p), p.semantic_type) for p in want}
+    assert ("DataPacket", SyntaxType.UINT8_LIST, 20) in kinds
+    assert ("NeighborhoodPacket", SyntaxType.UINT16_LIST, 10) in kinds
+    assert sorted(got, key=repr) == sorted(want, key=repr)
