@@ -159,7 +159,8 @@ class Source(Service):
 
     async def run(self, world: World) -> None:
         RECEIVER.set(self)  # this task's receive loops hand what they read to `self.tap`
-        world.table(self.name).protocol = self.protocol
+        if self.protocol is not None:  # (a zenoh or MCAP source's tables say their own)
+            world.table(self.name).protocol = self.protocol
         self.adapter = self.new_adapter(self.timed(world))
         delay = self.retry
         while True:
