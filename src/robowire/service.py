@@ -232,6 +232,8 @@ class CaptureSource(Source):
     is an error (the source fails with one line), not an empty success.
     """
 
+    native_table = True  # its table's ids are `protocol`'s own names (False: a replay's)
+
     def __init__(self, protocol: str, endpoint: Endpoint, read: Any) -> None:
         assert endpoint.path is not None
         super().__init__(f"{protocol}:{endpoint.path}")
@@ -278,7 +280,8 @@ class CaptureSource(Source):
         ]
 
     async def run(self, world: World) -> None:
-        world.table(self.name).protocol = self.protocol
+        if self.native_table:
+            world.table(self.name).protocol = self.protocol
         self.adapter = self.new_adapter(self.timed(world))
         self.ready.set()
         while True:
