@@ -19,7 +19,10 @@ What becomes what (wire -> world):
   along the trajectory starting at the packet's time; `advance(now)` moves it on.
 
 World -> wire (`WorldEncoder`): each device is a node (`NodeNumbers`: its numeric id if free,
-else the highest free number); a changed position or links give a neighbourhood packet
+else the highest free number). A SpyGlass source's devices go out as the packets they sent:
+data in their own number types (the attribute `value_types`), neighbourhoods when they came,
+std, node-link and coordinates packets from their attributes, trajectory objects as their
+trajectory packet. Other devices: a changed position or links give a neighbourhood packet
 (neighbours = the device's links that are nodes too); each changed telemetry value gives a
 one-value float data packet of its semantic type (`SemanticTypes`).
 

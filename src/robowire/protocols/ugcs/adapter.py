@@ -1,7 +1,10 @@
 """UgCS adapters: the world -> VSM telemetry direction (`WorldVehicles`, the serve sink's), and
 the UCS -> world direction (the listen source's, below it).
 
-World -> VSM: every world device becomes a UgCS vehicle of one `VsmSession`. Position from the
+World -> VSM: every world device becomes a UgCS vehicle of one `VsmSession`, with the serial
+`SinkNames` gives it: a UgCS source's vehicle its own serial and registered properties (the
+attributes `properties` and `subsystem_properties` name them), any other device its id as
+serial, read-only `robowire` autopilot. Position from the
 device's geodetic column (degrees -> radians on the wire) or, without one, from its ENU position
 and a configurable origin (pymap3d `enu2geodetic`); heading from its orientation (ENU yaw,
 counter-clockwise from east -> UgCS heading, clockwise from north, 0..2pi); ground speed,

@@ -18,8 +18,12 @@ text, attributes `definition` and `model` from its definition). Frames:
   is also a log event naming the cue's VDL.
 
 World -> wire (`SwarmEncoder`, for the serve sink): every world device with a position becomes
-a drone; ids are given in order of first sight (at most 65,536); one definition per device
-kind, without payloads. Positions are the world's ENU positions (metres) in the wire's order.
+a drone, named by `SinkNames`: a VRSP source's drone keeps its id, its definition (the
+attributes `definition`, `model`, `LightLumens`, `PayloadDefinitions` its adapter wrote), its
+heading and its payload states (the `payload<k>_...` telemetry back into the payload
+columns); other devices get the lowest free ids in order of first sight and one definition
+per device kind, without payloads. Positions are the world's ENU positions (metres) in the
+wire's order.
 The root is the sink's `lat`/`lon`/`alt` when given; otherwise it is derived once from the
 first device that has both a geodetic and an ENU position, so that this device's local offset
 maps back to its latitude/longitude (a VRSP -> VRSP bridge keeps the sender's root).
@@ -396,7 +400,7 @@ def _payload_columns(
         return None if found is None else np.nan_to_num(found[slots])
 
     for j in range(k):
-        light = swarm.light[rows, j]
+        light = swarm.light[rows, j]  # a view: written in place
         for i, name in enumerate(("red", "green", "blue")):
             if (values := column(f"payload{j}_{name}")) is not None:
                 light[:, i] = np.clip(np.rint(values), 0, 255)
@@ -404,7 +408,6 @@ def _payload_columns(
             values = level[slots]
             lit = ~np.isnan(values)
             light[lit, 0] = np.clip(np.rint(values[lit]), 0, 255)
-        swarm.light[rows, j] = light
         if (cue := column(f"payload{j}_cue")) is not None:
             swarm.cue[rows, j] = np.clip(np.rint(cue), 0, 255)
         if (since := column(f"payload{j}_since")) is not None:
@@ -412,11 +415,11 @@ def _payload_columns(
         gimbal = [telemetry.get(f"payload{j}_gimbal_{axis}") for axis in "wxyz"]
         if all(g is not None for g in gimbal):
             q = np.stack([g[slots] for g in gimbal if g is not None], axis=1)
-            aimed = ~np.isnan(q).any(axis=1)
-            mirrored = quaternion_mirror(np.where(aimed[:, None], q, [1.0, 0.0, 0.0, 0.0]))
-            swarm.gimbal[rows, j] = mirrored
+            aimed = np.isfinite(q).all(axis=1, keepdims=True)
+            swarm.gimbal[rows, j] = quaternion_mirror(np.where(aimed, q, _IDENTITY))
 
 
+_IDENTITY = np.array([1.0, 0.0, 0.0, 0.0])
 LED_FIELDS = ("led_red", "led_green", "led_blue")
 
 
