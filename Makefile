@@ -1,4 +1,5 @@
-# Every target sets itself up: a fresh clone needs only Python >= 3.11 with pip.
+# Every target sets itself up: a fresh clone needs only Python >= 3.11 with pip (and, for
+# `make test`, Node with npm: the JavaScript consumers in tests/js).
 # `make demo` installs what robowire needs to run; test, lint, typecheck and bench add the
 # development tools (pytest, mypy, the interop clients). A venv with the tools has both.
 PYTHON ?= python3
@@ -7,7 +8,7 @@ BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.runtime
 DEV := $(VENV)/.installed
 
-.PHONY: test demo bench fuzz lint typecheck check clean proto soak reliability
+.PHONY: test demo bench fuzz lint typecheck check clean proto soak reliability docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +23,14 @@ $(DEV): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@ $(RUNTIME)
 
-test: $(DEV)
+# the third-party JavaScript consumers the tests check outputs with (@foxglove/ws-protocol,
+# @mcap/core), exactly as tests/js/package-lock.json pins them
+NODE_MODULES := tests/js/node_modules/.package-lock.json
+$(NODE_MODULES): tests/js/package.json tests/js/package-lock.json
+	cd tests/js && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+test: $(DEV) $(NODE_MODULES)
 	$(BIN)/python -m pytest
 
 demo: $(RUNTIME)
@@ -53,13 +61,22 @@ reliability: $(DEV)
 	ROBOWIRE_CHURN_CYCLES=10000 $(BIN)/python -m pytest tests/reliability -s
 
 lint: $(DEV)
-	$(BIN)/ruff check src tests bench tools fuzz
-	$(BIN)/ruff format --check src tests bench tools fuzz
+	$(BIN)/ruff check src tests bench tools fuzz examples
+	$(BIN)/ruff format --check src tests bench tools fuzz examples
 
 typecheck: $(DEV)
 	$(BIN)/mypy
 
 check: lint typecheck test
+
+# The Python API reference (HTML) from the docstrings of the library face; warnings fail it
+# (tests/api/test_docs.py builds it too, so `make test` checks it)
+API_MODULES := robowire robowire.live robowire.publisher robowire.background \
+	robowire.protocols.ugcs.vsm robowire.protocols.ugcs.vehicle robowire.protocols.ugcs.client \
+	robowire.protocols.xrp.client
+docs: $(DEV)
+	$(BIN)/python -W error -m pdoc -o build/docs $(API_MODULES)
+	@echo "API reference: build/docs/index.html"
 
 # The UgCS VSM schema: regenerate the committed *_pb2.py/.pyi after editing a .proto
 # (tests/ugcs/test_schema.py fails while they are stale).
@@ -70,4 +87,4 @@ proto: $(DEV)
 		$(UGCS_PROTO)/ucs_vsm_defs.proto $(UGCS_PROTO)/ucs_vsm.proto $(UGCS_PROTO)/frames.proto
 
 clean:
-	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache tests/js/node_modules

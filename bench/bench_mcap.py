@@ -6,9 +6,9 @@ subscriber, as the recorder has), and every datagram it received (its receive ta
 
 * recorder: `McapRecorder.write` of those updates (each a `/robowire/<source>` JSON message,
   the Foxglove channels at their 10 Hz, /tf /scene /location /telemetry) and its tap for the
-  datagrams (`/raw/<source>`), into an unchunked file, flushed every 0.1 s;
+  datagrams (`/raw/<source>`), into a chunked (lz4, 1 MiB or 1 s), indexed file;
 * floor: the same messages (read back from that file: topic, schema, bytes, times) written
-  with the `mcap` package's `Writer` alone, unchunked, into another file.
+  with the `mcap` package's `Writer` alone, with the same chunks, into another file.
 
 Printed: messages/s and drone updates/s of the recorder, the floor's messages/s, and the
 ratio (recorder time / floor time: what building the messages costs on top of writing them);
@@ -29,6 +29,7 @@ from mcap.writer import Writer
 from robowire.gateway import open_sim, open_source
 from robowire.protocols.base import Address
 from robowire.recording import McapRecorder
+from robowire.recording.writer import CHUNK_BYTES, COMPRESSION
 from robowire.service import SimOptions
 from robowire.transport.loop import run
 from robowire.world import LogEvent, Update, World
@@ -85,7 +86,7 @@ def floor(recorded: str, path: str) -> tuple[float, int]:
         messages = [(s, c, m.log_time, m.data) for s, c, m in reader.iter_messages()]
     with open(path, "wb") as out:
         start = time.perf_counter()
-        writer = Writer(out, use_chunking=False)
+        writer = Writer(out, chunk_size=CHUNK_BYTES, compression=COMPRESSION)
         writer.start(profile="", library="floor")
         schemas: dict[int, int] = {}
         channels: dict[int, int] = {}

@@ -286,10 +286,121 @@ def serve_bench() -> dict[str, float]:
     }
 
 
+# -- the serve sink ---------------------------------------------------------------------------
+
+
+def _sink_process(port_queue: Any, result_queue: Any, seconds: float) -> None:
+    """A world of one VRPN source, 10 tracker sensors written at 1 kHz (pose, velocity and
+    acceleration, as `listen vrpn://` writes them), served by `VrpnSink` (`serve vrpn://`)."""
+    from robowire.endpoints import parse_endpoint
+    from robowire.protocols.vrpn.services import VrpnSink
+    from robowire.transport import run
+    from robowire.world import World
+
+    async def main() -> None:
+        world = World()
+        table = world.table("vrpn@bench")
+        table.protocol = "vrpn"
+        slots = table.slots([f"Tracker0/{i}" for i in range(SENSORS)], "tracker")
+        sink = VrpnSink(parse_endpoint("vrpn://127.0.0.1:0"))
+        task = asyncio.create_task(sink.run(world))
+        await sink.ready.wait()
+        port_queue.put(sink.address[1] if sink.address else 0)
+        angle = np.linspace(0.0, np.pi, SENSORS)
+        orientation = np.tile([1.0, 0.0, 0.0, 0.0], (SENSORS, 1))
+
+        def feed(t: float) -> None:
+            a = angle + t
+            position = np.stack([np.cos(a), np.sin(a), np.ones(SENSORS)], axis=1)
+            velocity = np.stack([-np.sin(a), np.cos(a), np.zeros(SENSORS)], axis=1)
+            world.update(
+                "vrpn@bench",
+                slots,
+                receive_time=time.time(),
+                source_time=time.time(),
+                position=position,
+                orientation=orientation,
+                velocity=velocity,
+                telemetry={
+                    f"acceleration_{c}": (-position[:, k], "m/s2") for k, c in enumerate("xyz")
+                },
+            )
+
+        go = await asyncio.to_thread(port_queue.get)  # a client is connected: time it
+        assert go == "go"
+        frames, cpu0, wall0 = 0, time.process_time(), time.perf_counter()
+        start = next_frame = time.perf_counter()
+        while time.perf_counter() - wall0 < seconds:
+            feed(time.perf_counter() - start)
+            frames += 1
+            next_frame += 1.0 / RATE
+            await asyncio.sleep(max(next_frame - time.perf_counter(), 0.0))
+        result_queue.put(
+            {
+                "frames": frames,
+                "cpu": time.process_time() - cpu0,
+                "wall": time.perf_counter() - wall0,
+                "sent": sink.reports_sent,
+                "dropped": sink.stats.dropped,
+            }
+        )
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    run(main())
+
+
+def sink_bench() -> dict[str, float]:
+    """`serve vrpn://` with a world of 10 VRPN sensors written at 1 kHz, read by the C++
+    client (motioncapture, TCP-only) for `SERVE_SECONDS`: the sink process's CPU share (the
+    world writes included) and the poses the client's poll loop saw."""
+    try:
+        import motioncapture  # noqa: F401
+    except ImportError:
+        print("   sink: skipped, PyPI motioncapture (the C++ client) is not installed")
+        return {}
+    ctx = multiprocessing.get_context("spawn")
+    port_queue, result_queue = ctx.Queue(), ctx.Queue()
+    server = ctx.Process(target=_sink_process, args=(port_queue, result_queue, SERVE_SECONDS))
+    server.start()
+    port = port_queue.get(timeout=20)
+    with tempfile.TemporaryFile("w+") as output:
+        mc = subprocess.Popen(
+            [sys.executable, str(MC_SCRIPT), f"tcp://127.0.0.1:{port}", "0", str(SERVE_SECONDS)],
+            stdout=output,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        time.sleep(1.5)
+        port_queue.put("go")
+        result = result_queue.get(timeout=SERVE_SECONDS + 20)
+        mc.wait(timeout=60)
+        output.seek(0)
+        lines = [json.loads(line) for line in output.read().splitlines() if line.startswith("{")]
+    server.join(10)
+    bodies = sorted({name for line in lines for name in line["bodies"]})
+    print(f"   serve sink (`serve vrpn://`), {SENSORS} VRPN sensors written at {RATE:.0f} Hz:")
+    print(
+        f"     world writes {result['frames'] / result['wall']:7.1f}/s; poses sent "
+        f"{result['sent'] / result['wall'] / SENSORS:7.1f}/s per sensor"
+    )
+    print(f"     C++ client (motioncapture, TCP-only) saw rigid bodies {bodies}")
+    share = result["cpu"] / result["wall"]
+    per = share / (result["sent"] / result["wall"] / 1000)  # the sink coalesces: per pose
+    print(f"     sink process CPU share            {share:7.1%} of one core")
+    print(f"       per 1,000 poses/s sent          {per:7.2%} of one core")
+    return {
+        "sink_poses_per_sensor": result["sent"] / result["wall"] / SENSORS,
+        "sink_cpu": share,
+        "sink_cpu_per_1000_poses": per,
+    }
+
+
 def main() -> dict[str, float]:
     figures = decode_bench()
     if not bench.QUICK:  # the table takes VRPN's CPU share from bench_load at the same load
         figures |= serve_bench()
+        figures |= sink_bench()
     return figures
 
 

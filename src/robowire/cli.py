@@ -924,6 +924,48 @@ async def _replay_raw(emitter: Any, duration: float | None, quiet: bool) -> int:
     return 0
 
 
+@main.group()
+def wireshark() -> None:
+    """robowire's Wireshark plugin: dissectors for all five protocols.
+
+    \b
+    Example:
+      tshark -X lua_script:$(robowire wireshark path) -r capture.pcap -V
+    """
+
+
+@wireshark.command("path")
+def wireshark_path() -> None:
+    """Print the plugin's file (robowire.lua).
+
+    \b
+    Example:
+      tshark -X lua_script:$(robowire wireshark path) -r capture.pcap
+    """
+    from robowire.wireshark import PLUGIN
+
+    click.echo(str(PLUGIN))
+
+
+@wireshark.command("install")
+def wireshark_install() -> None:
+    """Copy the plugin into Wireshark's personal plugin folder, and put robowire's UgCS .proto
+    files on Wireshark's protobuf search path; prints where. Restart Wireshark after.
+
+    \b
+    Example:
+      robowire wireshark install
+    """
+    from robowire.wireshark import install
+
+    try:
+        plugin, uat = install()
+    except OSError as exc:
+        fail(f"cannot install the Wireshark plugin: {exc}")
+    click.echo(f"plugin: {plugin}")
+    click.echo(f"protobuf search paths: {uat}")
+
+
 async def _progress_bar(services: list[Any], every: float = 0.2) -> None:
     """A progress bar on stderr (a terminal): position / duration in the recording, and the
     message rate."""

@@ -52,6 +52,7 @@ class Obs:
     orientation: tuple[float, float, float, float] | None = None
     telemetry: dict[str, tuple[float, str]] = field(default_factory=dict)
     kind: str = ""
+    velocity: tuple[float, float, float] | None = None
 
 
 Seen = dict[str, Obs]
@@ -67,7 +68,8 @@ def seen_of_world(world: World) -> Seen:
     """Every device of a far-end world, by device id (a far end has one source)."""
     out: Seen = {}
     for d in world.devices():
-        out[d.device_id] = Obs(d.position, d.geodetic, d.orientation, dict(d.telemetry), d.kind)
+        telemetry = dict(d.telemetry)
+        out[d.device_id] = Obs(d.position, d.geodetic, d.orientation, telemetry, d.kind, d.velocity)
     return out
 
 

@@ -3,7 +3,8 @@ a client of that sink's protocol at the far end.
 
 Expected values are computed here from the frozen source world and each sink's documented
 mapping (docs/bridging.md, whose table this test checks), never taken from the sink's encoder:
-VRPN names `[A-Za-z0-9_.-]` with sensor 0 and telemetry as analog channels; SpyGlass positions
+VRPN keeps a VRPN source's devices as they are (sender, sensor, every kind of report) and names
+other devices `[A-Za-z0-9_.-]` with sensor 0 and telemetry as analog channels; SpyGlass positions
 in units of `scale` rounded and clipped to int16 (unknown = 0), numbered nodes, float data;
 UgCS geodetic from the device's fix or its ENU position about the sink's origin (pymap3d), the
 heading clockwise from north; VRSP positions in float32 about the DEF root; XRP one robot whose
@@ -115,6 +116,30 @@ def problems(
                 check(close(o.geodetic, d.geodetic, 1e-9), f"{d.device_id}: {o.geodetic}", "geo")
             if d.telemetry:
                 check(o.telemetry == dict(d.telemetry), f"{d.device_id}: {o.telemetry}", "tel")
+    elif sink == "vrpn" and source == "vrpn":  # its own protocol: every device as it is
+        same_keys({d.device_id for d in devices})
+        for d in devices:
+            o = get(d.device_id)
+            check(o.kind == d.kind, f"{d.device_id}: kind {o.kind} != {d.kind}")
+            if d.position is not None:
+                check(
+                    close(o.position, d.position, 1e-9)
+                    and close(o.orientation, d.orientation, 1e-9)
+                    and close(o.velocity, d.velocity, 1e-9),
+                    f"{d.device_id}: {o.position} {o.orientation} {o.velocity}",
+                    "pos",
+                )
+            if d.telemetry:
+                names = sorted(d.telemetry)
+                check(
+                    sorted(o.telemetry) == names
+                    and all(o.telemetry[n][1] == d.telemetry[n][1] for n in names)
+                    and close(
+                        [o.telemetry[n][0] for n in names], [d.telemetry[n][0] for n in names], 1e-9
+                    ),
+                    f"{d.device_id}: {o.telemetry} != {d.telemetry}",
+                    "tel",
+                )
     elif sink == "vrpn":  # a tracker per device, telemetry as the analog channels of its name
         same_keys(
             {f"{vrpn_name(d.device_id)}/0" for d in devices if d.position or d.velocity}
@@ -153,10 +178,10 @@ def problems(
             if wanted:
                 check(len(got) == len(wanted) and close(got, wanted, 1e-9), f"{key}: {got}", "tel")
         same_keys(keys)
-    elif sink == "ugcs":  # every device a vehicle; the fix its own, or ENU about the origin
-        same_keys({f"{d.source}/{d.device_id}" for d in devices})
+    elif sink == "ugcs":  # every device a vehicle, serial its id; the fix its own, or ENU
+        same_keys({d.device_id for d in devices})
         for d in devices:
-            o = get(f"{d.source}/{d.device_id}")
+            o = get(d.device_id)
             if d.position is None and d.geodetic is None:
                 continue
             assert d.position is not None or d.geodetic is not None

@@ -2,7 +2,9 @@
 here with `websockets` (subprotocol `foxglove.sdk.v1`): serverInfo, advertise, subscribe, then
 binary message frames (opcode 1, `<IQ` subscription id and log time, the payload). Protobuf
 payloads are decoded with the schema the server advertised (a FileDescriptorSet), not with
-robowire's code. The data comes from `robowire sim vrsp` (a drone show with a geodetic root)."""
+robowire's code. The data comes from `robowire sim vrsp` (a drone show with a geodetic root).
+Foxglove's own npm client (`@foxglove/ws-protocol`, tests/js) reads it too, offering each of
+the protocol's two subprotocol names alone."""
 
 from __future__ import annotations
 
@@ -236,3 +238,86 @@ def test_bridge_to_foxglove_says_where_it_listens() -> None:
     finally:
         bridge.kill()
         bridge.communicate(timeout=30)
+
+
+async def test_foxglove_own_client_decodes_every_channel_offering_either_subprotocol() -> None:
+    """Foxglove's npm client (`@foxglove/ws-protocol` FoxgloveClient on `ws`), offering one
+    subprotocol at a time, subscribes to every channel `serve foxglove://` advertises and
+    decodes each message with the advertised schema (protobufjs from the FileDescriptorSet,
+    JSON checked against its JSON schema). What it decodes is what the gateway read from a
+    real `robowire sim vrsp` show: every drone's position, orientation, fix and telemetry."""
+    from npm_consumers import run_node
+    from robowire.gateway import Gateway, open_sink, open_source
+    from support import until
+
+    udp = free_udp_port()
+    reading = Gateway()  # the source's gateway, stopped once the world holds the show
+    serving = Gateway(world=reading.world)  # the Foxglove sink's, on the same world
+    source = open_source(f"vrsp://127.0.0.1:{udp}")
+    sink = open_sink("foxglove://127.0.0.1:0?rate=20")
+    reading.add(source)
+    serving.add(sink)
+    runs = [asyncio.create_task(reading.run(90)), asyncio.create_task(serving.run(90))]
+    sim = start(
+        ["sim", "vrsp", "--drones", "6", "--to", f"127.0.0.1:{udp}", "--set", "lat=10",
+         "--set", "lon=20", "--set", "alt=5", "--duration", "90"]
+    )  # fmt: skip
+    world = reading.world
+    try:
+        await until(
+            lambda: source.name in world.tables and len(world.tables[source.name]) == 6,
+            "the show's six drones in the world",
+        )
+        reading.stop()  # from here the world stands still: what the client gets is exact
+        await runs[0]
+        assert sink.address is not None
+        url = f"ws://127.0.0.1:{sink.address[1]}"
+        got = {
+            subprotocol: await run_node("foxglove_client.mjs", url, subprotocol, "1", "60")
+            for subprotocol in ("foxglove.websocket.v1", "foxglove.sdk.v1")
+        }
+        refused = await run_node("foxglove_client.mjs", url, "foxglove.other.v1", "1", "60")
+    finally:
+        sim.kill()
+        sim.communicate(timeout=30)
+        reading.stop()
+        serving.stop()
+        await asyncio.gather(*runs)
+    assert refused["errors"] == ["Unexpected server response: 400"]  # neither name: refused
+    table = world.tables[source.name]
+    frames = [f"{source.name}/{d}" for d in table.ids]
+    telemetry = f"/telemetry/{source.name}"
+    for subprotocol, result in got.items():
+        print(subprotocol, result["server"], result["errors"])
+        for c in result["channels"]:
+            print(f"  {c['topic']} {c['encoding']} {c['schemaName']}: {c['messages']} messages, "
+                  f"{c['errors']} errors")  # fmt: skip
+        assert result["subprotocol"] == subprotocol and result["server"] == "robowire"
+        assert result["complete"] and result["errors"] == [], result["errors"]
+        schemas = {c["topic"]: (c["encoding"], c["schemaName"]) for c in result["channels"]}
+        assert schemas == {
+            "/tf": ("protobuf", "foxglove.FrameTransforms"),
+            "/scene": ("protobuf", "foxglove.SceneUpdate"),
+            "/location": ("protobuf", "foxglove.LocationFix"),
+            telemetry: ("json", "robowire.Telemetry"),
+        }
+        decoded = result["decoded"]
+        transforms = {t["childFrameId"]: t for m in decoded["/tf"] for t in m["transforms"]}
+        fixes = {f["frameId"]: f for f in decoded["/location"]}
+        cubes = {e["frameId"] for m in decoded["/scene"] for e in m["entities"]}
+        assert set(transforms) == set(fixes) == cubes == set(frames)
+        for slot, frame in enumerate(frames):
+            t = transforms[frame]
+            assert t["parentFrameId"] == "world"
+            position = [t["translation"][k] for k in "xyz"]
+            assert position == table.position[slot].tolist()
+            assert [t["rotation"][k] for k in "wxyz"] == table.orientation[slot].tolist()
+            fix = fixes[frame]
+            assert [fix["latitude"], fix["longitude"], fix["altitude"]] == table.geodetic[
+                slot
+            ].tolist()
+        columns = decoded[telemetry][-1]
+        assert columns["device"] == list(table.ids)
+        assert columns["units"] == {name: table.units[name] for name in table.telemetry}
+        for name, values in table.telemetry.items():
+            assert columns[name] == [None if v != v else v for v in values[: len(table)]]

@@ -41,3 +41,27 @@ def test_a_collision_keeps_the_first_and_qualifies_the_second_once(
 def test_a_source_opened_from_a_url_names_its_protocol() -> None:
     assert open_source("vrpn://Tracker0@127.0.0.1:3883").protocol == "vrpn"
     assert open_source("ugcs://127.0.0.1:5556").protocol == "ugcs"
+
+
+def test_a_split_keeps_a_senders_devices_together_through_a_collision(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """VRPN: "Tracker0/0" and "Tracker0/1" are sensors of one sender; a second source's
+    Tracker0 is renamed as a whole (said once), its sensors kept."""
+
+    def split(device_id: str) -> tuple[str, str]:
+        head, cut, rest = device_id.partition("/")
+        return head, cut + rest
+
+    names = SinkNames("vrpn", lambda name: name.replace("/", "_").replace("@", "_"), split=split)
+    first = table("vrpn@a", "vrpn", "Tracker0/0", "Tracker0/1", "Analog0")
+    second = table("vrpn@b", "vrpn", "Tracker0/1", "Tracker0/2", "Tracker0")
+    with caplog.at_level(logging.WARNING):
+        assert names.names(first, [0, 1, 2]) == ["Tracker0/0", "Tracker0/1", "Analog0"]
+        assert names.names(second, [0, 1, 2]) == [
+            "vrpn_b_Tracker0/1",
+            "vrpn_b_Tracker0/2",
+            "vrpn_b_Tracker0",
+        ]
+    assert len(caplog.records) == 1
+    assert names.name_of(first, "Tracker0") == "Tracker0"  # a log event's sender

@@ -1,7 +1,7 @@
 """Record real simulators with `robowire record` (a process, on loopback), then read the file
-with the `mcap` package (protobuf decoded from the schemas in the file, not with robowire's
-code) and replay it at world and raw level, re-emit it to real receivers, and kill a
-recording with SIGKILL."""
+with the `mcap` package and with `@mcap/core` (npm, the reader Foxglove's app uses; every
+message decoded from the schemas in the file, not with robowire's code), replay it at world
+and raw level, re-emit it to real receivers, and kill a recording with SIGKILL."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from mcap.exceptions import McapError
 from mcap.reader import NonSeekingReader, make_reader
 
+from npm_consumers import run_node_sync
 from robowire.endpoints import parse_endpoint
 from robowire.gateway import Gateway
 from robowire.recording import McapSource, contents, raw_sources
@@ -159,6 +160,51 @@ def test_foxglove_channels_hold_the_positions_the_world_had(recorded: Path) -> N
         assert got == pytest.approx(drone["geodetic"], abs=1e-6)
 
 
+def front_to_back(path: Path) -> dict[str, int]:
+    """Messages per topic, read front to back with the `mcap` package (up to a cut end)."""
+    counts: dict[str, int] = {}
+    with open(path, "rb") as stream:
+        try:
+            for _schema, channel, _message in NonSeekingReader(stream).iter_messages(
+                log_time_order=False
+            ):
+                counts[channel.topic] = counts.get(channel.topic, 0) + 1
+        except (McapError, EOFError, ValueError):  # the cut end; what came before it counts
+            pass
+    return counts
+
+
+def test_mcap_core_indexed_reader_reads_every_message(recorded: Path) -> None:
+    """`@mcap/core`'s McapIndexedReader (what Foxglove's app seeks with) finds the summary,
+    the chunk and message indexes and the statistics, and reads every message the file
+    holds, each decoded with its channel's schema; its last transforms are the positions the
+    world ended with."""
+    got = run_node_sync("mcap_read.mjs", "indexed", str(recorded))
+    print({k: v for k, v in got.items() if k != "transforms"})
+    assert got["errors"] == []
+    counts = {topic: t["messages"] for topic, t in got["topics"].items()}
+    assert counts == front_to_back(recorded)
+    assert got["statistics"]["messages"] == sum(counts.values())
+    span = got["lastLogTime"] - got["firstLogTime"]
+    assert got["statistics"]["chunks"] == got["chunks"] >= max(2, int(span))  # small chunks:
+    assert got["longestChunk"] <= 1.5  # each closed 1 s after its first message (+ scheduling)
+    assert all(t["errors"] == 0 for t in got["topics"].values())
+    assert {t["schema"] for t in got["topics"].values()} == {
+        None,  # the raw channels: the protocols' own bytes
+        "robowire.Update",
+        "robowire.Telemetry",
+        "foxglove.FrameTransforms",
+        "foxglove.SceneUpdate",
+        "foxglove.LocationFixes",
+    }
+    world = robowire("replay", str(recorded), "--json", "--speed", "50")
+    final = last_states(world.stdout)
+    moved = {f"{s}/{d}": x["position"] for (s, d), x in final.items() if "position" in x}
+    assert moved and set(got["transforms"]) == set(moved)
+    for frame, position in moved.items():
+        assert got["transforms"][frame] == pytest.approx(position, abs=1e-6)
+
+
 def test_world_and_raw_replay_give_the_same_devices_and_values(recorded: Path) -> None:
     world = robowire("replay", str(recorded), "--json", "--speed", "50")
     raw = robowire("replay", str(recorded), "--json", "--speed", "50", "--level", "raw")
@@ -201,6 +247,10 @@ async def test_replay_keeps_the_recorded_timing(recorded: Path) -> None:
 
 
 def test_a_killed_recording_is_readable_up_to_the_cut_and_replays(tmp_path: Path) -> None:
+    """SIGKILL a real `record` process: the file has no summary, and `@mcap/core`'s
+    McapStreamReader reads every message of its whole chunks, the last within about a second
+    of the kill (a chunk is written at most 1 s after its first message); the `mcap` package
+    reads the same, and replay plays it at both levels."""
     path = tmp_path / "killed.mcap"
     vrsp = free_port()
     record = subprocess.Popen(
@@ -212,27 +262,24 @@ def test_a_killed_recording_is_readable_up_to_the_cut_and_replays(tmp_path: Path
         with started("sim", "vrsp", "--count", "5", "--to", f"127.0.0.1:{vrsp}", announce=False):
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline and (
-                not path.exists() or path.stat().st_size < 20_000
+                not path.exists() or path.stat().st_size < 5_000
             ):
                 time.sleep(0.1)
-            time.sleep(1.5)  # a second and a half of show more, then the kill
+            time.sleep(2.5)  # two and a half seconds of show more, then the kill
+            killed = time.time()
             record.send_signal(signal.SIGKILL)
             record.wait(10)
     finally:
         if record.poll() is None:
             record.kill()
-    topics: set[str] = set()
-    read = 0
-    with open(path, "rb") as stream:
-        try:
-            for _schema, channel, _message in NonSeekingReader(stream).iter_messages(
-                log_time_order=False
-            ):
-                topics.add(channel.topic)
-                read += 1
-        except (McapError, EOFError, ValueError):  # the cut end; what came before it counts
-            pass
-    assert read > 20 and any(t.startswith("/raw/vrsp@") for t in topics) and "/tf" in topics
+    got = run_node_sync("mcap_read.mjs", "stream", str(path))
+    print({k: v for k, v in got.items() if k != "transforms"}, f"killed at {killed:.3f}")
+    assert got["errors"] == [] and not got["done"]  # no error: a cut, not damage
+    counts = {topic: t["messages"] for topic, t in got["topics"].items()}
+    assert counts == front_to_back(path)
+    assert sum(counts.values()) > 20 and all(t["errors"] == 0 for t in got["topics"].values())
+    assert any(t.startswith("/raw/vrsp@") for t in counts) and "/tf" in counts
+    assert killed - got["lastLogTime"] < 1.5, "more than about a second lost"
     for level in ("world", "raw"):
         replay = robowire("replay", str(path), "--json", "--speed", "50", "--level", level)
         assert replay.returncode == 0, replay.stderr

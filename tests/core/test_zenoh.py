@@ -101,9 +101,11 @@ async def test_a_late_subscriber_gets_every_device_with_everything_it_has() -> N
     sink = open_sink(f"zenoh://127.0.0.1:{port}")
     async with running(sink) as a:
         write_site(a.world)
+        a.world.tables["site"].protocol = "vrsp"  # its ids are VRSP drone ids
         source = open_source(f"zenoh://127.0.0.1:{port}")
         async with running(source) as b:
             await until(lambda: comparable(b.world) == comparable(a.world), "the same world")
+            assert b.world.tables["site"].protocol == "vrsp"  # a VRSP sink there keeps them
             seen = comparable(b.world)
             assert seen[("site", "d1")] == {
                 "source": "site",

@@ -1,40 +1,102 @@
-"""Opt-in interop with the mainline C++ tools, when a developer has built them.
+"""Interop with the mainline C++ tools: `vrpn_server` and `vrpn_print_devices` (VRPN 07.38).
 
-Set ROBOWIRE_VRPN_SERVER to a `vrpn_server` binary and/or ROBOWIRE_VRPN_PRINT_DEVICES to a
-`vrpn_print_devices` binary (VRPN 07.38 built from source; no registry ships them, so CI
-skips these). Checked: our client reads a real server in both modes; the real client prints
-what our simulator sends, without warnings.
+They are found next to the checkout, in `../shared/peers/vrpn/` (its README says how they were
+built); ROBOWIRE_VRPN_SERVER / ROBOWIRE_VRPN_PRINT_DEVICES point at other builds. A checkout
+without them skips these tests, saying where it looked. Checked: our client reads a real server
+in both modes; the real client prints what our simulator sends without warnings; it prints the
+same devices, sensors and report kinds (and the same deterministic values) reading a robowire
+relay of a real server as reading the server directly; and it plays a `record -o run.vrpn`
+log with every pose in it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
+import json
+import re
+import signal
 import socket
 from pathlib import Path
 
 import pytest
 
+from mainline import PRINT_DEVICES, SERVER, needs_client, needs_server
 from robowire.endpoints import parse_endpoint
-from robowire.protocols.vrpn.services import open_sim, open_source
+from robowire.gateway import Gateway, open_sink
+from robowire.gateway import open_source as open_url
+from robowire.protocols.vrpn.dissect import decode_log
+from robowire.protocols.vrpn.services import VrpnLogSink, VrpnSink, open_sim, open_source
 from robowire.service import SimOptions
 from robowire.world import World
+from support import free_port, free_udp_port, until
 
 from .test_live import started, stop, wait_for
 
-SERVER = os.environ.get("ROBOWIRE_VRPN_SERVER", "")
-PRINT_DEVICES = os.environ.get("ROBOWIRE_VRPN_PRINT_DEVICES", "")
-
 pytestmark = pytest.mark.interop
 
+# -- the mainline client's output --------------------------------------------------------------
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+Report = tuple[str, int | None, str]  # (device, sensor or number, what was printed)
+_TRACKER = re.compile(r"Tracker (\S+?)@\S*, sensor (\d+):$")
+_MOTION = re.compile(r"\s+(pos|vel|acc) \(")
+_ANALOG = re.compile(r"Analog (\S+?)@\S*:$")
+_CHANNELS = re.compile(r"\s+.*\((\d+) chans\)$")
+_STATES = re.compile(r"Button (\S+?)@\S* has (\d+) buttons with states")
+_BUTTON = re.compile(r"Button (\S+?)@\S*, number (\d+) was just (?:pressed|released)")
+_DIAL = re.compile(r"Dial (\S+?)@\S*, number (\d+) was moved by")
 
 
-@pytest.mark.skipif(not SERVER, reason="set ROBOWIRE_VRPN_SERVER to a built vrpn_server")
+def reports(text: str) -> tuple[set[Report], dict[Report, set[str]]]:
+    """What `vrpn_print_devices` printed, as (device, sensor, kind) and each one's printed
+    values: tracker `pos`/`vel`/`acc` of a sensor, `analog N` (N channels), `button states N`,
+    `button` (a change of button n) and `dial` (dial n moved)."""
+    found: set[Report] = set()
+    values: dict[Report, set[str]] = {}
+    lines = text.splitlines()
+    for line, after in zip(lines, [*lines[1:], ""], strict=True):
+        report: Report | None = None
+        if (m := _TRACKER.match(line)) and (n := _MOTION.match(after)):
+            report = (m[1], int(m[2]), n[1])
+        elif (m := _ANALOG.match(line)) and (n := _CHANNELS.match(after)):
+            report = (m[1], None, f"analog {n[1]}")
+        elif m := _STATES.match(line):
+            report, after = (m[1], None, f"button states {m[2]}"), line.split(": ", 1)[-1]
+        elif m := _BUTTON.match(line):
+            report, after = (m[1], int(m[2]), "button"), line
+        elif m := _DIAL.match(line):
+            report, after = (m[1], int(m[2]), "dial"), line.rsplit(" ", 1)[-1]
+        if report is not None:
+            found.add(report)
+            values.setdefault(report, set()).add(after.strip().replace("-0.00", " 0.00"))
+    return found, values
+
+
+async def print_devices(names: list[str], seconds: float) -> str:
+    """Run the mainline client on `names` for `seconds`, then SIGINT it (its own way out)."""
+    client = await asyncio.create_subprocess_exec(
+        "stdbuf",
+        "-oL",
+        str(PRINT_DEVICES),
+        *names,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    try:
+        await asyncio.sleep(seconds)
+    finally:
+        client.send_signal(signal.SIGINT)
+        try:
+            out = (await asyncio.wait_for(client.communicate(), 10))[0]
+        except TimeoutError:
+            client.kill()
+            out = (await client.communicate())[0]
+    return out.decode(errors="replace")
+
+
+# -- our client, their server ------------------------------------------------------------------
+
+
+@needs_server
 @pytest.mark.parametrize("scheme", ["vrpn", "vrpn+tcp"])
 async def test_our_client_reads_the_mainline_server(scheme: str, tmp_path: Path) -> None:
     config = tmp_path / "vrpn.cfg"
@@ -45,7 +107,7 @@ async def test_our_client_reads_the_mainline_server(scheme: str, tmp_path: Path)
     )
     port = free_port()
     server = await asyncio.create_subprocess_exec(
-        SERVER,
+        str(SERVER),
         "-f",
         str(config),
         "-millisleep",
@@ -73,9 +135,10 @@ async def test_our_client_reads_the_mainline_server(scheme: str, tmp_path: Path)
         await server.wait()
 
 
-@pytest.mark.skipif(
-    not PRINT_DEVICES, reason="set ROBOWIRE_VRPN_PRINT_DEVICES to a built vrpn_print_devices"
-)
+# -- their client, our server -------------------------------------------------------------------
+
+
+@needs_client
 @pytest.mark.parametrize("udp", [True, False])
 async def test_mainline_client_prints_our_simulator(udp: bool) -> None:
     sim = open_sim(SimOptions(port=0, rate=20, count=2))
@@ -83,21 +146,137 @@ async def test_mainline_client_prints_our_simulator(udp: bool) -> None:
     port = sim.address[1]  # type: ignore[index]
     where = f"127.0.0.1:{port}" if udp else f"tcp://127.0.0.1:{port}"
     names = [f"{device}@{where}" for device in ("Tracker0", "Analog0", "Button0", "Dial0")]
-    client = await asyncio.create_subprocess_exec(
-        "stdbuf",
-        "-oL",
-        PRINT_DEVICES,
-        *names,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
     try:
-        await asyncio.sleep(2.5)
+        out = await print_devices(names, 2.5)
     finally:
-        client.terminate()
-        out = (await client.communicate())[0].decode(errors="replace")
         await stop(task)
     assert "sensor 1:" in out and "pos (" in out and "vel (" in out
     assert "(4 chans)" in out and "has 2 buttons" in out and "was moved by  0.25" in out
     for bad in ("arning", "rror", "No response", "flatlined"):
+        assert bad not in out
+
+
+# -- a relay of the mainline server, read by the mainline client --------------------------------
+
+RELAYED = ("Tracker0", "Button0", "Dial0", "Jsonnet")
+
+
+async def _json_feeder(port: int) -> None:
+    """Drives the server's vrpn_Tracker_JsonNet `Jsonnet` (tracker sensor 1, analog channel
+    1, button 3) with JSON datagrams, as its Android widgets do."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        k = 0
+        while True:
+            for message in (
+                {"type": 1, "id": 1, "pos": [0.1, 0.2, 0.3], "quat": [0.0, 0.0, 0.6, 0.8]},
+                {"type": 3, "num": 1, "data": 0.25 * (k % 4)},
+                {"type": 2, "button": 3, "state": k % 2 == 0},
+            ):
+                sock.sendto(json.dumps(message).encode(), ("127.0.0.1", port))
+                await asyncio.sleep(0.05)
+            k += 1
+
+
+@needs_server
+@needs_client
+@pytest.mark.parametrize("relay_mode", ["tcp", "udp"])
+async def test_mainline_client_sees_a_relay_as_the_server_itself(
+    relay_mode: str, tmp_path: Path
+) -> None:
+    """`bridge vrpn://… --to vrpn://…` of a real vrpn_server (a NULL tracker of 2 sensors:
+    pose, velocity and acceleration; example buttons and dials; a JsonNet device with a
+    tracker, 128 analog channels and 256 buttons): the mainline client prints the same
+    devices, sensors and report kinds through the relay as from the server, the tracker
+    values alike, and analog values the server sent."""
+    port, json_port = free_port(), free_udp_port()
+    config = tmp_path / "vrpn.cfg"
+    config.write_text(
+        "vrpn_Tracker_NULL\tTracker0\t2\t30.0\n"
+        "vrpn_Button_Example\tButton0\t2\t2.0\n"
+        "vrpn_Dial_Example\tDial0\t2\t2.0\t10.0\n"
+        f"vrpn_Tracker_JsonNet\tJsonnet\t{json_port}\n"
+    )
+    server = await asyncio.create_subprocess_exec(
+        str(SERVER),
+        "-f",
+        str(config),
+        "-q",
+        "-NIC",
+        "127.0.0.1",
+        str(port),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    feeder = asyncio.create_task(_json_feeder(json_port))
+    gateway = Gateway()
+    source = open_url(f"vrpn+tcp://{','.join(RELAYED)}@127.0.0.1:{port}?retry=0.2")
+    sink = open_sink("vrpn://127.0.0.1:0")
+    assert isinstance(sink, VrpnSink)
+    gateway.add(source, sink)
+    running = asyncio.create_task(gateway.run())
+    try:
+        wanted = {"Tracker0/0", "Tracker0/1", "Button0", "Dial0", "Jsonnet", "Jsonnet/1"}
+        await until(
+            lambda: wanted <= set(gateway.world.table(source.name).ids),
+            "the relay's world has every device of the server",
+        )
+        assert sink.address is not None
+        relay = f"tcp://127.0.0.1:{sink.address[1]}"
+        if relay_mode == "udp":
+            relay = f"127.0.0.1:{sink.address[1]}"
+        direct_out, relay_out = await asyncio.gather(
+            print_devices([f"{name}@tcp://127.0.0.1:{port}" for name in RELAYED], 4.0),
+            print_devices([f"{name}@{relay}" for name in RELAYED], 4.0),
+        )
+    finally:
+        feeder.cancel()
+        gateway.stop()
+        await asyncio.gather(running, feeder, return_exceptions=True)
+        server.terminate()
+        await server.wait()
+    direct, direct_values = reports(direct_out)
+    relayed, relay_values = reports(relay_out)
+    assert {(d, s, k) for d, s, k in direct if d == "Tracker0"} == {
+        ("Tracker0", sensor, kind) for sensor in (0, 1) for kind in ("pos", "vel", "acc")
+    }
+    assert ("Jsonnet", 1, "pos") in direct and ("Jsonnet", None, "analog 128") in direct
+    assert ("Jsonnet", None, "button states 256") in direct and ("Jsonnet", 3, "button") in direct
+    assert ("Dial0", 1, "dial") in direct and ("Button0", 1, "button") in direct
+    assert relayed == direct
+    for report in relayed:
+        if report[0] == "Tracker0" or report[2].startswith("analog") or report[2] == "pos":
+            assert relay_values[report] <= direct_values[report], report
+    for bad in ("No response", "flatlined", "rror"):
+        assert bad not in relay_out
+
+
+# -- a log that robowire wrote, played by the mainline client -----------------------------------
+
+
+@needs_client
+async def test_mainline_client_plays_a_recorded_log_with_every_pose(tmp_path: Path) -> None:
+    """`record vrpn://Tracker0,Analog0,Button0,Dial0@… -o run.vrpn`, then
+    `vrpn_print_devices Tracker0@file://run.vrpn …`: every pose in the file is printed, every
+    kind of report comes out as itself, and no warning."""
+    sim = open_sim(SimOptions(port=0, rate=50, count=2))
+    sims = await started(sim)
+    names = ("Tracker0", "Analog0", "Button0", "Dial0")
+    path = tmp_path / "run.vrpn"
+    gateway = Gateway()
+    source = open_url(f"vrpn://{','.join(names)}@127.0.0.1:{sim.address[1]}")  # type: ignore[index]
+    log_sink = VrpnLogSink(str(path))
+    gateway.add(source, log_sink)
+    try:
+        await gateway.run(2.5)
+    finally:
+        await stop(sims)
+    poses = [e for e in decode_log(str(path)) if e.get("type") == "vrpn_Tracker Pos_Quat"]
+    assert len(poses) > 100
+    out = await print_devices([f"{name}@file://{path}" for name in names], 5.0)
+    played, _ = reports(out)
+    assert sum(1 for line in out.splitlines() if line.startswith("     pos (")) == len(poses)
+    assert {("Tracker0", s, k) for s in (0, 1) for k in ("pos", "vel", "acc")} <= played
+    assert ("Analog0", None, "analog 4") in played
+    assert ("Button0", None, "button states 2") in played and ("Dial0", 0, "dial") in played
+    for bad in ("No response", "flatlined", "rror"):
         assert bad not in out

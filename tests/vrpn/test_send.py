@@ -4,6 +4,8 @@ each) gave, on TCP and in UDP datagrams, for any seq a session is at."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -16,7 +18,15 @@ from robowire.protocols.vrpn import (
     encode_cookie,
 )
 from robowire.protocols.vrpn.codec import split_time
-from robowire.protocols.vrpn.messages import Body, Ping
+from robowire.protocols.vrpn.messages import (
+    AnalogChannel,
+    Body,
+    ButtonChange,
+    ButtonStates,
+    DialUpdate,
+    Ping,
+    TextMessage,
+)
 from robowire.protocols.vrpn.model import MOTION_DEFAULTS, REPORTS, DeviceModel, Frame
 from robowire.protocols.vrpn.registry import (
     SERVER_TYPE_NAMES,
@@ -195,7 +205,7 @@ def test_world_encoder_builds_report_columns_from_the_update() -> None:
     velocities = out.velocities
     assert [velocities.names[i] for i in velocities.senders.tolist()] == ["a", "b"]
     assert velocities.values.tolist() == [[0.1, 0.2, 0.3], [0.4, 0.5, 0.6]]
-    assert velocities.times.tolist() == [100.0, 100.0]
+    assert velocities.times.tolist() == [50.0, 51.0]  # the source time, as poses
     again = encoder.encode(
         world, [world.update("src", slots[2:], receive_time=101.0, position=position[2:])]
     )
@@ -204,3 +214,121 @@ def test_world_encoder_builds_report_columns_from_the_update() -> None:
     single = WorldEncoder("All").encode(world, [first])
     assert single.new_devices == ["All"] and single.poses is not None
     assert single.poses.names == ["All"] and single.poses.sensors.tolist() == [0, 2]
+
+
+# -- the sink's inverse mapping: VRPN devices go out as they came ---------------------------------
+
+
+def _received(sender: str, message: Body, time: float) -> Any:
+    from robowire.protocols.vrpn.events import MessageReceived
+
+    kind = message.WIRE_NAME
+    return MessageReceived(
+        sender=sender, type=kind, message=message, time=time, channel="tcp", order=0
+    )
+
+
+def _vrpn_world() -> tuple[Any, str, Any]:
+    """A world as `listen vrpn://` writes it: tracker sensors, an analog, buttons, dials."""
+    from robowire.protocols.vrpn.adapter import VrpnAdapter
+    from robowire.world import World
+
+    world = World()
+    source = "vrpn@a:3883"
+    world.table(source).protocol = "vrpn"
+    adapter = VrpnAdapter(world, source)
+    for message in (
+        ButtonStates(states=(0, 1)),
+        AnalogChannel(channels=tuple(float(i) for i in range(12))),
+        DialUpdate(delta=0.25, dial=1),
+    ):
+        sender = {ButtonStates: "Button0", AnalogChannel: "Analog0", DialUpdate: "Dial0"}
+        adapter.apply([_received(sender[type(message)], message, 10.0)], 10.0)
+    return world, source, adapter
+
+
+def test_the_sink_sends_a_vrpn_source_s_devices_under_their_own_names_and_kinds() -> None:
+    from robowire.protocols.vrpn.adapter import WorldEncoder, vrpn_address
+    from robowire.world import LogEvent
+
+    world, source, adapter = _vrpn_world()
+    slots = world.table(source).slots(["Tracker0/0", "Tracker0/3"], "tracker")
+    update = world.update(
+        source,
+        slots,
+        receive_time=11.0,
+        source_time=np.array([10.5, 10.6]),
+        position=np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]),
+        orientation=np.array([[1.0, 0.0, 0.0, 0.0]] * 2),
+        velocity=np.array([[0.1, 0.2, 0.3], [0.4, 0.5, 0.6]]),
+        telemetry={f"acceleration_{c}": (np.array([7.0, 8.0]), "m/s2") for c in "xyz"},
+    )
+    encoder = WorldEncoder()
+    text = LogEvent(source, "Tracker0", "hello", "warning", 10.7)
+    out = encoder.encode(world, [*_sender_updates(world, source), update, text])
+    assert sorted(out.new_devices) == ["Analog0", "Button0", "Dial0", "Tracker0"]
+    for columns in (out.poses, out.velocities, out.accelerations):
+        assert columns is not None and columns.names == ["Tracker0"]
+        assert columns.sensors.tolist() == [0, 3] and columns.times.tolist() == [10.5, 10.6]
+    assert out.accelerations is not None and out.accelerations.values.tolist() == [
+        [7.0] * 3,
+        [8.0] * 3,
+    ]
+    sent = {(sender, type(body).__name__): body for sender, body, _, _ in out.messages}
+    assert sent[("Analog0", "AnalogChannel")] == AnalogChannel(
+        channels=tuple(float(i) for i in range(12))  # channel_10 after channel_9, not _1
+    )
+    assert sent[("Button0", "ButtonStates")] == ButtonStates(states=(0, 1))
+    assert sent[("Dial0", "DialUpdate")] == DialUpdate(delta=0.25, dial=1)
+    assert sent[("Tracker0", "TextMessage")] == TextMessage(text="hello", severity=1)
+    assert vrpn_address("Tracker0/3") == ("Tracker0", 3) and vrpn_address("A/b") == ("A/b", None)
+
+    # later: a button change is one Change, a dial's new total goes out as its delta
+
+    adapter.apply(
+        [
+            _received("Button0", ButtonChange(button=0, state=1), 12.0),
+            _received("Dial0", DialUpdate(delta=0.5, dial=1), 12.0),
+        ],
+        12.0,
+    )
+    later = encoder.encode(world, _sender_updates(world, source))
+    bodies = [(sender, body) for sender, body, _, _ in later.messages]
+    assert ("Button0", ButtonChange(button=0, state=1)) in bodies
+    assert ("Dial0", DialUpdate(delta=0.5, dial=1)) in bodies
+    assert not any(isinstance(body, ButtonStates) for _, body in bodies)
+    assert encoder.buttons == {"Button0": (1, 1)}
+
+
+def _sender_updates(world: Any, source: str) -> list[Any]:
+    """The latest state of a source's sender devices, as a sink's pull gives it."""
+    from robowire.world import Update
+
+    table = world.table(source)
+    slots = np.array([table.index[n] for n in ("Analog0", "Button0", "Dial0")], dtype=np.intp)
+    return [Update(source, slots, frozenset(table.telemetry), 12.0)]
+
+
+def test_two_vrpn_sources_with_one_sender_name_are_told_apart_by_sender() -> None:
+    from robowire.protocols.vrpn.adapter import WorldEncoder
+    from robowire.world import World
+
+    world = World()
+    updates = []
+    for source in ("vrpn@a:3883", "vrpn@b:3883"):
+        world.table(source).protocol = "vrpn"
+        slots = world.table(source).slots(["Tracker0/0", "Tracker0/1"], "tracker")
+        updates.append(world.update(source, slots, receive_time=1.0, position=np.zeros((2, 3))))
+    out = WorldEncoder().encode(world, updates)
+    assert out.new_devices == ["Tracker0", "vrpn_b_3883_Tracker0"]
+    assert out.poses is not None
+    rows = [
+        (out.poses.names[i], s)
+        for i, s in zip(out.poses.senders.tolist(), out.poses.sensors.tolist(), strict=True)
+    ]
+    assert rows == [
+        ("Tracker0", 0),
+        ("Tracker0", 1),
+        ("vrpn_b_3883_Tracker0", 0),
+        ("vrpn_b_3883_Tracker0", 1),
+    ]

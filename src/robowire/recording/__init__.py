@@ -12,7 +12,7 @@ from robowire.recording.reader import (
 )
 from robowire.recording.replay import McapSource, RawEmitter, RecordingAdapter, raw_sources
 from robowire.recording.writer import (
-    FLUSH_SECONDS,
+    CHUNK_SECONDS,
     LOG_TOPIC,
     RAW_PREFIX,
     TOPIC_PREFIX,
@@ -20,7 +20,7 @@ from robowire.recording.writer import (
 )
 
 __all__ = [
-    "FLUSH_SECONDS",
+    "CHUNK_SECONDS",
     "LOG_TOPIC",
     "RAW_PREFIX",
     "TOPIC_PREFIX",

@@ -1,5 +1,6 @@
-"""Reading robowire MCAP recordings: front to back (a killed recording gives every whole
-message, then a DecodeError for the cut end), and what is in them."""
+"""Reading robowire MCAP recordings: front to back, chunk by chunk, never through the summary
+(a killed recording has none: it gives every message of its whole chunks, then a DecodeError
+for the cut end), and what is in them."""
 
 from __future__ import annotations
 
@@ -36,9 +37,10 @@ ZstdError (a flipped bit in a zstd chunk), RuntimeError (lz4's), OverflowError (
 length inside a chunk past 2**63)."""
 
 MAX_CHUNK = 256 << 20
-"""The most a chunk may say it holds uncompressed. robowire writes no chunks; another tool's
-are megabytes. The library decompresses into a buffer of the size the chunk claims (found
-by fuzzing: a claim of terabytes was a MemoryError), so a larger claim is damage."""
+"""The most a chunk may say it holds uncompressed. robowire's hold about a megabyte
+(`writer.CHUNK_BYTES` plus one message); another tool's are megabytes. The library
+decompresses into a buffer of the size the chunk claims (found by fuzzing: a claim of
+terabytes was a MemoryError), so a larger claim is damage."""
 
 
 def _claimed_size(chunk: Chunk) -> int:
@@ -127,6 +129,7 @@ class Contents:
     start: float | None = None
     end: float | None = None
     world_messages: int = 0
+    native: dict[str, str] = field(default_factory=dict)  # source -> its ids' protocol
     raw: dict[str, list[RawChannel]] = field(default_factory=dict)  # source -> its channels
 
     @property
@@ -171,6 +174,9 @@ def contents(path: str) -> Contents:
                     raw.ids.add(channel.id)
             elif channel.topic.startswith(TOPIC_PREFIX):
                 found.world_messages += 1
+                if "protocol" in channel.metadata:
+                    source = channel.topic.removeprefix(TOPIC_PREFIX)
+                    found.native[source] = channel.metadata["protocol"]
             else:
                 continue
             found.start = t if found.start is None else min(found.start, t)

@@ -1,8 +1,11 @@
 """`robowire record URL… -o run.mcap`: the MCAP recorder (see docs/recording.md).
 
-One unchunked MCAP file (the `mcap` package's writer; protobuf schemas and encodings from
-foxglove-sdk's message classes), flushed every `FLUSH_SECONDS`, so a killed recording keeps
-what it had written. Three kinds of channels:
+One MCAP file (the `mcap` package's writer; protobuf schemas and encodings from foxglove-sdk's
+message classes), chunked and indexed with a summary (chunk and message indexes,
+statistics), as that writer does by default, with lz4 chunks (`COMPRESSION`). A chunk is
+closed and flushed to the file at most `CHUNK_SECONDS` after its first message (or at
+`CHUNK_BYTES`), so a killed recording (which has no summary; `reader` reads it front to back)
+loses at most about that much. Three kinds of channels:
 
 * world, for Foxglove: `/tf`, `/scene`, `/location`, `/telemetry/<source>`, built by the
   shared `sinks.foxglove_messages` builder, at most `foxglove_rate` times a second per source
@@ -17,17 +20,22 @@ what it had written. Three kinds of channels:
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from typing import IO, Any
 
 import numpy as np
 import orjson
-from mcap.writer import Writer
+from mcap.writer import CompressionType, Writer
 
 from robowire.errors import ConfigError
 from robowire.protocols.base import Address
 from robowire.service import Sink, Source
-from robowire.sinks.foxglove_messages import FoxgloveMessages
+from robowire.sinks.foxglove_messages import (
+    TELEMETRY_SCHEMA,
+    TELEMETRY_SCHEMA_NAME,
+    FoxgloveMessages,
+)
 from robowire.sinks.jsonlines import log_line
 from robowire.timebase import monotonic
 from robowire.world import LogEvent, Update, World
@@ -47,17 +55,34 @@ TOPIC_PREFIX = "/robowire/"
 LOG_TOPIC = "/robowire/log"
 RAW_PREFIX = "/raw/"
 UPDATE_SCHEMA = "robowire.Update"
-FLUSH_SECONDS = 0.1
-"""How often the recorder flushes the file: a killed recording loses at most this much."""
+CHUNK_SECONDS = 1.0
+"""A chunk is written at most this long after its first message: what a kill loses at most."""
+CHUNK_BYTES = 1 << 20
+"""...or once it holds this much (uncompressed; the `mcap` writer's default)."""
+COMPRESSION = CompressionType.LZ4
+"""Of each chunk: lz4 halves a show's file for a cost lost in `bench mcap`'s noise; the
+writer's default zstd quarters it but made the recorder fall behind a 10,000-drone show."""
+LOG_SCHEMA = "robowire.Log"
 FOXGLOVE_RATE = 10.0
 """Foxglove world messages per source per second (the latest state of what changed)."""
 VECTORS = (POSITION, ORIENTATION, VELOCITY, GEODETIC)
 NUMPY = orjson.OPT_SERIALIZE_NUMPY
+COLUMN_JSON_SCHEMA = {
+    "description": "a value per device; one number: every device's; null: none has one; "
+    "rows and values: only the devices that have one",
+    "anyOf": [
+        {"type": "array"},
+        {"type": "number"},
+        {"type": "null"},
+        {"type": "object", "required": ["rows", "values"]},
+    ],
+}
 UPDATE_JSON_SCHEMA = orjson.dumps(
     {
         "title": UPDATE_SCHEMA,
         "type": "object",
         "description": "one world update of one source, devices as columns",
+        "required": ["devices"],
         "properties": {
             "devices": {"type": "array", "items": {"type": "string"}},
             "new": {"type": "object", "description": "rows first seen: kind, name"},
@@ -66,10 +91,30 @@ UPDATE_JSON_SCHEMA = orjson.dumps(
             "orientation": {"type": "array"},
             "velocity": {"type": "array"},
             "geodetic": {"type": "array"},
-            "source_time": {"type": "array"},
-            "telemetry": {"type": "object"},
+            "source_time": COLUMN_JSON_SCHEMA,
+            "telemetry": {
+                "type": "object",
+                "additionalProperties": {
+                    "type": "object",
+                    "properties": {"unit": {"type": "string"}, "values": COLUMN_JSON_SCHEMA},
+                },
+            },
             "attributes": {"type": "array"},
             "links": {"type": "array"},
+        },
+    }
+)
+LOG_JSON_SCHEMA = orjson.dumps(
+    {
+        "title": LOG_SCHEMA,
+        "type": "object",
+        "description": "a log event (the line `listen --json` prints)",
+        "properties": {
+            "source": {"type": "string"},
+            "device": {"type": ["string", "null"]},
+            "log": {"type": "string"},
+            "level": {"type": "string"},
+            "time": {"type": "number"},
         },
     }
 )
@@ -169,11 +214,14 @@ class McapRecorder(Sink):
         self._dirty: dict[str, tuple[np.ndarray, set[str]]] = {}  # source -> slots, fields
         self._foxglove_due: dict[str, float] = {}  # source -> next log time to write at
         self._latest = 0.0  # the newest receive time written
-        self._flushed = 0.0
+        self._chunk_opened: float | None = None  # when the open chunk got its first message
+        self._chunk_timer: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- the file ----------------------------------------------------------------------------
 
     async def run(self, world: World) -> None:
+        self._loop = asyncio.get_running_loop()  # closes chunks on time while nothing comes
         self.open()
         await super().run(world)
 
@@ -183,11 +231,8 @@ class McapRecorder(Sink):
             self._stream = open(self.path, "wb")  # noqa: SIM115 - closed in finish()
         except OSError as exc:
             raise ConfigError(f"cannot write {self.path}: {exc.strerror}") from None
-        # unchunked: every message goes to the file as written, so a recording that is killed
-        # keeps all it had flushed (chunks would hold up to a megabyte in memory)
-        self._writer = Writer(self._stream, use_chunking=False)
+        self._writer = Writer(self._stream, chunk_size=CHUNK_BYTES, compression=COMPRESSION)
         self._writer.start(profile="", library="robowire")
-        self._flushed = monotonic()
 
     def _channel(
         self, key: Any, topic: str, encoding: str, schema: int, metadata: dict[str, str]
@@ -210,11 +255,24 @@ class McapRecorder(Sink):
     def _add(self, channel: int, nanos: int, data: bytes) -> None:
         assert self._writer is not None
         self._writer.add_message(channel, nanos, data, nanos)
+        now = monotonic()
+        if self._chunk_opened is None:
+            self._chunk_opened = now
+            if self._loop is not None:
+                self._chunk_timer = self._loop.call_later(CHUNK_SECONDS, self.close_chunk)
+        elif now - self._chunk_opened >= CHUNK_SECONDS:  # (without an event loop)
+            self.close_chunk()
 
-    def _maybe_flush(self) -> None:
-        if self._stream is not None and monotonic() - self._flushed >= FLUSH_SECONDS:
-            self._stream.flush()
-            self._flushed = monotonic()
+    def close_chunk(self) -> None:
+        """Write the open chunk (compressed, with its message indexes) and flush the file.
+        The writer also closes a chunk by itself at `CHUNK_BYTES`; the next one is then
+        closed early, which costs a little compression and nothing else."""
+        if self._chunk_timer is not None:
+            self._chunk_timer.cancel()
+            self._chunk_timer = None
+        self._chunk_opened = None
+        if self._writer is not None:
+            self._writer.flush()  # type: ignore[no-untyped-call]
 
     def finish(self, world: World) -> None:
         if self._writer is not None and self.foxglove_rate > 0:
@@ -222,8 +280,11 @@ class McapRecorder(Sink):
                 table = world.tables.get(source)
                 if table is not None:
                     self._write_foxglove(table, force=True)
+        if self._chunk_timer is not None:
+            self._chunk_timer.cancel()
+            self._chunk_timer = None
         if self._writer is not None:
-            self._writer.finish()  # type: ignore[no-untyped-call]
+            self._writer.finish()  # type: ignore[no-untyped-call]  # last chunk, summary
             self._writer = None
         if self._stream is not None:
             self._stream.close()
@@ -255,7 +316,6 @@ class McapRecorder(Sink):
             channel = self._channel(key, RAW_PREFIX + source.name, protocol, 0, metadata)
         self._add(channel, int(source.clock.wall(now) * 1e9), data)
         self.raw_messages += 1
-        self._maybe_flush()
 
     # -- world updates -----------------------------------------------------------------------
 
@@ -264,7 +324,8 @@ class McapRecorder(Sink):
             return True
         for item in items:
             if isinstance(item, LogEvent):
-                channel = self._channel(LOG_TOPIC, LOG_TOPIC, "json", 0, {})
+                schema = self._schema(LOG_SCHEMA, "jsonschema", LOG_JSON_SCHEMA)
+                channel = self._channel(LOG_TOPIC, LOG_TOPIC, "json", schema, {})
                 self._add(channel, int(item.time * 1e9), orjson.dumps(log_line(item), default=str))
                 self.messages += 1
                 continue
@@ -279,7 +340,6 @@ class McapRecorder(Sink):
                 table = world.tables.get(source)
                 if table is not None:
                     self._write_foxglove(table)
-        self._maybe_flush()
         return True
 
     def _write_update(self, table: SourceTable, update: Update) -> None:
@@ -294,7 +354,10 @@ class McapRecorder(Sink):
             ids = self._ids[table.source] = np.array(table.ids, dtype=object)
         schema = self._schema(UPDATE_SCHEMA, "jsonschema", UPDATE_JSON_SCHEMA)
         topic = TOPIC_PREFIX + table.source
-        channel = self._channel(topic, topic, "json", schema, {"source": table.source})
+        metadata = {"source": table.source}
+        if table.protocol is not None:  # whose native names the ids are (replay keeps them)
+            metadata["protocol"] = table.protocol
+        channel = self._channel(topic, topic, "json", schema, metadata)
         message = update_message(table, update, described, ids)
         self._add(channel, int(update.receive_time * 1e9), message)
         self.messages += 1
@@ -327,7 +390,8 @@ class McapRecorder(Sink):
         nanos = int(latest * 1e9)
         for topic, message in self._builder.build(table, update):
             if isinstance(message, bytes):  # a source's telemetry (JSON)
-                channel = self._channel(topic, topic, "json", 0, {})
+                schema = self._schema(TELEMETRY_SCHEMA_NAME, "jsonschema", TELEMETRY_SCHEMA)
+                channel = self._channel(topic, topic, "json", schema, {})
                 self._add(channel, nanos, message)
             else:
                 kind = type(message)

@@ -1,8 +1,13 @@
 """`robowire serve foxglove://127.0.0.1:8765`: the world, live, for the Foxglove app.
 
-Built on foxglove-sdk (its WebSocket server, subprotocol `foxglove.sdk.v1`, and its typed
-`foxglove.messages`); each sink has its own `foxglove.Context`, so two sinks in one process
-never share channels. At `?rate=` pulls a second (30 by default), for what changed:
+Built on foxglove-sdk (its WebSocket server and its typed `foxglove.messages`); each sink has
+its own `foxglove.Context`, so two sinks in one process never share channels. The SDK's server
+accepts only the subprotocol `foxglove.sdk.v1` (HTTP 400 to any other) and has no option for
+more, while the Foxglove WebSocket protocol's own clients (`@foxglove/ws-protocol`, Lichtblick,
+older Foxglove apps) offer `foxglove.websocket.v1`, the same protocol under its first name. So
+the SDK's server listens on a loopback port of its own, and the sink's port is a small relay
+(`websockets`) that accepts either subprotocol and passes every message both ways unchanged
+(`relay`). At `?rate=` pulls a second (30 by default), for what changed:
 
     /tf                  foxglove.FrameTransforms  "world" -> "<source>/<device>" per device
                                                    (ENU metres; identity rotation if unknown)
@@ -12,8 +17,8 @@ never share channels. At `?rate=` pulls a second (30 by default), for what chang
 
 When a client subscribes, the next pull sends every device, changed or not.
     /location            foxglove.LocationFix      one per changed device with a geodetic fix
-    /telemetry/<source>  JSON                      {"device": [ids], "units": {field: unit},
-                                                   "<field>": [values], ...}
+    /telemetry/<source>  JSON, schema              {"device": [ids], "units": {field: unit},
+                         robowire.Telemetry        "<field>": [values], ...}
                                                    the changed devices of that source, as
                                                    columns (null: not written)
 
@@ -26,7 +31,15 @@ the MCAP recorder shares.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
+import os
 from typing import Any
+
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.asyncio.server import ServerConnection, serve
+from websockets.exceptions import ConnectionClosed, InvalidHandshake
+from websockets.typing import Subprotocol
 
 from robowire.endpoints import Endpoint
 from robowire.errors import TransportError
@@ -34,6 +47,8 @@ from robowire.service import Sink
 from robowire.sinks.foxglove_messages import (
     LOCATION_TOPIC,
     SCENE_TOPIC,
+    TELEMETRY_SCHEMA,
+    TELEMETRY_SCHEMA_NAME,
     TF_TOPIC,
     FoxgloveMessages,
     frame_id,
@@ -49,6 +64,12 @@ BACKLOG = 128
 the oldest first, so a stalled client holds at most this many (about a second of every topic
 at the default rate), never a growing queue."""
 SINK_OPTIONS = frozenset({"rate"})
+SDK_SUBPROTOCOL = Subprotocol("foxglove.sdk.v1")
+SUBPROTOCOLS = [SDK_SUBPROTOCOL, Subprotocol("foxglove.websocket.v1")]
+"""What the sink accepts, the SDK's name first (chosen when a client offers both)."""
+MAX_CLIENT_MESSAGE = 16 << 20
+"""The largest message a client may send (subscriptions, requests: a few hundred bytes)."""
+log = logging.getLogger("robowire")
 __all__ = ["FoxgloveSink", "frame_id", "open_sink", "snapshot"]
 
 
@@ -60,7 +81,7 @@ class FoxgloveSink(Sink):
         self.host = host
         self.port = port
         self.max_rate = rate or DEFAULT_RATE
-        self._server: Any = None
+        self._server: Any = None  # the SDK's server, on a loopback port of its own
         self._channels: dict[str, Any] | None = None  # topic -> channel, once serving
         self.messages = FoxgloveMessages()
         self.context: Any = None  # the foxglove.Context of this sink's channels, once serving
@@ -88,24 +109,42 @@ class FoxgloveSink(Sink):
         try:
             self._server = foxglove.start_server(
                 name="robowire",
-                host=self.host,
-                port=self.port,
+                host="127.0.0.1",
+                port=0,
                 context=context,
                 server_listener=Subscribed(),
                 message_backlog_size=BACKLOG,
             )
-        except Exception as exc:  # the SDK raises its own error types for a busy port
+        except Exception as exc:  # the SDK raises its own error types
             reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise TransportError(f"cannot listen on {self.host}:{self.port}: {reason}") from None
+            raise TransportError(f"cannot start the Foxglove server: {reason}") from None
         self.context = context
         self._channels = {
             TF_TOPIC: FrameTransformsChannel(TF_TOPIC, context=context),
             SCENE_TOPIC: SceneUpdateChannel(SCENE_TOPIC, context=context),
             LOCATION_TOPIC: LocationFixChannel(LOCATION_TOPIC, context=context),
         }
-        self.listening((self.host, self._server.port))
-        self.messages.reset()  # a new server: every device's cube is sent again
-        await asyncio.Future()
+        upstream = f"ws://127.0.0.1:{self._server.port}"
+        try:
+            server = await serve(
+                lambda client: relay(client, upstream),
+                self.host,
+                self.port,
+                subprotocols=SUBPROTOCOLS,
+                compression=None,
+                max_size=MAX_CLIENT_MESSAGE,
+            )
+        except OSError as exc:  # asyncio's message repeats the address: say only the reason
+            reason = os.strerror(exc.errno) if exc.errno else str(exc)
+            raise TransportError(f"cannot listen on {self.host}:{self.port}: {reason}") from None
+        try:
+            host, port = next(iter(server.sockets)).getsockname()[:2]
+            self.listening((host, port))
+            self.messages.reset()  # a new server: every device's cube is sent again
+            await asyncio.Future()
+        finally:
+            server.close()
+            await server.wait_closed()
 
     def write(self, world: World, items: list[Update | LogEvent]) -> bool:
         if self._channels is None:
@@ -134,10 +173,54 @@ class FoxgloveSink(Sink):
             if channel is None:  # a source's telemetry: its own JSON channel
                 import foxglove
 
+                schema = foxglove.Schema(
+                    name=TELEMETRY_SCHEMA_NAME, encoding="jsonschema", data=TELEMETRY_SCHEMA
+                )
                 channel = self._channels[topic] = foxglove.Channel(
-                    topic, message_encoding="json", context=self.context
+                    topic, message_encoding="json", schema=schema, context=self.context
                 )
             channel.log(message)
+
+
+async def relay(client: ServerConnection, upstream: str) -> None:
+    """Pass every message between a client (either subprotocol) and the SDK's server at
+    `upstream` (as `foxglove.sdk.v1`), unchanged and in order, until either side closes; the
+    other side is then closed with the same code. A client that stops reading stops the relay
+    reading the SDK's server, whose backlog (`BACKLOG`) then drops the oldest messages."""
+    try:
+        server = await connect(
+            upstream, subprotocols=[SDK_SUBPROTOCOL], compression=None, max_size=None
+        )
+    except (OSError, InvalidHandshake, TimeoutError) as exc:
+        log.warning("foxglove: cannot reach the Foxglove server at %s: %s", upstream, exc)
+        await client.close(1011, "the Foxglove server is not reachable")
+        return
+    async with server:
+        pipes = [
+            asyncio.create_task(pipe(client, server)),
+            asyncio.create_task(pipe(server, client)),
+        ]
+        try:
+            await asyncio.wait(pipes, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in pipes:
+                task.cancel()
+            await asyncio.gather(*pipes, return_exceptions=True)
+        code = server.close_code
+        if code is not None:  # the SDK ended it: say why to the client (1005, 1006 and 1015
+            # mean the SDK sent no code, so there is none to pass on)
+            await client.close(
+                1011 if code in (1005, 1006, 1015) else code, server.close_reason or ""
+            )
+
+
+async def pipe(
+    source: ClientConnection | ServerConnection, to: ClientConnection | ServerConnection
+) -> None:
+    """Send each message `source` receives to `to` (text as text, binary as binary)."""
+    with contextlib.suppress(ConnectionClosed):
+        async for message in source:
+            await to.send(message)
 
 
 def open_sink(endpoint: Endpoint) -> FoxgloveSink:

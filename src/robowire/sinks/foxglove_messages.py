@@ -15,8 +15,8 @@
                                                    holding them all: what the recorder writes)
 
 and JSON bytes for `/telemetry/<source>` (`{"device": [ids], "units": {"<field>": unit},
-"<field>": [values], ...}`, the
-changed devices of that source as columns, null where not written). The builder remembers the
+"<field>": [values], ...}`, the changed devices of that source as columns, null where not
+written; JSON schema `TELEMETRY_SCHEMA`, named `robowire.Telemetry`). The builder remembers the
 colour it last gave each device, so the scene is only sent again when it changes; `reset()`
 forgets it (a new Foxglove client, or a new file, must get every cube).
 """
@@ -46,6 +46,22 @@ TF_TOPIC = "/tf"
 SCENE_TOPIC = "/scene"
 LOCATION_TOPIC = "/location"
 TELEMETRY_PREFIX = "/telemetry/"
+TELEMETRY_SCHEMA_NAME = "robowire.Telemetry"
+TELEMETRY_SCHEMA = orjson.dumps(
+    {
+        "title": TELEMETRY_SCHEMA_NAME,
+        "description": "the changed devices of one source, as columns: a value per device "
+        "(null: not written), in the order of `device`",
+        "type": "object",
+        "required": ["device", "units"],
+        "properties": {
+            "device": {"type": "array", "items": {"type": "string"}},
+            "units": {"type": "object", "additionalProperties": {"type": "string"}},
+        },
+        "additionalProperties": {"type": "array", "items": {"type": ["number", "null"]}},
+    }
+)
+"""The JSON schema of `/telemetry/<source>` (live and recorded)."""
 
 
 def frame_id(source: str, device_id: str) -> str:

@@ -8,6 +8,10 @@ elsewhere get the sink's documented mapping (`foreign`). Two devices never share
 wire: the first to be seen keeps it, and a later one is qualified with its source
 (`source/device`, mapped again by `foreign`), said once in the log; a site file's `rename`
 chooses another name.
+
+Where one name on the wire holds several devices (a VRPN sender and its sensors, `Tracker0/0`
+and `Tracker0/1`), `split` cuts a native id into that name and the rest: the name is what
+collides and what is qualified, the rest is kept, so a sender's devices stay together.
 """
 
 from __future__ import annotations
@@ -27,27 +31,45 @@ def keep(device_id: str) -> str:
     return device_id
 
 
+def whole(device_id: str) -> tuple[str, str]:
+    """The split of a wire on which each device has a name of its own."""
+    return device_id, ""
+
+
 class SinkNames:
     """The names a sink of `protocol` gives the world's devices, fixed once a device is seen.
 
     `foreign(name)` maps a name that is not native to this wire (a device of another protocol,
     or a qualified `source/device`) onto the names the wire allows; it should be one to one on
-    the names it is given. Lookups are cached per source and slot, so a hot path pays one list
-    index per device once the names are known.
+    the names it is given. `split(device_id)` gives a native id's (name on the wire, rest): the
+    device goes out as name + rest, and two sources collide when they want the same name.
+    Lookups are cached per source and slot, so a hot path pays one list index per device once
+    the names are known.
     """
 
     def __init__(
-        self, protocol: str, foreign: Callable[[str], str] = keep, *, where: str = ""
+        self,
+        protocol: str,
+        foreign: Callable[[str], str] = keep,
+        *,
+        where: str = "",
+        split: Callable[[str], tuple[str, str]] = whole,
     ) -> None:
         self.protocol = protocol
         self.foreign = foreign
+        self.split = split
         self.where = where or f"{protocol} sink"
         self._by_source: dict[str, list[str]] = {}
-        self._owner: dict[str, tuple[str, str]] = {}  # name -> (source, device id)
+        self._by_id: dict[tuple[str, str], str] = {}  # (source, device id) -> name
+        self._owner: dict[str, tuple[str, str]] = {}  # name -> (source, its id or head)
 
     def native(self, table: SourceTable) -> bool:
         """Whether `table`'s device ids are this wire's own names."""
         return table.protocol == self.protocol
+
+    def taken(self, name: str) -> bool:
+        """Whether a device already goes out as `name` (for a `foreign` that picks free names)."""
+        return name in self._owner
 
     def name(self, table: SourceTable, slot: int) -> str:
         """The name of `table`'s device in `slot` on this wire."""
@@ -61,27 +83,37 @@ class SinkNames:
         known = self._by_source.setdefault(table.source, [])
         top = int(np.max(slots)) + 1 if len(slots) else 0
         while len(known) < min(top, len(table.ids)):
-            known.append(self._new(table, len(known)))
+            known.append(self.name_of(table, table.ids[len(known)]))
         return [known[int(s)] for s in slots]
 
-    def _new(self, table: SourceTable, slot: int) -> str:
-        device_id = table.ids[slot]
-        key = (table.source, device_id)
-        wanted = device_id if self.native(table) else self.foreign(device_id)
+    def name_of(self, table: SourceTable, device_id: str) -> str:
+        """The name of `table`'s device `device_id` on this wire, also for an id the table
+        does not hold (the sender of a log event)."""
+        found = self._by_id.get((table.source, device_id))
+        if found is not None:
+            return found
+        if self.native(table):
+            head, rest = self.split(device_id)
+            wanted = head
+        else:
+            head, rest, wanted = device_id, "", self.foreign(device_id)
+        key = (table.source, head)
         owner = self._owner.setdefault(wanted, key)
-        if owner == key:
-            return wanted
-        qualified = self.foreign(f"{table.source}/{device_id}")
-        log.warning(
-            "%s: %s of %s and %s of %s would both be %r; the second goes out as %r "
-            "(a site file's rename chooses another name)",
-            self.where,
-            owner[1],
-            owner[0],
-            device_id,
-            table.source,
-            wanted,
-            qualified,
-        )
-        self._owner.setdefault(qualified, key)
-        return qualified
+        if owner != key:
+            qualified = self.foreign(f"{table.source}/{head}")
+            if qualified not in self._owner:  # said once per name, for all its devices
+                self._owner[qualified] = key
+                log.warning(
+                    "%s: %s of %s and %s of %s would both be %r; the second goes out as %r "
+                    "(a site file's rename chooses another name)",
+                    self.where,
+                    owner[1],
+                    owner[0],
+                    head,
+                    table.source,
+                    wanted,
+                    qualified,
+                )
+            wanted = qualified
+        name = self._by_id[(table.source, device_id)] = wanted + rest
+        return name

@@ -450,13 +450,24 @@ class UcsClient:
             raise SessionError(f"{self.where}: no device {name!r} (registered: {there})")
         return found
 
-    async def wait_for_device(self, name: str, timeout: float = 10.0) -> UcsDevice:
-        """Wait until a device `name` names is registered (TransportError after `timeout`)."""
-        await self._wait_until(
-            lambda: self.session is not None and self.session.device(name) is not None,
-            timeout,
-            f"no device {name!r} registered",
-        )
+    async def wait_for_device(
+        self, name: str, timeout: float = 10.0, *, telemetry: Sequence[str] = ()
+    ) -> UcsDevice:
+        """Wait until a device `name` names is registered and, if `telemetry` names fields,
+        until each of them has a value (TransportError after `timeout`). A device registers
+        before its first telemetry comes, and a simulated one reports no position before its
+        GPS has a fix: wait for what you read."""
+
+        def ready() -> bool:
+            device = None if self.session is None else self.session.device(name)
+            if device is None:
+                return False
+            return all(device.values.get(f) is not None for f in telemetry)
+
+        what = f"no device {name!r} registered"
+        if telemetry:
+            what = f"no device {name!r} with {', '.join(telemetry)}"
+        await self._wait_until(ready, timeout, what)
         return self.device(name)
 
     async def wait_for(

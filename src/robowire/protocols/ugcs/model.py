@@ -316,6 +316,7 @@ class Result:
     text: str = ""
     mission_id: int | None = None
     command_map: tuple[tuple[int, int], ...] = ()
+    progress: float | None = None  # STATUS_IN_PROGRESS: how far (0..1)
 
     @property
     def ok(self) -> bool:

@@ -72,7 +72,7 @@ from robowire.protocols.ugcs.client import (
     status_name,
 )
 from robowire.protocols.ugcs.codec import DEFAULT_PORT, NAME, Value, ValueKind
-from robowire.protocols.ugcs.device import CommandInfo
+from robowire.protocols.ugcs.device import CommandInfo, DeviceSpec
 from robowire.protocols.ugcs.dissect import TO_UCS, direction_of, read_capture
 from robowire.protocols.ugcs.events import (
     CommandReceived,
@@ -88,7 +88,7 @@ from robowire.protocols.ugcs.events import (
 from robowire.protocols.ugcs.proto import ucs_vsm_defs_pb2 as defs
 from robowire.protocols.ugcs.session_ucs import UcsDevice, UcsSession
 from robowire.protocols.ugcs.session_vsm import VsmLink, VsmSession
-from robowire.protocols.ugcs.vehicle import vehicle_spec
+from robowire.protocols.ugcs.vehicle import Member, vehicle_spec
 from robowire.service import CaptureSource, Sim, SimOptions, Sink, Source
 from robowire.timebase import WallClock, monotonic
 from robowire.transport.tcp import StreamDriver, connect_stream, serve_stream
@@ -253,95 +253,159 @@ def _options(settings: dict[str, str], where: str) -> tuple[float | None, str]:
     return keep_alive, settings.get("name", "robowire")
 
 
-class UgcsSim(Sim):
-    """`robowire sim ugcs`: `--count` simulated multicopters (model.py) on one VSM, telemetry
-    at `--rate` Hz (default 5). Listens on 127.0.0.1:5556 by default; with `--to HOST[:PORT]`
-    it dials the UCS instead (reverse mode) and redials every 10 s after a loss.
+class FleetMember:
+    """robowire's simulated multicopters (`model.Fleet`) as a `vehicle.Member`: the VSM
+    runner drives them as it drives a `Vehicle` of yours."""
 
-    Settings (`--set k=v`): the fleet's (`origin=LAT,LON,ALT`, `spacing`, `cruise_speed`, ...;
-    see `model.SETTINGS`), `keep_alive=N` (ping every second, close after N s of silence),
-    `name` (the VSM's name in its Register_peer), `camera=0`, `gimbal=0`.
-    """
+    def __init__(self, fleet: model.Fleet, *, camera: bool = True, gimbal: bool = True) -> None:
+        self.fleet = fleet
+        self.camera = camera
+        self.gimbal = gimbal
 
-    def __init__(self, options: SimOptions) -> None:
-        where = "ugcs sim"
-        self.count = 1 if options.count is None else options.count
-        if not 1 <= self.count <= MAX_VEHICLES:
-            raise ConfigError(f"{where}: count must be 1..{MAX_VEHICLES}")
-        self.rate = DEFAULT_RATE if options.rate is None else options.rate
-        if not 0 < self.rate <= 50:
-            raise ConfigError(f"{where}: rate must be in (0, 50] Hz")
-        settings = options.options
-        unknown = set(settings) - SIM_SETTINGS
-        if unknown:
-            raise ConfigError(f"{where}: unknown setting {sorted(unknown)[0]!r}")
-        keep_alive, name = _options(settings, where)
-        self.target: tuple[str, int] | None = None
-        if options.target:
-            self.target = split_host_port(options.target, DEFAULT_PORT)
+    def specs(self) -> list[DeviceSpec]:
+        return [
+            vehicle_spec(self.fleet.serial(i), camera=self.camera, gimbal=self.gimbal)
+            for i in range(self.fleet.count)
+        ]
+
+    def step(self, now: float) -> None:
+        self.fleet.step(now)
+
+    def telemetry(self) -> Mapping[str, Any]:
+        return self.fleet.telemetry()
+
+    def availability(self) -> Mapping[str, Any]:
+        return self.fleet.availability()
+
+    def handle(
+        self, row: int, name: str, params: model.Params, items: Sequence[model.MissionItem]
+    ) -> model.Result:
+        return self.fleet.command(row, name, params, items)
+
+    def outbox(self) -> list[tuple[int, str, model.Result | str]]:
+        return []
+
+
+class VsmSim(Sim):
+    """A VSM running `Member`s (your `vehicle.Vehicle`s, or the simulator's fleet): each
+    member's devices registered as one group; every 1/`rate` s each member steps, its
+    telemetry and command availability are committed (the SDK's 200 ms windows); a command
+    goes to its member's `handle` and the result is the reply (IN_PROGRESS replies are
+    followed by what the member's `outbox` reports). Listens on host:port, or with `target`
+    dials the UCS (reverse mode) and redials every 10 s after a loss."""
+
+    def __init__(
+        self,
+        members: Sequence[Member],
+        *,
+        host: str = "127.0.0.1",
+        port: int = DEFAULT_PORT,
+        target: tuple[str, int] | None = None,
+        rate: float = DEFAULT_RATE,
+        keep_alive: float | None = None,
+        name: str = "robowire",
+        label: str = "ugcs-vsm",
+    ) -> None:
+        self.target = target
+        if target is not None:
             self.announce = "connecting to"
-            self.host, self.port = self.target
-        else:
-            self.host = options.host
-            self.port = DEFAULT_PORT if options.port is None else options.port
-        super().__init__(f"ugcs-sim@{self.host}:{self.port}")
-        self.fleet = model.Fleet.from_settings(self.count, settings, seed=options.seed, where=where)
+            host, port = target
+        self.host, self.port = host, port
+        if not 0 < rate <= 50:
+            raise ConfigError(f"{label}: rate must be in (0, 50] Hz")
+        self.rate = rate
+        super().__init__(f"{label}@{host}:{port}")
         self.clock = WallClock()
         self.session = VsmSession(peer_id=instance_id(), name=name, keep_alive=keep_alive)
-        for key in ("camera", "gimbal"):
-            if settings.get(key, "1") not in ("0", "1"):
-                raise ConfigError(f"{where}: {key} must be 0 or 1, not {settings[key]!r}")
-        camera = settings.get("camera", "1") == "1"
-        gimbal = settings.get("gimbal", "1") == "1"
-        specs = [
-            vehicle_spec(self.fleet.serial(i), camera=camera, gimbal=gimbal)
-            for i in range(self.count)
-        ]
-        infos = self.session.register_group(specs, self._wall_ms(monotonic()))
-        self.group = self.session.groups[0]
-        self._row = {info.device_id: row for row, info in enumerate(infos)}
+        self.members = list(members)
+        self._groups = []
+        self._row: dict[int, tuple[Member, int]] = {}
+        self._pending: dict[tuple[int, int, str], tuple[int, int, int]] = {}
+        for member in self.members:
+            infos = self.session.register_group(member.specs(), self._wall_ms(monotonic()))
+            self._groups.append(self.session.groups[-1])
+            for row, info in enumerate(infos):
+                self._row[info.device_id] = (member, row)
         self.server = VsmServer(self.session, self._command, self)
 
     def _wall_ms(self, now: float) -> int:
         return int(self.clock.wall(now) * 1000.0)
 
     def _command(self, event: CommandReceived) -> None:
-        row = self._row.get(event.device_id)
-        if row is None:
+        found = self._row.get(event.device_id)
+        if found is None:
             return
+        member, row = found
         command = event.command
         items = [(sub.name, _plain(sub.parameters)) for sub in command.sub_commands]
-        result = self.fleet.command(row, command.name, _plain(command.parameters), items)
-        log.info("ugcs sim: vehicle %d %s: %s %s", row, command.name, result.code, result.text)
+        try:
+            result = member.handle(row, command.name, _plain(command.parameters), items)
+        except Exception as exc:  # the integrator's handler broke: the operator is told
+            log.exception("ugcs: %s handler of device %d raised", command.name, event.device_id)
+            result = model.Result(code="STATUS_FAILED", text=f"{type(exc).__name__}: {exc}")
+        log.info("ugcs: device %d %s: %s %s", row, command.name, result.code, result.text)
+        request = (event.conn, event.device_id, event.message_id)
+        if result.code == "STATUS_IN_PROGRESS":
+            self._pending[(id(member), row, command.name)] = request
+        self._reply(request, command.name, result, event.response_required)
+
+    def _reply(
+        self, request: tuple[int, int, int], name: str, result: model.Result, required: bool
+    ) -> None:
+        conn, device_id, message_id = request
+        if result.code == "STATUS_IN_PROGRESS":
+            if required:
+                self.session.progress(conn, device_id, message_id, result.progress or 0.0,
+                                      result.text)  # fmt: skip
+            return
         # what the UgCS operator sees in the vehicle's log (not cached: only live connections)
         refused = result.code != "STATUS_OK"
-        text = f"{command.name}: {result.text or ('refused' if refused else 'done')}"
+        text = f"{name}: {result.text or ('refused' if refused else 'done')}"
         self.session.status_message(
-            event.device_id, text, defs.SEVERITY_WARN if refused else defs.SEVERITY_INF
+            device_id, text, defs.SEVERITY_WARN if refused else defs.SEVERITY_INF
         )
-        if event.response_required:
+        if required:
             self.session.respond(
-                event.conn,
-                event.device_id,
-                event.message_id,
+                conn,
+                device_id,
+                message_id,
                 int(defs.Status_code.Value(result.code)),
                 result.text,
                 mission_id=result.mission_id,
                 command_map=result.command_map,
             )
 
+    def _outbox(self, member: Member, group: Any) -> None:
+        for row, name, what in member.outbox():
+            device_id = int(group.device_ids[row])
+            if isinstance(what, str):
+                self.session.status_message(device_id, what)
+                continue
+            key = (id(member), row, name)
+            request = self._pending.get(key)
+            if request is None:
+                log.warning("ugcs: %s reported for %s, which is not in progress", name, row)
+                continue
+            if what.code != "STATUS_IN_PROGRESS":
+                del self._pending[key]
+            self._reply(request, name, what, True)
+
     def tick(self, now: float, scheduled: float | None = None) -> None:
-        """One simulation step: physics, telemetry columns, availability, commit. `scheduled`
-        is the tick's time on the rate's grid: commits on the grid are exactly one period
-        apart, so a tick that wakes a little early does not fall inside the 200 ms window."""
-        self.fleet.step(now)
-        self.group.update(self.fleet.telemetry(), self._wall_ms(now))
-        self.group.set_enabled(self.fleet.availability())
+        """One step: every member steps, telemetry and availability go into its group, then
+        one commit. `scheduled` is the tick's time on the rate's grid: commits on the grid are
+        exactly one period apart, so a tick that wakes a little early does not fall inside
+        the 200 ms window."""
+        wall = self._wall_ms(now)
+        for member, group in zip(self.members, self._groups, strict=True):
+            member.step(now)
+            group.update(member.telemetry(), wall)
+            group.set_enabled(member.availability())
+            self._outbox(member, group)
         self.session.commit(now if scheduled is None else scheduled)
         self.server.flush_all()
 
     async def run(self, world: World) -> None:
-        freeze()  # the fleet's registrations: out of every full collection (FREEZE_AFTER)
+        freeze()  # the registrations: out of every full collection (FREEZE_AFTER)
         if self.target is not None:
             self.listening(self.target)
             serving = asyncio.create_task(self.server.dial(*self.target))
@@ -364,7 +428,54 @@ class UgcsSim(Sim):
             serving.cancel()
             with contextlib.suppress(asyncio.CancelledError, TransportError):
                 await serving
-            thaw()  # the fleet's registrations, frozen above, can go once this sim does
+            thaw()  # the registrations, frozen above, can go once this VSM does
+
+
+class UgcsSim(VsmSim):
+    """`robowire sim ugcs`: `--count` simulated multicopters (model.py) on one VSM, telemetry
+    at `--rate` Hz (default 5). Listens on 127.0.0.1:5556 by default; with `--to HOST[:PORT]`
+    it dials the UCS instead (reverse mode) and redials every 10 s after a loss.
+
+    Settings (`--set k=v`): the fleet's (`origin=LAT,LON,ALT`, `spacing`, `cruise_speed`, ...;
+    see `model.SETTINGS`), `keep_alive=N` (ping every second, close after N s of silence),
+    `name` (the VSM's name in its Register_peer), `camera=0`, `gimbal=0`.
+    """
+
+    def __init__(self, options: SimOptions) -> None:
+        where = "ugcs sim"
+        self.count = 1 if options.count is None else options.count
+        if not 1 <= self.count <= MAX_VEHICLES:
+            raise ConfigError(f"{where}: count must be 1..{MAX_VEHICLES}")
+        rate = DEFAULT_RATE if options.rate is None else options.rate
+        if not 0 < rate <= 50:
+            raise ConfigError(f"{where}: rate must be in (0, 50] Hz")
+        settings = options.options
+        unknown = set(settings) - SIM_SETTINGS
+        if unknown:
+            raise ConfigError(f"{where}: unknown setting {sorted(unknown)[0]!r}")
+        keep_alive, name = _options(settings, where)
+        for key in ("camera", "gimbal"):
+            if settings.get(key, "1") not in ("0", "1"):
+                raise ConfigError(f"{where}: {key} must be 0 or 1, not {settings[key]!r}")
+        self.fleet = model.Fleet.from_settings(self.count, settings, seed=options.seed, where=where)
+        member = FleetMember(
+            self.fleet,
+            camera=settings.get("camera", "1") == "1",
+            gimbal=settings.get("gimbal", "1") == "1",
+        )
+        port = DEFAULT_PORT if options.port is None else options.port
+        target = split_host_port(options.target, DEFAULT_PORT) if options.target else None
+        super().__init__(
+            [member],
+            host=options.host,
+            port=port,
+            target=target,
+            rate=rate,
+            keep_alive=keep_alive,
+            name=name,
+            label="ugcs-sim",
+        )
+        self.group = self.session.groups[0]
 
 
 class UgcsSink(Sink):

@@ -15,10 +15,11 @@
 Time: VRPN has no clock sync. With `time="sender"` (default) the header timestamp is the
 source time; with `time="receive"` the receive time is used as source time too.
 
-The other way (what `robowire serve vrpn://` sends): each world device is a tracker named after
-it (sensor 0), its pose a Pos_Quat, its velocity a Velocity, its numeric telemetry the channels
-of an analog device of the same name, its log events text messages; with `single` set, every
-device is one sensor of that one tracker instead.
+The other way (what `robowire serve vrpn://` and a `.vrpn` log send, `WorldEncoder`): the
+inverse of this mapping for devices of VRPN sources (one sender per VRPN device, sensors as
+sensors, every kind of message going out as itself), and for other devices a tracker named
+after each (sensor 0), its numeric telemetry the channels of an analog device of the same
+name; with `single` set, every device is one sensor of that one tracker instead.
 """
 
 from __future__ import annotations
@@ -31,9 +32,10 @@ import numpy as np
 import numpy.typing as npt
 
 from robowire import units
-from robowire.protocols.vrpn.codec import MAX_NAME, MAX_REMOTE_ID
+from robowire.protocols.vrpn.codec import MAX_NAME, MAX_REMOTE_ID, PROTOCOL
 from robowire.protocols.vrpn.events import MessageReceived, TrackerReports, VrpnEvent
 from robowire.protocols.vrpn.messages import (
+    MAX_BUTTONS,
     AnalogChannel,
     Body,
     ButtonChange,
@@ -44,7 +46,10 @@ from robowire.protocols.vrpn.messages import (
     TrackerVelocity,
 )
 from robowire.protocols.vrpn.messages import TextMessage as Text
+from robowire.protocols.vrpn.model import MOTION_DEFAULTS
+from robowire.protocols.vrpn.registry import ReportEncoder
 from robowire.world import LogEvent, Update, World
+from robowire.world.identity import SinkNames
 from robowire.world.table import FloatArray, SourceTable
 
 MAX_SENSOR = 4096  # sensor numbers above this are not devices anyone tracks
@@ -55,6 +60,7 @@ _XYZW_TO_WXYZ_INDEX = np.array(_XYZW_TO_WXYZ, dtype=np.intp)  # (`take` with it:
 _WXYZ_TO_XYZW = [1, 2, 3, 0]
 POSE, VELOCITY, ACCEL = "pose", "velocity", "acceleration"
 ACCEL_FIELDS = ("acceleration_x", "acceleration_y", "acceleration_z")
+CHANNEL, BUTTON, DIAL = "channel_", "button_", "dial_"  # a sender's fields: "channel_0", ...
 GROUPS = {
     TrackerPosQuat.WIRE_NAME: POSE,
     TrackerVelocity.WIRE_NAME: VELOCITY,
@@ -276,18 +282,20 @@ class VrpnAdapter:
         match message:
             case AnalogChannel(channels=channels):
                 kind = "analog"
-                telemetry = {f"channel_{i}": (v, units.COUNT) for i, v in enumerate(channels)}
+                telemetry = {f"{CHANNEL}{i}": (v, units.COUNT) for i, v in enumerate(channels)}
             case ButtonChange(button=button, state=state):
                 kind = "button"
-                telemetry = {f"button_{button}": (float(state), units.BOOLEAN)}
+                telemetry = {f"{BUTTON}{button}": (float(state), units.BOOLEAN)}
             case ButtonStates(states=states):
                 kind = "button"
-                telemetry = {f"button_{i}": (float(s), units.BOOLEAN) for i, s in enumerate(states)}
+                telemetry = {
+                    f"{BUTTON}{i}": (float(s), units.BOOLEAN) for i, s in enumerate(states)
+                }
             case DialUpdate(delta=delta, dial=dial):
                 kind = "dial"
                 total = self._dials.get((event.sender, dial), 0.0) + delta
                 self._dials[(event.sender, dial)] = total
-                telemetry = {f"dial_{dial}": (total, units.COUNT)}
+                telemetry = {f"{DIAL}{dial}": (total, units.COUNT)}
             case Text(text=text, severity=severity):
                 self.world.log(
                     self.source,
@@ -366,14 +374,52 @@ def _subset(batch: TrackerReports, keep: npt.NDArray[np.bool_]) -> TrackerReport
 
 
 # -- world -> wire ---------------------------------------------------------------------------
+#
+# The inverse of the mapping above, for devices whose ids are VRPN's own names (their source's
+# table says protocol "vrpn", `SinkNames.native`): a device "S/n" is sensor n of sender S, and
+# goes out as S's Pos_Quat, Velocity and Acceleration (the `acceleration_*` fields) of sensor n;
+# any other id is a sender S itself, whose `channel_<i>` fields go out as its analog channels,
+# `button_<i>` as button states (on first sight and to each new client) then changes, and
+# `dial_<i>` totals as the deltas since the last one sent; its log events as text messages.
+# Devices of other protocols get the documented mapping: each a tracker named after its id
+# (`vrpn_name`), sensor 0, its numeric fields the channels of an analog device of that name.
 
 MAX_ANALOG_CHANNELS = 128
+MAX_SENDERS = MAX_REMOTE_ID - 100  # C++ clients refuse ids >= 2000: leave room for the types
+SENDER_FIELDS = (CHANNEL, BUTTON, DIAL)
 
 
-def _vrpn_name(text: str) -> str:
+def vrpn_name(text: str) -> str:
     """A device id as a VRPN sender name clients can type in `Name@host` (no '@', ':')."""
     name = re.sub(r"[^A-Za-z0-9_.\-]", "_", text)[:MAX_NAME]
     return name or "device"
+
+
+def vrpn_address(device_id: str) -> tuple[str, int | None]:
+    """The inverse of `tracker_device`: ("Tracker0", 1) for "Tracker0/1"; (id, None) for the
+    device of a sender itself ("Analog0")."""
+    sender, cut, sensor = device_id.rpartition("/")
+    canonical = sensor.isascii() and sensor.isdigit() and str(int(sensor)) == sensor
+    if cut and sender and canonical and int(sensor) < MAX_SENSOR:
+        return sender, int(sensor)
+    return device_id, None
+
+
+def split_sender(device_id: str) -> tuple[str, str]:
+    """A VRPN device id as (sender, the rest): what `SinkNames` keeps together (a sender's
+    sensors collide, and are renamed, as one)."""
+    sender, sensor = vrpn_address(device_id)
+    return sender, "" if sensor is None else f"/{sensor}"
+
+
+def sender_field(name: str) -> tuple[str, int] | None:
+    """("channel_", 3) for the field "channel_3" a sender's analog, button or dial wrote."""
+    for prefix in SENDER_FIELDS:
+        if name.startswith(prefix):
+            index = name[len(prefix) :]
+            if index.isascii() and index.isdigit():
+                return prefix, int(index)
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -392,16 +438,33 @@ class ReportColumns:
         return len(self.senders)
 
 
+POSES = ReportEncoder([TrackerPosQuat.WIRE_NAME])
+# a Velocity's and Acceleration's rotation: the identity over dt 1 s, what the mainline's
+# trackers send unless they measure one (the world keeps no rotation rate)
+VELOCITIES = ReportEncoder([TrackerVelocity.WIRE_NAME], [MOTION_DEFAULTS])
+ACCELERATIONS = ReportEncoder([TrackerAcceleration.WIRE_NAME], [MOTION_DEFAULTS])
+
+
 @dataclass(slots=True)
 class Outgoing:
-    """What one batch of world changes becomes: devices to announce first, then messages
-    (sender, body, header time, reliable), then the velocities and the poses as columns (each
-    one vectorised send)."""
+    """What one batch of world changes becomes: senders to announce first, then messages
+    (sender, body, header time, reliable), then the tracker reports as columns (each one
+    vectorised send): poses, velocities, accelerations."""
 
     new_devices: list[str] = field(default_factory=list)
     messages: list[tuple[str, Body, float | None, bool]] = field(default_factory=list)
-    velocities: ReportColumns | None = None
     poses: ReportColumns | None = None  # values: position, quaternion x, y, z, w
+    velocities: ReportColumns | None = None
+    accelerations: ReportColumns | None = None
+
+    def reports(self) -> list[tuple[ReportEncoder, ReportColumns]]:
+        """Each kind's columns with the encoder that frames them."""
+        kinds = (
+            (POSES, self.poses),
+            (VELOCITIES, self.velocities),
+            (ACCELERATIONS, self.accelerations),
+        )
+        return [(encoder, columns) for encoder, columns in kinds if columns is not None]
 
 
 class _Rows:
@@ -429,7 +492,7 @@ class _Rows:
         targets = np.concatenate(self.targets)
         used, senders = np.unique(encoder._name_of[targets], return_inverse=True)
         return ReportColumns(
-            names=[encoder._name_list[k] for k in used.tolist()],
+            names=[encoder.senders[k] for k in used.tolist()],
             senders=senders.reshape(-1).astype(np.intp),
             sensors=encoder._sensor_of[targets],
             values=np.concatenate(self.values),
@@ -438,107 +501,113 @@ class _Rows:
 
 
 class WorldEncoder:
-    """World updates -> VRPN messages; keeps the device -> (tracker name, sensor) names.
+    """World updates -> VRPN messages; keeps each device's (sender, sensor) on the wire.
 
-    Poses and velocities are built from the update's columns (all rows at once); only a
-    device seen for the first time, and analog telemetry, take a step per device.
+    Names come from `SinkNames` (native ids kept, others mapped by `vrpn_name`, a collision
+    between sources renamed once per sender); with `single` every device is instead a sensor
+    of that one tracker, numbered in order of first sight (poses and velocities only).
+    Reports are built from the update's columns (all rows at once); only a device seen for
+    the first time, a sender's own fields and other protocols' telemetry take a step per
+    device.
     """
 
     def __init__(self, single: str = "") -> None:
         self.single = single
-        self._names: dict[tuple[str, str], tuple[str, int]] = {}  # (source, id) -> name, sensor
-        self._used: set[str] = set()
-        self._channels: dict[tuple[str, str], list[str]] = {}
+        self.names = SinkNames(PROTOCOL, vrpn_name, where="vrpn sink", split=split_sender)
+        self.senders: list[str] = []  # sender names, in order of first use
+        self._sender_index: dict[str, int] = {}
+        self._sensors: dict[str, int] = {}  # sender -> its highest sensor + 1
         self._slot_targets: dict[str, npt.NDArray[np.intp]] = {}  # source -> target per slot
-        self._name_list: list[str] = []  # tracker names, in order of first use
-        self._name_index: dict[str, int] = {}
-        self._name_of = np.zeros(0, dtype=np.intp)  # target -> index in _name_list
+        self._name_of = np.zeros(0, dtype=np.intp)  # target -> index in `senders`
         self._sensor_of = np.zeros(0, dtype=np.int32)  # target -> sensor
+        self._native_of = np.zeros(0, dtype=bool)  # target -> a VRPN device (its own names)
+        self._channels: dict[tuple[str, str], list[str]] = {}  # other devices' analog fields
+        self._fields: dict[str, tuple[int, dict[str, list[tuple[int, str]]]]] = {}
+        self.buttons: dict[str, tuple[int, ...]] = {}  # button senders -> the states sent
+        self._dials: dict[tuple[str, int], float] = {}  # (sender, dial) -> the total sent
 
     def devices(self) -> list[str]:
         """The tracker names served before any device is known."""
         return [self.single] if self.single else []
 
     def sensor_count(self, name: str) -> int:
-        return max(1, sum(1 for n, _ in self._names.values() if n == name))
+        return max(1, self._sensors.get(name, 0))
 
-    def _target(self, source: str, device_id: str, out: Outgoing) -> tuple[str, int] | None:
-        key = (source, device_id)
-        found = self._names.get(key)
-        if found is not None:
-            return found
-        if self.single:
-            target = (self.single, len(self._names))
-        else:
-            if len(self._used) >= MAX_REMOTE_ID - 100:
-                return None  # C++ clients refuse ids >= 2000: leave room for the types
-            name = base = _vrpn_name(device_id)
-            n = 2
-            while name in self._used:
-                name = f"{base}_{n}"
-                n += 1
-            self._used.add(name)
-            target = (name, 0)
-        self._names[key] = target
-        if target[0] not in out.new_devices:
-            out.new_devices.append(target[0])
-        return target
+    def _sender(self, name: str, out: Outgoing) -> int:
+        index = self._sender_index.get(name)
+        if index is None:
+            index = self._sender_index[name] = len(self.senders)
+            self.senders.append(name)
+            out.new_devices.append(name)
+        return index
 
     def _targets(
-        self, source: str, table: SourceTable, slots: npt.NDArray[np.intp], out: Outgoing
+        self, table: SourceTable, slots: npt.NDArray[np.intp], out: Outgoing
     ) -> npt.NDArray[np.intp]:
         """Each slot's target (an index into the name and sensor columns), -1 for a device
         that cannot be served; new devices are named here, once."""
-        known = self._slot_targets.get(source)
+        known = self._slot_targets.get(table.source)
         top = int(slots.max()) + 1 if len(slots) else 0
         if known is None or top > len(known):
             grown = np.full(max(top, 16, 2 * len(known) if known is not None else 0), -2)
             if known is not None:
                 grown[: len(known)] = known
-            known = self._slot_targets[source] = grown.astype(np.intp)
+            known = self._slot_targets[table.source] = grown.astype(np.intp)
         targets = known[slots]
         new = targets == -2
         if new.any():
             for slot in np.unique(slots[new]).tolist():
-                known[slot] = self._new_target(source, table.ids[slot], out)
+                known[slot] = self._new_target(table, slot, out)
             targets = known[slots]
         return targets
 
-    def _new_target(self, source: str, device_id: str, out: Outgoing) -> int:
-        target = self._target(source, device_id, out)
-        if target is None:
-            return -1
-        name, sensor = target
-        index = self._name_index.get(name)
-        if index is None:
-            index = self._name_index[name] = len(self._name_list)
-            self._name_list.append(name)
+    def _new_target(self, table: SourceTable, slot: int, out: Outgoing) -> int:
+        native = False
+        if self.single:
+            name, sensor = self.single, self._sensors.get(self.single, 0)
+        else:
+            name, sensor = self.names.name(table, slot), 0
+            if self.names.native(table):
+                name, number = vrpn_address(name)
+                native, sensor = True, number or 0
+            if name not in self._sender_index and len(self.senders) >= MAX_SENDERS:
+                return -1
+        index = self._sender(name, out)
+        self._sensors[name] = max(self._sensors.get(name, 0), sensor + 1)
         self._name_of = np.append(self._name_of, index)
         self._sensor_of = np.append(self._sensor_of, np.int32(sensor))
+        self._native_of = np.append(self._native_of, native)
         return len(self._name_of) - 1
 
     def encode(self, world: World, items: Iterable[Update | LogEvent]) -> Outgoing:
         out = Outgoing()
-        poses, velocities = _Rows(), _Rows()
+        rows = _Rows(), _Rows(), _Rows()
         for item in items:
             if isinstance(item, LogEvent):
-                self._text(item, out)
+                self._text(world, item, out)
                 continue
             table = world.tables.get(item.source)
-            if table is not None:
-                self._update(table, item, out, poses, velocities)
-        out.poses = poses.columns(self)
-        out.velocities = velocities.columns(self)
+            if table is not None and len(item.slots):
+                self._update(table, item, out, *rows)
+        out.poses, out.velocities, out.accelerations = (r.columns(self) for r in rows)
         return out
 
     def _update(
-        self, table: SourceTable, item: Update, out: Outgoing, poses: _Rows, velocities: _Rows
+        self,
+        table: SourceTable,
+        item: Update,
+        out: Outgoing,
+        poses: _Rows,
+        velocities: _Rows,
+        accelerations: _Rows,
     ) -> None:
         values, slots = item.values, item.slots
-        if not len(slots):
-            return
-        targets = self._targets(item.source, table, slots, out)
+        targets = self._targets(table, slots, out)
         served = targets >= 0
+        when = values.get("source_time")
+        if when is None:  # a latest-state pull: the table holds the values
+            when = table.source_time[slots]
+        times = np.where(np.isnan(when), item.receive_time, when)
         if "position" in item.fields or "orientation" in item.fields:
             position = values.get("position")
             if position is None:
@@ -548,10 +617,6 @@ class WorldEncoder:
                 orientation = table.orientation[slots]
             keep = served & ~np.isnan(position).any(axis=1)
             if keep.any():
-                when = values.get("source_time")
-                if when is None:  # a latest-state pull: the table holds the values
-                    when = table.source_time[slots]
-                times = np.where(np.isnan(when), item.receive_time, when)
                 pose = np.concatenate(
                     [position[keep], orientation[keep][:, _WXYZ_TO_XYZW]], axis=1
                 )  # world wxyz -> wire xyzw
@@ -562,19 +627,98 @@ class WorldEncoder:
         if velocity is not None:
             keep = served & ~np.isnan(velocity).any(axis=1)
             if keep.any():
-                times = np.full(int(keep.sum()), item.receive_time)
-                velocities.add(targets[keep], velocity[keep], times)
+                velocities.add(targets[keep], velocity[keep], times[keep])
         telemetry = [f for f in item.fields if f in table.telemetry]
-        if telemetry and not self.single:
-            names = self._name_list
-            for row in np.flatnonzero(served).tolist():
-                name = names[int(self._name_of[targets[row]])]
-                self._analog(table, item.source, int(slots[row]), name, telemetry, out)
+        if not telemetry or self.single:
+            return
+        native = np.zeros(len(slots), dtype=bool)
+        native[served] = self._native_of[targets[served]]
+        if native.any() and any(f in item.fields for f in ACCEL_FIELDS):
+            accel = np.stack([_column(table, item, f, slots) for f in ACCEL_FIELDS], axis=1)
+            keep = native & ~np.isnan(accel).any(axis=1)
+            if keep.any():
+                accelerations.add(targets[keep], accel[keep], times[keep])
+        senders = self.senders
+        if native.any() and any(sender_field(f) for f in telemetry):
+            for row in np.flatnonzero(native).tolist():
+                name = senders[int(self._name_of[targets[row]])]
+                self._sender_fields(table, item, row, name, float(times[row]), out)
+        for row in np.flatnonzero(served & ~native).tolist():
+            name = senders[int(self._name_of[targets[row]])]
+            self._analog(table, item.source, int(slots[row]), name, telemetry, out)
 
-    def _text(self, event: LogEvent, out: Outgoing) -> None:
-        """World log events go out as VRPN text messages from the device's tracker name."""
-        known = self._names.get((event.source, event.device_id))
-        name = known[0] if known is not None else _vrpn_name(event.device_id)
+    def _columns(self, table: SourceTable) -> dict[str, list[tuple[int, str]]]:
+        """A VRPN source's sender fields by prefix, as (index, field) in index order."""
+        cached = self._fields.get(table.source)
+        if cached is not None and cached[0] == len(table.telemetry):
+            return cached[1]
+        found: dict[str, list[tuple[int, str]]] = {prefix: [] for prefix in SENDER_FIELDS}
+        for name in table.telemetry:
+            parsed = sender_field(name)
+            if parsed is not None:
+                found[parsed[0]].append((parsed[1], name))
+        for entries in found.values():
+            entries.sort()
+        self._fields[table.source] = (len(table.telemetry), found)
+        return found
+
+    def _sender_fields(
+        self, table: SourceTable, item: Update, row: int, name: str, time: float, out: Outgoing
+    ) -> None:
+        """A VRPN sender's analog channels, buttons and dials, as the messages they came as."""
+        slot = int(item.slots[row])
+
+        def value(field_name: str) -> float:
+            given = item.values.get(field_name)
+            return float(table.telemetry[field_name][slot] if given is None else given[row])
+
+        columns = self._columns(table)
+        present = {
+            prefix: [(i, f, v) for i, f in entries if not np.isnan(v := value(f))]
+            for prefix, entries in columns.items()
+        }
+        changed = item.fields
+        channels = present[CHANNEL]
+        if channels and any(f in changed for _, f, _ in channels):
+            width = min(channels[-1][0] + 1, MAX_ANALOG_CHANNELS)
+            values = [0.0] * width
+            for i, _, v in channels:
+                if i < width:
+                    values[i] = v
+            out.messages.append((name, AnalogChannel(channels=tuple(values)), time, False))
+        buttons = present[BUTTON]
+        if buttons and any(f in changed for _, f, _ in buttons):
+            states = [0] * min(buttons[-1][0] + 1, MAX_BUTTONS)
+            for i, _, v in buttons:
+                if i < len(states):
+                    states[i] = int(v)
+            sent = self.buttons.get(name)
+            if sent is None:  # first sight: the states, as a Button_Filter sends on connect
+                out.messages.append((name, ButtonStates(states=tuple(states)), time, True))
+            else:
+                for i, state in enumerate(states):
+                    if i >= len(sent) or sent[i] != state:
+                        out.messages.append((name, ButtonChange(button=i, state=state), time, True))
+            self.buttons[name] = tuple(states)
+        for i, field_name, total in present[DIAL]:
+            if field_name in changed:
+                delta = total - self._dials.get((name, i), 0.0)
+                self._dials[(name, i)] = total
+                if delta:
+                    out.messages.append((name, DialUpdate(delta=delta, dial=i), time, True))
+
+    def _text(self, world: World, event: LogEvent, out: Outgoing) -> None:
+        """World log events go out as VRPN text messages from the device's sender."""
+        table = world.tables.get(event.source)
+        if self.single:
+            name = self.single
+        elif table is None:
+            name = vrpn_name(event.device_id)
+        else:
+            name = self.names.name_of(table, event.device_id)
+            if self.names.native(table):
+                name = vrpn_address(name)[0]
+        self._sender(name, out)
         severity = {"warning": 1, "error": 2}.get(event.level, 0)
         out.messages.append((name, Text(text=event.text, severity=severity), event.time, True))
 
@@ -587,9 +731,20 @@ class WorldEncoder:
         fields: list[str],
         out: Outgoing,
     ) -> None:
+        """Another protocol's device: its numeric fields as the channels of an analog device
+        of its name, in the order they first appeared (sorted within one update)."""
         channels = self._channels.setdefault((source, table.ids[slot]), [])
         for name_ in sorted(fields):
             if name_ not in channels and len(channels) < MAX_ANALOG_CHANNELS:
                 channels.append(name_)
         values = tuple(float(table.telemetry[f][slot]) for f in channels)
         out.messages.append((name, AnalogChannel(channels=values), None, False))
+
+
+def _column(table: SourceTable, item: Update, name: str, slots: npt.NDArray[np.intp]) -> FloatArray:
+    """One telemetry field of an update's rows: its own values, else the table's."""
+    given = item.values.get(name)
+    if given is not None:
+        return given
+    column = table.telemetry.get(name)
+    return np.full(len(slots), np.nan) if column is None else column[slots]

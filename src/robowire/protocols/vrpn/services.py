@@ -17,7 +17,6 @@ options each role reads, so the gateway rejects any other.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 from collections.abc import Iterator
 
@@ -45,12 +44,7 @@ from robowire.protocols.vrpn.logfile import (
     read_log,
     stream_to_log,
 )
-from robowire.protocols.vrpn.messages import (
-    Ping,
-    TrackerPosQuat,
-    TrackerSetUpdateRate,
-    TrackerVelocity,
-)
+from robowire.protocols.vrpn.messages import ButtonStates, Ping, Pong, TrackerSetUpdateRate
 from robowire.protocols.vrpn.model import MAX_RATE, MOTION_DEFAULTS, REPORTS, DeviceModel
 from robowire.protocols.vrpn.registry import SERVER_TYPE_NAMES, ReportEncoder
 from robowire.protocols.vrpn.server import VrpnServer
@@ -61,15 +55,12 @@ from robowire.world import LogEvent, Update, World
 
 log = logging.getLogger("robowire.vrpn")
 
-POSES = ReportEncoder([TrackerPosQuat.WIRE_NAME])
-VELOCITIES = ReportEncoder([TrackerVelocity.WIRE_NAME], [(0, 0, 0, 0, 0, 0, 1, 0)])
-"""What the sink sends: a Velocity has an identity quaternion and dt 0 (`TrackerVelocity`)."""
-
 SOURCE_OPTIONS = frozenset({"retry", "rate", "udp", "devices"})  # and every source's `time`
 FILE_OPTIONS = frozenset({"speed"})
 SINK_OPTIONS = frozenset({"tracker"})
 SIM_SETTINGS = frozenset({"tracker", "analog", "button", "dial", "reports", "clock_offset"})
 FIRST_CONNECT_TIMEOUT = 5.0
+PONG_AFTER = 1.0  # seconds after a device's first log entry: its pong (`VrpnLogSink`)
 RECONNECT_TIMEOUT = 2.0
 
 
@@ -250,6 +241,7 @@ class VrpnLogSink(Sink):
         self.clock = WallClock()
         self.session: VrpnSession | None = None  # made at the first write (its time)
         self._last = 0.0  # the newest time written: the disconnect entry's
+        self._pongs: list[tuple[float, str]] = []  # (when, device): pongs still to write
         self.messages = 0
         self._pending = bytearray()
         self._file = open(path, "wb")  # noqa: SIM115 (closed in finish)
@@ -258,32 +250,38 @@ class VrpnLogSink(Sink):
 
     def write(self, world: World, items: list[Update | LogEvent]) -> bool:
         out = self.encoder.encode(world, items)
-        # the encoder stamps poses and messages with the source's time, velocities with the
-        # receive time: in a log every entry is on the source's clock (the mainline plays it
-        # by those times), so a velocity gets the newest source time so far
+        # every entry is stamped on the source's clock (the mainline plays a log by those
+        # times); a message without a stamp gets the newest so far
+        reports = out.reports()
         times = [t for _, _, t, _ in out.messages if t is not None]
-        if out.poses is not None:
-            times += [float(out.poses.times.min()), float(out.poses.times.max())]
-        session = self.session or self._start(min(times, default=self.clock.wall(monotonic())))
+        for _, columns in reports:
+            times += [float(columns.times.min()), float(columns.times.max())]
+        first = min(times, default=self.clock.wall(monotonic()))
+        session = self.session or self._start(first)
         self._last = max([self._last, *times])
-        if out.velocities is not None:
-            newest = np.full(len(out.velocities), self._last)
-            out.velocities = dataclasses.replace(out.velocities, times=newest)
         for name in out.new_devices:
             session.register_sender(name)
+            self._pongs.append((first + PONG_AFTER, name))
         for sender, message, time, _ in out.messages:
-            session.send(sender, message, time=time)
-        for columns, encoder in ((out.velocities, VELOCITIES), (out.poses, POSES)):
-            if columns is not None:
-                ids = [session.register_sender(name) for name in columns.names]
-                types = [session.register_type(kind) for kind in encoder.kinds]
-                rows = np.array(ids, dtype=np.int32)[columns.senders]
-                batch = encoder.encode(
-                    rows, types, columns.sensors, [columns.values], time=columns.times
-                )
-                session.send_batch(batch, reliable=True)
+            session.send(sender, message, time=self._last if time is None else time)
+        for encoder, columns in reports:
+            ids = [session.register_sender(name) for name in columns.names]
+            types = [session.register_type(kind) for kind in encoder.kinds]
+            rows = np.array(ids, dtype=np.int32)[columns.senders]
+            values = [columns.values]
+            batch = encoder.encode(rows, types, columns.sensors, values, time=columns.times)
+            session.send_batch(batch, reliable=True)
+        self._pong(self._last)
         self._drain()
         return True
+
+    def _pong(self, until: float) -> None:
+        """The pongs due by `until`: a client playing the log pings each device once at the
+        start and warns if no pong came within 3 s (a real server's log has them too)."""
+        if self.session is not None:
+            for due, name in [p for p in self._pongs if p[0] <= until]:
+                self.session.send(name, Pong(), time=due)
+            self._pongs = [p for p in self._pongs if p[0] > until]
 
     def _start(self, start: float) -> VrpnSession:
         """The session, its descriptions stamped with the first report's time: the mainline
@@ -309,6 +307,9 @@ class VrpnLogSink(Sink):
         self._file.flush()  # what was written survives the process being killed
 
     def finish(self, world: World) -> None:
+        if self._pongs:
+            self._last = max(self._last, *(due for due, _ in self._pongs))
+            self._pong(self._last)
         self._drain()
         now = self.clock.wall(monotonic()) if self.session is None else self._last
         sec = int(now)
@@ -326,8 +327,10 @@ class VrpnLogSink(Sink):
 
 
 class VrpnSink(Sink):
-    """Serves the world (see `WorldEncoder`; options: `SINK_OPTIONS`): each device a tracker
-    named after it, or with `?tracker=NAME` every device a sensor of that one tracker."""
+    """Serves the world (see `WorldEncoder`; options: `SINK_OPTIONS`): a VRPN source's devices
+    under their own senders and sensors, other devices each a tracker named after it, or with
+    `?tracker=NAME` every device a sensor of that one tracker. Like the mainline's button
+    servers, it sends each button device's states to a client that connects or pings it."""
 
     def __init__(self, endpoint: Endpoint) -> None:
         self.host = endpoint.host
@@ -338,6 +341,8 @@ class VrpnSink(Sink):
         self.server = VrpnServer(
             self.encoder.devices(),
             clock_offset=WallClock().wall(0.0),
+            on_connect=self._on_connect,
+            on_message=self._on_message,
             sensors=self.encoder.sensor_count,
         )
         self.reports_sent = 0
@@ -346,6 +351,16 @@ class VrpnSink(Sink):
     async def serve(self, world: World) -> None:
         await self.server.run(self.host, self.port, self.listening)
 
+    def _on_connect(self, link: VrpnLink) -> None:
+        if link.session is not None:
+            for name, states in self.encoder.buttons.items():
+                link.session.send(name, ButtonStates(states=states))
+
+    def _on_message(self, link: VrpnLink, event: MessageReceived) -> None:
+        states = self.encoder.buttons.get(event.sender)
+        if link.session is not None and states is not None and isinstance(event.message, Ping):
+            link.session.send(event.sender, ButtonStates(states=states))
+
     def write(self, world: World, items: list[Update | LogEvent]) -> bool:
         out = self.encoder.encode(world, items)
         server = self.server
@@ -353,17 +368,16 @@ class VrpnSink(Sink):
             server.add_device(name)
         for sender, message, time, reliable in out.messages:
             server.broadcast(sender, message, time=time, reliable=reliable, flush=False)
-        for columns, encoder in ((out.velocities, VELOCITIES), (out.poses, POSES)):
-            if columns is not None:
-                server.broadcast_reports(
-                    encoder,
-                    columns.names,
-                    columns.sensors,
-                    [columns.values],
-                    time=columns.times,
-                    senders=columns.senders,
-                    flush=False,
-                )
+        for encoder, columns in out.reports():
+            server.broadcast_reports(
+                encoder,
+                columns.names,
+                columns.sensors,
+                [columns.values],
+                time=columns.times,
+                senders=columns.senders,
+                flush=False,
+            )
         if out.poses is not None:
             self.reports_sent += len(out.poses)
         server.flush()
