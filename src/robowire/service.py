@@ -32,7 +32,7 @@ from robowire.endpoints import Endpoint
 from robowire.errors import ConfigError, DecodeError, RobowireError, TransportError
 from robowire.protocols.base import Adapter, Address, ConnectionLost, PacketDropped, SessionStats
 from robowire.timebase import TIME_MODES, SourceClock, WallClock, monotonic
-from robowire.transport.budget import Budget, Turns, supersede
+from robowire.transport.budget import Budget, Turns, pressure, supersede
 from robowire.transport.tap import RECEIVER, Tap
 from robowire.world import LogEvent, Update, World
 from robowire.world.feed import DEFAULT_BYTES, Subscription
@@ -150,11 +150,13 @@ class Source(Service):
     def deliver(self, events: Sequence[object], now: float) -> None:
         """Session events (read at monotonic `now`) into the world, and into the counters.
 
-        The overload policy (`robowire.transport.budget`): while the source has credit the
-        events are written at once; once it has spent it they wait, merged with what comes
-        next, until it is back, and then go in as one delivery stamped with the newest read
-        time, without the state reports a newer one made stale (shed, counted in
-        `budget.shed`). Counters and log lines are immediate either way."""
+        The overload policy (`robowire.transport.budget`): while the gateway keeps up, the
+        events are written at once. While its loop is behind (`pressure()`), the source's
+        world writes are budgeted: while it has credit they are written at once; once it has
+        spent it they wait, merged with what comes next, until it is back, and then go in as
+        one delivery stamped with the newest read time, without the state reports a newer one
+        made stale (shed, counted in `budget.shed`). Counters and log lines are immediate
+        either way."""
         if self.adapter is None:
             return
         for event in events:
@@ -167,7 +169,8 @@ class Source(Service):
         self._pending_at = now
         if self._waiting is not None:
             return
-        wait = 0.0 if self.budget is None else self.budget.wait(now)
+        budget = self.budget
+        wait = 0.0 if budget is None or not pressure().behind(now) else budget.wait(now)
         if wait <= 0.0 or len(self._pending) >= MAX_PENDING:
             self.apply()
         else:
@@ -181,13 +184,15 @@ class Source(Service):
         events, self._pending = self._pending, []
         if self.adapter is None or not events:
             return
+        budget = self.budget
         began = monotonic()
-        if self.budget is not None:
+        behind = budget is not None and pressure().behind(began)
+        if budget is not None and behind and len(events) > 1:
             events, shed = supersede(events)
-            self.budget.shed += shed
+            budget.shed += shed
         self.stats.messages_in += self.adapter.apply(events, self.clock.wall(self._pending_at))
-        if self.budget is not None:
-            self.budget.spend(began, monotonic() - began)
+        if budget is not None and behind:
+            budget.spend(began, monotonic() - began)
 
     def timed(self, world: World) -> World:
         """The world as this source's adapter writes it: source times through `self.time`."""

@@ -21,7 +21,17 @@ from websockets.typing import Subprotocol
 from robowire.gateway import Gateway, open_source
 from robowire.protocols.base import Report
 from robowire.service import Sink, Source
-from robowire.transport.budget import FIRST, Budget, Turns, supersede
+from robowire.transport.budget import (
+    CALM,
+    FIRST,
+    LATE,
+    LATE_PROBES,
+    Budget,
+    Pressure,
+    Turns,
+    pressure,
+    supersede,
+)
 from robowire.viewer.server import SUBPROTOCOL, ViewerSink
 from robowire.world import LogEvent, Update, World
 from robowire.world.feed import ChangeFeed
@@ -58,6 +68,34 @@ def test_a_budget_ignores_time_going_backwards():
     assert budget.credit == -0.01
 
 
+def test_the_loop_is_behind_only_after_several_late_probes_in_a_row_until_it_is_calm():
+    pressure = Pressure()
+    t = 0.0
+    for _ in range(LATE_PROBES - 1):  # a busy machine's late wake-ups, then one on time
+        t += 0.1
+        pressure.probed(t, LATE * 3)
+        assert not pressure.behind(t)
+    pressure.probed(t + 0.01, 0.0)
+    pressure.probed(t + 0.02, LATE * 3)
+    assert not pressure.behind(t + 0.02), "a late run was cut by a probe on time"
+    for _ in range(LATE_PROBES):
+        t += 0.1
+        pressure.probed(t, LATE)
+    assert pressure.behind(t) and pressure.entered == 1
+    pressure.probed(t + 0.5, 0.0)
+    assert pressure.behind(t + 0.5), "one probe on time is not calm"
+    pressure.probed(t + 0.9, LATE)  # one late probe while behind keeps it behind
+    assert pressure.behind(t + 0.9 + CALM - 0.01)
+    assert not pressure.behind(t + 0.9 + CALM)
+
+
+async def test_the_running_loop_has_one_pressure_probe_and_an_idle_loop_is_not_behind():
+    first = pressure()
+    assert pressure() is first
+    await asyncio.sleep(0.2)
+    assert not first.behind(time.monotonic()) and first.entered == 0
+
+
 @dataclass(frozen=True, slots=True)
 class Frame(Report):
     n: int
@@ -66,6 +104,10 @@ class Frame(Report):
 @dataclass(frozen=True, slots=True)
 class Status(Report):
     n: int
+    robot: str = "a"
+
+    def covers(self) -> str:
+        return self.robot
 
 
 def test_supersede_keeps_the_newest_report_of_each_kind_and_everything_else_in_order():
@@ -75,6 +117,11 @@ def test_supersede_keeps_the_newest_report_of_each_kind_and_everything_else_in_o
     assert shed == 3
     assert supersede(["a", Frame(1), "b"]) == (["a", Frame(1), "b"], 0)
     assert supersede([]) == ([], 0)
+
+
+def test_a_report_supersedes_only_one_covering_the_same():
+    events = [Status(1, "a"), Status(2, "b"), Status(3, "a")]
+    assert supersede(events) == ([Status(2, "b"), Status(3, "a")], 1)
 
 
 def test_turns_start_small_then_fit_the_measured_cost():
@@ -118,7 +165,28 @@ class Quiet(Source):
         return Recording()
 
 
-async def test_a_source_out_of_credit_holds_its_events_then_writes_them_as_one_delivery():
+@pytest.fixture
+def behind(monkeypatch: Any) -> Pressure:
+    """The loop counts as behind (as a starved gateway's would)."""
+    state = Pressure(until=float("inf"))
+    monkeypatch.setattr("robowire.service.pressure", lambda: state)
+    return state
+
+
+async def test_a_source_that_keeps_up_writes_everything_at_once_whatever_its_budget():
+    source = Quiet("q")
+    adapter = source.adapter = Recording()
+    assert source.budget is not None
+    source.budget.credit = -1.0  # a heavy source: spent long ago
+    source.deliver([Frame(1), Frame(2)], 1.0)
+    source.deliver([Frame(3)], 1.001)
+    assert adapter.deliveries == [[Frame(1), Frame(2)], [Frame(3)]]  # nothing held, none shed
+    assert source.budget.shed == 0 and source.budget.credit == -1.0  # nor charged
+
+
+async def test_a_source_out_of_credit_holds_its_events_then_writes_them_as_one_delivery(
+    behind: Pressure,
+):
     source = Quiet("q")
     adapter = source.adapter = Recording()
     source.deliver([Frame(1), "connected"], 1.0)

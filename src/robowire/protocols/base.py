@@ -28,7 +28,7 @@ same module.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -67,10 +67,15 @@ class ConnectionLost:
 
 class Report:
     """Marks an event class whose events each state the latest state of what they cover (a
-    whole swarm, one robot): a newer event of the same class from the same source makes an
-    older one stale, so the overload policy may shed it (`robowire.transport.budget`)."""
+    whole swarm, one robot, some sensors): a newer event of the same class from the same
+    source that covers the same (`covers`) makes an older one stale, so the overload policy
+    may shed it (`robowire.transport.budget`)."""
 
     __slots__ = ()
+
+    def covers(self) -> Hashable:
+        """What the report states in full (None: all its class covers, e.g. a whole swarm)."""
+        return None
 
 
 @dataclass(slots=True)

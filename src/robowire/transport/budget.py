@@ -2,10 +2,17 @@
 
 A gateway on a busy machine cannot always keep up. The policy (docs/architecture.md, "Overload"):
 
+* **Nothing is shed or delayed while the gateway keeps up.** Whether it does is measured, once
+  per event loop (`pressure()`): a timer every `PROBE` seconds, and how late it runs. The loop
+  is `behind` once `LATE_PROBES` probes in a row ran at least `LATE` seconds late (a loop with
+  more to do than time, or a process the machine cannot give its share; a lone late wake-up of
+  a busy machine is not enough), and stays behind until no probe was late for `CALM` seconds.
+  Only while it is behind do the budgets below apply.
 * **Sessions see every byte at once.** The drivers read what the kernel queued and feed it to
   the session in the same wake-up, so keep-alives are answered, pings are timed and commands
   go out on time whatever the load. Only what follows, the world writes, is budgeted.
-* **A source's world writes have a `Budget`**: a share of wall time, with a burst. While a
+* **A source's world writes have a `Budget`** while the loop is behind: a share of wall time,
+  with a burst. While a
   source has credit its events are applied as they come; once it has spent its credit its
   events wait (merged, in order) until the credit is back, and then go in as one delivery. In
   that delivery a state report superseded by a newer one of the same kind (`Report`) is shed,
@@ -18,11 +25,16 @@ A gateway on a busy machine cannot always keep up. The policy (docs/architecture
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import logging
+import math
+import weakref
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
 from robowire.protocols.base import Report
+from robowire.timebase import monotonic
 
 T = TypeVar("T")
 
@@ -31,6 +43,62 @@ BURST = 0.020  # seconds of world writes a source may do at once before its shar
 SINK_TURN = 0.030  # seconds one sink's turn takes, at most (one item at least)
 FIRST = 16  # items in a sink's first turn, before their cost is known
 SMOOTHING = 0.2  # weight of the newest measurement in a cost per item
+PROBE = 0.025  # seconds between the loop-lag probe's timers
+LATE = 0.040  # seconds late a probe must run to count as late
+LATE_PROBES = 4  # late probes in a row: the loop is behind
+CALM = 1.0  # seconds without a late probe: it has caught up
+
+log = logging.getLogger("robowire")
+
+
+@dataclass(slots=True)
+class Pressure:
+    """Whether an event loop is behind, from how late its probe timer runs (pure: `probed`
+    is given the times; see the module docstring)."""
+
+    late_run: int = 0  # late probes in a row
+    until: float = -math.inf  # behind until then (monotonic seconds)
+    entered: int = 0  # times it fell behind (for tests and the log)
+
+    def probed(self, now: float, lag: float) -> None:
+        """A probe ran at `now`, `lag` seconds after it was due."""
+        was = self.behind(now)
+        self.late_run = self.late_run + 1 if lag >= LATE else 0
+        if self.late_run >= LATE_PROBES or (was and lag >= LATE):
+            self.until = now + CALM
+            if not was:
+                self.entered += 1
+                log.info("gateway behind (its loop runs %.0f ms late): shedding", 1e3 * lag)
+
+    def behind(self, now: float) -> bool:
+        return now < self.until
+
+
+class _Probe:
+    """`pressure()`'s timer chain on one loop (holds no reference to the loop)."""
+
+    def __init__(self) -> None:
+        self.pressure = Pressure()
+        self.due = monotonic() + PROBE
+        asyncio.get_running_loop().call_later(PROBE, self.fire)
+
+    def fire(self) -> None:
+        now = monotonic()
+        self.pressure.probed(now, max(0.0, now - self.due))
+        self.due = now + PROBE
+        asyncio.get_running_loop().call_later(PROBE, self.fire)
+
+
+_probes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Probe] = weakref.WeakKeyDictionary()
+
+
+def pressure() -> Pressure:
+    """The running loop's `Pressure` (its probe starts with the first call on a loop)."""
+    loop = asyncio.get_running_loop()
+    probe = _probes.get(loop)
+    if probe is None:
+        probe = _probes[loop] = _Probe()
+    return probe.pressure
 
 
 @dataclass(slots=True)
@@ -62,15 +130,21 @@ class Budget:
 
 
 def supersede(events: Sequence[T]) -> tuple[list[T], int]:
-    """The events in order without the state reports that a later report of the same class
-    makes stale; and how many were shed."""
-    latest: dict[type, int] = {}
+    """The events in order without the state reports that a later report covering the same
+    (its class and `Report.covers()`) makes stale; and how many were shed."""
+    latest: dict[Hashable, int] = {}
+    reports = 0
     for i, event in enumerate(events):
         if isinstance(event, Report):
-            latest[type(event)] = i
-    if len(latest) == sum(isinstance(e, Report) for e in events):
+            latest[type(event), event.covers()] = i
+            reports += 1
+    if len(latest) == reports:
         return list(events), 0
-    kept = [e for i, e in enumerate(events) if not isinstance(e, Report) or latest[type(e)] == i]
+    kept = [
+        e
+        for i, e in enumerate(events)
+        if not isinstance(e, Report) or latest[type(e), e.covers()] == i
+    ]
     return kept, len(events) - len(kept)
 
 
