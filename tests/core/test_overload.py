@@ -124,6 +124,42 @@ def test_a_report_supersedes_only_one_covering_the_same():
     assert supersede(events) == ([Status(2, "b"), Status(3, "a")], 1)
 
 
+def test_each_protocols_state_reports_supersede_older_ones_of_the_same_things_only():
+    import numpy as np
+
+    from robowire.protocols.spyglass.codec import DataPacket, NeighborhoodPacket
+    from robowire.protocols.spyglass.events import PacketReceived
+    from robowire.protocols.ugcs.events import TelemetryReceived, TelemetryValue
+    from robowire.protocols.vrpn.events import TrackerReports
+
+    def poses(sender: str, *sensors: int) -> TrackerReports:
+        n = len(sensors)
+        return TrackerReports(
+            sender=sender, kind="vrpn_Tracker Pos_Quat", sensor=np.array(sensors, np.int32),
+            vector=np.zeros((n, 3)), quaternion=np.zeros((n, 4)), dt=None, time=np.zeros(n),
+            order=0,
+        )  # fmt: skip
+
+    vrpn = [poses("T0", 0, 1, 0), poses("T0", 2), poses("T1", 0, 1), poses("T0", 1, 0)]
+    assert supersede(vrpn) == ([vrpn[1], vrpn[2], vrpn[3]], 1)
+
+    def packet(sender: int, semantic: int) -> PacketReceived:
+        return PacketReceived(
+            packet=DataPacket(sender=sender, semantic_type=semantic, syntax_type=1), time=0.0
+        )
+
+    links = PacketReceived(packet=NeighborhoodPacket(sender=1, semantic_type=0), time=0.0)
+    spyglass = [packet(1, 5), packet(2, 5), packet(1, 6), links, packet(1, 5)]
+    assert supersede(spyglass) == (spyglass[1:], 1)
+
+    def telemetry(device: int, *fields: int) -> TelemetryReceived:
+        values = tuple(TelemetryValue(f, None, 0, 1.0) for f in fields)
+        return TelemetryReceived(device_id=device, values=values)
+
+    ugcs = [telemetry(1, 1, 2), telemetry(2, 1, 2), telemetry(1, 1), telemetry(1, 1, 2)]
+    assert supersede(ugcs) == (ugcs[1:], 1)
+
+
 def test_turns_start_small_then_fit_the_measured_cost():
     turns = Turns(seconds=0.01)
     assert turns.size() == FIRST

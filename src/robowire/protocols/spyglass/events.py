@@ -10,16 +10,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypeAlias
 
-from robowire.protocols.base import ConnectionLost, PacketDropped
+from robowire.protocols.base import ConnectionLost, PacketDropped, Report
 from robowire.protocols.spyglass.codec import Packet
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PacketReceived:
-    """One decoded packet and the (monotonic) time the driver gave with its last byte."""
+class PacketReceived(Report):
+    """One decoded packet and the (monotonic) time the driver gave with its last byte (a
+    `Report`: a newer packet of the same node, class and semantic type, to the same node for a
+    link, makes it stale)."""
 
     packet: Packet
     time: float
+
+    def covers(self) -> tuple[object, ...]:
+        packet = self.packet
+        return packet.sender, type(packet), packet.semantic_type, getattr(packet, "destination", 0)
 
 
 SpyglassEvent: TypeAlias = PacketReceived | PacketDropped | ConnectionLost

@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple, TypeAlias
 
-from robowire.protocols.base import ConnectionLost, PacketDropped
+from robowire.protocols.base import ConnectionLost, PacketDropped, Report
 from robowire.protocols.ugcs.codec import Value
 from robowire.protocols.ugcs.device import CommandInfo, DeviceInfo, FieldInfo
 from robowire.protocols.ugcs.proto import ucs_vsm_defs_pb2 as defs
@@ -166,10 +166,16 @@ class TelemetryValue(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TelemetryReceived:
+class TelemetryReceived(Report):
+    """A vehicle's telemetry values (a `Report`: a newer one of the same vehicle with the same
+    fields makes it stale)."""
+
     conn: int = 0
     device_id: int
     values: tuple[TelemetryValue, ...]
+
+    def covers(self) -> tuple[int, int, tuple[int, ...]]:
+        return self.conn, self.device_id, tuple(v.field_id for v in self.values)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

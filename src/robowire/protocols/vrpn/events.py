@@ -14,7 +14,7 @@ from typing import TypeAlias
 import numpy as np
 import numpy.typing as npt
 
-from robowire.protocols.base import ConnectionLost, PacketDropped
+from robowire.protocols.base import ConnectionLost, PacketDropped, Report
 from robowire.protocols.vrpn.codec import Cookie, Frame
 from robowire.protocols.vrpn.messages import (
     Body,
@@ -80,7 +80,7 @@ class PeerSilent:
     seconds: float
 
 
-class TrackerReports:
+class TrackerReports(Report):
     """Many tracker reports of one sender and one kind, as columns (wire units, quat xyzw).
 
     `kind` is the wire type name; `dt` is NaN-free only for Velocity/Acceleration (else None).
@@ -90,6 +90,8 @@ class TrackerReports:
     session builds a batch of one sender's unpadded reports (`of_frames`) as zero-copy views of
     the received bytes, so a live-sized read costs no per-column copy, and the derived columns
     `time` and `order` are computed on first use.
+
+    A `Report`: a newer batch of the same sender and kind for the same sensors makes it stale.
     """
 
     __slots__ = (
@@ -183,6 +185,9 @@ class TrackerReports:
 
     def __len__(self) -> int:
         return len(self.sensor)
+
+    def covers(self) -> tuple[str, str, bytes]:
+        return self.sender, self.kind, np.unique(self.sensor).tobytes()
 
     def __repr__(self) -> str:
         return f"TrackerReports(sender={self.sender!r}, kind={self.kind!r}, n={len(self)})"
