@@ -411,12 +411,12 @@ class Sink(Service):
                         return
                     waiting = None
                     # a turn of a queue of every update is what `write` does in SINK_TURN
-                    # seconds; the rest waits for the next turn (the loop goes round first)
+                    # seconds (behind; else CALM_TURN); the rest waits for the next turn
+                    began = monotonic()
                     if isinstance(changes, Subscription):
-                        items = changes.pull(turns.size())
+                        items = changes.pull(turns.size(pressure().behind(began)))
                     else:
                         items = changes.pull()
-                    began = monotonic()
                     going = self.write(world, items)
                     turns.took(len(items), monotonic() - began)
                     self._count_feed_drops(changes.dropped)

@@ -23,9 +23,11 @@ from robowire.protocols.base import Report
 from robowire.service import Sink, Source
 from robowire.transport.budget import (
     CALM,
+    CALM_TURN,
     FIRST,
     LATE,
     LATE_PROBES,
+    SINK_TURN,
     Budget,
     Pressure,
     Turns,
@@ -160,15 +162,16 @@ def test_each_protocols_state_reports_supersede_older_ones_of_the_same_things_on
     assert supersede(ugcs) == (ugcs[1:], 1)
 
 
-def test_turns_start_small_then_fit_the_measured_cost():
-    turns = Turns(seconds=0.01)
-    assert turns.size() == FIRST
+def test_turns_start_small_behind_or_whole_keeping_up_then_fit_the_measured_cost():
+    turns = Turns()
+    assert turns.size(behind=True) == FIRST and turns.size(behind=False) is None
     turns.took(16, 0.032)  # 2 ms an item
-    assert turns.size() == 5
-    turns.took(1, 0.5)  # far over: at least one item a turn, never none
-    assert turns.size() == 1
+    assert turns.size(behind=True) == int(SINK_TURN / 0.002)
+    assert turns.size(behind=False) == int(CALM_TURN / 0.002)
+    turns.took(1, 5.0)  # far over: at least one item a turn, never none
+    assert turns.size(behind=True) == 1 and turns.size(behind=False) == 1
     turns.took(0, 1.0)  # an empty turn says nothing
-    assert turns.size() == 1
+    assert turns.size(behind=True) == 1
 
 
 def test_a_queue_hands_over_its_oldest_items_a_turn_at_a_time_and_keeps_its_byte_count():
@@ -267,7 +270,22 @@ class Slow(Sink):
         return True
 
 
-async def test_a_sink_that_takes_every_update_is_handed_them_a_turn_at_a_time():
+async def test_a_sink_that_takes_every_update_is_handed_all_of_them_while_the_gateway_keeps_up():
+    world = World()
+    sink = Slow(cost=0.0001)
+    task = asyncio.create_task(sink.run(world))
+    await until(lambda: world.feed.subscriber_count == 1, "subscribed")
+    for i in range(200):
+        world.log("s", "d", str(i), time=0.0)
+    await until(lambda: sum(map(len, sink.turns)) == 200, "every update written")
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert [t for t in sink.turns if t] == [list(range(200))]  # one turn, as queued
+
+
+async def test_a_sink_that_takes_every_update_is_handed_them_a_turn_at_a_time_when_behind(
+    behind: Pressure,
+):
     world = World()
     sink = Slow(cost=0.004)  # 4 ms an item: a 30 ms turn holds a handful
     task = asyncio.create_task(sink.run(world))

@@ -18,8 +18,10 @@ A gateway on a busy machine cannot always keep up. The policy (docs/architecture
   that delivery a state report superseded by a newer one of the same kind (`Report`) is shed,
   the oldest first, and counted: a busy gateway shows fewer, fresher states.
 * **A sink's turn is bounded** (`Turns`): a sink that takes every update (the recorder) is
-  handed at most what it writes in `SINK_TURN` seconds per turn, then the loop goes round, so
-  that neither ingest nor one output can hold the others off. What it cannot take waits in
+  handed at most what it writes in `SINK_TURN` seconds per turn while the loop is behind
+  (`CALM_TURN` while it keeps up: a backlog left by a busy spell does not hold the loop for
+  long either), then the loop goes round, so that neither ingest nor one output can hold the
+  others off. What it cannot take waits in
   its bounded queue, whose oldest updates are dropped and counted.
 """
 
@@ -40,8 +42,9 @@ T = TypeVar("T")
 
 SHARE = 0.15  # of wall time one source's world writes may take, sustained
 BURST = 0.020  # seconds of world writes a source may do at once before its share applies
-SINK_TURN = 0.030  # seconds one sink's turn takes, at most (one item at least)
-FIRST = 16  # items in a sink's first turn, before their cost is known
+SINK_TURN = 0.030  # seconds one sink's turn takes while the loop is behind (one item at least)
+CALM_TURN = 0.5  # seconds one sink's turn takes at most while it keeps up
+FIRST = 16  # items in a sink's first turn behind, before their cost is known
 SMOOTHING = 0.2  # weight of the newest measurement in a cost per item
 PROBE = 0.025  # seconds between the loop-lag probe's timers
 LATE = 0.040  # seconds late a probe must run to count as late
@@ -150,16 +153,16 @@ def supersede(events: Sequence[T]) -> tuple[list[T], int]:
 
 @dataclass(slots=True)
 class Turns:
-    """How many items fit in a turn of `seconds`, from the measured cost per item (`FIRST`
-    until a cost is measured)."""
+    """How many items fit in a sink's turn, from the measured cost per item: a turn of
+    `SINK_TURN` seconds while the loop is behind (`FIRST` items until a cost is measured), of
+    `CALM_TURN` while it keeps up (None: all of them, until a cost is measured)."""
 
-    seconds: float = SINK_TURN
     cost: float = 0.0  # seconds per item, smoothed
 
-    def size(self) -> int:
+    def size(self, behind: bool) -> int | None:
         if self.cost <= 0.0:
-            return FIRST
-        return max(1, int(self.seconds / self.cost))
+            return FIRST if behind else None
+        return max(1, int((SINK_TURN if behind else CALM_TURN) / self.cost))
 
     def took(self, items: int, seconds: float) -> None:
         """A turn of `items` items took `seconds`."""
