@@ -286,6 +286,34 @@ async def test_no_frame_without_ready_and_a_stalled_browser_costs_nothing() -> N
             feeder.cancel()
 
 
+async def test_a_browser_may_ask_for_two_frames_ahead_and_no_more() -> None:
+    world = World()
+    slots = np.arange(5)
+    world.table("swarm").slots([str(k) for k in range(5)], "drone")
+
+    async def ingest() -> None:
+        t = 0.0
+        while True:
+            t += 1.0
+            world.update("swarm", slots, receive_time=t, position=np.full((5, 3), t))
+            await asyncio.sleep(0.01)
+
+    async with viewer(world, rate=100) as (sink, _):
+        feeder = asyncio.create_task(ingest())
+        try:
+            async with connect(ws_url(sink), subprotocols=[SUBPROTOCOL]) as ws:
+                for _ in range(3):  # the third is one more than the window: not granted
+                    await ws.send(json.dumps({"type": "ready"}))
+                first, second = await next_frame(ws), await next_frame(ws)
+                was = np.nan_to_num(first.blocks[0].position[0, 0], nan=-1.0)  # (none yet)
+                assert was < second.blocks[0].position[0, 0]  # a newer state
+                with pytest.raises(TimeoutError):
+                    while True:
+                        assert isinstance(await recv(ws, timeout=0.5), str)
+        finally:
+            feeder.cancel()
+
+
 async def test_a_browser_joining_mid_run_gets_every_device_in_its_first_frame() -> None:
     world = World()
     write_devices(world)  # these never move again

@@ -2,8 +2,9 @@
 
 Each `ViewerClient` runs three tasks beside its reader:
 
-* frames: waits until the browser said `ready` since the last frame, something changed and
-  1/rate seconds passed; then pulls its subscriber (the latest values of what changed), sends
+* frames: waits until the browser said `ready` for a frame (each grants one; at most
+  `READY_WINDOW` are held, so a browser may ask ahead and a busy loop need not wait for its
+  answer), something changed and 1/rate seconds passed; then pulls its subscriber (the latest values of what changed), sends
   a `catalog` for devices the browser has not seen yet, then one binary state frame. The first
   frame holds every device. A browser that never says `ready` gets no frame and costs one
   boolean mask per source; it never queues frames and never slows ingest or other browsers.
@@ -40,6 +41,7 @@ log = logging.getLogger("robowire")
 
 TELEMETRY_RATE = 10.0  # telemetry pushes per second, at most
 OUTBOX = 1000  # text messages held for a browser that is behind; the oldest go first
+READY_WINDOW = 2  # `ready`s a browser may have outstanding (frames asked for ahead)
 CONTROL_OFF = "control is off: start with --allow-control"
 
 
@@ -72,7 +74,8 @@ class ViewerClient:
         self.frames_sent = 0
         self.ignored = 0  # browser messages that were not understood
         self.dropped_texts = 0
-        self._ready = asyncio.Event()
+        self._ready = asyncio.Event()  # set while `_granted` > 0
+        self._granted = 0  # frames the browser asked for and has not got
         self._outbox: deque[bytes] = deque()
         self._texts = asyncio.Event()
         self._selected: tuple[str, int] | None = None
@@ -146,6 +149,7 @@ class ViewerClient:
             return self._ignore("not a JSON object")
         match message.get("type"):
             case "ready":
+                self._granted = min(READY_WINDOW, self._granted + 1)
                 self._ready.set()
             case "hello":
                 rate = message.get("rate")
@@ -240,7 +244,9 @@ class ViewerClient:
             if frame is None:
                 continue  # nothing to draw (only logs changed): still ready
             first = False
-            self._ready.clear()
+            self._granted -= 1
+            if not self._granted:
+                self._ready.clear()
             next_at = loop.time() + 1.0 / self.rate
             await self.ws.send(frame)
             self.frames_sent += 1

@@ -1,14 +1,16 @@
 // The WebSocket link to the viewer server (contract: viewer-spec.md).
 // Text frames are JSON messages, dispatched by `type`; binary frames are state frames, decoded
 // with typed-array views over the received buffer (no per-device parsing).
-// Flow control: the server sends a state frame only after a `ready`; we send one when the
-// previous frame has been applied and drawn (see `frameDone`), so the browser's own display
-// rate (requestAnimationFrame) is what paces its feed.
+// Flow control: the server sends a state frame only for a `ready`; we keep WINDOW of them
+// outstanding and send the next when a frame has been applied and drawn (see `frameDone`), so
+// the browser's own display rate (requestAnimationFrame) is what paces its feed, and a busy
+// server need not wait for our answer before it sends the next frame.
 
 export const PROTOCOL = "robowire.viewer.v1";
 const FRAME_KIND = 1;
 const HEADER = 16;
 const BLOCK_HEADER = 8;
+const WINDOW = 2; // frames asked for ahead (the server grants at most this many)
 
 /** Decode one binary state frame into {frame, time, blocks: [{source, n, slot, position, ...}]}.
  * Every array is a view into `buf`; throws RangeError on a truncated or malformed frame. */
@@ -52,7 +54,7 @@ export class Connection {
     this.ws = null;
     this.state = "connecting";
     this.pending = null;      // the newest undrawn frame (older ones are replaced, never queued)
-    this.awaiting = false;    // a `ready` is outstanding (the server owes us a frame)
+    this.owed = 0;            // `ready`s outstanding (frames the server owes us)
     this.frames = 0;
     this.bytes = 0;
     this.errors = 0;
@@ -75,9 +77,9 @@ export class Connection {
       this.opened = true;
       this.setState("open");
       this.send({ type: "hello", rate: this.rate });
-      this.awaiting = false;
+      this.owed = 0;
       this.pending = null;
-      this.sendReady();
+      this.ask();
     };
     ws.onmessage = (ev) => {
       if (typeof ev.data === "string") {
@@ -88,18 +90,18 @@ export class Connection {
         return;
       }
       this.bytes += ev.data.byteLength;
+      this.owed = Math.max(0, this.owed - 1);
       try {
         this.pending = decodeFrame(ev.data);
         this.frames++;
       } catch (e) {
         this.errors++;
         console.warn("robowire: bad state frame:", e.message);
-        this.awaiting = false;
       }
     };
     ws.onclose = () => {
       this.setState("closed");
-      this.awaiting = false;
+      this.owed = 0;
       setTimeout(() => this.connect(), this.retry);
       this.retry = Math.min(this.retry * 2, 5000);
     };
@@ -112,19 +114,20 @@ export class Connection {
     return false;
   }
 
-  sendReady() {
-    if (this.send({ type: "ready" })) this.awaiting = true;
+  /** Asks for frames until WINDOW are owed. */
+  ask() {
+    while (this.owed < WINDOW && this.send({ type: "ready" })) this.owed++;
   }
 
   /** The newest frame received since the last call, or null. */
   take() {
     const f = this.pending;
-    if (f) { this.pending = null; this.awaiting = false; }
+    if (f) this.pending = null;
     return f;
   }
 
-  /** Call once per drawn animation frame: asks for the next state frame if none is owed. */
+  /** Call once per drawn animation frame: asks for more frames once the last one is drawn. */
   frameDone() {
-    if (!this.awaiting && this.pending === null) this.sendReady();
+    if (this.pending === null) this.ask();
   }
 }
