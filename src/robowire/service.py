@@ -32,7 +32,7 @@ from robowire.endpoints import Endpoint
 from robowire.errors import ConfigError, DecodeError, RobowireError, TransportError
 from robowire.protocols.base import Adapter, Address, ConnectionLost, PacketDropped, SessionStats
 from robowire.timebase import TIME_MODES, SourceClock, WallClock, monotonic
-from robowire.transport.budget import Budget, Turns, pressure, supersede
+from robowire.transport.budget import Budget, Held, Turns, pressure
 from robowire.transport.tap import RECEIVER, Tap
 from robowire.world import LogEvent, Update, World
 from robowire.world.feed import DEFAULT_BYTES, Subscription
@@ -111,7 +111,7 @@ class Source(Service):
         self.tap: Tap | None = None  # sees every datagram / stream chunk received (recording)
         self.last_heard: float | None = None  # when the UDP receive loop last read for it
         self.budget: Budget | None = Budget()  # its world writes' share (None: never waits)
-        self._pending: list[object] = []  # events waiting for credit (see `deliver`)
+        self._held = Held()  # events waiting for credit (see `deliver`)
         self._pending_at = 0.0  # when the newest of them was read
         self._waiting: asyncio.TimerHandle | None = None
         self._failing = False
@@ -155,8 +155,8 @@ class Source(Service):
         world writes are budgeted: while it has credit they are written at once; once it has
         spent it they wait, merged with what comes next, until it is back, and then go in as
         one delivery stamped with the newest read time, without the state reports a newer one
-        made stale (shed, counted in `budget.shed`). Counters and log lines are immediate
-        either way."""
+        made stale (shed as the newer one comes, counted in `budget.shed`). Counters and log
+        lines are immediate either way."""
         if self.adapter is None:
             return
         for event in events:
@@ -165,13 +165,20 @@ class Source(Service):
                 log.debug("%s: %s", self.name, event)
             elif isinstance(event, ConnectionLost):
                 log.info("%s: %s", self.name, event.reason)
-        self._pending += events
+        budget = self.budget
+        behind = budget is not None and pressure().behind(now)
+        if not behind and self._waiting is None:  # it keeps up: at once, as they are
+            self.stats.messages_in += self.adapter.apply(events, self.clock.wall(now))
+            return
+        shed = self._held.add(events, shed=behind)
+        if budget is not None:
+            budget.shed += shed
         self._pending_at = now
         if self._waiting is not None:
             return
-        budget = self.budget
-        wait = 0.0 if budget is None or not pressure().behind(now) else budget.wait(now)
-        if wait <= 0.0 or len(self._pending) >= MAX_PENDING:
+        assert budget is not None
+        wait = budget.wait(now)
+        if wait <= 0.0 or len(self._held) >= MAX_PENDING:
             self.apply()
         else:
             self._waiting = asyncio.get_running_loop().call_later(wait, self.apply)
@@ -181,17 +188,13 @@ class Source(Service):
         if self._waiting is not None:
             self._waiting.cancel()
             self._waiting = None
-        events, self._pending = self._pending, []
+        events = self._held.take()
         if self.adapter is None or not events:
             return
         budget = self.budget
         began = monotonic()
-        behind = budget is not None and pressure().behind(began)
-        if budget is not None and behind and len(events) > 1:
-            events, shed = supersede(events)
-            budget.shed += shed
         self.stats.messages_in += self.adapter.apply(events, self.clock.wall(self._pending_at))
-        if budget is not None and behind:
+        if budget is not None and pressure().behind(began):
             budget.spend(began, monotonic() - began)
 
     def timed(self, world: World) -> World:

@@ -29,6 +29,7 @@ from robowire.transport.budget import (
     LATE_PROBES,
     SINK_TURN,
     Budget,
+    Held,
     Pressure,
     Turns,
     pressure,
@@ -119,6 +120,17 @@ def test_supersede_keeps_the_newest_report_of_each_kind_and_everything_else_in_o
     assert shed == 3
     assert supersede(["a", Frame(1), "b"]) == (["a", Frame(1), "b"], 0)
     assert supersede([]) == ([], 0)
+
+
+def test_what_waits_is_at_most_one_report_of_each_thing_however_long_it_waits():
+    held = Held()
+    for n in range(10_000):
+        assert held.add([Frame(n), Status(n, "a")]) == (2 if n else 0)
+    held.add(["registered"])
+    assert len(held) == 3
+    assert held.take() == [Frame(9_999), Status(9_999, "a"), "registered"]
+    assert len(held) == 0 and held.take() == []
+    assert held.add([Frame(1), Frame(2)], shed=False) == 0 and len(held) == 2
 
 
 def test_a_report_supersedes_only_one_covering_the_same():

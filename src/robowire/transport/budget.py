@@ -132,23 +132,54 @@ class Budget:
         self.credit -= seconds
 
 
+class Held:
+    """Events waiting for credit, in order, without the state reports that a later report
+    covering the same (its class and `Report.covers()`) made stale: those are shed as the
+    newer one comes, so what waits is at most one report of each thing (and the rest)."""
+
+    __slots__ = ("_events", "_latest", "_live")
+
+    def __init__(self) -> None:
+        self._events: list[object] = []
+        self._latest: dict[Hashable, int] = {}  # a report's key -> its index in `_events`
+        self._live = 0
+
+    def __len__(self) -> int:
+        return self._live
+
+    def add(self, events: Sequence[object], shed: bool = True) -> int:
+        """Append `events` (shedding stale reports, unless `shed` is False); how many were
+        shed."""
+        held, latest = self._events, self._latest
+        dropped = 0
+        for event in events:
+            if shed and isinstance(event, Report):
+                key = (type(event), event.covers())
+                old = latest.get(key)
+                if old is not None:
+                    held[old] = _SHED
+                    dropped += 1
+                latest[key] = len(held)
+            held.append(event)
+        self._live += len(events) - dropped
+        return dropped
+
+    def take(self) -> list[object]:
+        """Everything held, oldest first, off the hold."""
+        events = [e for e in self._events if e is not _SHED] if self._latest else self._events
+        self._events, self._latest, self._live = [], {}, 0
+        return events
+
+
+_SHED = object()  # a held event's place once a newer report made it stale
+
+
 def supersede(events: Sequence[T]) -> tuple[list[T], int]:
-    """The events in order without the state reports that a later report covering the same
-    (its class and `Report.covers()`) makes stale; and how many were shed."""
-    latest: dict[Hashable, int] = {}
-    reports = 0
-    for i, event in enumerate(events):
-        if isinstance(event, Report):
-            latest[type(event), event.covers()] = i
-            reports += 1
-    if len(latest) == reports:
-        return list(events), 0
-    kept = [
-        e
-        for i, e in enumerate(events)
-        if not isinstance(e, Report) or latest[type(e), e.covers()] == i
-    ]
-    return kept, len(events) - len(kept)
+    """`events` in order without the state reports a later one makes stale (see `Held`);
+    and how many were shed."""
+    held = Held()
+    shed = held.add(events)
+    return held.take(), shed  # type: ignore[return-value]
 
 
 @dataclass(slots=True)

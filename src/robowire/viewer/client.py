@@ -4,10 +4,11 @@ Each `ViewerClient` runs three tasks beside its reader:
 
 * frames: waits until the browser said `ready` for a frame (each grants one; at most
   `READY_WINDOW` are held, so a browser may ask ahead and a busy loop need not wait for its
-  answer), something changed and 1/rate seconds passed; then pulls its subscriber (the latest values of what changed), sends
-  a `catalog` for devices the browser has not seen yet, then one binary state frame. The first
-  frame holds every device. A browser that never says `ready` gets no frame and costs one
-  boolean mask per source; it never queues frames and never slows ingest or other browsers.
+  answer), something changed and 1/rate seconds passed; then pulls its subscriber (the
+  latest values of what changed), sends a `catalog` for devices the browser has not seen
+  yet, then one binary state frame. The first frame holds every device. A browser that
+  never says `ready` gets no frame and costs one boolean mask per source; it never queues
+  frames and never slows ingest or other browsers.
 * texts: the bounded outbox of text messages (status, logs, links, command statuses); when a
   browser stalls the oldest are dropped.
 * telemetry: at most 10 times a second, the selected device's fields when its receive time

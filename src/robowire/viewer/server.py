@@ -40,6 +40,7 @@ from robowire.errors import TransportError
 from robowire.service import Sink
 from robowire.status import RateMeter, service_status, status_message
 from robowire.timebase import WallClock, monotonic
+from robowire.transport.budget import pressure
 from robowire.viewer.client import ViewerClient
 from robowire.world import LogEvent, Update, World
 from robowire.world.model import LINKS
@@ -52,6 +53,8 @@ SUBPROTOCOL = "robowire.viewer.v1"
 MAX_MESSAGE = 64 << 10  # a browser's messages are small; a bigger one closes its connection
 STATUS_PERIOD = 1.0
 LINKS_PERIOD = 1.0
+LINKS_PERIOD_BEHIND = 5.0  # while the gateway is behind (`pressure()`): 1,000 SpyGlass nodes'
+# links take tens of milliseconds to gather, a loop turn that frames and commands wait for
 SINK_OPTIONS = frozenset({"rate"})
 STATIC = Path(__file__).parent / "static"
 CONTENT_TYPES = {
@@ -254,7 +257,8 @@ class ViewerSink(Sink):
             elif LINKS in item.fields:
                 self._links_due.add(item.source)
         now = monotonic()
-        if self._links_due and now - self._links_sent_at >= LINKS_PERIOD:
+        period = LINKS_PERIOD_BEHIND if pressure().behind(now) else LINKS_PERIOD
+        if self._links_due and now - self._links_sent_at >= period:
             self._links_sent_at = now
             for source in sorted(self._links_due):
                 self._broadcast(self.links(world, source))
