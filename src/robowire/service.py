@@ -46,7 +46,8 @@ log = logging.getLogger("robowire")
 RETRY_SECONDS = 1.0  # first wait before reconnecting (after the at-once retry, see Source)
 MAX_RETRY_SECONDS = 8.0  # the backoff doubles up to this (or `retry`, if that is longer)
 BACKLOG_BYTES = 8 << 20  # a capture file pauses while a sink that takes every update is behind
-MAX_PENDING = 1_000  # events a source holds while it waits for credit; more go in at once
+MAX_PENDING = 20_000  # events a source holds while it waits for credit (stale reports shed,
+# so at most one of each thing it reports, and the rest); more go in at once
 
 
 class Service(ABC):
