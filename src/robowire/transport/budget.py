@@ -1,4 +1,5 @@
-"""The overload policy's arithmetic, once for every source and sink (pure: time is an argument).
+"""The overload policy, once for every source and sink (the arithmetic is pure: time is an
+argument; `pressure()` is the one timer).
 
 A gateway on a busy machine cannot always keep up. The policy (docs/architecture.md, "Overload"):
 
@@ -12,17 +13,16 @@ A gateway on a busy machine cannot always keep up. The policy (docs/architecture
   the session in the same wake-up, so keep-alives are answered, pings are timed and commands
   go out on time whatever the load. Only what follows, the world writes, is budgeted.
 * **A source's world writes have a `Budget`** while the loop is behind: a share of wall time,
-  with a burst. While a
-  source has credit its events are applied as they come; once it has spent its credit its
-  events wait (merged, in order) until the credit is back, and then go in as one delivery. In
-  that delivery a state report superseded by a newer one of the same kind (`Report`) is shed,
-  the oldest first, and counted: a busy gateway shows fewer, fresher states.
+  with a burst. While a source has credit its events are applied as they come; once it has
+  spent its credit its events wait (`Held`, in order) until the credit is back, and then go
+  in as one delivery. While they wait, a state report (`Report`) is shed as soon as a newer
+  one covering the same comes, and counted: a busy gateway shows fewer, fresher states.
 * **A sink's turn is bounded** (`Turns`): a sink that takes every update (the recorder) is
   handed at most what it writes in `SINK_TURN` seconds per turn while the loop is behind
   (`CALM_TURN` while it keeps up: a backlog left by a busy spell does not hold the loop for
   long either), then the loop goes round, so that neither ingest nor one output can hold the
-  others off. What it cannot take waits in
-  its bounded queue, whose oldest updates are dropped and counted.
+  others off. What it cannot take waits in its bounded queue, whose oldest updates are
+  dropped and counted.
 """
 
 from __future__ import annotations
