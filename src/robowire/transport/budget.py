@@ -47,8 +47,8 @@ CALM_TURN = 0.5  # seconds one sink's turn takes at most while it keeps up
 FIRST = 16  # items in a sink's first turn behind, before their cost is known
 SMOOTHING = 0.2  # weight of the newest measurement in a cost per item
 PROBE = 0.025  # seconds between the loop-lag probe's timers
-LATE = 0.040  # seconds late a probe must run to count as late
-LATE_PROBES = 4  # late probes in a row: the loop is behind
+LATE = 0.050  # seconds late a probe must run to count as late
+LATE_PROBES = 8  # late probes in a row (at least 0.6 s of it): the loop is behind
 CALM = 1.0  # seconds without a late probe: it has caught up
 
 log = logging.getLogger("robowire")
