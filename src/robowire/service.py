@@ -156,8 +156,9 @@ class Source(Service):
         world writes are budgeted: while it has credit they are written at once; once it has
         spent it they wait, merged with what comes next, until it is back, and then go in as
         one delivery stamped with the newest read time, without the state reports a newer one
-        made stale (shed as the newer one comes, counted in `budget.shed`). Counters and log
-        lines are immediate either way."""
+        made stale (shed as the newer one comes, counted in `budget.shed`; their messages
+        still count in `messages_in`, as received). Counters and log lines are immediate
+        either way."""
         if self.adapter is None:
             return
         for event in events:
@@ -171,9 +172,10 @@ class Source(Service):
         if not behind and self._waiting is None:  # it keeps up: at once, as they are
             self.stats.messages_in += self.adapter.apply(events, self.clock.wall(now))
             return
-        shed = self._held.add(events, shed=behind)
+        shed, messages = self._held.add(events, shed=behind)
         if budget is not None:
             budget.shed += shed
+        self.stats.messages_in += messages  # received, though not written
         self._pending_at = now
         if self._waiting is not None:
             return

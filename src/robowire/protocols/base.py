@@ -77,6 +77,11 @@ class Report:
         """What the report states in full (None: all its class covers, e.g. a whole swarm)."""
         return None
 
+    def message_count(self) -> int:
+        """The messages it counts as in a source's `messages_in` (its adapter's count), so
+        that one shed is still counted as received."""
+        return 1
+
 
 @dataclass(slots=True)
 class SessionStats:

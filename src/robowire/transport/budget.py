@@ -7,7 +7,8 @@ A gateway on a busy machine cannot always keep up. The policy (docs/architecture
   per event loop (`pressure()`): a timer every `PROBE` seconds, and how late it runs. The loop
   is `behind` once `LATE_PROBES` probes in a row ran at least `LATE` seconds late (a loop with
   more to do than time, or a process the machine cannot give its share; a lone late wake-up of
-  a busy machine is not enough), and stays behind until no probe was late for `CALM` seconds.
+  a busy machine is not enough), and stays behind until no probe was half as late for `CALM`
+  seconds (shedding makes it keep up: it does not stop at once for that).
   Only while it is behind do the budgets below apply.
 * **Sessions see every byte at once.** The drivers read what the kernel queued and feed it to
   the session in the same wake-up, so keep-alives are answered, pings are timed and commands
@@ -49,7 +50,7 @@ SMOOTHING = 0.2  # weight of the newest measurement in a cost per item
 PROBE = 0.025  # seconds between the loop-lag probe's timers
 LATE = 0.050  # seconds late a probe must run to count as late
 LATE_PROBES = 8  # late probes in a row (at least 0.6 s of it): the loop is behind
-CALM = 1.0  # seconds without a late probe: it has caught up
+CALM = 2.0  # seconds without a probe half as late (LATE / 2): it has caught up
 
 log = logging.getLogger("robowire")
 
@@ -67,7 +68,7 @@ class Pressure:
         """A probe ran at `now`, `lag` seconds after it was due."""
         was = self.behind(now)
         self.late_run = self.late_run + 1 if lag >= LATE else 0
-        if self.late_run >= LATE_PROBES or (was and lag >= LATE):
+        if self.late_run >= LATE_PROBES or (was and lag >= LATE / 2):
             self.until = now + CALM
             if not was:
                 self.entered += 1
@@ -147,22 +148,25 @@ class Held:
     def __len__(self) -> int:
         return self._live
 
-    def add(self, events: Sequence[object], shed: bool = True) -> int:
-        """Append `events` (shedding stale reports, unless `shed` is False); how many were
-        shed."""
+    def add(self, events: Sequence[object], shed: bool = True) -> tuple[int, int]:
+        """Append `events` (shedding stale reports, unless `shed` is False); how many reports
+        were shed, and the messages they counted (`Report.message_count`)."""
         held, latest = self._events, self._latest
-        dropped = 0
+        dropped = messages = 0
         for event in events:
             if shed and isinstance(event, Report):
                 key = (type(event), event.covers())
                 old = latest.get(key)
                 if old is not None:
+                    stale = held[old]
+                    assert isinstance(stale, Report)
+                    messages += stale.message_count()
                     held[old] = _SHED
                     dropped += 1
                 latest[key] = len(held)
             held.append(event)
         self._live += len(events) - dropped
-        return dropped
+        return dropped, messages
 
     def take(self) -> list[object]:
         """Everything held, oldest first, off the hold."""
@@ -178,7 +182,7 @@ def supersede(events: Sequence[T]) -> tuple[list[T], int]:
     """`events` in order without the state reports a later one makes stale (see `Held`);
     and how many were shed."""
     held = Held()
-    shed = held.add(events)
+    shed, _ = held.add(events)
     return held.take(), shed  # type: ignore[return-value]
 
 

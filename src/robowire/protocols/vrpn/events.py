@@ -189,6 +189,9 @@ class TrackerReports(Report):
     def covers(self) -> tuple[str, str, bytes]:
         return self.sender, self.kind, np.unique(self.sensor).tobytes()
 
+    def message_count(self) -> int:
+        return len(self)
+
     def __repr__(self) -> str:
         return f"TrackerReports(sender={self.sender!r}, kind={self.kind!r}, n={len(self)})"
 

@@ -53,6 +53,9 @@ class SwarmFrame(Report):
     swarm: Swarm
     datagrams: int
 
+    def message_count(self) -> int:
+        return self.datagrams
+
     def __len__(self) -> int:
         return len(self.swarm.ids)
 

@@ -120,6 +120,9 @@ class CommandSent(Report):
     servos: Mapping[int, float] = field(default_factory=lambda: {4: 0.5, 5: 0.5})  # 0..1
     dio: Mapping[int, bool] = field(default_factory=dict)  # outputs; 1 is the LED
 
+    def message_count(self) -> int:
+        return 0  # what the gateway sent, not a message received
+
 
 RobotEvent: TypeAlias = CommandReceived | EnabledChanged | PacketDropped
 """What the robot side emits."""
