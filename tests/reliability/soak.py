@@ -24,8 +24,8 @@ queues bounded when every queue still drains in the second half: its smallest si
 under `QUEUE_SLACK` or under twice its smallest in the first half (a queue that grows
 without end never comes back down; one that fills for a while on a starved machine does), or
 when it sits at its bound (the recorder's, 64 MiB: it dropped its oldest updates in the second
-half, counted in `recorder_drops`; a recorder slower than its input is issue 23's item 2). And the
-overload policy's promises (docs/architecture.md, "Overload"), over the second half: the
+half, counted in `recorder_drops`; a recorder slower than its input is issue 23's item 2).
+And the overload policy's promises (docs/architecture.md, "Overload"), over the second half: the
 reading viewer got at least `--min-fps` frames a second; no source disconnected
 (`disconnects`: reconnections) and the VRPN source never said "no pong" (`vrpn_silences`);
 the loop answered a timer within `--max-lag-ms` at the 99th percentile (`loop_lag_p99_ms`:
@@ -33,7 +33,9 @@ what a command or a keep-alive waits at most, beyond its own cost); and a contro
 XRP `stop` sent from a second viewer client with control every `COMMAND_PERIOD` seconds) went
 out, as the robot's packet, within `--max-lag-ms` of being sent at the 99th percentile
 (`command_p99_ms`; none may fail once the robot answered). It also reports what each source
-shed (`shed`), the recorder's drops and the CPU shares. Exit status 0 when all hold, 1 otherwise.
+shed (`shed`), the recorder's drops, the CPU shares and how often the loop fell behind
+(`fell_behind`: the overload policy's budgets apply only then). Exit status 0 when all
+hold, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ from robowire.gateway import Gateway, open_source
 from robowire.protocols.xrp.services import XrpSource
 from robowire.recording import McapRecorder
 from robowire.service import Source
+from robowire.transport.budget import pressure
 from robowire.transport.loop import run as run_loop
 from robowire.viewer.server import SUBPROTOCOL, ViewerSink
 
@@ -160,6 +163,7 @@ class Sample:
     messages: int = 0
     frames: int = 0  # the viewer client's, so far
     recorder_drops: int = 0
+    fell_behind: int = 0  # times the gateway's loop fell behind (`pressure()`), so far
     shed: dict[str, int] = field(default_factory=dict)  # per source, so far
     reconnects: int = 0
     silences: int = 0  # "no pong" warnings so far
@@ -356,6 +360,7 @@ async def soak(duration: float, scale: float, interval: float, log: Any) -> list
                 messages=sum(s.stats.messages_in for s in sources),
                 frames=browser.frames,
                 recorder_drops=recorder.stats.dropped,
+                fell_behind=pressure().entered,
                 shed={s.name: s.budget.shed for s in sources if s.budget is not None},
                 reconnects=sum(max(0, s.connections - 1) for s in sources),
                 silences=silences.count,
@@ -464,6 +469,7 @@ def verdict(
         "recorder_drops": last.recorder_drops,
         "shed": last.shed,
         "shed_total": sum(last.shed.values()),
+        "fell_behind": last.fell_behind,
         "responsive": responsive,
         "ok": net_slope < max_slope and not growing and flowing and responsive,
     }
