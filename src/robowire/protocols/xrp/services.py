@@ -21,9 +21,11 @@
   device's pose. Motor commands are accepted (enable, watchdog and sequence rules apply as on a
   robot) but move nothing. `&source=NAME` picks among clashing ids; without `device`, the first
   device that has a pose.
-* `XrpSim` (`robowire sim xrp`): N robots on consecutive UDP ports (`port + i`; port 0: any
-  free ports), sharing one `model.Fleet`, so their physics is one vectorised step however many
-  there are. Every socket is opened before any robot runs, so a port in use is one error line.
+* `RobotServer` (`serve(robot, port=...)`): your `robot.Robot`s on consecutive UDP ports
+  (`port + i`; port 0: any free ports), each behind a robot session. Every socket is opened
+  before any robot runs, so a port in use is one error line.
+* `XrpSim` (`robowire sim xrp`): a `RobotServer` of N `FleetRobot`s sharing one
+  `model.Fleet`, so their physics is one vectorised step however many there are.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import logging
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
+from robowire.background import Running
 from robowire.capture import Record
 from robowire.control import FAILED, OK, CommandSpec, CommandStatus, ParamSpec
 from robowire.endpoints import Endpoint
@@ -43,8 +46,15 @@ from robowire.protocols.xrp.adapter import DeviceMirror, XrpAdapter
 from robowire.protocols.xrp.client import halsim_host, halsim_port, resolve, start_client
 from robowire.protocols.xrp.codec import DEFAULT_PORT, PROTOCOL
 from robowire.protocols.xrp.dissect import TO_ROBOT, TO_WPILIB, direction_of, read_capture
-from robowire.protocols.xrp.events import EnabledChanged, RobotEvent, StatusReceived, WpilibEvent
+from robowire.protocols.xrp.events import (
+    EnabledChanged,
+    Outputs,
+    RobotEvent,
+    StatusReceived,
+    WpilibEvent,
+)
 from robowire.protocols.xrp.model import MOTOR_LAG, Arena, Fleet, number
+from robowire.protocols.xrp.robot import Robot, Robots, Sensors
 from robowire.protocols.xrp.session_robot import RobotSession
 from robowire.protocols.xrp.session_wpilib import ClientSession, wheel_values
 from robowire.service import CaptureSource, Sim, SimOptions, Sink, Source
@@ -279,37 +289,42 @@ class XrpSink(Sink):
         return True
 
 
-class XrpSim(Sim):
-    """N simulated robots on consecutive UDP ports.
+class FleetRobot(Robot):
+    """Robot `index` of a simulated `model.Fleet` as a `robot.Robot`: the simulator on the
+    API a user's robot code uses. The fleet integrates all its robots in one vectorised
+    step, whichever asks first."""
 
-    Settings (`--set k=v`): `arena_width`, `arena_height` (m), `line_radius`, `line_width` (m),
-    `lag` (s, motor time constant), `button` (1: the user button reads pressed).
-    """
+    def __init__(self, fleet: Fleet, index: int) -> None:
+        self.fleet = fleet
+        self.index = index
 
-    def __init__(self, options: SimOptions) -> None:
-        self.host = options.host
-        self.port = halsim_port() if options.port is None else options.port
-        self.count = options.count or 1
-        if not 1 <= self.count <= MAX_ROBOTS:
-            raise ConfigError(f"xrp sim: count must be 1..{MAX_ROBOTS}")
-        super().__init__(f"xrp-sim@{self.host}:{self.port}")
-        settings = options.options
-        button = settings.get("button", "0")
-        if button not in ("0", "1"):
-            raise ConfigError(f"xrp sim: button must be 0 or 1, not {button!r}")
-        self.fleet = Fleet(
-            self.count,
-            arena=Arena.from_settings(settings, "xrp sim"),
-            lag=number(settings, "lag", MOTOR_LAG, "xrp sim"),
-        )
-        self.fleet.button[:] = button == "1"
-        # every robot reports on the same 50 ms grid: one physics step and sensor snapshot
-        # serve them all (a real robot's timer phase is arbitrary anyway)
-        self.robots = [RobotSession(self.fleet, i, status_phase=0.0) for i in range(self.count)]
+    def drive(self, now: float, outputs: Outputs) -> None:
+        self.fleet.drive(self.index, now, outputs)
+
+    def step(self, now: float, outputs: Outputs) -> Sensors:
+        return self.fleet.sensors(self.index, now)
+
+
+class RobotServer(Sim):
+    """`robots` on consecutive UDP ports from `port` (0: any free ports), each a robot
+    session (the firmware's rules) whose sensors are its `Robot`'s. Every socket is opened
+    before any robot runs, so a port in use is one error line."""
+
+    def __init__(
+        self, robots: Sequence[Robot], *, host: str, port: int, name: str = "xrp-robot"
+    ) -> None:
+        self.host = host
+        self.port = port
+        super().__init__(f"{name}@{host}:{port}")
+        self.robots = Robots(robots)
+        self.count = len(robots)
+        # every robot reports on the same 50 ms grid: a simulated fleet's physics step and
+        # sensor snapshot serve them all (a real robot's timer phase is arbitrary anyway)
+        self.sessions = [RobotSession(self.robots, i, status_phase=0.0) for i in range(self.count)]
         self.addresses: list[Address | None] = [None] * self.count
 
     def _on_events(self, index: int, events: Sequence[RobotEvent]) -> None:
-        self.fleet.apply(index, events)
+        self.robots.apply(index, events)
         for event in events:
             match event:
                 case PacketDropped():
@@ -317,12 +332,12 @@ class XrpSim(Sim):
                 case EnabledChanged(enabled=enabled, reason=reason):
                     state = "enabled" if enabled else "disabled"
                     log.info("xrp robot %d %s (%s)", index, state, reason)
-        self.stats.messages_in = sum(r.stats.messages_in for r in self.robots)
+        self.stats.messages_in = sum(r.stats.messages_in for r in self.sessions)
 
     async def run(self, world: World) -> None:
         drivers: list[DatagramDriver] = []
         try:
-            for i, robot in enumerate(self.robots):  # every socket first: a busy port is one line
+            for i, robot in enumerate(self.sessions):  # every socket first: a busy port is one line
                 sock = open_udp_socket((self.host, self.port + i if self.port else 0))
                 drivers.append(DatagramDriver(robot, functools.partial(self._on_events, i), sock))
             for i, driver in enumerate(drivers):
@@ -332,8 +347,47 @@ class XrpSim(Sim):
             first = self.addresses[0]
             assert first is not None
             self.listening(first)
-            log.info("xrp sim: %d robot(s) from %s:%d", self.count, first[0], first[1])
+            log.info("xrp: %d robot(s) from %s:%d", self.count, first[0], first[1])
             await asyncio.Future()  # until cancelled
         finally:
             for driver in drivers:
                 driver.close()
+
+
+class XrpSim(RobotServer):
+    """N simulated robots on consecutive UDP ports: `FleetRobot`s of one `model.Fleet`.
+
+    Settings (`--set k=v`): `arena_width`, `arena_height` (m), `line_radius`, `line_width` (m),
+    `lag` (s, motor time constant), `button` (1: the user button reads pressed).
+    """
+
+    def __init__(self, options: SimOptions) -> None:
+        count = options.count or 1
+        if not 1 <= count <= MAX_ROBOTS:
+            raise ConfigError(f"xrp sim: count must be 1..{MAX_ROBOTS}")
+        settings = options.options
+        button = settings.get("button", "0")
+        if button not in ("0", "1"):
+            raise ConfigError(f"xrp sim: button must be 0 or 1, not {button!r}")
+        self.fleet = Fleet(
+            count,
+            arena=Arena.from_settings(settings, "xrp sim"),
+            lag=number(settings, "lag", MOTOR_LAG, "xrp sim"),
+        )
+        self.fleet.button[:] = button == "1"
+        port = halsim_port() if options.port is None else options.port
+        robots = [FleetRobot(self.fleet, i) for i in range(count)]
+        super().__init__(robots, host=options.host, port=port, name="xrp-sim")
+
+
+def serve(
+    *robots: Robot, host: str = "127.0.0.1", port: int = DEFAULT_PORT, name: str = "xrp-robot"
+) -> Running:
+    """Run `robots` (see `robot`) on UDP ports `port`, `port + 1`, ... until the returned
+    handle is closed (a `with` block); port 0 picks free ones (`.address` says the first's).
+    A WPILib program reaches the first with `HALSIMXRP_HOST`/`HALSIMXRP_PORT`. Raises the
+    CLI's one-line error when a port is taken. In your own event loop, add
+    `RobotServer(robots, host=..., port=...)` to a `robowire.gateway.Gateway` instead."""
+    if not robots:
+        raise ConfigError("xrp: serve needs at least one robot")
+    return Running(lambda: [RobotServer(robots, host=host, port=port, name=name)], "robowire-xrp")
