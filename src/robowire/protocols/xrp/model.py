@@ -29,14 +29,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from robowire.errors import ConfigError
 from robowire.protocols.xrp.events import CommandReceived, EnabledChanged, Outputs, XrpEvent
-from robowire.protocols.xrp.robot import Sensors
+from robowire.protocols.xrp.robot import status_rows
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -121,7 +120,7 @@ class Fleet:
         # many robots ticking within a few ms share one vectorised step and one snapshot
         self.quantum = quantum
         self.frozen = False  # True: something else moves the robots (the serve sink)
-        self._snapshot: tuple[float, tuple[list[Any], ...]] | None = None
+        self._snapshot: tuple[float, int, list[list[float]]] | None = None
         self.arena = arena or Arena()
         self.lag = lag
         self.time: float | None = None
@@ -259,25 +258,19 @@ class Fleet:
         out[:, 2] = self.rangefinder() / RANGE_MAX * 5.0
         return out
 
-    def snapshot(self) -> tuple[list[Any], ...]:
-        """(counts, periods, gyro, accel, analog) of every robot at the current step as lists
-        of rows, computed once per step however many robots ask."""
+    def snapshot(self, divisor: int) -> list[list[float]]:
+        """Every robot's status values at the current step (`robot.status_rows`), computed
+        once per step however many robots ask."""
         key = self.time if self.time is not None else -1.0
         cached = self._snapshot
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        seconds = self.encoder_periods()
-        periods = seconds.astype(object)
-        periods[np.isnan(seconds)] = None
-        values = (
-            self.encoder_counts().tolist(),
-            periods.tolist(),
-            self.gyro().tolist(),
-            self.accelerometer().tolist(),
-            self.analog().tolist(),
+        if cached is not None and cached[0] == key and cached[1] == divisor:
+            return cached[2]
+        floats = np.concatenate([self.gyro(), self.accelerometer(), self.analog()], axis=1)
+        rows = status_rows(
+            self.encoder_counts(), self.encoder_periods(), self.button, floats, divisor
         )
-        self._snapshot = (key, values)
-        return values
+        self._snapshot = (key, divisor, rows)
+        return rows
 
     def place(self, index: int, x: float, y: float, yaw: float) -> None:
         """Put robot `index` at (x, y) facing `yaw` radians."""
@@ -306,25 +299,11 @@ class Fleet:
             self.counting[index] = outputs.enabled
             self.invalidate()
 
-    def sensors(self, index: int, now: float) -> Sensors:
-        """What robot `index`'s sensors read at `now`."""
-        self.advance(now)
-        counts, periods, gyro, accel, analog = self.snapshot()
-        g = gyro[index]
-        return Sensors(
-            encoder_counts=tuple(counts[index]),
-            encoder_periods=tuple(periods[index]),
-            button=bool(self.button[index]),
-            gyro_rates=(g[0], g[1], g[2]),
-            gyro_angles=(g[3], g[4], g[5]),
-            accel=tuple(accel[index]),
-            analog=tuple(analog[index]),
-        )
-
     def status_values(self, index: int, now: float, divisor: int) -> list[float]:
         """Robot `index`'s sensors at `now` as its firmware reports them (the robot
         session's `StatusSource`)."""
-        return self.sensors(index, now).status_values(divisor)
+        self.advance(now)
+        return self.snapshot(divisor)[index]
 
     def follow(self, index: int, x: float, y: float, yaw: float, time: float) -> None:
         """Move robot `index` to (x, y) facing `yaw` (rad) at `time`, as something else moved

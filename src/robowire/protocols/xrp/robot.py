@@ -28,9 +28,10 @@ its sensors read and hears what the firmware drives:
 * `drive(now, outputs)`, optional, runs at every accepted command (50 times a second while
   WPILib runs) and at every enable, disable and watchdog expiry: set real motors there.
 
-`now` is monotonic seconds (`robowire.timebase.monotonic`). `robowire sim xrp` is this API
-too: each of its robots is a `Robot` (`services.FleetRobot`) whose `step` reads one row of the
-vectorised differential-drive physics (`model.Fleet`).
+`now` is monotonic seconds (`robowire.timebase.monotonic`). `robowire sim xrp` runs on the
+same server (`services.RobotServer`) with its vectorised differential-drive physics
+(`model.Fleet`) in place of `Robots`, and its statuses go out through the same encoding
+(`status_rows`, all robots at once).
 """
 
 from __future__ import annotations
@@ -38,10 +39,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
 from robowire.protocols.xrp.codec import NO_PERIOD
 from robowire.protocols.xrp.events import CommandReceived, EnabledChanged, Outputs, XrpEvent
 
-__all__ = ["Outputs", "Robot", "Robots", "Sensors"]
+__all__ = ["Outputs", "Robot", "Robots", "Sensors", "status_rows"]
 
 Vector3 = tuple[float, float, float]
 MAX_TICKS = 0x7FFFFFFE  # the longest period the firmware's 31 bits of ticks hold
@@ -73,24 +77,46 @@ class Sensors:
     analog: Vector3 = (0.0, 0.0, 0.0)
 
     def status_values(self, divisor: int) -> list[float]:
-        """The firmware's status values (`codec.STATUS_FIELDS` order, wire form): i32
-        counts, period numerators `(ticks << 1) | forward` for `divisor` ticks a second or
-        `codec.NO_PERIOD` (the left encoder's reads `NO_PERIOD - 1`: the firmware's negation
-        flips its direction bit), the divisor, the button 0/1, then the floats."""
-        values: list[float] = []
-        for k, (count, period) in enumerate(
-            zip(self.encoder_counts, self.encoder_periods, strict=True)
-        ):
-            if period is None:
-                numerator = NO_PERIOD - 1 if k == 0 else NO_PERIOD
-            else:
-                ticks = min(round(abs(period) * divisor), MAX_TICKS)
-                numerator = (ticks << 1) | (period >= 0)
-            wrapped = (int(count) + 0x80000000) % 0x100000000 - 0x80000000  # i32 on the wire
-            values.extend((wrapped, numerator, divisor))
-        values.append(1 if self.button else 0)
-        values.extend((*self.gyro_rates, *self.gyro_angles, *self.accel, *self.analog))
-        return values
+        """The firmware's status values (see `status_rows`)."""
+        periods = [np.nan if p is None else p for p in self.encoder_periods]
+        floats = (*self.gyro_rates, *self.gyro_angles, *self.accel, *self.analog)
+        [row] = status_rows(
+            np.array([self.encoder_counts], dtype=np.int64),
+            np.array([periods], dtype=np.float64),
+            np.array([self.button]),
+            np.array([floats], dtype=np.float64),
+            divisor,
+        )
+        return row
+
+
+def status_rows(
+    counts: npt.NDArray[np.int64],
+    periods: npt.NDArray[np.float64],
+    button: npt.NDArray[np.bool_],
+    floats: npt.NDArray[np.float64],
+    divisor: int,
+) -> list[list[float]]:
+    """The firmware's status values of n robots, one row each in `codec.STATUS_FIELDS` order
+    and wire form: per encoder its i32 count (wrapped), its period numerator `(ticks << 1) |
+    forward` for `divisor` ticks a second or `codec.NO_PERIOD` (the left encoder's reads
+    `NO_PERIOD - 1`: the firmware's negation flips its direction bit) and the divisor; the
+    button 0/1; then `floats` (gyro rates, gyro angles, accel, analog: (n, 12)).
+
+    `counts` (n, 4); `periods` (n, 4) seconds per count, negative backward, NaN for none.
+    """
+    wrapped = (counts + 0x80000000) % 0x100000000 - 0x80000000  # i32 on the wire
+    none = np.isnan(periods)
+    ticks = np.minimum(np.round(np.abs(np.where(none, 0.0, periods)) * divisor), MAX_TICKS)
+    numerator = (ticks.astype(np.int64) << 1) | (periods >= 0)
+    numerator = np.where(none, NO_PERIOD, numerator)
+    numerator[:, 0] = np.where(none[:, 0], NO_PERIOD - 1, numerator[:, 0])
+    ints = np.empty((len(counts), 13), dtype=np.int64)
+    ints[:, 0:12:3] = wrapped
+    ints[:, 1:12:3] = numerator
+    ints[:, 2:12:3] = divisor
+    ints[:, 12] = button
+    return [i + f for i, f in zip(ints.tolist(), floats.tolist(), strict=True)]
 
 
 class Robot:

@@ -24,8 +24,9 @@
 * `RobotServer` (`serve(robot, port=...)`): your `robot.Robot`s on consecutive UDP ports
   (`port + i`; port 0: any free ports), each behind a robot session. Every socket is opened
   before any robot runs, so a port in use is one error line.
-* `XrpSim` (`robowire sim xrp`): a `RobotServer` of N `FleetRobot`s sharing one
-  `model.Fleet`, so their physics is one vectorised step however many there are.
+* `XrpSim` (`robowire sim xrp`): a `RobotServer` whose body is one `model.Fleet` for its N
+  robots, so their physics and status encoding are one vectorised step however many there
+  are.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Protocol
 
 from robowire.background import Running
 from robowire.capture import Record
@@ -48,14 +49,14 @@ from robowire.protocols.xrp.codec import DEFAULT_PORT, PROTOCOL
 from robowire.protocols.xrp.dissect import TO_ROBOT, TO_WPILIB, direction_of, read_capture
 from robowire.protocols.xrp.events import (
     EnabledChanged,
-    Outputs,
     RobotEvent,
     StatusReceived,
     WpilibEvent,
+    XrpEvent,
 )
 from robowire.protocols.xrp.model import MOTOR_LAG, Arena, Fleet, number
-from robowire.protocols.xrp.robot import Robot, Robots, Sensors
-from robowire.protocols.xrp.session_robot import RobotSession
+from robowire.protocols.xrp.robot import Robot, Robots
+from robowire.protocols.xrp.session_robot import RobotSession, StatusSource
 from robowire.protocols.xrp.session_wpilib import ClientSession, wheel_values
 from robowire.service import CaptureSource, Sim, SimOptions, Sink, Source
 from robowire.timebase import monotonic
@@ -289,35 +290,26 @@ class XrpSink(Sink):
         return True
 
 
-class FleetRobot(Robot):
-    """Robot `index` of a simulated `model.Fleet` as a `robot.Robot`: the simulator on the
-    API a user's robot code uses. The fleet integrates all its robots in one vectorised
-    step, whichever asks first."""
+class Body(StatusSource, Protocol):
+    """What a `RobotServer`'s robot sessions read their sensors from and drive: `robot.Robots`
+    (your robots) or `model.Fleet` (the simulator's)."""
 
-    def __init__(self, fleet: Fleet, index: int) -> None:
-        self.fleet = fleet
-        self.index = index
-
-    def drive(self, now: float, outputs: Outputs) -> None:
-        self.fleet.drive(self.index, now, outputs)
-
-    def step(self, now: float, outputs: Outputs) -> Sensors:
-        return self.fleet.sensors(self.index, now)
+    def apply(self, index: int, events: Iterable[XrpEvent]) -> None: ...
 
 
 class RobotServer(Sim):
-    """`robots` on consecutive UDP ports from `port` (0: any free ports), each a robot
-    session (the firmware's rules) whose sensors are its `Robot`'s. Every socket is opened
-    before any robot runs, so a port in use is one error line."""
+    """`count` robots of `body` on consecutive UDP ports from `port` (0: any free ports), each
+    behind a robot session (the firmware's rules). Every socket is opened before any robot
+    runs, so a port in use is one error line."""
 
     def __init__(
-        self, robots: Sequence[Robot], *, host: str, port: int, name: str = "xrp-robot"
+        self, body: Body, count: int, *, host: str, port: int, name: str = "xrp-robot"
     ) -> None:
         self.host = host
         self.port = port
         super().__init__(f"{name}@{host}:{port}")
-        self.robots = Robots(robots)
-        self.count = len(robots)
+        self.robots = body
+        self.count = count
         # every robot reports on the same 50 ms grid: a simulated fleet's physics step and
         # sensor snapshot serve them all (a real robot's timer phase is arbitrary anyway)
         self.sessions = [RobotSession(self.robots, i, status_phase=0.0) for i in range(self.count)]
@@ -355,7 +347,7 @@ class RobotServer(Sim):
 
 
 class XrpSim(RobotServer):
-    """N simulated robots on consecutive UDP ports: `FleetRobot`s of one `model.Fleet`.
+    """N simulated robots on consecutive UDP ports, sharing one `model.Fleet`.
 
     Settings (`--set k=v`): `arena_width`, `arena_height` (m), `line_radius`, `line_width` (m),
     `lag` (s, motor time constant), `button` (1: the user button reads pressed).
@@ -376,8 +368,7 @@ class XrpSim(RobotServer):
         )
         self.fleet.button[:] = button == "1"
         port = halsim_port() if options.port is None else options.port
-        robots = [FleetRobot(self.fleet, i) for i in range(count)]
-        super().__init__(robots, host=options.host, port=port, name="xrp-sim")
+        super().__init__(self.fleet, count, host=options.host, port=port, name="xrp-sim")
 
 
 def serve(
@@ -387,7 +378,11 @@ def serve(
     handle is closed (a `with` block); port 0 picks free ones (`.address` says the first's).
     A WPILib program reaches the first with `HALSIMXRP_HOST`/`HALSIMXRP_PORT`. Raises the
     CLI's one-line error when a port is taken. In your own event loop, add
-    `RobotServer(robots, host=..., port=...)` to a `robowire.gateway.Gateway` instead."""
+    `RobotServer(Robots(robots), len(robots), host=..., port=...)` to a
+    `robowire.gateway.Gateway` instead."""
     if not robots:
         raise ConfigError("xrp: serve needs at least one robot")
-    return Running(lambda: [RobotServer(robots, host=host, port=port, name=name)], "robowire-xrp")
+    body = Robots(robots)
+    return Running(
+        lambda: [RobotServer(body, len(robots), host=host, port=port, name=name)], "robowire-xrp"
+    )
