@@ -73,7 +73,7 @@ check: lint typecheck test
 # (tests/api/test_docs.py builds it too, so `make test` checks it)
 API_MODULES := robowire robowire.live robowire.publisher robowire.background \
 	robowire.protocols.ugcs.vsm robowire.protocols.ugcs.vehicle robowire.protocols.ugcs.client \
-	robowire.protocols.xrp.client
+	robowire.protocols.xrp.client robowire.protocols.xrp.robot
 docs: $(DEV)
 	$(BIN)/python -W error -m pdoc -o build/docs $(API_MODULES)
 	@echo "API reference: build/docs/index.html"

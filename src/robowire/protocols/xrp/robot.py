@@ -19,7 +19,9 @@ with serve(Counter(), port=0) as robot:
     print("a WPILib program's HALSIMXRP_PORT:", robot.address[1])
 ```
 
-The XRP firmware's rules stay robowire's (`session_robot`: sequence numbers, enable, the 500 ms
+`serve(*robots, host="127.0.0.1", port=3540)` (from `robowire.protocols.xrp`; it lives in
+`services`) runs robots on consecutive UDP ports until the returned handle is closed; port 0
+picks free ones (`.address`). The XRP firmware's rules stay robowire's (`session_robot`: sequence numbers, enable, the 500 ms
 watchdog, status every 50 ms to whoever sent the latest command); a `Robot` only says what
 its sensors read and hears what the firmware drives:
 
