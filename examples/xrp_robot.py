@@ -29,10 +29,10 @@ class Toy(Robot):
         self.counts[0] += 500 * left * dt
         self.counts[1] += 500 * right * dt
         left_count, right_count = int(self.counts[0]), int(self.counts[1])
+        periods = [1 / (500 * v) if v else None for v in (left, right)]  # s per count
         return Sensors(
             encoder_counts=(left_count, right_count, 0, 0),
-            encoder_periods=(1 / (500 * left) if left else None,
-                             1 / (500 * right) if right else None, None, None),  # fmt: skip
+            encoder_periods=(periods[0], periods[1], None, None),
             gyro_angles=(0.0, 0.0, (right_count - left_count) / 10),  # degrees
         )
 

@@ -21,9 +21,9 @@ with serve(Counter(), port=0) as robot:
 
 `serve(*robots, host="127.0.0.1", port=3540)` (from `robowire.protocols.xrp`; it lives in
 `services`) runs robots on consecutive UDP ports until the returned handle is closed; port 0
-picks free ones (`.address`). The XRP firmware's rules stay robowire's (`session_robot`: sequence numbers, enable, the 500 ms
-watchdog, status every 50 ms to whoever sent the latest command); a `Robot` only says what
-its sensors read and hears what the firmware drives:
+picks free ones (`.address`). The XRP firmware's rules stay robowire's (`session_robot`:
+sequence numbers, enable, the 500 ms watchdog, status every 50 ms to whoever sent the latest
+command); a `Robot` only says what its sensors read and hears what the firmware drives:
 
 * `step(now, outputs) -> Sensors` runs every 50 ms while a WPILib program talks to the
   robot (at each status the robot sends), with what the firmware drives since the last change;
