@@ -178,10 +178,10 @@ def problems(
             if wanted:
                 check(len(got) == len(wanted) and close(got, wanted, 1e-9), f"{key}: {got}", "tel")
         same_keys(keys)
-    elif sink == "ugcs":  # every device a vehicle; the fix its own, or ENU about the origin
-        same_keys({f"{d.source}/{d.device_id}" for d in devices})
+    elif sink == "ugcs":  # every device a vehicle, serial its id; the fix its own, or ENU
+        same_keys({d.device_id for d in devices})
         for d in devices:
-            o = get(f"{d.source}/{d.device_id}")
+            o = get(d.device_id)
             if d.position is None and d.geodetic is None:
                 continue
             assert d.position is not None or d.geodetic is not None
