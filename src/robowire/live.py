@@ -532,7 +532,8 @@ class _Hub(_Fanout[Update]):
 # -- VRPN analogs, buttons, dials and text ----------------------------------------------------
 
 CHANNEL, BUTTON, DIAL = "channel_", "button_", "dial_"
-"""What the VRPN adapter calls a sender's fields: `channel_0`, `button_3`, `dial_1`, ..."""
+"""The VRPN adapter's names of a sender's fields (`channel_0`, `button_3`, ...; not imported
+from it: that would load the VRPN package for every `connect`)."""
 
 
 class _Events:
@@ -567,6 +568,13 @@ class _Events:
         self.world.feed.attach(self)
 
     def put(self, item: WorldUpdate | LogEvent) -> None:
+        """(On the loop, inside the source's write.) Never raises into the source."""
+        try:
+            self._put(item)
+        except Exception:
+            log.exception("robowire: VRPN events of %s", getattr(item, "source", "?"))
+
+    def _put(self, item: WorldUpdate | LogEvent) -> None:
         if isinstance(item, LogEvent):
             if self.text.outlets:
                 name = self.names.name_of(item.source, item.device_id)
