@@ -21,7 +21,6 @@ import contextlib
 import json
 import logging
 import math
-import socket
 import struct
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ from robowire.gateway import Gateway, open_sim, open_sink, open_source
 from robowire.service import SimOptions, Sink, Source
 from robowire.viewer.frames import decode_frame
 from robowire.world import World
+from support import free_port
 
 SOURCES = ("spyglass", "vrpn", "xrp", "ugcs", "vrsp")
 SINKS = ("vrpn", "xrp", "ugcs", "vrsp", "spyglass", "foxglove", "http", "zenoh")
@@ -56,12 +56,6 @@ class Obs:
 
 
 Seen = dict[str, Obs]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def seen_of_world(world: World) -> Seen:
