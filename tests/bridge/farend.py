@@ -106,7 +106,9 @@ async def until(condition: Callable[[], bool], seconds: float = WAIT) -> bool:
 
 SOURCE_URL = {
     "vrpn": "vrpn://127.0.0.1:{port}",
-    "xrp": "xrp://127.0.0.1:{port}?enable=1",  # encoders count only while enabled
+    # the far end drives as the XRP source does: through an xrp -> xrp relay it is the
+    # WPILib side that drives the robot (encoders count only while enabled)
+    "xrp": "xrp://127.0.0.1:{port}?enable=1&left=0.6&right=0.3",
     "ugcs": "ugcs://127.0.0.1:{port}?origin={o[0]},{o[1]},{o[2]}",
     "spyglass": "spyglass://127.0.0.1:{port}?scale={scale}",
 }
