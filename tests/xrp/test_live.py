@@ -187,7 +187,7 @@ async def test_a_relay_passes_commands_on_and_disables_the_robot_when_the_progra
     sink = open_sink("xrp://127.0.0.1:0")
     gateway.add(source, sink)
     run = asyncio.create_task(gateway.run())
-    robot = sim.robots[0]
+    robot = sim.sessions[0]
     try:
         await asyncio.wait_for(sink.ready.wait(), 5)
         await until(lambda: isinstance(sink, XrpSink) and sink.target is not None, "a target")

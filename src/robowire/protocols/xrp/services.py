@@ -346,15 +346,15 @@ class RobotServer(Sim):
         self.host = host
         self.port = port
         super().__init__(f"{name}@{host}:{port}")
-        self.robots = body
+        self.body = body
         self.count = count
         # every robot reports on the same 50 ms grid: a simulated fleet's physics step and
         # sensor snapshot serve them all (a real robot's timer phase is arbitrary anyway)
-        self.sessions = [RobotSession(self.robots, i, status_phase=0.0) for i in range(self.count)]
+        self.sessions = [RobotSession(body, i, status_phase=0.0) for i in range(self.count)]
         self.addresses: list[Address | None] = [None] * self.count
 
     def _on_events(self, index: int, events: Sequence[RobotEvent]) -> None:
-        self.robots.apply(index, events)
+        self.body.apply(index, events)
         for event in events:
             match event:
                 case PacketDropped():
