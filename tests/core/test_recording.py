@@ -2,6 +2,7 @@ import asyncio
 import contextlib
 import io
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -222,3 +223,35 @@ async def test_the_receive_tap_sees_what_udp_and_tcp_sources_received():
     assert tcp and all(t == "tcp" and p == spyglass.address and n > 0 for _, t, n, p in tcp)
     assert udp and all(t == "udp" and p[0] == "127.0.0.1" and n > 0 for _, t, n, p in udp)
     assert viewer.stats.messages_in > 0 and vrsp.stats.messages_in > 0
+
+
+JSON_RECORDING = Path(__file__).parents[1] / "data" / "recordings" / "json-2dd4a94.mcap"
+
+
+async def test_an_older_json_recording_still_replays_to_the_values_it_was_made_from():
+    """`tests/data/recordings/json-2dd4a94.mcap` was written by the JSON recorder (see
+    make_json_recording.py beside it); the values below are what that script wrote."""
+    assert JSON_RECORDING.is_file()
+    replay = McapSource(parse_endpoint(str(JSON_RECORDING)), speed=100.0)
+    gateway = Gateway().add(replay)
+    await asyncio.wait_for(gateway.run(), 10)
+    walk = gateway.world.tables["walk"]
+    assert walk.ids == ["n1"] and walk.kinds == ["sensor_node"] and walk.names == ["node one"]
+    assert walk.position[0].tolist() == [9.0, 18.0, 0.0] and walk.source_time[0] == 909.0
+    assert walk.telemetry["temp"][0] == 29.0 and walk.units["temp"] == "Cel"
+    assert walk.attributes[0] == {"firmware": "1.2"} and walk.links[0] == ("n2",)
+    n = 200
+    rng = np.random.default_rng(7)
+    position = rng.normal(size=(n, 3)) * 100
+    led = np.float32(rng.uniform(0, 255, n)).astype(np.float64)
+    swarm = gateway.world.tables["swarm"]
+    assert swarm.ids == [f"d{i}" for i in range(n)] and set(swarm.kinds) == {"drone"}
+    assert np.array_equal(swarm.position[:n], position)
+    assert np.array_equal(swarm.geodetic[:n, 1], np.linspace(8.0, 8.1, n))
+    assert (swarm.geodetic[:n, 0] == 47.5).all() and (swarm.geodetic[:n, 2] == 400.0).all()
+    assert np.array_equal(swarm.telemetry["led"][:n], led)
+    cue = np.full(n, np.nan)
+    cue[[3, 150]] = [1.25, 2.5]
+    assert np.array_equal(swarm.telemetry["cue"][:n], cue, equal_nan=True)
+    assert np.isnan(swarm.telemetry["laser"][:n]).all() and swarm.units["laser"] == "W"
+    assert (swarm.source_time[:n] == 999.5).all()
