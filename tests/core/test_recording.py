@@ -12,7 +12,13 @@ from hypothesis import strategies as st
 from robowire.endpoints import parse_endpoint
 from robowire.errors import ConfigError, DecodeError
 from robowire.gateway import Gateway
-from robowire.recording import McapRecorder, McapSource, RecordingAdapter, read_recording
+from robowire.recording import (
+    McapRecorder,
+    McapSource,
+    RecordingAdapter,
+    WorldUpdate,
+    read_recording,
+)
 from robowire.service import Source
 from robowire.sinks import JsonLinesSink
 from robowire.world import World
@@ -40,9 +46,11 @@ class Walk(Source):
 async def test_record_then_replay_gives_the_same_updates(tmp_path):
     path = str(tmp_path / "run.mcap")
     await asyncio.wait_for(Gateway().add(Walk("walk"), McapRecorder(path)).run(), 5)
-    recorded = [line for _, line in read_recording(path) if "devices" in line]
-    assert [line["position"][0] for line in recorded] == [[i, 2 * i, 0] for i in range(10)]
-    assert [t for t, line in read_recording(path) if "devices" in line][-1] == 1000.09
+    recorded = [(t, u) for t, u in read_recording(path) if isinstance(u, WorldUpdate)]
+    assert [u.vectors["position"].tolist() for _, u in recorded] == [
+        [[i, 2 * i, 0]] for i in range(10)
+    ]
+    assert recorded[-1][0] == 1000.09
 
     out = io.StringIO()
     replay = McapSource(parse_endpoint(path), speed=100.0)
@@ -77,7 +85,7 @@ async def test_a_recorder_that_falls_behind_counts_what_its_queue_dropped(tmp_pa
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     assert recorder.stats.dropped > 40  # each update holds ~24 kB: the 64 kB queue kept two
-    kept = {t for t, line in read_recording(recorder.path) if "devices" in line}
+    kept = {t for t, u in read_recording(recorder.path) if isinstance(u, WorldUpdate)}
     assert len(kept) == 50 - recorder.stats.dropped and max(kept) == 49.0  # the newest kept
 
 
@@ -137,19 +145,19 @@ def whole(tmp_path_factory: pytest.TempPathFactory) -> bytes:
 )
 @given(cut=st.integers(min_value=0, max_value=1 << 16))
 def test_a_recording_cut_anywhere_reads_up_to_the_cut(whole: bytes, cut: int, tmp_path) -> None:
-    full = [json.dumps(x) for _, x in read_recording_bytes(whole, tmp_path / "full.mcap")]
+    full = [repr(x) for _, x in read_recording_bytes(whole, tmp_path / "full.mcap")]
     part = tmp_path / "cut.mcap"
     part.write_bytes(whole[: cut % (len(whole) + 1)])
     got: list[str] = []
     try:
         for _, line in read_recording(str(part)):
-            got.append(json.dumps(line))
+            got.append(repr(line))
     except (ConfigError, DecodeError):
         pass  # nothing readable, or the cut end: what came before it is what counts
     assert got == full[: len(got)]
 
 
-def read_recording_bytes(data: bytes, path) -> list[tuple[float, dict]]:
+def read_recording_bytes(data: bytes, path) -> list[tuple[float, object]]:
     path.write_bytes(data)
     return list(read_recording(str(path)))
 
