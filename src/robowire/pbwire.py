@@ -14,11 +14,15 @@ scalar field is one packed field: its key, its length, the little-endian values 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
 VARINT, FIXED64, LENGTH, FIXED32 = 0, 1, 2, 5  # wire types
+RUNS = 32
+"""`Heads.join` lays out runs of equal-length heads with slices when there are fewer runs
+than this (device ids of a few lengths, in order), else masks out each head's padding."""
 
 
 SMALL = [bytes((i,)) for i in range(0x80)]  # the one-byte varints
@@ -40,22 +44,32 @@ def key(number: int, wire_type: int) -> bytes:
     return varint(number << 3 | wire_type)
 
 
+def header(number: int, size: int) -> bytes:
+    """The key and length of a length-delimited field of `size` bytes."""
+    if number < 16 and size < 0x80:  # one-byte key and length: most fields
+        return bytes((number << 3 | LENGTH, size))
+    return key(number, LENGTH) + varint(size)
+
+
 def field(number: int, payload: bytes) -> bytes:
     """A length-delimited field: a string, bytes, or a nested message."""
-    size = len(payload)
-    if number < 16 and size < 0x80:  # one-byte key and length: most fields
-        return bytes((number << 3 | LENGTH, size)) + payload
-    return key(number, LENGTH) + varint(size) + payload
+    return header(number, len(payload)) + payload
+
+
+def nested(number: int, parts: list[bytes]) -> list[bytes]:
+    """A length-delimited field made of `parts`, as parts (joined once, by the caller)."""
+    return [header(number, sum(map(len, parts))), *parts]
 
 
 def string(number: int, text: str) -> bytes:
     return field(number, text.encode())
 
 
-def packed(number: int, values: np.ndarray, dtype: str) -> bytes:
+def packed(number: int, values: np.ndarray, dtype: str) -> list[bytes]:
     """A packed repeated scalar field of fixed size (`dtype`: "<f8" double, "<f4" float,
-    "<u4" fixed32), values in order."""
-    return field(number, np.ascontiguousarray(values, dtype=dtype).tobytes())
+    "<u4" fixed32), values in order: its header and its bytes."""
+    data = np.ascontiguousarray(values, dtype=dtype).tobytes()
+    return [header(number, len(data)), data]
 
 
 class Layout:
@@ -100,6 +114,7 @@ class Heads:
         self._keep = np.zeros((0, 0), bool)
         self._lengths = np.zeros(0, np.intp)
         self._tail = -1  # the tail size `_keep` was made for
+        self._last: tuple[np.ndarray, bytes, np.ndarray] | None = None  # slots, heads alone
 
     def _grow(self, count: int, tail: int) -> None:
         if len(self._heads) < count:
@@ -119,10 +134,30 @@ class Heads:
         concatenated; and where each message ends in it."""
         if not len(slots):
             return b"", np.zeros(0, np.intp)
+        if not tails.shape[1] and self._last is not None and np.array_equal(slots, self._last[0]):
+            return self._last[1], self._last[2]  # the same heads alone again (ids of a swarm)
         self._grow(int(slots.max()) + 1, tails.shape[1])
-        width = self._padded.shape[1]
-        rows = np.empty((len(slots), width + tails.shape[1]), np.uint8)
-        rows[:, :width] = self._padded[slots]
-        rows[:, width:] = tails
-        ends = np.cumsum(self._lengths[slots] + tails.shape[1])
-        return rows[self._keep[slots]].tobytes(), ends
+        tail = tails.shape[1]
+        lengths = self._lengths[slots]
+        ends = np.cumsum(lengths + tail)
+        runs = np.flatnonzero(np.diff(lengths)) + 1  # where the head length changes
+        if len(runs) < RUNS:  # a few runs of equal heads (ids "1".."10000"): slices only
+            out = np.empty(int(ends[-1]), np.uint8)
+            width = self._padded.shape[1]
+            bounds = [0, *runs.tolist(), len(slots)]
+            for a, b in itertools.pairwise(bounds):
+                head = int(lengths[a])
+                start = int(ends[a - 1]) if a else 0
+                block = out[start : int(ends[b - 1])].reshape(b - a, head + tail)
+                block[:, :head] = self._padded[slots[a:b], width - head :]
+                block[:, head:] = tails[a:b]
+            joined = out.tobytes()
+        else:  # heads of many lengths: all padded alike, the padding masked out
+            width = self._padded.shape[1]
+            rows = np.empty((len(slots), width + tail), np.uint8)
+            rows[:, :width] = self._padded[slots]
+            rows[:, width:] = tails
+            joined = rows[self._keep[slots]].tobytes()
+        if not tails.shape[1]:
+            self._last = (slots.copy(), joined, ends)
+        return joined, ends

@@ -55,6 +55,7 @@ def column_values(column, n: int, width: int) -> np.ndarray:
     return out
 
 
+UNITS = {"led": "1", "volt": "V", "cue": ""}
 finite = st.floats(allow_nan=False, allow_infinity=False)
 values = st.one_of(
     finite, st.just(float("nan")), st.floats(width=32, allow_nan=False), st.just(2.5)
@@ -68,9 +69,9 @@ def updates(draw: st.DrawFn) -> tuple[World, Update, dict[str, np.ndarray]]:
     table = world.table("swarm")
     ids = draw(st.lists(st.text(min_size=1, max_size=12), min_size=n, max_size=n, unique=True))
     slots = np.array([table.slot(i, "drone", f"name {i}") for i in ids], np.intp)
-    kind = draw(st.sampled_from(["random", "same", "absent", "sparse"]))
 
     def column(shape: tuple[int, ...]) -> np.ndarray:
+        kind = draw(st.sampled_from(["random", "same", "absent", "sparse"]))
         if kind == "same":
             return np.broadcast_to(draw(hnp.arrays(np.float64, shape[1:], elements=finite)), shape)
         if kind == "absent":
@@ -94,6 +95,7 @@ def updates(draw: st.DrawFn) -> tuple[World, Update, dict[str, np.ndarray]]:
         "geodetic": column((n, 3)),
         "led": column((n,)),
         "volt": column((n,)),
+        "cue": column((n,)),
     }
     with world.subscribe(every_update=True) as changes:  # (the recorder's: with the values)
         world.update(
@@ -104,7 +106,7 @@ def updates(draw: st.DrawFn) -> tuple[World, Update, dict[str, np.ndarray]]:
             position=written["position"],
             orientation=written["orientation"],
             geodetic=written["geodetic"],
-            telemetry={"led": (written["led"], "1"), "volt": (written["volt"], "V")},
+            telemetry={name: (written[name], unit) for name, unit in UNITS.items()},
             changed={ATTRIBUTES, LINKS} if extra else set(),
         )
         (update,) = changes.pull()
@@ -136,8 +138,8 @@ def test_an_update_reads_back_with_protobufs_own_parser(
         column_values(message.source_time, n, 1), written["source_time"], equal_nan=True
     )
     telemetry = {c.name: c for c in message.telemetry}
-    assert {name: c.unit for name, c in telemetry.items()} == {"led": "1", "volt": "V"}
-    for name in ("led", "volt"):
+    assert {name: c.unit for name, c in telemetry.items()} == UNITS
+    for name in UNITS:
         got = column_values(telemetry[name], n, 1)
         assert np.array_equal(got, written[name], equal_nan=True)
     if ATTRIBUTES in update.fields:
