@@ -100,7 +100,7 @@ def column(name: str, data: np.ndarray, unit: str = "") -> list[bytes]:
     width = 1 if data.ndim == 1 else data.shape[1]
     out = [_column_head(name, unit, width)]
     absent = np.isnan(data)
-    missing = np.count_nonzero(absent)
+    missing = int(np.count_nonzero(absent))
     if missing == absent.size:
         return out  # written, as NaN (a payload these devices do not have)
     if not missing and (data == data[0]).all():
