@@ -29,6 +29,7 @@ Foxglove's generated classes (`foxglove-schemas-protobuf`) and compares with the
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Container
 from typing import Any
 
@@ -121,6 +122,7 @@ def fixes_head(frame: str) -> bytes:
     return pbwire.key(1, pbwire.LENGTH) + pbwire.varint(len(body) + FIX_TAIL.size) + body
 
 
+@functools.cache
 def schema(name: str) -> tuple[str, str, bytes]:
     """(name, encoding, data) of a Foxglove schema, as foxglove-sdk's message classes give it
     (a protobuf FileDescriptorSet)."""
