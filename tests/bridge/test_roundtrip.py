@@ -7,7 +7,16 @@ where it is WPILib itself (robotpy-xrp)."""
 from __future__ import annotations
 
 import asyncio
+import importlib.util
+import json
 import math
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,6 +24,7 @@ from robowire.protocols.spyglass.codec import Packet, SyntaxType, next_packet, s
 from robowire.protocols.ugcs.client import UcsClient
 from robowire.protocols.ugcs.session_ucs import UcsDevice
 from robowire.world import Device, World
+from support import Process
 
 from .test_bridge_cli import far_end, free_udp_port, port_of, robowire
 
@@ -102,10 +112,12 @@ def test_vrsp_relay_keeps_drone_ids_definitions_heading_and_payloads() -> None:
 # -- SpyGlass: a viewer's packet stream from the simulator and from the relay, side by side ------
 
 
-async def packets(port: int, seconds: float) -> list[Packet]:
-    """Every packet a SpyGlass viewer connected to `port` reads in `seconds`."""
+async def packets(port: int, seconds: float) -> tuple[list[Packet], float]:
+    """Every packet a SpyGlass viewer connected to `port` reads in `seconds`, and the wall
+    time its first bytes came (the server had taken it on by then)."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     buffer, out = bytearray(), []
+    first = math.inf
     loop = asyncio.get_running_loop()
     end = loop.time() + seconds
     try:
@@ -114,6 +126,7 @@ async def packets(port: int, seconds: float) -> list[Packet]:
                 buffer += await asyncio.wait_for(reader.read(65536), left)
             except TimeoutError:
                 break
+            first = min(first, time.time())
             offset = 0
             while (found := next_packet(buffer, offset)) is not None:
                 out.append(found[0])
@@ -121,7 +134,7 @@ async def packets(port: int, seconds: float) -> list[Packet]:
             del buffer[:offset]
     finally:
         writer.close()
-    return out
+    return out, first
 
 
 def test_spyglass_relay_sends_the_packets_the_network_sent() -> None:
@@ -132,16 +145,17 @@ def test_spyglass_relay_sends_the_packets_the_network_sent() -> None:
         ) as bridge:
             port = port_of(bridge)
 
-            async def both() -> tuple[list[Packet], list[Packet]]:
-                direct, relayed = await asyncio.gather(packets(sim_port, 6.0), packets(port, 6.0))
-                return direct, relayed
+            async def both() -> tuple[tuple[list[Packet], float], tuple[list[Packet], float]]:
+                return await asyncio.gather(packets(sim_port, 6.0), packets(port, 6.0))
 
-            direct, relayed = asyncio.run(both())
+            (direct, _), (relayed, relay_took_us_on) = asyncio.run(both())
     times = [p.time for p in relayed]
     assert times == sorted(times)  # never backwards
     # the relay's first packets are the latest state it held when the viewer came; after
-    # that, within the time both viewers were reading, the very same packets
-    low, high = direct[0].time + 0.5, min(direct[-1].time, relayed[-1].time) - 0.5
+    # that (the relay may take the viewer on later than the simulator did, on a loaded
+    # machine), within the time both viewers were reading, the very same packets
+    low = max(direct[0].time, relay_took_us_on) + 0.5
+    high = min(direct[-1].time, relayed[-1].time) - 0.5
     want = [p for p in direct if low <= p.time <= high]
     got = [p for p in relayed if low <= p.time <= high]
     assert len(want) > 50
@@ -149,3 +163,64 @@ def test_spyglass_relay_sends_the_packets_the_network_sent() -> None:
     assert ("DataPacket", SyntaxType.UINT8_LIST, 20) in kinds
     assert ("NeighborhoodPacket", SyntaxType.UINT16_LIST, 10) in kinds
     assert sorted(got, key=repr) == sorted(want, key=repr)
+
+
+# -- XRP: WPILib (robotpy-xrp's halsim_xrp) reads the simulated robot directly and through the relay
+
+
+WPILIB = Path(__file__).resolve().parents[1] / "xrp" / "robot" / "relay.py"
+needs_wpilib = pytest.mark.skipif(
+    importlib.util.find_spec("xrp") is None or importlib.util.find_spec("robotpy") is None,
+    reason="robotpy-xrp is not installed",
+)
+
+
+def wpilib_program(port: int, mode: str, workdir: Path) -> dict[str, Any]:
+    """Runs tests/xrp/robot/relay.py (`drive` or `read`) against the XRP robot on `port` with
+    RobotPy's `run-xrp`, and returns the readings it printed."""
+    workdir.mkdir()
+    shutil.copy(WPILIB, workdir / "robot.py")
+    done = subprocess.run(
+        [sys.executable, "-m", "robotpy", "--main", "robot.py", "run-xrp", "--nogui",
+         "--host", "127.0.0.1", "--port", str(port)],
+        cwd=workdir, env={**os.environ, "ROBOWIRE_ROBOT_MODE": mode},
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=90,
+    )  # fmt: skip
+    lines = [line for line in done.stdout.splitlines() if line.startswith("READINGS ")]
+    assert lines, done.stdout[-3000:] + done.stderr[-3000:]
+    readings: dict[str, Any] = json.loads(lines[0].removeprefix("READINGS "))
+    return readings
+
+
+@needs_wpilib
+@pytest.mark.interop
+def test_xrp_relay_gives_wpilib_the_robots_readings_and_drives_it(tmp_path: Path) -> None:
+    # lag=0: the wheels stop when the motors do, so the robot is still once the program stops
+    # and the readings taken one after the other are of one and the same state
+    sim = Process("sim", "xrp", "--port", "0", "--set", "lag=0")
+    bridge: Process | None = None
+    try:
+        robot = int(sim.wait_for(r"listening on 127\.0\.0\.1:(\d+)").group(1))
+        bridge = Process("bridge", f"xrp://127.0.0.1:{robot}", "--to", "xrp://127.0.0.1:0")
+        relay = int(bridge.wait_for(r"listening on 127\.0\.0\.1:(\d+)").group(1))
+        driven = wpilib_program(relay, "drive", tmp_path / "drive")  # drives robot A via B
+        through = wpilib_program(relay, "read", tmp_path / "through")
+        bridge.stop()
+        bridge = None
+        direct = wpilib_program(robot, "read", tmp_path / "direct")
+    finally:
+        if bridge is not None:
+            bridge.stop()
+        sim.stop()
+    # the program drove the simulated robot through the relay: straight, then a left turn
+    left, right = driven["counts"][:2]
+    assert driven["enabled"] and right > left > 100
+    assert 120 < math.degrees(driven["gyro_angle"][2]) < 180
+    assert direct["counts"] == driven["counts"]
+    assert direct["gyro_angle"] == pytest.approx(driven["gyro_angle"], rel=1e-6)
+    # read through the relay, WPILib sees what it sees reading the robot: every value the
+    # same (counts, the encoders' periods as rates, gyro, accelerometer, line sensors,
+    # rangefinder, button: float32 on the wire both ways, so not even a rounding apart)
+    assert not direct["enabled"] and direct["accel"] == [0.0, 0.0, 1.0]
+    assert 0 < direct["range"] < 4
+    assert through == direct

@@ -24,17 +24,13 @@ import pytest
 import websockets
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
+from support import free_udp_port
+
 SRC = Path(__file__).resolve().parents[2] / "src"
 ENV = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
 ROBOWIRE = [sys.executable, "-m", "robowire.cli"]
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def decoder(channel: dict[str, Any]) -> Any:
@@ -272,8 +268,9 @@ async def test_foxglove_own_client_decodes_every_channel_offering_either_subprot
         await runs[0]
         assert sink.address is not None
         url = f"ws://127.0.0.1:{sink.address[1]}"
+        counts = "1,/location=6"  # a message of each topic, a LocationFix of each drone
         got = {
-            subprotocol: await run_node("foxglove_client.mjs", url, subprotocol, "1", "60")
+            subprotocol: await run_node("foxglove_client.mjs", url, subprotocol, counts, "60")
             for subprotocol in ("foxglove.websocket.v1", "foxglove.sdk.v1")
         }
         refused = await run_node("foxglove_client.mjs", url, "foxglove.other.v1", "1", "60")

@@ -17,13 +17,20 @@
   WPILib side sent set the motor, servo, LED and enabled values shown.
 * `XrpSink` (`robowire serve xrp://127.0.0.1:3540?device=ID`): an XRP robot on a UDP port whose
   sensors mirror one world device (`adapter.DeviceMirror`), so WPILib code can run against
-  anything robowire tracks; the rangefinder and line sensors read the sink's arena at the
-  device's pose. Motor commands are accepted (enable, watchdog and sequence rules apply as on a
-  robot) but move nothing. `&source=NAME` picks among clashing ids; without `device`, the first
-  device that has a pose.
-* `XrpSim` (`robowire sim xrp`): N robots on consecutive UDP ports (`port + i`; port 0: any
-  free ports), sharing one `model.Fleet`, so their physics is one vectorised step however many
-  there are. Every socket is opened before any robot runs, so a port in use is one error line.
+  anything robowire tracks. An XRP robot's device is relayed: the sink's robot reports that
+  robot's own sensor values, and when its `XrpSource` runs in the same gateway (`robowire
+  bridge xrp://A --to xrp://B`), what a WPILib program tells the sink's robot goes on to the
+  robot (`XrpSource.relay`), so the program drives it. Any other device moves a simulated
+  robot: the rangefinder and line sensors read the sink's arena at the device's pose, and
+  motor commands are accepted (enable, watchdog and sequence rules apply as on a robot) but
+  move nothing. `&source=NAME` picks among clashing ids; without `device`, the first device
+  that has a pose.
+* `RobotServer` (`serve(robot, port=...)`): your `robot.Robot`s on consecutive UDP ports
+  (`port + i`; port 0: any free ports), each behind a robot session. Every socket is opened
+  before any robot runs, so a port in use is one error line.
+* `XrpSim` (`robowire sim xrp`): a `RobotServer` whose body is one `model.Fleet` for its N
+  robots, so their physics and status encoding are one vectorised step however many there
+  are.
 """
 
 from __future__ import annotations
@@ -31,9 +38,10 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Protocol
 
+from robowire.background import Running
 from robowire.capture import Record
 from robowire.control import FAILED, OK, CommandSpec, CommandStatus, ParamSpec
 from robowire.endpoints import Endpoint
@@ -43,9 +51,17 @@ from robowire.protocols.xrp.adapter import DeviceMirror, XrpAdapter
 from robowire.protocols.xrp.client import halsim_host, halsim_port, resolve, start_client
 from robowire.protocols.xrp.codec import DEFAULT_PORT, PROTOCOL
 from robowire.protocols.xrp.dissect import TO_ROBOT, TO_WPILIB, direction_of, read_capture
-from robowire.protocols.xrp.events import EnabledChanged, RobotEvent, StatusReceived, WpilibEvent
+from robowire.protocols.xrp.events import (
+    CommandReceived,
+    EnabledChanged,
+    RobotEvent,
+    StatusReceived,
+    WpilibEvent,
+    XrpEvent,
+)
 from robowire.protocols.xrp.model import MOTOR_LAG, Arena, Fleet, number
-from robowire.protocols.xrp.session_robot import RobotSession
+from robowire.protocols.xrp.robot import Robot, Robots
+from robowire.protocols.xrp.session_robot import RobotSession, StatusSource
 from robowire.protocols.xrp.session_wpilib import ClientSession, wheel_values
 from robowire.service import CaptureSource, Sim, SimOptions, Sink, Source
 from robowire.timebase import monotonic
@@ -159,6 +175,18 @@ class XrpSource(Source):
             text += " (the robot is disabled: enable it to move)"
         yield CommandStatus(OK, text)
 
+    def relay(self, events: Sequence[RobotEvent]) -> None:
+        """What a WPILib program told the robot of an `XrpSink` that relays this one goes on
+        to this robot with the next packet: the control byte and each motor, servo and DIO
+        output of every command the sink's robot accepted. When the sink's robot stops hearing
+        the program (its watchdog), this robot is disabled and its motors stopped."""
+        for event in events:
+            if isinstance(event, CommandReceived):
+                self.session.take(event.packet)
+            elif isinstance(event, EnabledChanged) and event.reason == "watchdog":
+                self.session.enabled = False
+                self._motors_off()
+
     def _motors_off(self) -> None:
         for motor in range(4):
             self.session.set_motor(motor, 0.0)
@@ -250,10 +278,12 @@ class XrpSink(Sink):
         super().__init__(f"xrp-robot@{self.host}:{self.port}")
         self.fleet = Fleet(1, arena=Arena.from_settings(endpoint.options, endpoint.raw))
         self.fleet.frozen = True  # the world moves this robot, not its motors
-        self.robot = RobotSession(self.fleet)
         self.mirror = DeviceMirror(
             self.fleet, endpoint.option("device", ""), endpoint.option("source", "")
         )
+        self.robot = RobotSession(self.mirror)
+        self._upstream: XrpSource | None = None  # the relayed robot's source, once found
+        self._looked = False  # said once that commands move nothing
 
     @property
     def target(self) -> tuple[str, str] | None:
@@ -273,43 +303,58 @@ class XrpSink(Sink):
                 self.stats.drop(event.reason)
         self.stats.messages_in = self.robot.stats.messages_in
         self.stats.messages_out = self.robot.stats.messages_out
+        upstream = self._relayed()
+        if upstream is not None:
+            upstream.relay(events)
+
+    def _relayed(self) -> XrpSource | None:
+        """The source of the XRP robot this sink relays, when it runs in the same gateway."""
+        target = self.mirror.target
+        if self._upstream is not None or not self.mirror.native or target is None:
+            return self._upstream
+        services = self.gateway.services if self.gateway is not None else []
+        found = [s for s in services if isinstance(s, XrpSource) and s.name == target[0]]
+        if found:
+            self._upstream = found[0]
+            log.info("%s: WPILib commands to this robot go on to %s", self.name, target[0])
+        elif not self._looked:
+            log.info("%s: %s is not a live XRP source here: commands move nothing",
+                     self.name, target[0])  # fmt: skip
+        self._looked = True
+        return self._upstream
 
     def write(self, world: World, items: list[Update | LogEvent]) -> bool:
         self.mirror.write(world, items)
         return True
 
 
-class XrpSim(Sim):
-    """N simulated robots on consecutive UDP ports.
+class Body(StatusSource, Protocol):
+    """What a `RobotServer`'s robot sessions read their sensors from and drive: `robot.Robots`
+    (your robots) or `model.Fleet` (the simulator's)."""
 
-    Settings (`--set k=v`): `arena_width`, `arena_height` (m), `line_radius`, `line_width` (m),
-    `lag` (s, motor time constant), `button` (1: the user button reads pressed).
-    """
+    def apply(self, index: int, events: Iterable[XrpEvent]) -> None: ...
 
-    def __init__(self, options: SimOptions) -> None:
-        self.host = options.host
-        self.port = halsim_port() if options.port is None else options.port
-        self.count = options.count or 1
-        if not 1 <= self.count <= MAX_ROBOTS:
-            raise ConfigError(f"xrp sim: count must be 1..{MAX_ROBOTS}")
-        super().__init__(f"xrp-sim@{self.host}:{self.port}")
-        settings = options.options
-        button = settings.get("button", "0")
-        if button not in ("0", "1"):
-            raise ConfigError(f"xrp sim: button must be 0 or 1, not {button!r}")
-        self.fleet = Fleet(
-            self.count,
-            arena=Arena.from_settings(settings, "xrp sim"),
-            lag=number(settings, "lag", MOTOR_LAG, "xrp sim"),
-        )
-        self.fleet.button[:] = button == "1"
-        # every robot reports on the same 50 ms grid: one physics step and sensor snapshot
-        # serve them all (a real robot's timer phase is arbitrary anyway)
-        self.robots = [RobotSession(self.fleet, i, status_phase=0.0) for i in range(self.count)]
+
+class RobotServer(Sim):
+    """`count` robots of `body` on consecutive UDP ports from `port` (0: any free ports), each
+    behind a robot session (the firmware's rules). Every socket is opened before any robot
+    runs, so a port in use is one error line."""
+
+    def __init__(
+        self, body: Body, count: int, *, host: str, port: int, name: str = "xrp-robot"
+    ) -> None:
+        self.host = host
+        self.port = port
+        super().__init__(f"{name}@{host}:{port}")
+        self.body = body
+        self.count = count
+        # every robot reports on the same 50 ms grid: a simulated fleet's physics step and
+        # sensor snapshot serve them all (a real robot's timer phase is arbitrary anyway)
+        self.sessions = [RobotSession(body, i, status_phase=0.0) for i in range(self.count)]
         self.addresses: list[Address | None] = [None] * self.count
 
     def _on_events(self, index: int, events: Sequence[RobotEvent]) -> None:
-        self.fleet.apply(index, events)
+        self.body.apply(index, events)
         for event in events:
             match event:
                 case PacketDropped():
@@ -317,12 +362,12 @@ class XrpSim(Sim):
                 case EnabledChanged(enabled=enabled, reason=reason):
                     state = "enabled" if enabled else "disabled"
                     log.info("xrp robot %d %s (%s)", index, state, reason)
-        self.stats.messages_in = sum(r.stats.messages_in for r in self.robots)
+        self.stats.messages_in = sum(r.stats.messages_in for r in self.sessions)
 
     async def run(self, world: World) -> None:
         drivers: list[DatagramDriver] = []
         try:
-            for i, robot in enumerate(self.robots):  # every socket first: a busy port is one line
+            for i, robot in enumerate(self.sessions):  # every socket first: a busy port is one line
                 sock = open_udp_socket((self.host, self.port + i if self.port else 0))
                 drivers.append(DatagramDriver(robot, functools.partial(self._on_events, i), sock))
             for i, driver in enumerate(drivers):
@@ -332,8 +377,50 @@ class XrpSim(Sim):
             first = self.addresses[0]
             assert first is not None
             self.listening(first)
-            log.info("xrp sim: %d robot(s) from %s:%d", self.count, first[0], first[1])
+            log.info("xrp: %d robot(s) from %s:%d", self.count, first[0], first[1])
             await asyncio.Future()  # until cancelled
         finally:
             for driver in drivers:
                 driver.close()
+
+
+class XrpSim(RobotServer):
+    """N simulated robots on consecutive UDP ports, sharing one `model.Fleet`.
+
+    Settings (`--set k=v`): `arena_width`, `arena_height` (m), `line_radius`, `line_width` (m),
+    `lag` (s, motor time constant), `button` (1: the user button reads pressed).
+    """
+
+    def __init__(self, options: SimOptions) -> None:
+        count = options.count or 1
+        if not 1 <= count <= MAX_ROBOTS:
+            raise ConfigError(f"xrp sim: count must be 1..{MAX_ROBOTS}")
+        settings = options.options
+        button = settings.get("button", "0")
+        if button not in ("0", "1"):
+            raise ConfigError(f"xrp sim: button must be 0 or 1, not {button!r}")
+        self.fleet = Fleet(
+            count,
+            arena=Arena.from_settings(settings, "xrp sim"),
+            lag=number(settings, "lag", MOTOR_LAG, "xrp sim"),
+        )
+        self.fleet.button[:] = button == "1"
+        port = halsim_port() if options.port is None else options.port
+        super().__init__(self.fleet, count, host=options.host, port=port, name="xrp-sim")
+
+
+def serve(
+    *robots: Robot, host: str = "127.0.0.1", port: int = DEFAULT_PORT, name: str = "xrp-robot"
+) -> Running:
+    """Run `robots` (see `robot`) on UDP ports `port`, `port + 1`, ... until the returned
+    handle is closed (a `with` block); port 0 picks free ones (`.address` says the first's).
+    A WPILib program reaches the first with `HALSIMXRP_HOST`/`HALSIMXRP_PORT`. Raises the
+    CLI's one-line error when a port is taken. In your own event loop, add
+    `RobotServer(Robots(robots), len(robots), host=..., port=...)` to a
+    `robowire.gateway.Gateway` instead."""
+    if not robots:
+        raise ConfigError("xrp: serve needs at least one robot")
+    body = Robots(robots)
+    return Running(
+        lambda: [RobotServer(body, len(robots), host=host, port=port, name=name)], "robowire-xrp"
+    )
