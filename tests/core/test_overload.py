@@ -47,7 +47,7 @@ ENV = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPAT
 
 
 def test_a_budget_lets_a_source_write_until_its_burst_is_spent_then_says_how_long_to_wait():
-    budget = Budget(share=0.25, burst=0.02)
+    budget = Budget(share=0.25, burst=0.02, interval=0.0)
     assert budget.wait(100.0) == 0.0
     budget.spend(100.0, 0.015)  # 5 ms of credit left
     assert budget.wait(100.015) == 0.0  # and 15 ms x 0.25 more: 8.75 ms
@@ -57,12 +57,20 @@ def test_a_budget_lets_a_source_write_until_its_burst_is_spent_then_says_how_lon
 
 
 def test_a_budget_never_saves_more_than_its_burst():
-    budget = Budget(share=0.5, burst=0.01)
+    budget = Budget(share=0.5, burst=0.01, interval=0.0)
     budget.wait(0.0)
     budget.wait(3600.0)  # an idle hour
     assert budget.credit == 0.01
     budget.spend(3600.0, 0.03)
     assert budget.wait(3600.0) == pytest.approx(0.02 / 0.5)
+
+
+def test_a_budget_spaces_a_cheap_sources_writes_by_its_interval():
+    budget = Budget(share=0.5, burst=0.01, interval=0.1)
+    assert budget.wait(5.0) == 0.0
+    budget.spend(5.0, 0.0001)  # plenty of credit left
+    assert budget.wait(5.02) == pytest.approx(0.08)
+    assert budget.wait(5.1) == 0.0
 
 
 def test_a_budget_ignores_time_going_backwards():

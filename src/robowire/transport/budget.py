@@ -14,10 +14,11 @@ A gateway on a busy machine cannot always keep up. The policy (docs/architecture
   the session in the same wake-up, so keep-alives are answered, pings are timed and commands
   go out on time whatever the load. Only what follows, the world writes, is budgeted.
 * **A source's world writes have a `Budget`** while the loop is behind: a share of wall time,
-  with a burst. While a source has credit its events are applied as they come; once it has
-  spent its credit its events wait (`Held`, in order) until the credit is back, and then go
-  in as one delivery. While they wait, a state report (`Report`) is shed as soon as a newer
-  one covering the same comes, and counted: a busy gateway shows fewer, fresher states.
+  with a burst, and at most one write every `INTERVAL`. While a source has credit its events
+  are applied as they come; once it has spent its credit its events wait (`Held`, in order)
+  until the credit is back, and then go in as one delivery. While they wait, a state report
+  (`Report`) is shed as soon as a newer one covering the same comes, and counted: a busy
+  gateway shows fewer, fresher states.
 * **A sink's turn is bounded** (`Turns`): a sink that takes every update (the recorder) is
   handed at most what it writes in `SINK_TURN` seconds per turn while the loop is behind
   (`CALM_TURN` while it keeps up: a backlog left by a busy spell does not hold the loop for
@@ -43,6 +44,9 @@ T = TypeVar("T")
 
 SHARE = 0.15  # of wall time one source's world writes may take, sustained
 BURST = 0.020  # seconds of world writes a source may do at once before its share applies
+INTERVAL = 0.1  # seconds between one source's world writes, at least (10 a second: what a
+# viewer at its 10 frames/s floor shows; fifty XRP robots at 50 Hz each cost little alone,
+# a lot together)
 SINK_TURN = 0.030  # seconds one sink's turn takes while the loop is behind (one item at least)
 CALM_TURN = 0.5  # seconds one sink's turn takes at most while it keeps up
 FIRST = 16  # items in a sink's first turn behind, before their cost is known
@@ -109,13 +113,16 @@ def pressure() -> Pressure:
 class Budget:
     """A token bucket of seconds: `credit` grows at `share` seconds per second up to `burst`;
     what a source spends writing is taken off it, and may take it below zero (one delivery is
-    never cut). `wait(now)` says how long until there is credit again."""
+    never cut). And writes at least `interval` seconds apart. `wait(now)` says how long until
+    both allow the next one."""
 
     share: float = SHARE
     burst: float = BURST
+    interval: float = INTERVAL
     credit: float = BURST
     shed: int = 0  # state reports shed, for the status
     _at: float | None = None  # when credit was last brought up to date
+    _last: float = -math.inf  # when the last write began
 
     def _refill(self, now: float) -> None:
         if self._at is not None and now > self._at:
@@ -123,14 +130,16 @@ class Budget:
         self._at = now if self._at is None else max(self._at, now)
 
     def wait(self, now: float) -> float:
-        """Seconds from `now` until there is credit (0: write now)."""
+        """Seconds from `now` until the next write (0: write now)."""
         self._refill(now)
-        return 0.0 if self.credit > 0 else -self.credit / self.share
+        credit = 0.0 if self.credit > 0 else -self.credit / self.share
+        return max(credit, self._last + self.interval - now)
 
     def spend(self, now: float, seconds: float) -> None:
         """A delivery that began at `now` took `seconds`."""
         self._refill(now)
         self.credit -= seconds
+        self._last = max(self._last, now)
 
 
 class Held:
