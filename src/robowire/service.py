@@ -32,7 +32,7 @@ from robowire.endpoints import Endpoint
 from robowire.errors import ConfigError, DecodeError, RobowireError, TransportError
 from robowire.protocols.base import Adapter, Address, ConnectionLost, PacketDropped, SessionStats
 from robowire.timebase import TIME_MODES, SourceClock, WallClock, monotonic
-from robowire.transport.budget import Budget, Held, Turns, pressure
+from robowire.transport.budget import SINK_SHARE, SINK_TURN, Budget, Held, Turns, pressure
 from robowire.transport.tap import RECEIVER, Tap
 from robowire.world import LogEvent, Update, World
 from robowire.world.feed import DEFAULT_BYTES, Subscription
@@ -402,6 +402,7 @@ class Sink(Service):
             server: asyncio.Future[Any] = asyncio.create_task(self.serve(world))
             waiting: asyncio.Future[Any] | None = None
             turns = Turns()
+            budget = Budget(share=SINK_SHARE, burst=SINK_TURN, interval=0.0)  # (while behind)
             try:
                 going = True
                 while going:
@@ -417,15 +418,24 @@ class Sink(Service):
                         return
                     waiting = None
                     # a turn of a queue of every update is what `write` does in SINK_TURN
-                    # seconds (behind; else CALM_TURN); the rest waits for the next turn
+                    # seconds (behind; else CALM_TURN); the rest waits for the next turn,
+                    # and while behind, for the sink's share of wall time (SINK_SHARE)
                     began = monotonic()
+                    behind = False
                     if isinstance(changes, Subscription):
-                        items = changes.pull(turns.size(pressure().behind(began)))
+                        behind = pressure().behind(began)
+                        items = changes.pull(turns.size(behind))
                     else:
                         items = changes.pull()
                     going = self.write(world, items)
-                    turns.took(len(items), monotonic() - began)
+                    took = monotonic() - began
+                    turns.took(len(items), took)
                     self._count_feed_drops(changes.dropped)
+                    if behind:
+                        budget.spend(began, took)
+                        pause = budget.wait(monotonic())
+                        if pause > 0.0:  # (a server that ends meanwhile is seen next turn)
+                            await asyncio.wait([server], timeout=pause)
             finally:
                 for task in (waiting, server):
                     if task is not None:

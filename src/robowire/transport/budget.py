@@ -23,7 +23,8 @@ A gateway on a busy machine cannot always keep up. The policy (docs/architecture
   handed at most what it writes in `SINK_TURN` seconds per turn while the loop is behind
   (`CALM_TURN` while it keeps up: a backlog left by a busy spell does not hold the loop for
   long either), then the loop goes round, so that neither ingest nor one output can hold the
-  others off. What it cannot take waits in its bounded queue, whose oldest updates are
+  others off; while behind, its turns also take at most `SINK_SHARE` of wall time (a
+  `Budget`). What it cannot take waits in its bounded queue, whose oldest updates are
   dropped and counted.
 """
 
@@ -49,6 +50,7 @@ INTERVAL = 0.1  # seconds between one source's world writes, at least (10 a seco
 # a lot together)
 SINK_TURN = 0.030  # seconds one sink's turn takes while the loop is behind (one item at least)
 CALM_TURN = 0.5  # seconds one sink's turn takes at most while it keeps up
+SINK_SHARE = 0.25  # of wall time the turns of one sink that takes every update take, behind
 FIRST = 16  # items in a sink's first turn behind, before their cost is known
 SMOOTHING = 0.2  # weight of the newest measurement in a cost per item
 PROBE = 0.025  # seconds between the loop-lag probe's timers
