@@ -119,11 +119,18 @@ def _optional(value: float) -> float | None:
     return None if math.isnan(value) else float(value)
 
 
+ARRAY_BYTES = 180  # what a small numpy array and its dict entry hold besides their data
+# (measured with tracemalloc: a one-robot update of 31 columns holds 6.1 kB, not its 0.5 kB of
+# data; counting only the data let a 64 MiB queue of them hold 13 times that)
+
+
 def update_size(item: Update | LogEvent) -> int:
     """About what a queued feed item holds, in bytes (for queues bounded in bytes)."""
     if isinstance(item, LogEvent):
         return 200 + len(item.text)
-    return 200 + item.slots.nbytes + sum(v.nbytes for v in item.values.values())
+    columns = item.values.values()
+    data = item.slots.nbytes + sum(v.nbytes for v in columns)
+    return 200 + ARRAY_BYTES * (1 + len(columns)) + data
 
 
 def _written(
