@@ -29,6 +29,7 @@ import numpy as np
 
 import bench
 from robowire.protocols.spyglass.codec import decode_batch, split
+from robowire.protocols.spyglass.events import PacketsReceived
 from robowire.protocols.spyglass.model import SensorNetworkSim, SimConfig
 from robowire.protocols.spyglass.session import SpyglassSession
 
@@ -81,7 +82,9 @@ def ours_session(stream: bytes) -> int:
     session = SpyglassSession()
     count = 0
     for i in range(0, len(stream), 1 << 16):
-        count += len(session.feed(stream[i : i + (1 << 16)], 0.0))
+        for event in session.feed(stream[i : i + (1 << 16)], 0.0):
+            if type(event) is PacketsReceived:
+                count += len(event)
     return count
 
 
