@@ -25,7 +25,7 @@ import bench
 from bench import table
 
 # the modules the table is built from (`--quick` runs only these)
-TABLE_MODULES = ("vrpn", "xrp", "ugcs", "vrsp", "spyglass", "ingest", "load", "latency")
+TABLE_MODULES = ("vrpn", "serve", "xrp", "ugcs", "vrsp", "spyglass", "ingest", "load", "latency")
 
 
 def _parser() -> argparse.ArgumentParser:
