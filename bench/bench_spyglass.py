@@ -134,7 +134,6 @@ def _sim(pipe: Connection, count: int) -> None:
 
 async def _ingest(seconds: float) -> dict[str, float]:
     from robowire.endpoints import parse_endpoint
-    from robowire.protocols.spyglass.events import PacketReceived
     from robowire.protocols.spyglass.services import SpyglassSource
     from robowire.world import World
 
@@ -147,10 +146,12 @@ async def _ingest(seconds: float) -> dict[str, float]:
             super().deliver(events, now)
             if self.measuring:
                 applied = time.time()
-                packets = [e for e in events if type(e) is PacketReceived]
-                self.lags.extend(applied - e.packet.time for e in packets)
-                wall = self.clock.wall
-                self.read_lags.extend(wall(e.time) - e.packet.time for e in packets)
+                for event in events:
+                    if type(event) is PacketsReceived:
+                        head = event.packets.head
+                        sent = head["seconds"] + head["ms"] / 1000.0  # each packet's stamp
+                        self.lags.extend((applied - sent).tolist())
+                        self.read_lags.extend((self.clock.wall(event.time) - sent).tolist())
 
     ctx = multiprocessing.get_context("spawn")
     parent, child = ctx.Pipe()
