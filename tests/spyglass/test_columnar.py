@@ -90,3 +90,13 @@ few_senders = st.integers(0, 3)
 )
 def test_random_packets_give_the_same_world_both_ways(batch: list[Any], chunk: int) -> None:
     assert compare(c.frame(batch), chunk, PROFILE) == len(batch)
+
+
+def test_an_empty_neighbourhood_after_a_full_one_leaves_the_node_without_links() -> None:
+    full = c.NeighborhoodPacket(semantic_type=10, sender=0, neighbors=(1,))
+    empty = c.NeighborhoodPacket(semantic_type=10, sender=0, neighbors=())
+    assert compare(c.frame([full, empty]), 1 << 16) == 2
+    world = World()
+    events = SpyglassSession().feed(c.frame([full, empty]), 0.0)
+    SpyglassAdapter(world, SRC).apply(events, 0.0)
+    assert [d.links for d in world.devices()] == [()]

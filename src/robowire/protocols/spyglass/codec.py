@@ -495,7 +495,7 @@ class PacketColumns:
     `x`, `y`, `z`, ...), one row per packet in stream order; `data[starts[i]:stops[i]]` is
     packet i's bytes. Neighbourhood and data lists (the bulk of a stream) are read for many
     packets at once into `lists`; every other packet (std, variable lists, node links,
-    coordinates, trajectories, empty lists) is a typed packet in `objects`, by row.
+    coordinates, trajectories) is a typed packet in `objects`, by row.
     """
 
     data: bytes
@@ -536,7 +536,7 @@ def decode_columns(
     sizes = stop - begin - HEADER_SIZE
     syntax = head["syntax"].astype(np.intp)
     plain = profile._plain[head["semantic"], syntax]
-    fast = (plain != 0) & (sizes > 0) & (sizes % _ITEM_SIZE[syntax] == 0)
+    fast = (plain != 0) & (sizes % _ITEM_SIZE[syntax] == 0)  # empty lists too
     objects: dict[int, Packet] = {}
     drops: list[tuple[int, int, DecodeError]] = []
     dropped: list[int] = []
