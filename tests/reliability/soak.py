@@ -166,6 +166,7 @@ class Sample:
     recorder_drops: int = 0
     fell_behind: int = 0  # times the gateway's loop fell behind (`pressure()`), so far
     viewer_reconnects: int = 0  # so far
+    sims_exited: list[str] = field(default_factory=list)  # simulators that ended, so far
     shed: dict[str, int] = field(default_factory=dict)  # per source, so far
     reconnects: int = 0
     silences: int = 0  # "no pong" warnings so far
@@ -383,6 +384,7 @@ async def soak(duration: float, scale: float, interval: float, log: Any) -> list
                 recorder_drops=recorder.stats.dropped,
                 fell_behind=pressure().entered,
                 viewer_reconnects=browser.reconnects,
+                sims_exited=[p.args[4] for p in procs if p.poll() is not None],
                 shed={s.name: s.budget.shed for s in sources if s.budget is not None},
                 reconnects=sum(max(0, s.connections - 1) for s in sources),
                 silences=silences.count,
@@ -458,6 +460,7 @@ def verdict(
         fps >= min_fps
         and not last.reconnects
         and not last.viewer_reconnects
+        and not last.sims_exited
         and not last.silences
         and lag_p99 <= max_lag_ms
         and bool(commands)
@@ -494,6 +497,7 @@ def verdict(
         "shed_total": sum(last.shed.values()),
         "fell_behind": last.fell_behind,
         "viewer_reconnects": last.viewer_reconnects,
+        "sims_exited": last.sims_exited,
         "responsive": responsive,
         "ok": net_slope < max_slope and not growing and flowing and responsive,
     }
