@@ -48,7 +48,7 @@ BURST = 0.020  # seconds of world writes a source may do at once before its shar
 INTERVAL = 0.1  # seconds between one source's world writes, at least (10 a second: what a
 # viewer at its 10 frames/s floor shows; fifty XRP robots at 50 Hz each cost little alone,
 # a lot together)
-SINK_TURN = 0.030  # seconds one sink's turn takes while the loop is behind (one item at least)
+SINK_TURN = 0.010  # seconds one sink's turn takes while the loop is behind (one item at least)
 CALM_TURN = 0.5  # seconds one sink's turn takes at most while it keeps up
 SINK_SHARE = 0.25  # of wall time the turns of one sink that takes every update take, behind
 FIRST = 16  # items in a sink's first turn behind, before their cost is known
