@@ -186,6 +186,7 @@ class ZenohSink(Sink):
         self._world: World | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._declared: list[Any] = []
+        self.sources: frozenset[str] | None = None  # the sources published (None: every one)
 
     async def serve(self, world: World) -> None:
         self._world = world
@@ -222,7 +223,10 @@ class ZenohSink(Sink):
     def write(self, world: World, items: list[Update | LogEvent]) -> bool:
         if self.writer is None:
             return True
+        only = self.sources
         for item in items:
+            if only is not None and item.source not in only:
+                continue
             if isinstance(item, LogEvent):
                 frame = codec.Log(
                     device=item.device_id, text=item.text, level=item.level, time=item.time
@@ -275,8 +279,9 @@ class ZenohSink(Sink):
             world = self._world
             asked = query.key_expr
             snapshot_only = str(asked).endswith("/" + keys.SNAPSHOT)
+            only = self.sources
             for table in list(world.tables.values()) if world is not None else []:
-                if not len(table):
+                if not len(table) or (only is not None and table.source not in only):
                     continue
                 snapshot = self._key(table.source, keys.SNAPSHOT)
                 if zenoh.KeyExpr(snapshot).intersects(asked):

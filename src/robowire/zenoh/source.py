@@ -55,7 +55,13 @@ class Received:
 
 
 class ZenohAdapter:
-    """Frames -> world. Publisher slots map to ours through one array per source."""
+    """Frames -> world. Publisher slots map to ours through one array per source.
+
+    It writes only into tables it made: a source the world has already (this gateway's own,
+    published and heard back through a router, or another subscriber's) is left alone and
+    its frames are counted in `foreign`, so two gateways can publish and subscribe on one bus
+    without echoing each other's sources back and forth.
+    """
 
     def __init__(self, world: World, prefix: str = "") -> None:
         self.world = world
@@ -63,11 +69,25 @@ class ZenohAdapter:
         self.slot_maps: dict[str, npt.NDArray[np.intp]] = {}  # remote slot -> ours (-1: unknown)
         self.unknown: set[str] = set()  # sources whose STATE named undescribed slots
         self.unknown_rows = 0
+        self.owned: set[str] = set()  # the world's tables this adapter made
+        self.foreign: set[str] = set()  # sources heard that belong to someone else here
+
+    def _mine(self, source: str) -> bool:
+        name = self.prefix + source
+        if name in self.owned:
+            return True
+        if name in self.world.tables:
+            self.foreign.add(name)
+            return False
+        self.owned.add(name)
+        return True
 
     def apply(self, events: Sequence[object], receive_time: float) -> int:
         taken = 0
         for event in events:
             if isinstance(event, Received):
+                if not self._mine(event.source):
+                    continue
                 taken += 1
                 match event.frame:
                     case codec.State() as state:
@@ -229,6 +249,7 @@ class ZenohSource(Source):
         self.inbox: Inbox | None = None
         self._asked: dict[str, float] = {}  # source ("*": all) -> when last asked
         self._inbox_drops = 0
+        self._said: set[str] = set()  # foreign sources said
 
     def new_adapter(self, world: World) -> ZenohAdapter:
         return ZenohAdapter(world, self.prefix)
@@ -292,6 +313,10 @@ class ZenohSource(Source):
 
     def _count_losses(self) -> None:
         adapter = self.adapter
+        if isinstance(adapter, ZenohAdapter) and adapter.foreign - self._said:
+            for name in sorted(adapter.foreign - self._said):
+                log.info("%s: source %r is this gateway's own: not taken in", self.name, name)
+            self._said |= adapter.foreign
         if isinstance(adapter, ZenohAdapter) and adapter.unknown:
             for source in adapter.unknown:
                 self.ask(source)

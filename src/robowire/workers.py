@@ -1,0 +1,173 @@
+"""Worker processes: a site's sources and heavy sinks on every core, joined by Zenoh.
+
+A `[[source]]` or `[[sink]]` of a site file with `worker = "NAME"` runs in the worker process
+NAME (`robowire up -c site.toml --worker NAME`, the same file), not in the gateway:
+
+    gateway (`up -c site.toml`)                 worker NAME (`up -c site.toml --worker NAME`)
+      its own sources, sinks, sims                its sources -> its world -> zenoh sink
+      zenoh sink: its own sources, listening ---> zenoh source -> its world -> its sinks
+      zenoh source (connects to that sink)   <--- (every worker connects to the bus)
+      one `Worker` service per spawned worker     (reads stdin: its end means the gateway is gone)
+
+The gateway's bus sink is a Zenoh peer listening on the `[workers] bus` address; workers and
+the gateway's bus source are its clients, and it routes between them, so a worker's sink
+gets the other workers' sources straight from them and the gateway's own sources from the
+gateway's bus sink. Nothing is echoed back: a Zenoh source never writes into a table its
+world already has (`ZenohAdapter`).
+The same file runs on several machines: the workers in `[workers] remote` are not spawned by
+the gateway; run `robowire up -c site.toml --worker NAME` for each where it should run (its
+bus host is the gateway's address).
+
+`Worker` supervises one child: it starts it, restarts it when it ends (backoff doubling from
+1 s to 8 s; the first exit is said in one line, then nothing until it has run for a while),
+shows it in the gateway's status (state, restarts, pid), and stops it when the gateway stops
+(SIGTERM, then SIGKILL after `STOP_SECONDS`). A gateway killed outright leaves no worker
+either: each child's stdin is a pipe from the gateway, and a worker ends when it closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+
+from robowire.config import Site, services
+from robowire.endpoints import Endpoint, parse_endpoint
+from robowire.errors import ConfigError
+from robowire.service import MAX_RETRY_SECONDS, RETRY_SECONDS, Service, Sink, Source
+from robowire.timebase import monotonic
+from robowire.world import World
+from robowire.zenoh.net import Mode, link_of
+from robowire.zenoh.sink import ZenohSink
+from robowire.zenoh.source import ZenohSource
+
+log = logging.getLogger("robowire")
+
+STOP_SECONDS = 5.0  # a worker that has not ended this long after SIGTERM is killed
+STEADY_SECONDS = 10.0  # a worker that ran this long before it ended is said again
+
+
+def site_services(site: Site, path: str, worker: str | None = None) -> list[Service]:
+    """What `robowire up -c PATH [--worker NAME]` runs: the site's services for the gateway
+    (`worker` None) or one worker, with the bus between them and, in the gateway, one
+    `Worker` per worker it spawns."""
+    if worker is not None and worker not in site.worker_names:
+        known = ", ".join(site.worker_names) or "none"
+        said = f"no source or sink has worker = {worker!r} (workers: {known})"
+        raise ConfigError(f"{site.path}: {said}")
+    out = services(site, worker)
+    if site.workers is None:
+        return out
+    bus = parse_endpoint(site.workers.bus)
+    if worker is None:
+        # the bus sink is the peer every worker connects to (it listens, and is ready before
+        # any source starts); it publishes the gateway's own sources, for the workers' sinks
+        local = frozenset(s.name for s in out if isinstance(s, Source))
+        out.append(_bus_sink(bus, local, "listen"))
+        heard = ZenohSource(link_of(bus, "connect"))
+        heard.name = f"workers@{heard.link.host}:{heard.link.port}"
+        out.append(heard)
+        spawned = [n for n in site.worker_names if n not in site.workers.remote]
+        out += [Worker(name, path) for name in spawned]
+        return out
+    mine = frozenset(s.name for s in out if isinstance(s, Source))
+    sinks = any(isinstance(s, Sink) for s in out)
+    if mine:
+        out.append(_bus_sink(bus, mine, "connect"))
+    if sinks:  # they get the whole world: every worker's sources and the gateway's own
+        out.append(ZenohSource(link_of(bus, "connect")))
+    return out
+
+
+def _bus_sink(bus: Endpoint, sources: frozenset[str], mode: Mode) -> ZenohSink:
+    sink = ZenohSink(link_of(bus, mode))
+    sink.sources = sources
+    return sink
+
+
+class Worker(Service):
+    """One worker process of the gateway's site, supervised (see the module docstring)."""
+
+    role = "worker"
+    announce = "running"
+
+    def __init__(self, worker: str, path: str) -> None:
+        super().__init__(f"worker {worker}")
+        self.worker = worker
+        self.path = path
+        self.restarts = 0
+        self.pid: int | None = None
+        self.process: asyncio.subprocess.Process | None = None
+
+    def command(self) -> list[str]:
+        return [
+            sys.executable, "-m", "robowire.cli", "up", "-c", self.path,
+            "--worker", self.worker, "--supervised",
+        ]  # fmt: skip
+
+    async def run(self, world: World) -> None:
+        delay = RETRY_SECONDS
+        quiet = False
+        while True:
+            began = monotonic()
+            code = await self._run_once()
+            ran = monotonic() - began
+            if ran >= STEADY_SECONDS:
+                delay, quiet = RETRY_SECONDS, False
+            self.restarts += 1
+            self.stats.drop(f"exited with status {code}; restarted")
+            if not quiet:
+                log.warning("%s exited with status %s; restarting it", self.name, code)
+                quiet = True
+            await asyncio.sleep(delay)
+            delay = min(2 * delay, MAX_RETRY_SECONDS)
+
+    async def _run_once(self) -> int:
+        process = self.process = await asyncio.create_subprocess_exec(
+            *self.command(), stdin=asyncio.subprocess.PIPE
+        )
+        self.pid = process.pid
+        self.ready.set()
+        try:
+            return await process.wait()
+        except asyncio.CancelledError:
+            await _stop(process)
+            raise
+        finally:
+            self.pid = None
+
+
+async def _stop(process: asyncio.subprocess.Process) -> None:
+    """SIGTERM, then SIGKILL if it has not ended within STOP_SECONDS."""
+    if process.returncode is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        process.send_signal(signal.SIGTERM)
+    try:
+        await asyncio.wait_for(asyncio.shield(process.wait()), STOP_SECONDS)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        await process.wait()
+
+
+def watch_parent(stop: Callable[[], None], loop: asyncio.AbstractEventLoop) -> None:
+    """In a supervised worker: call `stop` (on `loop`) when stdin ends, that is when the
+    gateway that spawned it is gone, however it went; exit outright if that does not end
+    the run within STOP_SECONDS."""
+
+    def wait() -> None:
+        with contextlib.suppress(OSError):
+            while os.read(0, 4096):  # not sys.stdin: its lock would hold up the exit
+                pass
+        with contextlib.suppress(RuntimeError):  # the loop has closed: the run is over
+            loop.call_soon_threadsafe(stop)
+        threading.Event().wait(STOP_SECONDS)
+        os._exit(1)
+
+    threading.Thread(target=wait, name="robowire-parent-watch", daemon=True).start()
