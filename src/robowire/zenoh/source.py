@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -151,31 +152,38 @@ class ZenohAdapter:
 
         slots = ours if rows is None else ours[rows]
         table = self.world.table(self.prefix + source)
-        vectors: dict[str, Any] = {}
-        telemetry: dict[str, tuple[codec.FloatArray, str]] = {}
+        # the columns are written here, as one block when the slots are a run (a publisher
+        # that sends every device: a copy, not a gather), and `update` publishes them
+        at: slice | npt.NDArray[np.intp] = slots
+        first = int(slots[0])
+        if int(slots[-1]) - first == len(slots) - 1 and (np.diff(slots) == 1).all():
+            at = slice(first, first + len(slots))
         changed: set[str] = set()
         source_time = None
         for name, column in frame.columns.items():
             values = take(column.values)
             if column.telemetry:
-                telemetry[name] = (values, column.unit)
+                table.column(name, column.unit)[at] = values
             elif name == SOURCE_TIME:
                 source_time = values
-            elif name == ORIENTATION:  # written here: a NaN row means "no orientation"
-                has = ~np.isnan(values).any(axis=1)
-                table.orientation[slots[has]] = values[has]
-                table.has_orientation[slots[has]] = True
-                changed.add(ORIENTATION)
+                continue
+            elif name == ORIENTATION:  # a NaN row means "no orientation": not written
+                has = ~np.isnan(values[:, 0])
+                if has.all():
+                    table.orientation[at] = values
+                    table.has_orientation[at] = True
+                else:
+                    table.orientation[slots[has]] = values[has]
+                    table.has_orientation[slots[has]] = True
             else:
-                vectors[name] = values
+                getattr(table, name)[at] = values
+            changed.add(name)
         self.world.update(
             table.source,
             slots,
             receive_time=receive_time,
             source_time=source_time,
-            telemetry=telemetry,
             changed=changed,
-            **vectors,
         )
 
 
@@ -218,11 +226,16 @@ class Inbox:
         return frames
 
 
+@functools.lru_cache(maxsize=4096)
+def _parsed(key: str) -> tuple[str, str] | None:
+    return keys.parse(key)  # a few keys, again and again
+
+
 def decode_all(frames: list[tuple[str, bytes]]) -> list[Received | PacketDropped]:
     """Frames as events: what decodes, and a PacketDropped for what does not."""
     events: list[Received | PacketDropped] = []
     for key, payload in frames:
-        where = keys.parse(key)
+        where = _parsed(key)
         if where is None:
             continue  # another tool's key under robowire/, or a device's JSON key
         try:
