@@ -159,7 +159,8 @@ class Source(Service):
 
     async def run(self, world: World) -> None:
         RECEIVER.set(self)  # this task's receive loops hand what they read to `self.tap`
-        world.table(self.name).protocol = self.protocol
+        if self.protocol is not None:  # (a zenoh or MCAP source's tables say their own)
+            world.table(self.name).protocol = self.protocol
         self.adapter = self.new_adapter(self.timed(world))
         delay = self.retry
         while True:
@@ -231,6 +232,8 @@ class CaptureSource(Source):
     is an error (the source fails with one line), not an empty success.
     """
 
+    native_table = True  # its table's ids are `protocol`'s own names (False: a replay's)
+
     def __init__(self, protocol: str, endpoint: Endpoint, read: Any) -> None:
         assert endpoint.path is not None
         super().__init__(f"{protocol}:{endpoint.path}")
@@ -277,6 +280,8 @@ class CaptureSource(Source):
         ]
 
     async def run(self, world: World) -> None:
+        if self.native_table:
+            world.table(self.name).protocol = self.protocol
         self.adapter = self.new_adapter(self.timed(world))
         self.ready.set()
         while True:

@@ -43,9 +43,6 @@ def test_a_thousand_drone_show_reaches_a_vrsp_receiver() -> None:
     assert drone.telemetry["led_green"].value == 128.0
 
 
-@pytest.mark.xfail(
-    strict=True, reason="needs the VRSP sink's native drone ids (branch ident, issue 19)"
-)
 def test_drones_keep_their_ids_on_the_wire() -> None:
     drone = _send_show(100)
     assert drone.position is not None
@@ -74,7 +71,6 @@ def test_a_vsm_of_our_own_vehicle_reaches_a_ucs() -> None:
     assert rover.geodetic == pytest.approx((47.3769, 8.5417, 420.0), abs=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason="needs the UgCS sink's native serials (branch ident)")
 def test_the_vehicle_goes_by_its_serial() -> None:
     assert _vehicle_seen_by_a_ucs().name == "ROVER-7"
 

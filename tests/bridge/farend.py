@@ -21,7 +21,6 @@ import contextlib
 import json
 import logging
 import math
-import socket
 import struct
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ from robowire.gateway import Gateway, open_sim, open_sink, open_source
 from robowire.service import SimOptions, Sink, Source
 from robowire.viewer.frames import decode_frame
 from robowire.world import World
+from support import free_port
 
 SOURCES = ("spyglass", "vrpn", "xrp", "ugcs", "vrsp")
 SINKS = ("vrpn", "xrp", "ugcs", "vrsp", "spyglass", "foxglove", "http", "zenoh")
@@ -56,12 +56,6 @@ class Obs:
 
 
 Seen = dict[str, Obs]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def seen_of_world(world: World) -> Seen:
@@ -112,7 +106,9 @@ async def until(condition: Callable[[], bool], seconds: float = WAIT) -> bool:
 
 SOURCE_URL = {
     "vrpn": "vrpn://127.0.0.1:{port}",
-    "xrp": "xrp://127.0.0.1:{port}?enable=1",  # encoders count only while enabled
+    # the far end drives as the XRP source does: through an xrp -> xrp relay it is the
+    # WPILib side that drives the robot (encoders count only while enabled)
+    "xrp": "xrp://127.0.0.1:{port}?enable=1&left=0.6&right=0.3",
     "ugcs": "ugcs://127.0.0.1:{port}?origin={o[0]},{o[1]},{o[2]}",
     "spyglass": "spyglass://127.0.0.1:{port}?scale={scale}",
 }

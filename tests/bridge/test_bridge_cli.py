@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -19,6 +18,7 @@ import pytest
 
 from robowire.gateway import Gateway, open_source
 from robowire.world import World
+from support import free_udp_port
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 ENV = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
@@ -26,12 +26,6 @@ ROBOWIRE = [sys.executable, "-m", "robowire.cli"]
 WAIT = 30.0
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextmanager

@@ -8,8 +8,9 @@ other devices `[A-Za-z0-9_.-]` with sensor 0 and telemetry as analog channels; S
 in units of `scale` rounded and clipped to int16 (unknown = 0), numbered nodes, float data;
 UgCS geodetic from the device's fix or its ENU position about the sink's origin (pymap3d), the
 heading clockwise from north; VRSP positions in float32 about the DEF root; XRP one robot whose
-gyro follows the mirrored device's yaw; Foxglove /tf, /location and /telemetry/<source>; the
-viewer's float32 frames and its telemetry with units; Zenoh the whole device.
+gyro follows the mirrored device's yaw (an XRP robot's own sensor values, exactly); Foxglove
+/tf, /location and /telemetry/<source>; the viewer's float32 frames and its telemetry with
+units; Zenoh the whole device.
 
 All 40 cases run in one event loop before the first assertion (the five sources one after
 another, each with all eight sinks at once), so the whole matrix takes seconds, not minutes.
@@ -178,10 +179,10 @@ def problems(
             if wanted:
                 check(len(got) == len(wanted) and close(got, wanted, 1e-9), f"{key}: {got}", "tel")
         same_keys(keys)
-    elif sink == "ugcs":  # every device a vehicle; the fix its own, or ENU about the origin
-        same_keys({f"{d.source}/{d.device_id}" for d in devices})
+    elif sink == "ugcs":  # every device a vehicle, serial its id; the fix its own, or ENU
+        same_keys({d.device_id for d in devices})
         for d in devices:
-            o = get(f"{d.source}/{d.device_id}")
+            o = get(d.device_id)
             if d.position is None and d.geodetic is None:
                 continue
             assert d.position is not None or d.geodetic is not None
@@ -227,6 +228,20 @@ def problems(
                     f"{d.device_id}: LED {match[0].telemetry}",
                     "tel",
                 )
+    elif sink == "xrp" and source == "xrp":  # the robot's own sensor values, as they came
+        same_keys({"xrp"})
+        robot = next(d for d in devices if d.device_id == "xrp")
+        o = seen.get("xrp", Obs())
+        sensors = [
+            *(f"encoder_{i}_{f}" for i in range(4) for f in ("count", "rate", "distance")),
+            *(f"gyro_{f}_{axis}" for f in ("rate", "angle") for axis in "xyz"),
+            *(f"accel_{axis}" for axis in "xyz"),
+            *(f"analog_{i}" for i in range(3)),
+            *("reflectance_left", "reflectance_right", "range", "button"),
+        ]
+        got = {name: o.telemetry.get(name) for name in sensors}
+        want = {name: robot.telemetry.get(name) for name in sensors}
+        check(None not in want.values() and got == want, f"robot sensors {got} != {want}", "tel")
     elif sink == "xrp":  # one robot, its gyro following the mirrored device's yaw
         same_keys({"xrp"})
         target = next(d for d in devices if d.device_id == MIRRORED[source])

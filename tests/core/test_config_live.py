@@ -8,7 +8,6 @@ import math
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 from collections import Counter
@@ -17,16 +16,10 @@ from typing import cast
 
 import pytest
 
+from support import free_port
+
 ROBOWIRE = [sys.executable, "-m", "robowire.cli"]
 EXAMPLE = Path(__file__).parents[2] / "examples" / "site.toml"
-
-
-def free_port() -> int:
-    with socket.socket() as tcp, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
-        tcp.bind(("127.0.0.1", 0))
-        port: int = tcp.getsockname()[1]
-        udp.bind(("127.0.0.1", port))  # free for both (VRPN uses both)
-        return port
 
 
 def start(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:

@@ -24,17 +24,13 @@ import pytest
 import websockets
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
+from support import free_udp_port
+
 SRC = Path(__file__).resolve().parents[2] / "src"
 ENV = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
 ROBOWIRE = [sys.executable, "-m", "robowire.cli"]
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def decoder(channel: dict[str, Any]) -> Any:

@@ -95,6 +95,7 @@ async def test_a_swarm_update_replays_to_exactly_the_values_written(tmp_path):
 
     class Swarm(Source):
         async def run(self, world: World) -> None:
+            world.table("swarm").protocol = "vrsp"  # as a VRSP source's: drone ids
             slots = world.table("swarm").slots((f"d{i}" for i in range(n)), kind="drone")
             world.update(
                 "swarm",
@@ -118,6 +119,8 @@ async def test_a_swarm_update_replays_to_exactly_the_values_written(tmp_path):
     assert np.array_equal(table.telemetry["cue"][:n], sparse, equal_nan=True)
     assert np.isnan(table.telemetry["laser"][:n]).all() and table.units["laser"] == "W"
     assert (table.source_time[:n] == 4999.5).all()
+    assert table.protocol == "vrsp"  # a VRSP sink of the replay keeps the drone ids
+    assert set(gateway.world.tables) == {"swarm"}
 
 
 def recording_bytes(tmp_path_factory: pytest.TempPathFactory) -> bytes:

@@ -30,6 +30,7 @@ from npm_consumers import run_node_sync
 from robowire.endpoints import parse_endpoint
 from robowire.gateway import Gateway
 from robowire.recording import McapSource, contents, raw_sources
+from support import free_port
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 ENV = {
@@ -42,12 +43,6 @@ CAPTURES = Path(__file__).parents[1] / "data" / "captures"
 DRONES = 12
 
 pytestmark = pytest.mark.timeout(180)
-
-
-def free_port(kind: int = socket.SOCK_DGRAM) -> int:
-    with socket.socket(socket.AF_INET, kind) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def robowire(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:

@@ -23,6 +23,7 @@ import pytest
 from robowire.gateway import Gateway, open_sim, open_sink, open_source
 from robowire.service import SimOptions, Sink, Source
 from robowire.world import LogEvent, World
+from support import free_port
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 ENV = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
@@ -30,12 +31,6 @@ ROBOWIRE = [sys.executable, "-m", "robowire.cli"]
 WAIT = 60.0  # seconds a condition may take on a busy machine before the test fails
 
 pytestmark = pytest.mark.timeout(180)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def until(condition: Callable[[], bool], what: str) -> None:
@@ -101,9 +96,11 @@ async def test_a_late_subscriber_gets_every_device_with_everything_it_has() -> N
     sink = open_sink(f"zenoh://127.0.0.1:{port}")
     async with running(sink) as a:
         write_site(a.world)
+        a.world.tables["site"].protocol = "vrsp"  # its ids are VRSP drone ids
         source = open_source(f"zenoh://127.0.0.1:{port}")
         async with running(source) as b:
             await until(lambda: comparable(b.world) == comparable(a.world), "the same world")
+            assert b.world.tables["site"].protocol == "vrsp"  # a VRSP sink there keeps them
             seen = comparable(b.world)
             assert seen[("site", "d1")] == {
                 "source": "site",

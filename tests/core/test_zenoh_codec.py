@@ -7,6 +7,7 @@ DecodeError."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import struct
 from typing import Any
@@ -74,6 +75,10 @@ def test_devices_and_log_frames_are_json_after_the_header() -> None:
         "links": [["d2"]],
         "attributes": [{"model": "x"}],
     }
+    assert codec.decode(data) == devices and devices.protocol is None
+    native = dataclasses.replace(devices, protocol="ugcs")  # the ids are UgCS serials
+    assert json.loads(codec.encode(native)[5:])["protocol"] == "ugcs"
+    assert codec.decode(codec.encode(native)) == native
     entry = codec.Log(device="d1", text="armed", level="info", time=3.0)
     data = codec.encode(entry)
     assert data[:5] == b"RWZ\x01\x03"

@@ -20,16 +20,12 @@ from pathlib import Path
 
 import pytest
 
+from support import free_port
+
 ROBOWIRE = [sys.executable, "-m", "robowire.cli"]
 REC = Path(__file__).parents[1] / "data" / "spyglass" / "recording-2009-05-28.rec"
 LIVE = ["--from", "vrsp://:0"]  # a source that waits (a UDP receiver, itself checked)
 TCP_LISTEN = "0A"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _ip(hex_ip: str) -> str:

@@ -197,14 +197,14 @@ def test_world_encoder_gives_the_packets_the_codec_encodes_one_by_one() -> None:
 
     expected = []
     for slot, device in enumerate(table.ids):
-        sender = encoder.numbers("s", device)
+        sender = encoder.numbers.of(table, device)
         assert sender is not None
         stamp = table.source_time[slot]
         seconds, millis = c.time_fields(table.receive_time[slot] if np.isnan(stamp) else stamp)
         x, y, z = (int(v) for v in encoder.frame.to_units(table.position[slot : slot + 1])[0])
         header = {"sender": sender, "seconds": seconds, "milliseconds": millis, "x": x, "y": y}
         header["z"] = z
-        links = tuple(n for n in (encoder.numbers("s", d) for d in table.links[slot]) if n)
+        links = tuple(n for n in (encoder.numbers.of(table, d) for d in table.links[slot]) if n)
         expected.append(c.encode(c.NeighborhoodPacket(semantic_type=NEIGHBORHOOD,
                                                       neighbors=links, **header)))  # fmt: skip
         for name in ("data.20", "humidity"):

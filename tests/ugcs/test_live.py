@@ -243,7 +243,7 @@ async def test_serve_turns_world_devices_into_vehicles() -> None:
         ucs.register_peer()
         reg = await ucs.read_until(lambda m: m.HasField("register_device"))
         props = {p.name: p.value for p in reg.register_device.properties}
-        assert props["vehicle_serial"].string_value == "gps/rover1"
+        assert props["vehicle_serial"].string_value == "rover1"  # its own id: no collision
         ucs.ack(reg.device_id, reg.message_id)
         names = _names(reg)
         status = await ucs.read_until(lambda m: m.HasField("device_status"))

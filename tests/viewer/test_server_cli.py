@@ -18,6 +18,7 @@ import pytest
 from websockets.asyncio.client import connect
 
 from robowire.viewer.frames import decode_frame
+from support import free_udp_port
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 ENV = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
@@ -30,12 +31,6 @@ def start(args: list[str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [*ROBOWIRE, *args], env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-
-
-def free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def drones_in_first_frame(url: str) -> int:

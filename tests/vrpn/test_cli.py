@@ -4,7 +4,6 @@ are one error line naming them, and a cut capture decodes to its whole records, 
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from robowire.protocols import vrpn
+from support import free_port
 
 ROBOWIRE = [sys.executable, "-m", "robowire.cli"]
 
@@ -68,13 +68,6 @@ def test_decode_of_a_cut_pcap_gives_the_good_lines_then_one_error(
     errors = [line for line in lines if "error" in line]
     assert len(errors) == 1 and lines[-1] is errors[0] and "offset" in errors[0]
     assert len(lines) > 400
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @pytest.mark.parametrize("form", ["Tracker0@127.0.0.1:{port}", "Tracker0@tcp://127.0.0.1:{port}"])

@@ -35,7 +35,11 @@ def test_positions_swap_y_and_z_into_enu() -> None:
     adapter.apply([SwarmFrame(table=table, frame=0, swarm=swarm, datagrams=1)], 100.0)
     device = world.device("vrsp", "1")
     assert device.position == (1.0, 3.0, 2.0)
-    assert device.kind == "drone" and device.attributes == {"definition": 0, "model": "X1"}
+    assert device.kind == "drone" and device.attributes == {
+        "definition": 0,
+        "model": "X1",
+        "LightLumens": 900,
+    }
 
 
 def test_a_yaw_to_the_east_stays_a_turn_to_the_east() -> None:
@@ -133,3 +137,43 @@ def test_swarm_encoder_round_trips_world_positions_and_root() -> None:
     assert np.allclose(out.orientation[rows[0]], (S, 0.0, S, 0.0), atol=1e-6)
     ((definition, ids),) = encoder.blocks()
     assert definition.model == "drone" and sorted(ids.tolist()) == [0, 1, 2]
+
+
+def test_a_vrsp_show_goes_out_again_as_itself() -> None:
+    """VRSP -> world -> VRSP sink -> wire -> world: the same drone ids, definitions (models,
+    payloads), heading, colours and payload states, within the wire's precision."""
+    from robowire.protocols.vrsp.model import LightShow
+    from robowire.protocols.vrsp.services import show_blocks
+
+    show = LightShow(20, seed=3)
+    first = World()
+    first.table("show").protocol = "vrsp"
+    adapter = VrspAdapter(first, "show")
+    table = DefinitionTable.build(7, (47.0, 8.0, 400.0), show_blocks(show))
+    adapter.apply([DefinitionReceived(table=table, new=True)], 100.0)
+    for t in (40.0, 41.0):  # a hold with lasers and pyro, then a second frame
+        frame = table.decode(table.records(show.frame(t))[0])
+        adapter.apply([SwarmFrame(table=table, frame=0, swarm=frame, datagrams=1)], 100.0 + t)
+    encoder = SwarmEncoder()
+    swarm = encoder.swarm(first)
+    assert swarm is not None and encoder.root is not None
+    again = DefinitionTable.build(8, encoder.root, encoder.blocks())
+    second = World()
+    relayed = VrspAdapter(second, "relay")
+    relayed.apply([DefinitionReceived(table=again, new=True)], 200.0)
+    wire = again.decode(again.records(swarm)[0])
+    relayed.apply([SwarmFrame(table=again, frame=0, swarm=wire, datagrams=1)], 200.0)
+    want = {d.device_id: d for d in first.devices()}
+    got = {d.device_id: d for d in second.devices()}
+    assert sorted(got, key=int) == [str(i) for i in range(1, 21)]  # the show's own ids
+    for drone, d in want.items():
+        o = got[drone]
+        assert o.attributes == d.attributes  # definition id, model, lumens, payloads
+        assert set(o.telemetry) == set(d.telemetry)
+        assert "heading" in o.telemetry
+        for name, (value, unit) in d.telemetry.items():
+            assert o.telemetry[name][1] == unit
+            assert o.telemetry[name][0] == pytest.approx(value, abs=2e-3), (drone, name)
+        assert o.position == pytest.approx(d.position, abs=1e-4)
+    kinds = {name.split("_")[1] for d in want.values() for name in d.telemetry if "payload" in name}
+    assert {"red", "level", "cue", "gimbal"} <= kinds  # spotlights, lasers, pyro, gimbals

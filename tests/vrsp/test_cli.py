@@ -17,6 +17,7 @@ import pytest
 
 from robowire.protocols.vrsp.events import SwarmFrame
 from robowire.protocols.vrsp.session import ReceiverSession
+from support import free_udp_port
 
 from .test_codec import HAND_DATA, HAND_DEF
 
@@ -45,12 +46,6 @@ def write_pcap(path: Path, datagrams: list[bytes]) -> None:
                 src=bytes(6), dst=bytes(6), type=dpkt.ethernet.ETH_TYPE_IP, data=ip
             )
             writer.writepkt(bytes(eth), ts=1000.0 + i)
-
-
-def free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_decode_a_pcap_shows_the_definition_used_for_each_data_packet(tmp_path: Path) -> None:

@@ -4,8 +4,9 @@ import math
 
 import pytest
 
-from robowire.protocols.xrp.adapter import XrpAdapter
-from robowire.protocols.xrp.events import StatusReceived
+from robowire.protocols.xrp import codec
+from robowire.protocols.xrp.adapter import DeviceMirror, XrpAdapter
+from robowire.protocols.xrp.events import Outputs, StatusReceived
 from robowire.protocols.xrp.model import COUNTS_PER_METRE, Fleet
 from robowire.protocols.xrp.session_robot import RobotSession
 from robowire.protocols.xrp.session_wpilib import ClientSession
@@ -53,3 +54,53 @@ def test_pose_from_encoders_and_gyro_and_units() -> None:
     assert t["packets_per_second"] == (4.0, "Hz")
     for name in ("motor_0", "motor_3", "servo_4", "servo_5", "led", "dropped", "gyro_rate_z"):
         assert name in t
+
+
+def test_a_relayed_robot_reports_the_robots_own_status_byte_for_byte() -> None:
+    """`bridge xrp://A --to xrp://B`: what the serve sink's robot sends a WPILib program is the
+    status robot A sent (through the WPILib side, the adapter and the world), moving or not."""
+    fleet = Fleet(1)
+    fleet.button[0] = True
+    robot = RobotSession(fleet)
+    robot.seq = 1
+    fleet.drive(0, 0.0, Outputs(enabled=True, motors=(0.5, 0.2, -0.3, 0.0)))
+    fleet.place(0, 0.3, -0.2, 0.7)
+    client = ClientSession(ROBOT)
+    world = World()
+    world.table("xrp@a").protocol = "xrp"  # what the gateway's XRP source sets
+    adapter = XrpAdapter(world, "xrp@a")
+    mirror = DeviceMirror(Fleet(1))
+    relayed = RobotSession(mirror)
+    with world.subscribe() as changes:
+        for now, outputs in ((1.3, None), (1.8, Outputs(enabled=False)), (2.3, None)):
+            if outputs is not None:  # disabled: no periods any more
+                fleet.drive(0, now - 0.2, outputs)
+            seq = robot.seq
+            status = robot.status_datagram(now)
+            adapter.apply(client.feed_datagram(status, ROBOT, now), now)
+            mirror.write(world, changes.pull())
+            relayed.seq = seq
+            assert relayed.status_datagram(now) == status
+            decoded = codec.decode_status(status)
+            assert decoded is not None
+            values = dict(zip(codec.STATUS_FIELDS, decoded[1], strict=True))
+            if now == 1.3:  # the case is not trivial: moving both ways, a pressed button
+                assert values["encoder0_count"] > 0 > values["encoder1_count"]
+                assert values["encoder2_period"] & 1 == 0 and values["button"] == 1
+            else:
+                assert values["encoder0_period"] == codec.NO_PERIOD - 1
+    assert mirror.native and mirror.target == ("xrp@a", "xrp")
+
+
+def test_a_device_of_another_protocol_is_followed_not_copied() -> None:
+    world = World()
+    mirror = DeviceMirror(Fleet(1))
+    with world.subscribe() as changes:
+        world.update_device(
+            "tracker", "xrp", receive_time=1.0, position=(0.5, 0.0, 0.0),
+            telemetry={"gyro_angle_z": (45.0, "deg")},
+        )  # fmt: skip
+        mirror.write(world, changes.pull())
+    assert mirror.target == ("tracker", "xrp") and not mirror.native
+    values = mirror.status_values(0, 1.0, 9_375_000)
+    assert values[codec.STATUS_FIELDS.index("angle_z")] == 0.0  # the robot's own gyro

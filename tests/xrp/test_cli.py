@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from support import free_udp_port
+
 SRC = Path(__file__).resolve().parents[2] / "src"
 ENV = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
 
@@ -65,13 +67,6 @@ def test_a_file_that_is_not_xrp_is_one_error(tmp_path: Path) -> None:
     assert run.returncode != 0
     lines = run.stderr.splitlines()
     assert len(lines) == 1 and "nothing in it decodes as xrp" in lines[0], run.stderr
-
-
-def free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def test_wpilib_environment_variables_are_the_xrp_defaults() -> None:

@@ -10,13 +10,14 @@ import socket
 import pytest
 
 from robowire.endpoints import parse_endpoint
-from robowire.gateway import Gateway
+from robowire.gateway import Gateway, open_sink, open_source
 from robowire.protocols.xrp import services
 from robowire.protocols.xrp.client import XrpClient
 from robowire.protocols.xrp.model import COUNTS_PER_METRE
 from robowire.protocols.xrp.services import XrpSim, XrpSink, XrpSource
 from robowire.service import SimOptions
 from robowire.world import World
+from support import until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -174,3 +175,43 @@ async def test_source_says_once_that_it_waits_then_that_the_robot_answers(
                        "waiting for the robot to answer"]  # fmt: skip
     assert f"xrp@127.0.0.1:{port}: the robot answers" in caplog.messages
     assert source.connections == 1 and source.stats.messages_in >= 1
+
+
+async def test_a_relay_passes_commands_on_and_disables_the_robot_when_the_program_goes() -> None:
+    """`bridge xrp://A --to xrp://B` in one gateway: a WPILib side on B enables robot A,
+    drives its motors, servo and LED; once it stops talking, B's watchdog disables A."""
+    sim, sim_task = await start_sim()
+    gateway = Gateway()
+    host, port = sim.addresses[0]  # type: ignore[misc]
+    source = open_source(f"xrp://{host}:{port}")
+    sink = open_sink("xrp://127.0.0.1:0")
+    gateway.add(source, sink)
+    run = asyncio.create_task(gateway.run())
+    robot = sim.robots[0]
+    try:
+        await asyncio.wait_for(sink.ready.wait(), 5)
+        await until(lambda: isinstance(sink, XrpSink) and sink.target is not None, "a target")
+        assert sink.address is not None
+        async with XrpClient(*sink.address) as program:
+            program.drive(0.5, 0.5)
+            program.set_servo(4, 0.25)
+            program.set_led(True)
+            await asyncio.sleep(0.3)
+            assert not robot.enabled  # told nothing about enabling: disabled, as B is
+            program.enable()
+            await until(lambda: robot.enabled, "robot A enabled")
+            await until(lambda: sim.fleet.counts[0, 0] > 50, "robot A driving")
+            assert robot.outputs().motors == (0.5, -0.5, 0.0, 0.0)  # right motor inverted
+            assert robot.outputs().servos[0] == 45.0 and robot.outputs().led
+            status = await program.wait_status()
+            assert status.encoder_counts[0] is not None and status.encoder_counts[0] > 0
+        # B's watchdog runs out, and A hears "disabled" with the relay's next packet (A's own
+        # watchdog never runs out: the relay's source keeps talking to it)
+        await until(lambda: not robot.enabled, "robot A disabled")
+        assert robot.outputs().motors == (0.0, 0.0, 0.0, 0.0)
+        assert "watchdog_expiries" not in robot.stats.extra
+    finally:
+        gateway.stop()
+        await run
+        sim_task.cancel()
+        await asyncio.gather(sim_task, return_exceptions=True)

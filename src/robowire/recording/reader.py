@@ -129,6 +129,7 @@ class Contents:
     start: float | None = None
     end: float | None = None
     world_messages: int = 0
+    native: dict[str, str] = field(default_factory=dict)  # source -> its ids' protocol
     raw: dict[str, list[RawChannel]] = field(default_factory=dict)  # source -> its channels
 
     @property
@@ -173,6 +174,9 @@ def contents(path: str) -> Contents:
                     raw.ids.add(channel.id)
             elif channel.topic.startswith(TOPIC_PREFIX):
                 found.world_messages += 1
+                if "protocol" in channel.metadata:
+                    source = channel.topic.removeprefix(TOPIC_PREFIX)
+                    found.native[source] = channel.metadata["protocol"]
             else:
                 continue
             found.start = t if found.start is None else min(found.start, t)

@@ -48,9 +48,15 @@ class RecordingAdapter:
     object is a `/robowire/<source>` update (devices as columns), a log line, or a one-device
     line of older recordings (what `listen --json` prints)."""
 
-    def __init__(self, world: World, on_drop: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        world: World,
+        on_drop: Callable[[str], None] | None = None,
+        native: dict[str, str] | None = None,
+    ) -> None:
         self.world = world
         self.on_drop = on_drop  # a message that is not what the recorder writes: said here
+        self.native = {} if native is None else native  # source -> protocol of its ids
         self._slots: dict[str, tuple[list[str], np.ndarray]] = {}  # source -> last ids, slots
 
     def apply(self, events: Sequence[Any], receive_time: float) -> int:
@@ -82,6 +88,8 @@ class RecordingAdapter:
 
     def _update(self, source: str, line: dict[str, Any], receive_time: float) -> None:
         table = self.world.table(source)
+        if table.protocol is None:
+            table.protocol = self.native.get(source)
         ids: list[str] = line["devices"]
         new = line.get("new")
         if new:
@@ -177,13 +185,17 @@ class McapSource(CaptureSource):
         if self.speed <= 0:
             raise ConfigError("replay speed must be positive")
         self.progress = Progress()
+        self.native: dict[str, str] = {}  # recorded source -> the protocol of its ids
+
+    native_table = False  # the recorded sources' tables say their own protocols
 
     def new_adapter(self, world: World) -> RecordingAdapter:
-        return RecordingAdapter(world, self.stats.drop)
+        return RecordingAdapter(world, self.stats.drop, self.native)
 
     def records(self) -> Iterator[Record]:
         if self.progress.start is None:
             found = contents(self.path)
+            self.native.update(found.native)
             self.progress.start, self.progress.duration = found.start, found.duration
         return super().records()
 

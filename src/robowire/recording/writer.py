@@ -354,7 +354,10 @@ class McapRecorder(Sink):
             ids = self._ids[table.source] = np.array(table.ids, dtype=object)
         schema = self._schema(UPDATE_SCHEMA, "jsonschema", UPDATE_JSON_SCHEMA)
         topic = TOPIC_PREFIX + table.source
-        channel = self._channel(topic, topic, "json", schema, {"source": table.source})
+        metadata = {"source": table.source}
+        if table.protocol is not None:  # whose native names the ids are (replay keeps them)
+            metadata["protocol"] = table.protocol
+        channel = self._channel(topic, topic, "json", schema, metadata)
         message = update_message(table, update, described, ids)
         self._add(channel, int(update.receive_time * 1e9), message)
         self.messages += 1

@@ -67,6 +67,10 @@ class SinkNames:
         """Whether `table`'s device ids are this wire's own names."""
         return table.protocol == self.protocol
 
+    def taken(self, name: str) -> bool:
+        """Whether a device already goes out as `name` (for a `foreign` that picks free names)."""
+        return name in self._owner
+
     def name(self, table: SourceTable, slot: int) -> str:
         """The name of `table`'s device in `slot` on this wire."""
         known = self._by_source.get(table.source)

@@ -19,7 +19,7 @@ DEVICES (type 2) and LOG (type 3): a JSON object after the header (they are rare
 attributes are free-form):
 
     DEVICES  {"slots": [int], "ids": [str], "kinds": [str], "names": [str],
-              "links": [[str]], "attributes": [{...}]}
+              "links": [[str]], "attributes": [{...}], "protocol": str (optional)}
     LOG      {"device": str, "text": str, "level": str, "time": float}
 
 `decode` checks every length against what is there before reading it and raises only
@@ -87,6 +87,7 @@ class Devices:
     names: tuple[str, ...]
     links: tuple[tuple[str, ...], ...]
     attributes: tuple[dict[str, Any], ...]
+    protocol: str | None = None  # whose native names the ids are (`SourceTable.protocol`)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -154,6 +155,8 @@ def encode(frame: Frame) -> bytes:
                 "links": [list(x) for x in frame.links],
                 "attributes": list(frame.attributes),
             }
+            if frame.protocol is not None:
+                body["protocol"] = frame.protocol
             return _header(Devices.TYPE) + orjson.dumps(body, default=str)
         case Log():
             body = {"device": frame.device, "text": frame.text, "level": frame.level}
@@ -255,6 +258,9 @@ def _devices(body: dict[str, Any]) -> Devices:
     attributes = body.get("attributes")
     if not isinstance(attributes, list) or not all(isinstance(a, dict) for a in attributes):
         raise DecodeError(PROTOCOL, HEADER.size, "DEVICES 'attributes' is not a list of objects")
+    protocol = body.get("protocol")
+    if protocol is not None and not isinstance(protocol, str):
+        raise DecodeError(PROTOCOL, HEADER.size, "DEVICES 'protocol' is not a string")
     frame = Devices(
         slots=tuple(slots),
         ids=_strings(body, "ids"),
@@ -262,6 +268,7 @@ def _devices(body: dict[str, Any]) -> Devices:
         names=_strings(body, "names"),
         links=tuple(tuple(row) for row in links),
         attributes=tuple(attributes),
+        protocol=protocol,
     )
     columns = (frame.ids, frame.kinds, frame.names, frame.links, frame.attributes)
     if any(len(c) != len(slots) for c in columns):

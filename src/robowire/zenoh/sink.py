@@ -109,6 +109,7 @@ def devices_frame(table: SourceTable, slots: list[int]) -> codec.Devices:
         names=tuple(table.names[s] for s in slots),
         links=tuple(table.links[s] for s in slots),
         attributes=tuple(dict(table.attributes[s]) for s in slots),
+        protocol=table.protocol,
     )
 
 

@@ -107,6 +107,8 @@ class ZenohAdapter:
 
     def _devices(self, source: str, frame: codec.Devices, receive_time: float) -> None:
         table = self.world.table(self.prefix + source)
+        if frame.protocol is not None:  # the devices keep their native names' protocol
+            table.protocol = frame.protocol
         known = len(table)  # slots below this existed before this frame
         ours = []
         for device, kind, name, links, attributes in zip(

@@ -19,7 +19,10 @@ What becomes what (wire -> world):
   along the trajectory starting at the packet's time; `advance(now)` moves it on.
 
 World -> wire (`WorldEncoder`): each device is a node (`NodeNumbers`: its numeric id if free,
-else the highest free number); a changed position or links give a neighbourhood packet
+else the highest free number). A SpyGlass source's devices go out as the packets they sent:
+data in their own number types (the attribute `value_types`), neighbourhoods when they came,
+std, node-link and coordinates packets from their attributes, trajectory objects as their
+trajectory packet. Other devices: a changed position or links give a neighbourhood packet
 (neighbours = the device's links that are nodes too); each changed telemetry value gives a
 one-value float data packet of its semantic type (`SemanticTypes`).
 
@@ -31,6 +34,7 @@ trajectories) are converted the same way as header positions, so that they share
 
 from __future__ import annotations
 
+import math
 import re
 import struct
 from collections.abc import Iterable, Sequence
@@ -42,6 +46,7 @@ import numpy.typing as npt
 
 from robowire.protocols.spyglass.codec import (
     DEFAULT_PROFILE,
+    DTYPES,
     FLOAT_PACKET_DTYPE,
     HEADER,
     HEADER_SIZE,
@@ -58,14 +63,18 @@ from robowire.protocols.spyglass.codec import (
     TrajectoryPacket2,
     TrajectoryPacket3,
     VariableListPacket,
+    encode,
+    time_fields,
 )
 from robowire.protocols.spyglass.events import PacketReceived, SpyglassEvent
 from robowire.protocols.spyglass.profile import NEIGHBORHOOD, Interpretation
 from robowire.units import COUNT
 from robowire.world import SourceTable, Update, World
+from robowire.world.identity import SinkNames
 from robowire.world.model import ATTRIBUTES, LINKS, POSITION, SOURCE_TIME
 
 NODE_KIND = "sensor_node"
+VALUE_TYPES = "value_types"  # attribute: data name -> the number type of its values
 OBJECT_KIND = "object"
 FIRST_FREE_SEMANTIC = 100  # telemetry without a profile entry gets semantic types from here
 FloatArray = npt.NDArray[np.float64]
@@ -178,8 +187,12 @@ class SpyglassAdapter:
                         str(n) for n in dict.fromkeys(packet.neighbors) if n != own
                     )
                     changed.add(LINKS)
-                case DataPacket() | VariableListPacket():
-                    self._data(table, slot, packet.semantic_type, packet.values, changed)
+                case DataPacket():
+                    kind = DTYPES[packet.syntax_type].name
+                    self._data(table, slot, packet.semantic_type, packet.values, changed, kind)
+                case VariableListPacket():
+                    kinds = [DTYPES[tag].name for tag, _ in packet.items]
+                    self._data(table, slot, packet.semantic_type, packet.values, changed, kinds)
                 case StdPacket():
                     table.attributes[slot][f"raw.{packet.semantic_type}"] = packet.payload.hex()
                     changed.add(ATTRIBUTES)
@@ -220,6 +233,7 @@ class SpyglassAdapter:
         semantic: int,
         values: Iterable[float],
         changed: set[str],
+        kind: str | list[str],
     ) -> None:
         rule = self.profile.rule(semantic)
         name = (rule.name if rule else None) or f"data.{semantic}"
@@ -227,7 +241,10 @@ class SpyglassAdapter:
         if values:
             table.column(name, rule.unit if rule else COUNT)[slot] = float(values[0])
             changed.add(name)
-        table.attributes[slot][name] = values
+        attributes = table.attributes[slot]
+        attributes[name] = values
+        # the number type the values came as ("uint8"; a list for a variable list)
+        attributes.setdefault(VALUE_TYPES, {})[name] = kind
         changed.add(ATTRIBUTES)
 
     def _start_motion(
@@ -260,6 +277,7 @@ class SpyglassAdapter:
                 "path": np.round(points, 6).tolist(),
                 "durations": list(packet.durations),
                 "sender": str(packet.sender),
+                "sender_position": self.frame.to_enu(np.array([packet.position]))[0].tolist(),
             },
         )
 
@@ -285,6 +303,21 @@ class SpyglassAdapter:
         return len(self._motions)
 
 
+def _data_packet(
+    semantic: int, values: Any, kind: str | list[str], head: dict[str, Any]
+) -> DataPacket | VariableListPacket:
+    """A data packet of `values` in the number types they came as."""
+    if isinstance(kind, list):
+        items = tuple((_SYNTAX[k], v) for k, v in zip(kind, values, strict=True))
+        return VariableListPacket(semantic_type=semantic, items=items, **head)
+    return DataPacket(
+        semantic_type=semantic, syntax_type=_SYNTAX[kind], values=tuple(values), **head
+    )
+
+
+_SYNTAX = {dtype.name: SyntaxType(code) for code, dtype in DTYPES.items()}
+
+
 def _locate(motion: _Motion, when: float) -> tuple[FloatArray, FloatArray]:
     """Position and velocity (ENU) of a trajectory object at source time `when`."""
     times, points = motion.times, motion.points
@@ -305,31 +338,35 @@ def _locate(motion: _Motion, when: float) -> tuple[FloatArray, FloatArray]:
 
 
 class NodeNumbers:
-    """World devices -> SpyGlass node ids (uint16). A device whose id is a free number keeps
-    it, so SpyGlass -> world -> SpyGlass keeps node ids; others get the highest free number
-    (counting down from 65535, away from the small ids real nodes use, so that a device like a
-    trajectory object "1:40" never takes the number a node "1" numbered later needs)."""
+    """World devices -> SpyGlass node ids (uint16), through `SinkNames`: a SpyGlass node keeps
+    its id; another device whose id is a free number keeps it too; the rest get the highest
+    free number (counting down from 65535, away from the small ids real nodes use, so that a
+    device like a trajectory object "1:40" never takes the number a node "1" numbered later
+    needs). None when every number is taken."""
 
     def __init__(self) -> None:
-        self._ids: dict[tuple[str, str], int] = {}
-        self._used: set[int] = set()
+        self.names = SinkNames("spyglass", self._foreign, where="spyglass serve")
         self._next = 0xFFFF
 
-    def __call__(self, source: str, device_id: str) -> int | None:
-        key = (source, device_id)
-        found = self._ids.get(key)
-        if found is not None:
-            return found
-        number = int(device_id) if device_id.isdecimal() else -1
-        if not 0 <= number <= 0xFFFF or number in self._used:
-            while self._next in self._used:
-                self._next -= 1
-            if self._next < 0:
-                return None  # every node id is taken
-            number = self._next
-        self._used.add(number)
-        self._ids[key] = number
-        return number
+    def _foreign(self, name: str) -> str:
+        if name.isdecimal() and int(name) <= 0xFFFF and not self.names.taken(name):
+            return name
+        while self._next >= 0 and self.names.taken(str(self._next)):
+            self._next -= 1
+        return str(self._next)  # "-1": none left
+
+    def __call__(self, table: SourceTable, slot: int) -> int | None:
+        name = self.names.name(table, slot)
+        number = int(name) if name.isdecimal() else -1
+        return number if 0 <= number <= 0xFFFF else None
+
+    def of(self, table: SourceTable, device_id: str) -> int | None:
+        """The number of `table`'s device `device_id`; a link to a node never heard from is
+        its number (None: not a number, or none left)."""
+        slot = table.index.get(device_id)
+        if slot is not None:
+            return self(table, slot)
+        return int(device_id) if device_id.isdecimal() and int(device_id) <= 0xFFFF else None
 
 
 class SemanticTypes:
@@ -375,16 +412,162 @@ class WorldEncoder:
         self.frame = frame or Frame.of()
         self.numbers = NodeNumbers()
         self.semantic_types = SemanticTypes(profile)
+        self._sent: dict[tuple[str, int], dict[str, object]] = {}  # what `_native` last sent
 
     def snapshot(self, world: World) -> list[bytes]:
         """Every device's latest state (what a viewer that just connected gets first)."""
         out: list[bytes] = []
         for source, table in list(world.tables.items()):
             if len(table):
-                everything = frozenset({"position", LINKS, *table.telemetry})
                 slots = np.arange(len(table))
+                if self.numbers.names.native(table):
+                    out += self._native(table, slots, fresh=True)
+                    continue
+                everything = frozenset({"position", LINKS, *table.telemetry})
                 out += self.update(world, Update(source, slots, everything, 0.0))
         return out
+
+    def _native(
+        self,
+        table: SourceTable,
+        slots: npt.NDArray[np.intp],
+        times: FloatArray | None = None,
+        positions: FloatArray | None = None,
+        *,
+        fields: frozenset[str] = frozenset(),
+        fresh: bool = False,
+    ) -> list[bytes]:
+        """A SpyGlass source's devices: each packet it received again, in its own syntax and
+        semantic type, with its header time; only what is new: a neighbourhood where the update
+        changed `LINKS` (an update of every update: its slots all had one), other packets where
+        the adapter wrote a new object since the last call; with `fresh` everything (a new
+        viewer).
+        Trajectory objects go out as their trajectory packet, not as nodes. `times` and
+        `positions` are the update's own (a queue of every update), else the table's."""
+        out: list[tuple[float, bytes]] = []
+        heads = self.frame.to_units(table.position[slots] if positions is None else positions)
+        for row, slot in enumerate(slots.tolist()):
+            sent = self._sent.setdefault((table.source, slot), {})
+            attributes = table.attributes[slot]
+
+            def new(key: str, value: object, sent: dict[str, object] = sent) -> bool:
+                if not fresh and sent.get(key) is value:
+                    return False
+                if not fresh:
+                    sent[key] = value
+                return True
+
+            time = float(table.source_time[slot] if times is None else times[row])
+            if math.isnan(time):
+                time = float(table.receive_time[slot])
+            seconds, millis = time_fields(time)
+            if table.kinds[slot] == OBJECT_KIND:
+                path = attributes.get("path")
+                if path is not None and new("path", path):
+                    packet = self._trajectory(table, table.ids[slot], attributes, seconds, millis)
+                    if packet is not None:
+                        out.append((time, encode(packet)))
+                continue
+            sender = self.numbers(table, slot)
+            if sender is None:
+                continue
+            x, y, z = heads[row].tolist()
+            head = {
+                "sender": sender,
+                "seconds": seconds,
+                "milliseconds": millis,
+                "x": x,
+                "y": y,
+                "z": z,
+            }
+            packets: list[Packet] = []
+            links = table.links[slot]
+            if LINKS in fields or (fresh and links):
+                neighbors = tuple(
+                    n for link in links if (n := self.numbers.of(table, link)) is not None
+                )
+                packets.append(
+                    NeighborhoodPacket(semantic_type=NEIGHBORHOOD, neighbors=neighbors, **head)
+                )
+            types = attributes.get(VALUE_TYPES, {})
+            for key, value in attributes.items():
+                if key == VALUE_TYPES or not new(key, value):
+                    continue
+                kind, _, number = key.rpartition(".")
+                semantic = int(number) if number.isdecimal() else self.semantic_types(key)
+                if key in types and semantic is not None:
+                    packets.append(_data_packet(semantic, value, types[key], head))
+                elif kind == "raw" and semantic is not None:
+                    packets.append(
+                        StdPacket(semantic_type=semantic, payload=bytes.fromhex(value), **head)
+                    )
+                elif kind == "link" and semantic is not None:
+                    to = self.numbers.of(table, value["to"])
+                    if to is not None:
+                        packets.append(
+                            NodeLinkPacket(
+                                semantic_type=semantic,
+                                destination=to,
+                                values=tuple(value["values"]),
+                                **head,
+                            )
+                        )
+                elif kind == "polyline" and semantic is not None:
+                    points = self.frame.to_units(np.asarray(value, dtype=np.float64).reshape(-1, 3))
+                    if points[:, 2].any():
+                        packets.append(
+                            CoordinatesList3Packet(
+                                semantic_type=semantic,
+                                points=tuple(map(tuple, points.tolist())),
+                                **head,
+                            )
+                        )
+                    else:
+                        packets.append(
+                            CoordinatesList2Packet(
+                                semantic_type=semantic,
+                                points=tuple((p[0], p[1]) for p in points.tolist()),
+                                **head,
+                            )
+                        )
+            out += [(time, encode(packet)) for packet in packets]
+        out.sort(key=lambda item: item[0])  # a pull holds many nodes: their packets in time order
+        return [packet for _, packet in out]
+
+    def _trajectory(
+        self,
+        table: SourceTable,
+        device_id: str,
+        attributes: dict[str, Any],
+        seconds: int,
+        millis: int,
+    ) -> Packet | None:
+        """A trajectory object's packet again: its path, durations, sender and semantic type."""
+        sender_id, _, semantic = device_id.rpartition(":")
+        sender = self.numbers.of(table, str(attributes.get("sender", sender_id)))
+        if sender is None or not semantic.isdecimal():
+            return None
+        points = self.frame.to_units(np.asarray(attributes["path"], dtype=np.float64))
+        x, y, z = self.frame.to_units([attributes.get("sender_position", (0.0, 0.0, 0.0))])[
+            0
+        ].tolist()
+        head = {
+            "semantic_type": int(semantic),
+            "sender": sender,
+            "seconds": seconds,
+            "milliseconds": millis,
+            "x": x,
+            "y": y,
+            "z": z,
+        }
+        durations = tuple(int(d) for d in attributes["durations"])
+        if points[:, 2].any():
+            return TrajectoryPacket3(
+                points=tuple(map(tuple, points.tolist())), durations=durations, **head
+            )
+        return TrajectoryPacket2(
+            points=tuple((p[0], p[1]) for p in points.tolist()), durations=durations, **head
+        )
 
     def update(self, world: World, update: Update) -> list[bytes]:
         """The packets that say what `update` changed."""
@@ -394,12 +577,14 @@ class WorldEncoder:
         slots = update.slots
         values = update.values
         fields = update.fields
-        ids = table.ids
+        if self.numbers.names.native(table):
+            return self._native(
+                table, slots, values.get(SOURCE_TIME), values.get(POSITION), fields=fields
+            )
         senders = np.array(
-            [n if (n := self.numbers(update.source, ids[slot])) is not None else -1
-             for slot in slots.tolist()],
+            [n if (n := self.numbers(table, slot)) is not None else -1 for slot in slots.tolist()],
             dtype=np.int64,
-        )  # fmt: skip
+        )
         keep = senders >= 0
         positions = values.get(POSITION)
         if positions is None:
@@ -451,12 +636,20 @@ class WorldEncoder:
             neighbors = [
                 n
                 for link in table.links[int(slots[row])]
-                if (n := self.numbers(source, link)) is not None
+                if (n := self.numbers.of(table, link)) is not None
             ]
             sender, seconds, millis, x, y, z = heads[row]
             head = HEADER.pack(
-                HEADER_SIZE - 2 + 2 * len(neighbors), VERSION, SyntaxType.UINT16_LIST,
-                NEIGHBORHOOD, sender, seconds, millis, x, y, z,
-            )  # fmt: skip
+                HEADER_SIZE - 2 + 2 * len(neighbors),
+                VERSION,
+                SyntaxType.UINT16_LIST,
+                NEIGHBORHOOD,
+                sender,
+                seconds,
+                millis,
+                x,
+                y,
+                z,
+            )
             out.append(head + struct.pack(f">{len(neighbors)}H", *neighbors))
         return out

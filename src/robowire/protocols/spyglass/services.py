@@ -228,7 +228,10 @@ def _send(viewers: Iterable[StreamDriver], data: bytes, stats: SessionStats) -> 
 
 class SpyglassSink(Sink):
     """Serves the world as a SpyGlass packet stream to every TCP client (see `WorldEncoder`;
-    options: `SINK_OPTIONS`). A new viewer first gets every device's latest state."""
+    options: `SINK_OPTIONS`). A new viewer first gets every device's latest state. It takes
+    every update (a SpyGlass source's packets go out again one for one, `WorldEncoder`)."""
+
+    every_update = True
 
     def __init__(self, endpoint: Endpoint) -> None:
         self.host = endpoint.host
@@ -246,6 +249,7 @@ class SpyglassSink(Sink):
 
     def write(self, world: World, items: list[Update | LogEvent]) -> bool:
         packets = [p for u in items if isinstance(u, Update) for p in self.encoder.update(world, u)]
+        packets.sort(key=_packet_time)  # times never run backwards within a pull
         self._send(self.viewers, packets)
         return True
 

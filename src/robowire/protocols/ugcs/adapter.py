@@ -1,7 +1,10 @@
 """UgCS adapters: the world -> VSM telemetry direction (`WorldVehicles`, the serve sink's), and
 the UCS -> world direction (the listen source's, below it).
 
-World -> VSM: every world device becomes a UgCS vehicle of one `VsmSession`. Position from the
+World -> VSM: every world device becomes a UgCS vehicle of one `VsmSession`, with the serial
+`SinkNames` gives it: a UgCS source's vehicle its own serial and registered properties (the
+attributes `properties` and `subsystem_properties` name them), any other device its id as
+serial, read-only `robowire` autopilot. Position from the
 device's geodetic column (degrees -> radians on the wire) or, without one, from its ENU position
 and a configurable origin (pymap3d `enu2geodetic`); heading from its orientation (ENU yaw,
 counter-clockwise from east -> UgCS heading, clockwise from north, 0..2pi); ground speed,
@@ -49,7 +52,7 @@ from robowire import units
 from robowire.protocols.base import PacketDropped
 from robowire.protocols.ugcs import model
 from robowire.protocols.ugcs.codec import Value, defs
-from robowire.protocols.ugcs.device import DeviceInfo
+from robowire.protocols.ugcs.device import DeviceInfo, DeviceSpec
 from robowire.protocols.ugcs.events import (
     AvailabilityChanged,
     DeviceRegistered,
@@ -63,6 +66,7 @@ from robowire.protocols.ugcs.session_ucs import device_label
 from robowire.protocols.ugcs.session_vsm import VsmSession
 from robowire.protocols.ugcs.vehicle import vehicle_spec
 from robowire.world import LogEvent, Update, World
+from robowire.world.identity import SinkNames
 from robowire.world.model import ATTRIBUTES
 from robowire.world.table import SourceTable
 
@@ -108,6 +112,37 @@ class WorldVehicles:
         self._group: dict[str, npt.NDArray[np.intp]] = {}
         self._row: dict[str, npt.NDArray[np.intp]] = {}
         self._placed = False  # an ENU device has been placed about the origin (said once)
+        self.names = SinkNames("ugcs", where="ugcs serve")
+
+    def _spec(self, table: SourceTable, slot: int, serial: str) -> DeviceSpec:
+        """The registration of a world device: a UgCS vehicle's own properties (as its UCS
+        adapter wrote them) with `serial`; any other device a read-only `robowire` vehicle."""
+        name = table.names[slot] or table.ids[slot]
+        common: dict[str, Any] = {"commands": (), "camera": False, "gimbal": False}
+        if not self.names.native(table):
+            return vehicle_spec(
+                serial, name=name, autopilot_type="robowire", port_name=table.source, **common
+            )
+        attributes = table.attributes[slot]
+
+        def registered(key: str) -> dict[str, tuple[Value, int]]:
+            names = attributes.get(key, ())
+            return {
+                n: (attributes[n], _semantic_of(attributes[n])) for n in names if n in attributes
+            }
+
+        properties = registered("properties")
+        properties["vehicle_serial"] = (serial, defs.FIELD_SEMANTIC_STRING)
+        controller = registered("subsystem_properties")
+        autopilot = controller.pop("autopilot_type", ("robowire", 0))[0]
+        return vehicle_spec(
+            serial,
+            name=name,
+            autopilot_type=str(autopilot),
+            properties=properties,
+            controller_properties=controller,
+            **common,
+        )
 
     def vehicles(self) -> int:
         return sum(len(g) for g in self.session.groups)
@@ -134,18 +169,8 @@ class WorldVehicles:
         new = np.unique(slots[groups[slots] < 0])
         if not len(new):
             return
-        specs = [
-            vehicle_spec(
-                f"{source}/{table.ids[s]}",
-                name=table.names[s] or table.ids[s],
-                commands=(),
-                autopilot_type="robowire",
-                port_name=source,
-                camera=False,
-                gimbal=False,
-            )
-            for s in new.tolist()
-        ]
+        serials = self.names.names(table, new)
+        specs = [self._spec(table, int(s), serial) for s, serial in zip(new, serials, strict=True)]
         self.session.register_group(specs, wall_ms)
         index = len(self.session.groups) - 1
         groups[new] = index
@@ -223,6 +248,18 @@ class WorldVehicles:
                 values = _wire_units(table, name, values)
             out[name] = values
         return out
+
+
+def _semantic_of(value: Any) -> int:
+    """The `Field_semantic` a property value of this Python type goes out with (the SDK's
+    vehicle properties are strings and the `vehicle_type` ENUM)."""
+    if isinstance(value, bool):
+        return int(defs.FIELD_SEMANTIC_BOOL)
+    if isinstance(value, int):
+        return int(defs.FIELD_SEMANTIC_ENUM)
+    if isinstance(value, float):
+        return int(defs.FIELD_SEMANTIC_NUMERIC)
+    return int(defs.FIELD_SEMANTIC_STRING)
 
 
 def _wire_units(table: SourceTable, name: str, values: FloatArray) -> FloatArray:
@@ -444,13 +481,18 @@ class UcsAdapter:
             "commands": sorted(device.commands_by_name),
             "mission_items": sorted(c.name for c in device.commands if c.available_in_mission),
         }
-        for key, value in device.properties.items():
-            if not isinstance(value, bytes | list):
-                attributes[key] = value
-        for _kind, properties in device.subsystem_properties:
-            for key, value in properties.items():
-                if not isinstance(value, bytes | list):
-                    attributes[key] = value
+        # the registered properties, and which they are (what a UgCS sink registers again)
+        own = {k: v for k, v in device.properties.items() if not isinstance(v, bytes | list)}
+        subsystems = {
+            k: v
+            for _kind, properties in device.subsystem_properties
+            for k, v in properties.items()
+            if not isinstance(v, bytes | list)
+        }
+        attributes.update(subsystems)
+        attributes.update(own)
+        attributes["properties"] = sorted(own)
+        attributes["subsystem_properties"] = sorted(subsystems)
         self._attributes(label, attributes, receive_time)
 
     def _attributes(self, label: str, attributes: dict[str, Any], receive_time: float) -> None:

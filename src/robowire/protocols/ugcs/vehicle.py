@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from robowire.protocols.ugcs import model
-from robowire.protocols.ugcs.codec import ValueKind
+from robowire.protocols.ugcs.codec import Value, ValueKind
 from robowire.protocols.ugcs.device import CommandSpec, DeviceSpec, FieldSpec, SubsystemSpec
 from robowire.protocols.ugcs.proto import ucs_vsm_defs_pb2 as defs
 
@@ -131,11 +131,15 @@ def vehicle_spec(
     port_name: str = str(model.PROPERTIES.get("port_name", "sim")),
     camera: bool = True,
     gimbal: bool = True,
+    properties: Mapping[str, tuple[Value, int]] | None = None,
+    controller_properties: Mapping[str, tuple[Value, int]] | None = None,
 ) -> DeviceSpec:
-    """One vehicle's registration (see the module docstring)."""
+    """One vehicle's registration (see the module docstring). `properties` and
+    `controller_properties` (name -> (value, semantic)) add to, or replace, the device's and
+    the flight controller's properties (a relay registers what the original vehicle did)."""
     controller = SubsystemSpec(
         type=defs.SUBSYSTEM_TYPE_FLIGHT_CONTROLLER,
-        properties={"autopilot_type": (autopilot_type, _STRING)},
+        properties={"autopilot_type": (autopilot_type, _STRING), **(controller_properties or {})},
         telemetry=tuple(_field(f) for f in fields),
         commands=tuple(_command(c) for c in commands),
     )
@@ -152,6 +156,7 @@ def vehicle_spec(
             "vehicle_serial": (serial, _STRING),
             "frame_type": (frame_type, _STRING),
             "port_name": (port_name, _STRING),
+            **(properties or {}),
         },
         subsystems=tuple(subsystems),
     )

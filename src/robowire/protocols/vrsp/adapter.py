@@ -18,8 +18,12 @@ text, attributes `definition` and `model` from its definition). Frames:
   is also a log event naming the cue's VDL.
 
 World -> wire (`SwarmEncoder`, for the serve sink): every world device with a position becomes
-a drone; ids are given in order of first sight (at most 65,536); one definition per device
-kind, without payloads. Positions are the world's ENU positions (metres) in the wire's order.
+a drone, named by `SinkNames`: a VRSP source's drone keeps its id, its definition (the
+attributes `definition`, `model`, `LightLumens`, `PayloadDefinitions` its adapter wrote), its
+heading and its payload states (the `payload<k>_...` telemetry back into the payload
+columns); other devices get the lowest free ids in order of first sight and one definition
+per device kind, without payloads. Positions are the world's ENU positions (metres) in the
+wire's order.
 The root is the sink's `lat`/`lon`/`alt` when given; otherwise it is derived once from the
 first device that has both a geodetic and an ENU position, so that this device's local offset
 maps back to its latitude/longitude (a VRSP -> VRSP bridge keeps the sender's root).
@@ -29,17 +33,25 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 import pymap3d
 from numpy.typing import NDArray
 
 from robowire import units
-from robowire.protocols.vrsp.codec import LIGHT_LEVEL, LIGHT_RGB, MAX_DEVICES, PYRO, DefinitionTable
+from robowire.protocols.vrsp.codec import (
+    LIGHT_LEVEL,
+    LIGHT_RGB,
+    MAX_DEVICES,
+    PYRO,
+    DefinitionTable,
+    definition_from_json,
+    definition_to_json,
+)
 from robowire.protocols.vrsp.definitions import DeviceDefinition, Swarm
 from robowire.protocols.vrsp.events import DefinitionReceived, SwarmFrame, VrspEvent
 from robowire.world import World
+from robowire.world.identity import SinkNames
 from robowire.world.table import SourceTable
 
 log = logging.getLogger("robowire.vrsp")
@@ -113,7 +125,12 @@ class VrspAdapter:
             if slot < 0:
                 slot = self._slot_of[device] = source_table.slot(str(device), KIND)
             d = table.definitions[row]
-            source_table.attributes[slot].update(definition=d.definition_id, model=d.model)
+            described = definition_to_json(d)  # what a VRSP sink defines the drone with again
+            source_table.attributes[slot].update(
+                definition=d.definition_id,
+                model=d.model,
+                **{key: described[key] for key in DEFINITION_KEYS if described.get(key)},
+            )
 
     def _slots(self, ids: NDArray[np.uint16]) -> NDArray[np.intp]:
         slots = self._slot_of[ids]
@@ -227,16 +244,23 @@ class VrspAdapter:
 # -- world -> wire -----------------------------------------------------------------------------
 
 
-@dataclass
 class SwarmEncoder:
     """World devices -> the swarm a VRSP sender sends (see the module docstring)."""
 
-    root: tuple[float, float, float] | None = None
-    _ids: dict[tuple[str, str], int] = field(default_factory=dict)
-    _kinds: dict[str, int] = field(default_factory=dict)  # kind -> definition id
-    _device_kind: list[int] = field(default_factory=list)  # VRSP id -> definition id
-    _slot_ids: dict[str, NDArray[np.intp]] = field(default_factory=dict)  # source -> id per slot
-    full = False  # more than 65,536 devices were offered (the rest are not sent)
+    def __init__(self, root: tuple[float, float, float] | None = None) -> None:
+        self.root = root
+        self.full = False  # more than 65,536 devices were offered (the rest are not sent)
+        self.names = SinkNames("vrsp", self._free_id, where="vrsp serve")
+        self._next_free = 0
+        self._definitions: dict[tuple[str, ...], DeviceDefinition] = {}  # key -> definition
+        self._definition_of = np.full(MAX_DEVICES, -1, dtype=np.int64)  # VRSP id -> its id
+        self._slot_ids: dict[str, NDArray[np.intp]] = {}  # source -> VRSP id per slot
+
+    def _free_id(self, name: str) -> str:
+        """The mapping of devices that are not VRSP drones: the lowest id no device has."""
+        while self._next_free < MAX_DEVICES and self.names.taken(str(self._next_free)):
+            self._next_free += 1
+        return str(self._next_free)
 
     def _ids_of(self, world: World, source: str, slots: NDArray[np.intp]) -> NDArray[np.intp]:
         known = self._slot_ids.get(source)
@@ -249,27 +273,50 @@ class SwarmEncoder:
         ids = known[slots]
         new = ids == -2
         if new.any():
-            for slot in np.unique(slots[new]).tolist():
-                known[slot] = self._new_id(source, table.ids[slot], table.kinds[slot])
+            fresh = np.unique(slots[new])
+            for slot, name in zip(fresh.tolist(), self.names.names(table, fresh), strict=True):
+                known[slot] = self._new_id(table, slot, name)
             ids = known[slots]
         return ids
 
-    def _new_id(self, source: str, device_id: str, kind: str) -> int:
-        if len(self._ids) >= MAX_DEVICES:
+    def _new_id(self, table: SourceTable, slot: int, name: str) -> int:
+        vrsp_id = int(name) if name.isdecimal() else MAX_DEVICES
+        if vrsp_id >= MAX_DEVICES:
             self.full = True
             return -1
-        vrsp_id = self._ids[(source, device_id)] = len(self._ids)
-        definition = self._kinds.setdefault(kind, len(self._kinds))
-        self._device_kind.append(definition)
+        self._definition_of[vrsp_id] = self._definition(table, slot).definition_id
         return vrsp_id
 
+    def _definition(self, table: SourceTable, slot: int) -> DeviceDefinition:
+        """A VRSP drone's own definition (its id, model and payloads, as its adapter wrote
+        them), else one per device kind, without payloads."""
+        attributes = table.attributes[slot]
+        native = self.names.native(table) and "definition" in attributes
+        key = (table.source, str(attributes["definition"])) if native else (table.kinds[slot],)
+        found = self._definitions.get(key)
+        if found is not None:
+            return found
+        used = {d.definition_id for d in self._definitions.values()}
+        wanted = int(attributes["definition"]) if native else len(self._definitions)
+        while wanted in used:
+            wanted += 1
+        if native:
+            description = {k: attributes[k] for k in DEFINITION_KEYS if k in attributes}
+            found = definition_from_json(
+                {"DefinitionID": wanted, "DeviceModel": attributes.get("model", ""),
+                 **description}
+            )  # fmt: skip
+        else:
+            found = DeviceDefinition(definition_id=wanted, model=table.kinds[slot])
+        self._definitions[key] = found
+        return found
+
     def blocks(self) -> list[tuple[DeviceDefinition, NDArray[np.uint16]]]:
-        """The definition blocks of every device seen so far (one per device kind)."""
-        kinds = np.asarray(self._device_kind, dtype=np.int64)
+        """The definition blocks of every device seen so far."""
         out = []
-        for kind, definition_id in self._kinds.items():
-            ids = np.flatnonzero(kinds == definition_id).astype(np.uint16)
-            out.append((DeviceDefinition(definition_id=definition_id, model=kind), ids))
+        for definition in self._definitions.values():
+            ids = np.flatnonzero(self._definition_of == definition.definition_id)
+            out.append((definition, ids.astype(np.uint16)))
         return out
 
     def _find_root(self, world: World) -> tuple[float, float, float] | None:
@@ -291,7 +338,7 @@ class SwarmEncoder:
         """Every device with a position, as one frame (None before any device has one)."""
         from robowire.protocols.vrsp.codec import empty_swarm
 
-        ids_parts, pos_parts, quat_parts, has_quat_parts, led_parts = [], [], [], [], []
+        parts: list[tuple[SourceTable, NDArray[np.intp], NDArray[np.intp]]] = []
         for source, table in world.tables.items():
             n = len(table)
             if not n:
@@ -301,13 +348,8 @@ class SwarmEncoder:
                 continue
             ids = self._ids_of(world, source, slots)
             keep = ids >= 0
-            slots, ids = slots[keep], ids[keep]
-            ids_parts.append(ids)
-            pos_parts.append(table.position[slots])
-            quat_parts.append(table.orientation[slots])
-            has_quat_parts.append(table.has_orientation[slots])
-            led_parts.append(_led_colours(table, slots))
-        if not ids_parts:
+            parts.append((table, slots[keep], ids[keep]))
+        if not parts:
             return None
         if self.root is None:
             self.root = self._find_root(world)
@@ -317,20 +359,67 @@ class SwarmEncoder:
                     "vrsp: no device has a geodetic position and no ?lat=&lon= was given: "
                     "the DEF root is 0, 0, 0 (positions are sent as they are, ENU metres)"
                 )
-        ids = np.concatenate(ids_parts)
-        swarm = empty_swarm(len(ids), 0)
-        swarm.ids[:] = ids
-        swarm.position[:] = wire_to_enu(np.concatenate(pos_parts))  # the swap is an involution
-        has_quat = np.concatenate(has_quat_parts)
-        swarm.has_orientation[:] = has_quat
-        swarm.orientation[:] = quaternion_mirror(np.concatenate(quat_parts))
-        led = np.concatenate(led_parts)
-        lit = ~np.isnan(led).any(axis=1)
-        swarm.has_color[:] = lit
-        swarm.color[lit] = np.clip(np.rint(led[lit]), 0, 255).astype(np.uint8)
+        k = max((len(d.payloads) for d in self._definitions.values()), default=0)
+        swarm = empty_swarm(sum(len(ids) for _, _, ids in parts), k)
+        start = 0
+        for table, slots, ids in parts:
+            rows = slice(start, start + len(ids))
+            start += len(ids)
+            swarm.ids[rows] = ids
+            swarm.position[rows] = wire_to_enu(table.position[slots])  # the swap: an involution
+            swarm.has_orientation[rows] = table.has_orientation[slots]
+            swarm.orientation[rows] = quaternion_mirror(table.orientation[slots])
+            led = _led_colours(table, slots)
+            lit = ~np.isnan(led).any(axis=1)
+            swarm.has_color[rows] = lit
+            swarm.color[rows][lit] = np.clip(np.rint(led[lit]), 0, 255).astype(np.uint8)
+            heading = table.telemetry.get("heading")
+            if heading is not None and self.names.native(table):
+                values = heading[slots]
+                swarm.has_heading[rows] = ~np.isnan(values)
+                swarm.heading[rows] = np.nan_to_num(values)
+            if k and self.names.native(table):
+                _payload_columns(table, slots, swarm, rows, k)
         return swarm
 
 
+DEFINITION_KEYS = ("LightLumens", "PayloadDefinitions")
+"""What a VRSP source keeps of each drone's definition as its attributes (the DEF's own JSON
+names: `payloads` are lights, lasers and pyro with their mounts and cues)."""
+
+
+def _payload_columns(
+    table: SourceTable, slots: NDArray[np.intp], swarm: Swarm, rows: slice, k: int
+) -> None:
+    """The payload state a VRSP source wrote as telemetry (`payload<j>_...`) -> the swarm's
+    payload columns for `rows` (what each record sends depends on the drone's definition)."""
+    telemetry = table.telemetry
+
+    def column(name: str) -> FloatArray | None:
+        found = telemetry.get(name)
+        return None if found is None else np.nan_to_num(found[slots])
+
+    for j in range(k):
+        light = swarm.light[rows, j]  # a view: written in place
+        for i, name in enumerate(("red", "green", "blue")):
+            if (values := column(f"payload{j}_{name}")) is not None:
+                light[:, i] = np.clip(np.rint(values), 0, 255)
+        if (level := telemetry.get(f"payload{j}_level")) is not None:
+            values = level[slots]
+            lit = ~np.isnan(values)
+            light[lit, 0] = np.clip(np.rint(values[lit]), 0, 255)
+        if (cue := column(f"payload{j}_cue")) is not None:
+            swarm.cue[rows, j] = np.clip(np.rint(cue), 0, 255)
+        if (since := column(f"payload{j}_since")) is not None:
+            swarm.cue_ms[rows, j] = np.clip(np.rint(since * 1000.0), 0, 65535)
+        gimbal = [telemetry.get(f"payload{j}_gimbal_{axis}") for axis in "wxyz"]
+        if all(g is not None for g in gimbal):
+            q = np.stack([g[slots] for g in gimbal if g is not None], axis=1)
+            aimed = np.isfinite(q).all(axis=1, keepdims=True)
+            swarm.gimbal[rows, j] = quaternion_mirror(np.where(aimed, q, _IDENTITY))
+
+
+_IDENTITY = np.array([1.0, 0.0, 0.0, 0.0])
 LED_FIELDS = ("led_red", "led_green", "led_blue")
 
 

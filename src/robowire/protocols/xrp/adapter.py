@@ -13,9 +13,12 @@ distances, gyro rates and angles, accelerations (g), analog volts with the refle
 and rangefinder (m) readings derived from them, button, status packets per second and dropped
 packets.
 
-World -> wire (`DeviceMirror`, for the serve sink): picks one world device and moves a
-simulated robot (a `model.Fleet` row) along it; its yaw (from the ENU quaternion) drives the
-gyro, and the distance it moves and turns drives the encoders (`Fleet.follow`).
+World -> wire (`DeviceMirror`, for the serve sink, whose robot session reads its sensors from
+it): picks one world device. A device of an XRP source (its table's protocol is "xrp") is an
+XRP robot: the sink's robot reports that robot's own sensor values, rebuilt from the telemetry
+`XrpAdapter` wrote (`reported_status`), so a relay `xrp -> xrp` is transparent. Any other device
+moves a simulated robot (a `model.Fleet` row) along it: its yaw (from the ENU quaternion) drives
+the gyro, and the distance it moves and turns drives the encoders (`Fleet.follow`).
 """
 
 from __future__ import annotations
@@ -23,10 +26,11 @@ from __future__ import annotations
 import logging
 import math
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from robowire import units
 from robowire.protocols.base import PacketDropped
+from robowire.protocols.xrp.codec import NO_PERIOD, PROTOCOL
 from robowire.protocols.xrp.events import CommandSent, RobotStatus, StatusReceived, XrpEvent
 from robowire.protocols.xrp.model import COUNTS_PER_METRE, RANGE_MAX, Fleet
 from robowire.world import LogEvent, Update, World
@@ -144,6 +148,57 @@ class XrpAdapter:
         )
 
 
+STATUS_TELEMETRY: tuple[tuple[int, str, str], ...] = (
+    *((3 * i, f"encoder_{i}_count", units.COUNT) for i in range(4)),
+    (12, "button", units.BOOLEAN),
+    *((13 + k, f"gyro_rate_{axis}", units.DEGREE_PER_SECOND) for k, axis in enumerate("xyz")),
+    *((16 + k, f"gyro_angle_{axis}", units.DEGREE) for k, axis in enumerate("xyz")),
+    *((19 + k, f"accel_{axis}", units.G) for k, axis in enumerate("xyz")),
+    *((22 + k, f"analog_{k}", units.VOLT) for k in range(3)),
+)
+"""(index in `codec.STATUS_FIELDS`, telemetry name, unit) of the status values `XrpAdapter`
+writes as they came; the encoder periods come back from `encoder_<i>_rate`."""
+
+MAX_PERIOD_TICKS = 0x7FFFFFFE
+
+
+def period_numerator(rate: float, divisor: int, encoder: int) -> int:
+    """The wire's period numerator `(ticks << 1) | forward` for `rate` counts/s at `divisor`
+    ticks per second; a rate of 0 is "no period" (0xFFFFFFFF, the left encoder's 0xFFFFFFFE:
+    the firmware flips its direction bit)."""
+    if rate == 0.0:
+        return NO_PERIOD - 1 if encoder == 0 else NO_PERIOD
+    ticks = min(round(divisor / abs(rate)), MAX_PERIOD_TICKS)
+    return (ticks << 1) | (rate > 0.0)
+
+
+def reported_status(
+    telemetry: Mapping[str, tuple[float, str]], base: Sequence[float], divisor: int
+) -> list[float]:
+    """The status an XRP robot reported, rebuilt from what `XrpAdapter` wrote of it: values in
+    `codec.STATUS_FIELDS` order and wire form, periods for `divisor` ticks per second (exact
+    when the robot's divisor is the same, else within half a tick). A value `telemetry` lacks,
+    or holds in another unit, is `base`'s."""
+    values = list(base)
+    for index, name, unit in STATUS_TELEMETRY:
+        found = telemetry.get(name)
+        if found is None or found[1] != unit or not math.isfinite(found[0]):
+            continue
+        value = found[0]
+        if unit == units.COUNT:  # an i32 on the wire
+            values[index] = (int(value) + 0x80000000) % 0x100000000 - 0x80000000
+        elif unit == units.BOOLEAN:
+            values[index] = 1 if value else 0
+        else:
+            values[index] = value
+    for i in range(4):
+        found = telemetry.get(f"encoder_{i}_rate")
+        if found is not None and found[1] == COUNTS_PER_SECOND and math.isfinite(found[0]):
+            values[3 * i + 1] = period_numerator(found[0], divisor, i)
+            values[3 * i + 2] = divisor
+    return values
+
+
 def yaw_of(orientation: tuple[float, float, float, float]) -> float:
     """Rotation about +z (rad, counter-clockwise from +x) of an ENU quaternion (w, x, y, z)."""
     w, x, y, z = orientation
@@ -151,8 +206,10 @@ def yaw_of(orientation: tuple[float, float, float, float]) -> float:
 
 
 class DeviceMirror:
-    """Moves robot `index` of `fleet` along one world device: `device` (an id) of `source` (a
-    source name), either may be empty; without both, the first device that has a pose."""
+    """The serve sink's robot: mirrors one world device, `device` (an id) of `source` (a
+    source name), either may be empty; without both, the first device that has a pose. It is
+    the robot session's `Sensors`: an XRP robot's own values (`native`), else those of robot
+    `index` of `fleet`, moved along the device."""
 
     def __init__(self, fleet: Fleet, device: str = "", source: str = "", index: int = 0) -> None:
         self.fleet = fleet
@@ -160,6 +217,8 @@ class DeviceMirror:
         self.source = source
         self.index = index
         self.target: tuple[str, str] | None = None  # (source, device id) once one is chosen
+        self.native = False  # the target is an XRP robot (its table's protocol is "xrp")
+        self.reported: Mapping[str, tuple[float, str]] | None = None  # its latest telemetry
 
     def _matches(self, source: str, device_id: str) -> bool:
         if self.target is not None:
@@ -174,8 +233,18 @@ class DeviceMirror:
             if isinstance(item, Update):
                 self._update(world, item)
 
+    def status_values(self, index: int, now: float, divisor: int) -> list[float]:
+        """What the robot reports now (`session_robot.Sensors`)."""
+        values = self.fleet.status_values(index, now, divisor)
+        if self.reported is None:
+            return values
+        return reported_status(self.reported, values, divisor)
+
     def _update(self, world: World, update: Update) -> None:
-        if POSITION not in update.fields and ORIENTATION not in update.fields:
+        moved = POSITION in update.fields or ORIENTATION in update.fields
+        if not moved and not self.native:
+            return
+        if self.target is not None and update.source != self.target[0]:
             return
         table = world.tables[update.source]
         for slot in update.slots.tolist():
@@ -183,12 +252,17 @@ class DeviceMirror:
             if not self._matches(update.source, device_id):
                 continue
             device = world.device(update.source, device_id)
-            if device.position is None:
-                continue
             if self.target is None:
+                if device.position is None:
+                    continue
                 self.target = (update.source, device_id)
-                log.info("xrp: the robot mirrors %s/%s", update.source, device_id)
-            yaw = yaw_of(device.orientation) if device.orientation is not None else 0.0
-            x, y = device.position[0], device.position[1]
-            self.fleet.follow(self.index, x, y, yaw, update.receive_time)
+                self.native = table.protocol == PROTOCOL
+                what = "its own sensor values" if self.native else "its motion"
+                log.info("xrp: the robot mirrors %s/%s (%s)", update.source, device_id, what)
+            if self.native:
+                self.reported = device.telemetry
+            if moved and device.position is not None:
+                yaw = yaw_of(device.orientation) if device.orientation is not None else 0.0
+                x, y = device.position[0], device.position[1]
+                self.fleet.follow(self.index, x, y, yaw, update.receive_time)
             return

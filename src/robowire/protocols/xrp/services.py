@@ -17,10 +17,14 @@
   WPILib side sent set the motor, servo, LED and enabled values shown.
 * `XrpSink` (`robowire serve xrp://127.0.0.1:3540?device=ID`): an XRP robot on a UDP port whose
   sensors mirror one world device (`adapter.DeviceMirror`), so WPILib code can run against
-  anything robowire tracks; the rangefinder and line sensors read the sink's arena at the
-  device's pose. Motor commands are accepted (enable, watchdog and sequence rules apply as on a
-  robot) but move nothing. `&source=NAME` picks among clashing ids; without `device`, the first
-  device that has a pose.
+  anything robowire tracks. An XRP robot's device is relayed: the sink's robot reports that
+  robot's own sensor values, and when its `XrpSource` runs in the same gateway (`robowire
+  bridge xrp://A --to xrp://B`), what a WPILib program tells the sink's robot goes on to the
+  robot (`XrpSource.relay`), so the program drives it. Any other device moves a simulated
+  robot: the rangefinder and line sensors read the sink's arena at the device's pose, and
+  motor commands are accepted (enable, watchdog and sequence rules apply as on a robot) but
+  move nothing. `&source=NAME` picks among clashing ids; without `device`, the first device
+  that has a pose.
 * `XrpSim` (`robowire sim xrp`): N robots on consecutive UDP ports (`port + i`; port 0: any
   free ports), sharing one `model.Fleet`, so their physics is one vectorised step however many
   there are. Every socket is opened before any robot runs, so a port in use is one error line.
@@ -43,7 +47,13 @@ from robowire.protocols.xrp.adapter import DeviceMirror, XrpAdapter
 from robowire.protocols.xrp.client import halsim_host, halsim_port, resolve, start_client
 from robowire.protocols.xrp.codec import DEFAULT_PORT, PROTOCOL
 from robowire.protocols.xrp.dissect import TO_ROBOT, TO_WPILIB, direction_of, read_capture
-from robowire.protocols.xrp.events import EnabledChanged, RobotEvent, StatusReceived, WpilibEvent
+from robowire.protocols.xrp.events import (
+    CommandReceived,
+    EnabledChanged,
+    RobotEvent,
+    StatusReceived,
+    WpilibEvent,
+)
 from robowire.protocols.xrp.model import MOTOR_LAG, Arena, Fleet, number
 from robowire.protocols.xrp.session_robot import RobotSession
 from robowire.protocols.xrp.session_wpilib import ClientSession, wheel_values
@@ -159,6 +169,18 @@ class XrpSource(Source):
             text += " (the robot is disabled: enable it to move)"
         yield CommandStatus(OK, text)
 
+    def relay(self, events: Sequence[RobotEvent]) -> None:
+        """What a WPILib program told the robot of an `XrpSink` that relays this one goes on
+        to this robot with the next packet: the control byte and each motor, servo and DIO
+        output of every command the sink's robot accepted. When the sink's robot stops hearing
+        the program (its watchdog), this robot is disabled and its motors stopped."""
+        for event in events:
+            if isinstance(event, CommandReceived):
+                self.session.take(event.packet)
+            elif isinstance(event, EnabledChanged) and event.reason == "watchdog":
+                self.session.enabled = False
+                self._motors_off()
+
     def _motors_off(self) -> None:
         for motor in range(4):
             self.session.set_motor(motor, 0.0)
@@ -250,10 +272,12 @@ class XrpSink(Sink):
         super().__init__(f"xrp-robot@{self.host}:{self.port}")
         self.fleet = Fleet(1, arena=Arena.from_settings(endpoint.options, endpoint.raw))
         self.fleet.frozen = True  # the world moves this robot, not its motors
-        self.robot = RobotSession(self.fleet)
         self.mirror = DeviceMirror(
             self.fleet, endpoint.option("device", ""), endpoint.option("source", "")
         )
+        self.robot = RobotSession(self.mirror)
+        self._upstream: XrpSource | None = None  # the relayed robot's source, once found
+        self._looked = False  # said once that commands move nothing
 
     @property
     def target(self) -> tuple[str, str] | None:
@@ -273,6 +297,25 @@ class XrpSink(Sink):
                 self.stats.drop(event.reason)
         self.stats.messages_in = self.robot.stats.messages_in
         self.stats.messages_out = self.robot.stats.messages_out
+        upstream = self._relayed()
+        if upstream is not None:
+            upstream.relay(events)
+
+    def _relayed(self) -> XrpSource | None:
+        """The source of the XRP robot this sink relays, when it runs in the same gateway."""
+        target = self.mirror.target
+        if self._upstream is not None or not self.mirror.native or target is None:
+            return self._upstream
+        services = self.gateway.services if self.gateway is not None else []
+        found = [s for s in services if isinstance(s, XrpSource) and s.name == target[0]]
+        if found:
+            self._upstream = found[0]
+            log.info("%s: WPILib commands to this robot go on to %s", self.name, target[0])
+        elif not self._looked:
+            log.info("%s: %s is not a live XRP source here: commands move nothing",
+                     self.name, target[0])  # fmt: skip
+        self._looked = True
+        return self._upstream
 
     def write(self, world: World, items: list[Update | LogEvent]) -> bool:
         self.mirror.write(world, items)

@@ -18,6 +18,7 @@ sent: `feed_sent_datagram` takes one in as if this side had sent it.
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Sequence
 
 from robowire.errors import DecodeError, SessionError
@@ -130,6 +131,21 @@ class ClientSession:
             raise ValueError(f"DIO channel {channel} does not fit a byte")
         self.dio_out[channel] = bool(value)
 
+    def take(self, packet: Packet) -> None:
+        """A command packet's values become this side's: the control byte, and each motor,
+        servo and DIO output it names (unmentioned ones stay). NaN motor or servo values are
+        ignored (the robot would ignore them too)."""
+        self.enabled = packet.control == 1
+        for block in packet.blocks:
+            if isinstance(block, XRPMotor) and 0 <= block.id < 4:
+                if math.isfinite(block.value):
+                    self.set_motor(block.id, block.value)
+            elif isinstance(block, XRPServo) and 4 <= block.id < 8:
+                if math.isfinite(block.value):
+                    self.set_servo(block.id, block.value)
+            elif isinstance(block, DIO):
+                self.set_dio(block.id, block.value == 1)
+
     def command(self) -> CommandSent:
         """What the next packet tells the robot."""
         m = self.motors
@@ -162,14 +178,7 @@ class ClientSession:
             packet = codec.decode_packet(data)
         except DecodeError as exc:
             return self._drop(exc.reason, len(data), exc.offset)
-        self.enabled = packet.control == 1
-        for block in packet.blocks:
-            if isinstance(block, XRPMotor) and 0 <= block.id < 4:
-                self.set_motor(block.id, block.value)
-            elif isinstance(block, XRPServo) and 4 <= block.id < 8:
-                self.set_servo(block.id, block.value)
-            elif isinstance(block, DIO):
-                self.set_dio(block.id, block.value == 1)
+        self.take(packet)
         self.seq = packet.seq
         sent = self.command()
         self.seq = (packet.seq + 1) & 0xFFFF
