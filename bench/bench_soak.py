@@ -50,7 +50,8 @@ def shed(result: dict[str, Any]) -> str:
 
 def main() -> dict[str, float]:
     figures: dict[str, float] = {}
-    print(f"   full-load soak, {SECONDS:g} s at scale {SCALE:g}:")
+    load = os.getloadavg()[0]  # the soak wants a quiet machine: say how busy this one was
+    print(f"   full-load soak, {SECONDS:g} s at scale {SCALE:g} (load average {load:.1f}):")
     for label, workers in (("one process", 0), (f"{WORKERS} workers", WORKERS)):
         result = run(workers)
         drops = result.get("recorder_drops", result.get("recorder_and_viewer_drops_second_half"))

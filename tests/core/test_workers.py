@@ -164,3 +164,12 @@ async def test_a_worker_that_crashes_is_restarted_and_said_once(site: Path) -> N
 
 def _bus(site: Path) -> str:
     return site.read_text().split("zenoh://127.0.0.1:")[1].split('"')[0]
+
+
+def test_the_example_site_with_workers_is_valid() -> None:
+    path = Path(__file__).parents[2] / "examples" / "workers.toml"
+    site = config.load(path, env={})
+    assert site.worker_names == ("show", "rec")
+    names = [s.name for s in workers.site_services(site, str(path))]
+    assert "mocap" in names and "show" not in names
+    assert {"worker show", "worker rec"} <= set(names)

@@ -137,10 +137,13 @@ class ZenohAdapter:
 
     def _state(self, source: str, frame: codec.State, receive_time: float) -> None:
         mapping = self.slot_maps.get(source, np.empty(0, dtype=np.intp))
-        remote = frame.slots.astype(np.intp)
-        inside = remote < len(mapping)
-        ours = np.full(len(remote), -1, dtype=np.intp)
-        ours[inside] = mapping[remote[inside]]
+        remote = frame.slots
+        if len(remote) and int(remote.max()) < len(mapping):  # the usual case: one gather
+            ours = mapping[remote]
+        else:
+            inside = remote < len(mapping)
+            ours = np.full(len(remote), -1, dtype=np.intp)
+            ours[inside] = mapping[remote[inside]]
         known = ours >= 0
         if not known.all():
             self.unknown.add(source)
