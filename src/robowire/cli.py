@@ -728,7 +728,8 @@ def up(
             if not await _ready(task, service):
                 break
             if isinstance(service, workers.Worker):
-                click.echo(f"{service.name} running as pid {service.pid}", err=True)
+                said = f"{service.name} running as pid {service.pid}"
+                click.echo(f"{said} (status on {service.status_url})", err=True)
             elif service.address is not None:
                 host, port = service.address
                 where = getattr(service, "url", None) or f"{host}:{port}"

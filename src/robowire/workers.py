@@ -20,7 +20,8 @@ bus host is the gateway's address).
 
 `Worker` supervises one child: it starts it, restarts it when it ends (backoff doubling from
 1 s to 8 s; the first exit is said in one line, then nothing until it has run for a while),
-shows it in the gateway's status (state, restarts, pid), and stops it when the gateway stops
+shows it in the gateway's status (state; messages, those its sources took in, as its own
+status server says every `POLL_SECONDS`; restarts as drops), and stops it when the gateway stops
 (SIGTERM, then SIGKILL after `STOP_SECONDS`). A gateway killed outright leaves no worker
 either: each child's stdin is a pipe from the gateway, and a worker ends when it closes.
 """
@@ -32,14 +33,17 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from robowire.config import Site, services
 from robowire.endpoints import Endpoint, parse_endpoint
-from robowire.errors import ConfigError
+from robowire.errors import ConfigError, RobowireError
 from robowire.service import MAX_RETRY_SECONDS, RETRY_SECONDS, Service, Sink, Source
+from robowire.status_client import fetch_status
 from robowire.timebase import monotonic
 from robowire.world import World
 from robowire.zenoh.net import Mode, link_of
@@ -50,6 +54,7 @@ log = logging.getLogger("robowire")
 
 STOP_SECONDS = 5.0  # a worker that has not ended this long after SIGTERM is killed
 STEADY_SECONDS = 10.0  # a worker that ran this long before it ended is said again
+POLL_SECONDS = 2.0  # how often a worker's status is asked for
 
 
 def site_services(site: Site, path: str, worker: str | None = None) -> list[Service]:
@@ -102,12 +107,13 @@ class Worker(Service):
         self.path = path
         self.restarts = 0
         self.pid: int | None = None
-        self.process: asyncio.subprocess.Process | None = None
+        self.status_url: str | None = None  # the worker's own status server
+        self.status: list[dict[str, Any]] = []  # its services, as it last said
 
-    def command(self) -> list[str]:
+    def command(self, status_port: int) -> list[str]:
         return [
             sys.executable, "-m", "robowire.cli", "up", "-c", self.path,
-            "--worker", self.worker, "--supervised",
+            "--worker", self.worker, "--supervised", "--status-port", str(status_port),
         ]  # fmt: skip
 
     async def run(self, world: World) -> None:
@@ -128,18 +134,40 @@ class Worker(Service):
             delay = min(2 * delay, MAX_RETRY_SECONDS)
 
     async def _run_once(self) -> int:
-        process = self.process = await asyncio.create_subprocess_exec(
-            *self.command(), stdin=asyncio.subprocess.PIPE
+        port = _free_port()
+        self.status_url = f"http://127.0.0.1:{port}/status"
+        process = await asyncio.create_subprocess_exec(
+            *self.command(port), stdin=asyncio.subprocess.PIPE
         )
         self.pid = process.pid
         self.ready.set()
+        poll = asyncio.create_task(self._poll(self.status_url))
         try:
             return await process.wait()
         except asyncio.CancelledError:
             await _stop(process)
             raise
         finally:
+            poll.cancel()
             self.pid = None
+
+    async def _poll(self, url: str) -> None:
+        """Ask the worker for its status every POLL_SECONDS (quietly: it may be starting)."""
+        while True:
+            await asyncio.sleep(POLL_SECONDS)
+            try:
+                message = await asyncio.to_thread(fetch_status, url, 1.0)
+            except RobowireError:
+                continue
+            self.status = message["services"]
+            taken = (s.get("messages", 0) for s in self.status if s.get("role") == "source")
+            self.stats.messages_out = sum(int(n) for n in taken)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 async def _stop(process: asyncio.subprocess.Process) -> None:

@@ -114,6 +114,10 @@ async def test_a_worker_run_source_reaches_the_gateway_and_a_worker_run_recorder
             lambda: int(status(status_port)["workers@127.0.0.1:" + _bus(site)]["messages"]) > 50,
             "the gateway hears the worker's source",
         )
+        await until(
+            lambda: int(status(status_port)["worker ingest"]["messages"]) > 50,
+            "the gateway shows what the worker's sources took in",
+        )
     finally:
         up.proc.send_signal(signal.SIGTERM)  # a clean end: the workers close their files
         assert up.proc.wait(30) == 0, up.lines
