@@ -73,18 +73,20 @@ check: lint typecheck test
 # (tests/api/test_docs.py builds it too, so `make test` checks it)
 API_MODULES := robowire robowire.live robowire.publisher robowire.background \
 	robowire.protocols.ugcs.vsm robowire.protocols.ugcs.vehicle robowire.protocols.ugcs.client \
-	robowire.protocols.xrp.client
+	robowire.protocols.xrp.client robowire.protocols.xrp.robot
 docs: $(DEV)
 	$(BIN)/python -W error -m pdoc -o build/docs $(API_MODULES)
 	@echo "API reference: build/docs/index.html"
 
-# The UgCS VSM schema: regenerate the committed *_pb2.py/.pyi after editing a .proto
-# (tests/ugcs/test_schema.py fails while they are stale).
+# The UgCS VSM schema and the recorder's world channel (robowire.Update): regenerate the
+# committed *_pb2.py/.pyi after editing a .proto (tests/ugcs/test_schema.py and
+# tests/core/test_recording_format.py fail while they are stale).
 UGCS_PROTO := src/robowire/protocols/ugcs/proto
 proto: $(DEV)
 	$(BIN)/python -m grpc_tools.protoc -Isrc --python_out=src --mypy_out=src \
 		--plugin=protoc-gen-mypy=$(BIN)/protoc-gen-mypy \
-		$(UGCS_PROTO)/ucs_vsm_defs.proto $(UGCS_PROTO)/ucs_vsm.proto $(UGCS_PROTO)/frames.proto
+		$(UGCS_PROTO)/ucs_vsm_defs.proto $(UGCS_PROTO)/ucs_vsm.proto $(UGCS_PROTO)/frames.proto \
+		src/robowire/recording/update.proto
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache tests/js/node_modules

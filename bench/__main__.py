@@ -5,7 +5,7 @@ absolute times mean little. At the end: one table per protocol (bench/table.py),
 to JSON and, when the latency-against-load run happened, a PNG plot.
 
     python -m bench                          # everything, ~10 min
-    python -m bench --quick                  # the table's modules with short windows, ~2-3 min
+    python -m bench --quick                  # the table's modules with short windows, ~3-4 min
     python -m bench vrpn xrp --json out.json # some modules
     python -m bench --compare old.json new.json
 """
@@ -25,7 +25,9 @@ import bench
 from bench import table
 
 # the modules the table is built from (`--quick` runs only these)
-TABLE_MODULES = ("vrpn", "xrp", "ugcs", "vrsp", "spyglass", "ingest", "load", "latency")
+TABLE_MODULES = (
+    "vrpn", "xrp", "ugcs", "vrsp", "spyglass", "ingest", "load", "latency", "mcap", "foxglove",
+)  # fmt: skip
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -186,8 +186,8 @@ def _sim_child(count: int, seconds: float, conn: Connection) -> None:
         cpu0, wall0 = time.process_time(), time.perf_counter()
         await asyncio.sleep(seconds)
         cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
-        sent = sum(r.stats.messages_out for r in sim.robots)
-        received = sum(r.stats.messages_in for r in sim.robots)
+        sent = sum(r.stats.messages_out for r in sim.sessions)
+        received = sum(r.stats.messages_in for r in sim.sessions)
         conn.send((cpu, wall, sent, received))
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)

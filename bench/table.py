@@ -124,6 +124,18 @@ ROWS = (
             "cpu_share": ("latency", "cpu"),
         },
     ),
+    # the MCAP recorder (bench/bench_mcap.py): x base = its CPU time over the `mcap` writer's
+    # alone on the same messages, after the first update; CPU = recording the show live
+    Row(
+        "recorder",
+        "10,000 drones at 30 Hz",
+        {
+            "decode_ratio": ("mcap", "steady_ratio"),
+            "cpu_share": ("mcap", "steady_cpu"),
+        },
+    ),
+    # the Foxglove sink (bench/bench_foxglove.py): CPU = its pulls at 30 Hz, every drone moved
+    Row("Foxglove", "10,000 drones at 30 Hz", {"cpu_share": ("foxglove", "cpu")}),
 )
 
 

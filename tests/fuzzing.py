@@ -368,8 +368,34 @@ def mcap_seed() -> bytes:
     return out.getvalue()
 
 
+@cache
+def mcap_recorder_seed() -> bytes:
+    """A recording as the recorder writes it: protobuf `robowire.Update`s, Foxglove channels."""
+    import tempfile
+
+    import numpy as np
+
+    from robowire.recording import McapRecorder
+    from robowire.world import World
+
+    world = World()
+    with tempfile.TemporaryDirectory() as tmp, world.subscribe(every_update=True) as changes:
+        recorder = McapRecorder(f"{tmp}/seed.mcap")
+        recorder.open()
+        slots = world.table("demo").slots(["d0", "d1", "d2"], kind="drone")
+        for i in range(3):
+            world.update(
+                "demo", slots, receive_time=float(i), position=np.full((3, 3), float(i)),
+                geodetic=np.full((3, 3), 1.5), telemetry={"led_red": (np.arange(3.0), "1")},
+            )  # fmt: skip
+            recorder.write(world, changes.pull())
+        recorder.finish(world)
+        with open(f"{tmp}/seed.mcap", "rb") as f:
+            return f.read()
+
+
 def mcap_seeds() -> list[bytes]:
-    return [mcap_seed()]
+    return [mcap_seed(), mcap_recorder_seed()]
 
 
 # -- decoders ----------------------------------------------------------------------------------

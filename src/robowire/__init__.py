@@ -3,10 +3,13 @@
 The library face (imported on first use, so `import robowire` stays fast):
 
 * `connect(*urls) -> Live`: a live view of sources by the devices' own names, with no asyncio
-  (`robowire.live`); `open(*urls)` is the same view in your event loop.
+  (`robowire.live`); `open(*urls)` is the same view in your event loop. VRPN buttons, analogs,
+  dials and text have callbacks of their own (`Live.on_button`, ...).
 * `publish(url) -> Publisher`: be any protocol's server or sender for devices you set
   (`robowire.publisher`).
-* `robowire.protocols.ugcs.vehicle.Vehicle`: a UgCS VSM for your own vehicle.
+* `robowire.protocols.ugcs.vsm`: a UgCS VSM for your own vehicle (`Vehicle`, `serve`).
+* `robowire.protocols.xrp.robot`: an XRP robot on the wire for your own robot code (`Robot`,
+  `serve`).
 """
 
 from __future__ import annotations
@@ -16,12 +19,16 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 __all__ = [
+    "AnalogEvent",
     "AsyncLive",
+    "ButtonEvent",
     "Device",
+    "DialEvent",
     "Live",
     "Publisher",
     "Reading",
     "Subscription",
+    "TextEvent",
     "Update",
     "connect",
     "open",
@@ -29,11 +36,15 @@ __all__ = [
 ]
 
 _LAZY = {
+    "AnalogEvent": "robowire.live",
     "AsyncLive": "robowire.live",
+    "ButtonEvent": "robowire.live",
     "Device": "robowire.live",
+    "DialEvent": "robowire.live",
     "Live": "robowire.live",
     "Reading": "robowire.live",
     "Subscription": "robowire.live",
+    "TextEvent": "robowire.live",
     "Update": "robowire.live",
     "connect": "robowire.live",
     "open": "robowire.live",
@@ -43,11 +54,15 @@ _LAZY = {
 
 if TYPE_CHECKING:
     from robowire.live import (
+        AnalogEvent,
         AsyncLive,
+        ButtonEvent,
         Device,
+        DialEvent,
         Live,
         Reading,
         Subscription,
+        TextEvent,
         Update,
         connect,
         open,

@@ -48,11 +48,16 @@ class LoopThread:
         """Call `fn(*args)` on the loop thread and return its result here."""
         if threading.current_thread() is self._thread:
             return fn(*args)
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
 
-        async def call() -> T:
-            return fn(*args)
+        def call() -> None:
+            try:
+                future.set_result(fn(*args))
+            except BaseException as error:
+                future.set_exception(error)
 
-        return self.run(call(), timeout)
+        self.loop.call_soon_threadsafe(call)
+        return future.result(timeout)
 
     def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
         """Queue `fn(*args)` on the loop without waiting for it."""

@@ -230,6 +230,9 @@ DEMO_SIMS = {
 DEMO_SENDERS = {"vrsp": "vrsp://127.0.0.1:0"}
 """Simulators that send: the source binds first, then the simulator sends to it."""
 
+DEMO_SETTINGS = {"ugcs": {"patrol": "40"}}
+"""`--set` of the demo's simulators: the UgCS vehicles fly a looping 40 m square."""
+
 
 @main.command()
 @DURATION
@@ -272,7 +275,10 @@ def demo(
         viewer.gate.access = access
         if allow_control:
             _allow_control(viewer, gateway)
-        sims = [(name, open_sim(name, SimOptions(port=0, count=count))) for name in DEMO_SIMS]
+        sims = []
+        for name in DEMO_SIMS:
+            settings = dict(DEMO_SETTINGS.get(name, {}))
+            sims.append((name, open_sim(name, SimOptions(port=0, count=count, options=settings))))
         receivers = [open_source(url) for url in DEMO_SENDERS.values()]
         gateway.add(viewer, *(sim for _, sim in sims), *receivers)
         task = asyncio.create_task(gateway.run(duration))

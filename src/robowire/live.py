@@ -24,6 +24,18 @@ Names are the protocol's own (`"Tracker0/0"` for VRPN tracker Tracker0 sensor 0,
 a VRSP drone id, a SpyGlass node id). When two sources have a device of the same name, both go
 by their source-qualified name (`"vrpn@127.0.0.1:3883/Tracker0/0"`) and `Live.devices.shared`
 lists them; the qualified form always works.
+
+VRPN's other devices have callbacks of their own, as `vrpn_Button_Remote` and its kin do:
+`on_button`, `on_analog`, `on_dial` and `on_text` (every press and release, every analog
+report, every dial turn, every text message; `ButtonEvent`, `AnalogEvent`, `DialEvent`,
+`TextEvent`). They see each write as it happens, where `on_update` sees the latest state, so a
+press and its release in one datagram are two calls.
+
+Thread safety: the sources write on the loop's thread. A `Device` (`live.devices[name]`,
+`devices.values()`, `items()`) and a `snapshot()` are built on that thread too (one hop to it
+per call: 0.05 to 0.1 ms on a loaded 2-core machine), so each is one consistent state, never
+the position of one update with the orientation of the next. Their values are copies, yours
+to keep. Read many devices with one `items()` or `snapshot()`, not one lookup each.
 """
 
 from __future__ import annotations
@@ -44,7 +56,7 @@ from collections.abc import (
     Sequence,
 )
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -55,18 +67,22 @@ from robowire.errors import ConfigError, RobowireError
 from robowire.gateway import Gateway, open_source
 from robowire.service import Service
 from robowire.status import ServiceStatus
-from robowire.world import World
+from robowire.world import LogEvent, World
 from robowire.world.latest import LatestState
 from robowire.world.model import Update as WorldUpdate
 from robowire.world.table import FloatArray, SourceTable
 
 __all__ = [
+    "AnalogEvent",
     "AsyncLive",
+    "ButtonEvent",
     "Device",
     "Devices",
+    "DialEvent",
     "Live",
     "Reading",
     "Subscription",
+    "TextEvent",
     "Update",
     "connect",
     "open",
@@ -78,6 +94,7 @@ QUEUE = 1000
 """Updates a reader (`updates()`, a callback, `async for`) may fall behind before its oldest
 are dropped."""
 
+T = TypeVar("T")
 Vector3 = tuple[float, float, float]
 Quaternion = tuple[float, float, float, float]
 
@@ -143,6 +160,49 @@ class Update:
         return self.values.get("orientation")
 
 
+@dataclass(frozen=True, slots=True)
+class ButtonEvent:
+    """A VRPN button changed (`on_button`): `name` is its device (`"Button0"`), `button` its
+    number, `pressed` its new state, `time` when the sender says it happened (Unix seconds)."""
+
+    name: str
+    button: int
+    pressed: bool
+    time: float
+
+
+@dataclass(frozen=True, slots=True)
+class AnalogEvent:
+    """A VRPN analog report (`on_analog`): `channels[i]` is channel i's value."""
+
+    name: str
+    channels: tuple[float, ...]
+    time: float
+
+
+@dataclass(frozen=True, slots=True)
+class DialEvent:
+    """A VRPN dial turned (`on_dial`) by `delta` revolutions; `total` is every turn since the
+    source connected."""
+
+    name: str
+    dial: int
+    delta: float
+    total: float
+    time: float
+
+
+@dataclass(frozen=True, slots=True)
+class TextEvent:
+    """A text message (`on_text`): VRPN text (`level` "info", "warning" or "error") and the
+    other sources' log lines (a UgCS VSM's, a session's problems)."""
+
+    name: str
+    text: str
+    level: str
+    time: float
+
+
 def _vector(row: npt.NDArray[np.float64]) -> Any:
     return None if np.isnan(row).any() else tuple(row.tolist())
 
@@ -206,6 +266,11 @@ class _Names:
             self.where, self.by_source, self.shared = where, by_source, shared
             self._sizes = sizes
 
+    def name_of(self, source: str, device_id: str) -> str:
+        """The name of `device_id` of `source` (qualified when another source has it too)."""
+        self.refresh()
+        return f"{source}/{device_id}" if device_id in self.shared else device_id
+
     def of(self, table: SourceTable, slots: npt.NDArray[np.intp]) -> tuple[str, ...]:
         names = self.by_source.get(table.source)
         top = int(slots.max()) if len(slots) else -1
@@ -217,10 +282,12 @@ class _Names:
 
 class Devices(Mapping[str, Device]):
     """The live devices by name (see the module docstring); each lookup reads the current
-    state. `shared` maps a name two sources share to the qualified names they go by."""
+    state, on the loop's thread. `shared` maps a name two sources share to the qualified
+    names they go by."""
 
-    def __init__(self, names: _Names) -> None:
+    def __init__(self, names: _Names, read: Callable[[Callable[[], Any]], Any]) -> None:
         self._names = names
+        self._read = read
 
     @property
     def shared(self) -> Mapping[str, tuple[str, ...]]:
@@ -228,6 +295,10 @@ class Devices(Mapping[str, Device]):
         return dict(self._names.shared)
 
     def __getitem__(self, name: str) -> Device:
+        device: Device = self._read(lambda: self._device(name))
+        return device
+
+    def _device(self, name: str) -> Device:
         self._names.refresh()
         found = self._names.where.get(name)
         if found is None:
@@ -242,6 +313,17 @@ class Devices(Mapping[str, Device]):
         self._names.refresh()
         for names in list(self._names.by_source.values()):
             yield from names
+
+    def items(self) -> list[tuple[str, Device]]:  # type: ignore[override]
+        """Every (name, device) now, built in one hop to the loop."""
+        items: list[tuple[str, Device]] = self._read(
+            lambda: [(name, self._device(name)) for name in self]
+        )
+        return items
+
+    def values(self) -> list[Device]:  # type: ignore[override]
+        """Every device now, built in one hop to the loop."""
+        return [device for _, device in self.items()]
 
     def __len__(self) -> int:
         self._names.refresh()
@@ -258,15 +340,16 @@ class Devices(Mapping[str, Device]):
 # -- fan-out ----------------------------------------------------------------------------------
 
 
-class _Outlet:
-    """One reader's bounded queue of updates (oldest dropped and counted when full)."""
+class _Outlet(Generic[T]):
+    """One reader's bounded queue of updates or events (oldest dropped and counted when
+    full)."""
 
     def __init__(self, maxlen: int) -> None:
-        self.items: deque[Update] = deque(maxlen=maxlen)
+        self.items: deque[T] = deque(maxlen=maxlen)
         self.dropped = 0
         self.closed = False
 
-    def put(self, update: Update) -> None:
+    def put(self, update: T) -> None:
         if len(self.items) == self.items.maxlen:
             self.dropped += 1
         self.items.append(update)
@@ -275,12 +358,12 @@ class _Outlet:
         self.closed = True
 
 
-class _ThreadOutlet(_Outlet):
+class _ThreadOutlet(_Outlet[T]):
     def __init__(self, maxlen: int) -> None:
         super().__init__(maxlen)
         self.cond = threading.Condition()
 
-    def put(self, update: Update) -> None:
+    def put(self, update: T) -> None:
         with self.cond:
             super().put(update)
             self.cond.notify()
@@ -290,15 +373,15 @@ class _ThreadOutlet(_Outlet):
             self.closed = True
             self.cond.notify_all()
 
-    def get(self, timeout: float | None) -> Update | None:
-        """The oldest update; None when `timeout` passed first or the outlet ended."""
+    def get(self, timeout: float | None) -> T | None:
+        """The oldest item; None when `timeout` passed first or the outlet ended."""
         with self.cond:
             if not self.cond.wait_for(lambda: self.items or self.closed, timeout):
                 return None
             return self.items.popleft() if self.items else None
 
 
-class _AsyncOutlet(_Outlet):
+class _AsyncOutlet(_Outlet[Update]):
     def __init__(self, maxlen: int) -> None:
         super().__init__(maxlen)
         self.event = asyncio.Event()
@@ -320,13 +403,14 @@ class _AsyncOutlet(_Outlet):
         return self.items.popleft() if self.items else None
 
 
-class Subscription:
-    """A callback registered with `on_update`: it runs on its own thread from its own bounded
-    queue, so one that blocks stalls neither the sources nor the other readers."""
+class Subscription(Generic[T]):
+    """A callback registered with `on_update` (or `on_button`, ...): it runs on its own thread
+    from its own bounded queue, so one that blocks stalls neither the sources nor the other
+    readers."""
 
-    def __init__(self, hub: _Hub, callback: Callable[[Update], object], maxlen: int) -> None:
+    def __init__(self, hub: _Fanout[T], callback: Callable[[T], object], maxlen: int) -> None:
         self._hub = hub
-        self._outlet = _ThreadOutlet(maxlen)
+        self._outlet: _ThreadOutlet[T] = _ThreadOutlet(maxlen)
         self.callback = callback
         self.calls = 0
         self.errors = 0
@@ -348,7 +432,7 @@ class Subscription:
                 self.callback(update)
             except Exception:
                 self.errors += 1
-                log.exception("robowire: the on_update callback %r raised", self.callback)
+                log.exception("robowire: the callback %r raised", self.callback)
             self.calls += 1
 
     def cancel(self) -> None:
@@ -360,30 +444,46 @@ class Subscription:
             self._thread.join(timeout=5.0)
 
 
-class _Hub:
-    """On the loop: pulls what changed in the world and hands it to every outlet."""
+class _Fanout(Generic[T]):
+    """Outlets that each get every item `put` hands out (attached from any thread)."""
 
-    def __init__(self, world: World) -> None:
-        self.world = world
-        self.names = _Names(world.tables)
-        self.count = 0  # updates so far
+    def __init__(self) -> None:
+        self.outlets: tuple[_Outlet[T], ...] = ()
         self.finished = False
-        self.cond = threading.Condition()  # `Live.wait` sleeps on it
-        self.waiting = 0
-        self.outlets: tuple[_Outlet, ...] = ()
         self._lock = threading.Lock()
-        self.changes: LatestState | None = None
-        self.wakeup: asyncio.Event | None = None  # for `AsyncLive.wait`
 
-    def attach(self, outlet: _Outlet) -> None:
+    def attach(self, outlet: _Outlet[T]) -> None:
         with self._lock:
             self.outlets = (*self.outlets, outlet)
         if self.finished:
             outlet.end()
 
-    def detach(self, outlet: _Outlet) -> None:
+    def detach(self, outlet: _Outlet[T]) -> None:
         with self._lock:
             self.outlets = tuple(o for o in self.outlets if o is not outlet)
+
+    def put(self, item: T) -> None:
+        for outlet in self.outlets:
+            outlet.put(item)
+
+    def end(self) -> None:
+        self.finished = True
+        for outlet in self.outlets:
+            outlet.end()
+
+
+class _Hub(_Fanout[Update]):
+    """On the loop: pulls what changed in the world and hands it to every outlet."""
+
+    def __init__(self, world: World) -> None:
+        super().__init__()
+        self.world = world
+        self.names = _Names(world.tables)
+        self.count = 0  # updates so far
+        self.cond = threading.Condition()  # `Live.wait` sleeps on it
+        self.waiting = 0
+        self.changes: LatestState | None = None
+        self.wakeup: asyncio.Event | None = None  # for `AsyncLive.wait`
 
     async def run(self) -> None:
         subscription = self.world.subscribe()
@@ -409,8 +509,7 @@ class _Hub:
                 item.values,
             )
             new += 1
-            for outlet in self.outlets:
-                outlet.put(update)
+            self.put(update)
         if new:
             self.count += new
             if self.wakeup is not None:
@@ -423,13 +522,100 @@ class _Hub:
         """The run is over: wake every waiter and end every reader."""
         if self.changes is not None:
             self.deliver(self.changes.pull())
-        self.finished = True
-        for outlet in self.outlets:
-            outlet.end()
+        self.end()
         if self.wakeup is not None:
             self.wakeup.set()
         with self.cond:
             self.cond.notify_all()
+
+
+# -- VRPN analogs, buttons, dials and text ----------------------------------------------------
+
+CHANNEL, BUTTON, DIAL = "channel_", "button_", "dial_"
+"""The VRPN adapter's names of a sender's fields (`channel_0`, `button_3`, ...; not imported
+from it: that would load the VRPN package for every `connect`)."""
+
+
+class _Events:
+    """On the loop, from the first `on_button` (or analog, dial, text) callback on: attached to
+    the world's feed, it sees each write as it happens (before the next one can merge it away)
+    and turns what VRPN sources wrote into events, and every log event into a `TextEvent`.
+    It costs the sources nothing until then, and a check of the fields written after."""
+
+    def __init__(self, world: World, names: _Names) -> None:
+        self.world = world
+        self.names = names
+        self.analog: _Fanout[AnalogEvent] = _Fanout()
+        self.button: _Fanout[ButtonEvent] = _Fanout()
+        self.dial: _Fanout[DialEvent] = _Fanout()
+        self.text: _Fanout[TextEvent] = _Fanout()
+        self.attached = False
+        self._last: dict[tuple[str, int, str], float] = {}  # button states and dial totals
+
+    def attach(self) -> None:
+        """(On the loop.) Start seeing writes; buttons and dials known so far are the state
+        the first events change."""
+        if self.attached:
+            return
+        self.attached = True
+        for table in self.world.tables.values():
+            if table.protocol != "vrpn":
+                continue
+            for field_, column in table.telemetry.items():
+                if field_.startswith((BUTTON, DIAL)):
+                    for slot in np.flatnonzero(~np.isnan(column[: len(table.ids)])).tolist():
+                        self._last[(table.source, slot, field_)] = float(column[slot])
+        self.world.feed.attach(self)
+
+    def put(self, item: WorldUpdate | LogEvent) -> None:
+        """(On the loop, inside the source's write.) Never raises into the source."""
+        try:
+            self._put(item)
+        except Exception:
+            log.exception("robowire: VRPN events of %s", getattr(item, "source", "?"))
+
+    def _put(self, item: WorldUpdate | LogEvent) -> None:
+        if isinstance(item, LogEvent):
+            if self.text.outlets:
+                name = self.names.name_of(item.source, item.device_id)
+                self.text.put(TextEvent(name, item.text, item.level, item.time))
+            return
+        table = self.world.tables[item.source]
+        if table.protocol != "vrpn" or not any(
+            f.startswith((CHANNEL, BUTTON, DIAL)) for f in item.fields
+        ):
+            return
+        names = self.names.of(table, item.slots)
+        times = table.source_time[item.slots].tolist()
+        channels = sorted((int(f[len(CHANNEL) :]), f) for f in item.fields if f.startswith(CHANNEL))
+        for row, slot in enumerate(item.slots.tolist()):
+            name, stamp = names[row], times[row]
+            if channels and self.analog.outlets:
+                values = tuple(float(table.telemetry[f][slot]) for _, f in channels)
+                self.analog.put(AnalogEvent(name, values, stamp))
+            for field_ in item.fields:
+                if field_.startswith(BUTTON):
+                    self._button(table, slot, field_, name, stamp)
+                elif field_.startswith(DIAL):
+                    self._dial(table, slot, field_, name, stamp)
+
+    def _button(self, table: SourceTable, slot: int, field_: str, name: str, t: float) -> None:
+        value = float(table.telemetry[field_][slot])
+        key = (table.source, slot, field_)
+        if self._last.get(key) != value:
+            self._last[key] = value
+            self.button.put(ButtonEvent(name, int(field_[len(BUTTON) :]), value != 0.0, t))
+
+    def _dial(self, table: SourceTable, slot: int, field_: str, name: str, t: float) -> None:
+        total = float(table.telemetry[field_][slot])
+        key = (table.source, slot, field_)
+        delta = total - self._last.get(key, 0.0)
+        self._last[key] = total
+        self.dial.put(DialEvent(name, int(field_[len(DIAL) :]), delta, total, t))
+
+    def end(self) -> None:
+        for fanout in (self.analog, self.button, self.dial, self.text):
+            fanout.end()
 
 
 # -- the view ---------------------------------------------------------------------------------
@@ -453,6 +639,7 @@ class _View:
         self._record = record
         self.gateway = Gateway()
         self._hub = _Hub(self.gateway.world)
+        self._events = _Events(self.gateway.world, self._hub.names)
         self._run: asyncio.Task[None] | None = None
         self._hub_task: asyncio.Task[None] | None = None
         self.error: BaseException | None = None
@@ -484,6 +671,7 @@ class _View:
         if self._hub_task is not None:
             self._hub_task.cancel()
         self._hub.finish()
+        self._events.end()
 
     def _check(self) -> None:
         error = self.error
@@ -493,10 +681,14 @@ class _View:
             raise error
         raise RobowireError(f"{type(error).__name__}: {error}") from error
 
+    def _read(self, read: Callable[[], T]) -> T:
+        """`read()` on the loop's thread (where the sources write), its result here."""
+        raise NotImplementedError
+
     @property
     def devices(self) -> Devices:
         """Every device by name (see the module docstring)."""
-        return Devices(self._hub.names)
+        return Devices(self._hub.names, self._read)
 
     @property
     def finished(self) -> bool:
@@ -511,6 +703,9 @@ class _View:
     def snapshot(self) -> tuple[npt.NDArray[np.str_], FloatArray, FloatArray]:
         """`(ids, positions, orientations)` of every device now: names (n,), positions
         (n, 3) and orientations (n, 4, NaN where a device has none), in `devices` order."""
+        return self._read(self._snapshot)
+
+    def _snapshot(self) -> tuple[npt.NDArray[np.str_], FloatArray, FloatArray]:
         names = self._hub.names
         names.refresh()
         tables = [self.gateway.world.tables[s] for s in names.by_source]
@@ -527,10 +722,45 @@ class _View:
         )
         return np.array(ids), positions, orientations
 
-    def on_update(self, callback: Callable[[Update], object], maxlen: int = QUEUE) -> Subscription:
+    def on_update(
+        self, callback: Callable[[Update], object], maxlen: int = QUEUE
+    ) -> Subscription[Update]:
         """Call `callback(update)` for every update, on a thread of its own (see
         `Subscription`); `cancel()` the returned subscription to stop."""
         return Subscription(self._hub, callback, maxlen)
+
+    def on_button(
+        self, callback: Callable[[ButtonEvent], object], maxlen: int = QUEUE
+    ) -> Subscription[ButtonEvent]:
+        """Call `callback(event)` for every change of a VRPN button (a press and its release
+        are two calls, however close), on a thread of its own (see `Subscription`)."""
+        return self._on(self._events.button, callback, maxlen)
+
+    def on_analog(
+        self, callback: Callable[[AnalogEvent], object], maxlen: int = QUEUE
+    ) -> Subscription[AnalogEvent]:
+        """Call `callback(event)` for every VRPN analog report, with all its channels."""
+        return self._on(self._events.analog, callback, maxlen)
+
+    def on_dial(
+        self, callback: Callable[[DialEvent], object], maxlen: int = QUEUE
+    ) -> Subscription[DialEvent]:
+        """Call `callback(event)` for every turn of a VRPN dial (its delta and total)."""
+        return self._on(self._events.dial, callback, maxlen)
+
+    def on_text(
+        self, callback: Callable[[TextEvent], object], maxlen: int = QUEUE
+    ) -> Subscription[TextEvent]:
+        """Call `callback(event)` for every text message (VRPN text, other sources' logs)."""
+        return self._on(self._events.text, callback, maxlen)
+
+    def _on(
+        self, fanout: _Fanout[T], callback: Callable[[T], object], maxlen: int
+    ) -> Subscription[T]:
+        subscription = Subscription(fanout, callback, maxlen)
+        if not self._events.attached:
+            self._read(self._events.attach)
+        return subscription
 
 
 class Live(_View):
@@ -554,6 +784,11 @@ class Live(_View):
         except BaseException:
             self._thread.close()
             raise
+
+    def _read(self, read: Callable[[], T]) -> T:
+        if self._thread.loop.is_closed():  # closed: nothing writes any more
+            return read()
+        return self._thread.call(read)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for the next update: True once one came, False if `timeout` seconds passed
@@ -587,7 +822,7 @@ class Live(_View):
     def updates(self, timeout: float | None = None) -> Iterator[Update]:
         """Every update from now on, oldest first; ends when none came for `timeout` seconds
         or the run is over. A loop that falls `queue` updates behind loses the oldest."""
-        outlet = _ThreadOutlet(self.queue)
+        outlet: _ThreadOutlet[Update] = _ThreadOutlet(self.queue)
         self._hub.attach(outlet)
         try:
             while True:
@@ -643,6 +878,9 @@ class AsyncLive(_View):
     ) -> None:
         super().__init__(urls, time, record)
         self.queue = queue
+
+    def _read(self, read: Callable[[], T]) -> T:
+        return read()  # the caller is on the loop, where the sources write
 
     async def __aenter__(self) -> AsyncLive:
         self._hub.wakeup = asyncio.Event()

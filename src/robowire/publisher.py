@@ -44,6 +44,9 @@ KINDS = {
 SOURCE = "python"
 """The world source a publisher's devices belong to (what the sink's status and logs show)."""
 
+LEVELS = ("info", "warning", "error")
+"""The levels `Publisher.log` takes (VRPN's text severities)."""
+
 TelemetryValues = Mapping[str, float | tuple[float, str]]
 """Telemetry by field: a value (unit "1"), or (value, unit)."""
 
@@ -201,6 +204,16 @@ class Publisher:
             telemetry=fields,
             **columns,
         )
+
+    def log(self, name: str, text: str, level: str = "info") -> None:
+        """Send text from device `name`: a VRPN text message of that sender (`level` "info",
+        "warning" or "error"); the other protocols' sinks log it or leave it."""
+        if level not in LEVELS:
+            raise ValueError(f"level must be {', '.join(LEVELS)}, not {level!r}")
+        self._thread.call_soon(self._log, str(name), text, level)
+
+    def _log(self, name: str, text: str, level: str) -> None:
+        self.gateway.world.log(self.source, name, text, time=time.time(), level=level)
 
     def flush(self, timeout: float = 10.0) -> None:
         """Wait until every write so far is in the world (the sink sends it next)."""

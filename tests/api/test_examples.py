@@ -120,3 +120,33 @@ def test_record_and_read(tmp_path: Path) -> None:
     with simulator("vrpn", count=2, rate=100) as (host, port):
         out = run("record_and_read.py", f"vrpn://Tracker0@{host}:{port}", tmp_path / "run.mcap")
     assert "read back: 2 devices" in out
+
+
+def test_vrpn_buttons_prints_presses_releases_and_turns() -> None:
+    with simulator("vrpn", count=1) as (host, port):
+        out = run("vrpn_buttons.py", f"vrpn://Button0,Dial0,Analog0@{host}:{port}", 3)
+    lines = out.splitlines()
+    assert "Button0 button 0 down" in lines and "Button0 button 0 up" in lines, out
+    assert "Dial0 dial 1 turned +0.25" in lines
+    assert any(line.startswith("Analog0 channels [") for line in lines)
+
+
+def test_xrp_robot_is_driven_by_our_wpilib_side() -> None:
+    port = free_udp_port()
+    robot = start("xrp_robot.py", port, 60)
+    try:
+        assert robot.stdout is not None and "XRP robot on" in robot.stdout.readline()
+        url = f"xrp://127.0.0.1:{port}?enable=1&left=0.5&right=0.3"
+        with robowire.connect(url) as live:
+            live.wait_for("xrp", timeout=10, field="encoder_0_count")
+            deadline = time.monotonic() + 30
+            while live.devices["xrp"].telemetry["encoder_0_count"].value < 200:
+                assert time.monotonic() < deadline
+                live.wait(timeout=5)
+            xrp = live.devices["xrp"]
+    finally:
+        robot.terminate()
+        robot.communicate(timeout=10)
+    left, right = (xrp.telemetry[f"encoder_{i}_count"].value for i in (0, 1))
+    assert right == pytest.approx(left * 0.3 / 0.5, abs=10)  # the right wheel at 0.3
+    assert xrp.telemetry["gyro_angle_z"].value == pytest.approx((right - left) / 10, abs=1)

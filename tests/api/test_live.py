@@ -153,3 +153,40 @@ async def test_the_same_view_in_asyncio() -> None:
                     break
             assert "Tracker0/0" in live.devices
             assert live.status()[0].state == "connected"
+
+
+def test_a_device_is_one_consistent_state_while_the_source_writes() -> None:
+    """Each pose written has x = k and a yaw of k degrees: every Device read while they pour
+    in has a position and an orientation of the same write (they are built on the loop)."""
+    with robowire.publish("vrpn://127.0.0.1:0") as pub:
+        assert pub.address is not None
+        host, port = pub.address
+        with robowire.connect(f"vrpn+tcp://Tracker0@{host}:{port}") as live:
+            stop = threading.Event()
+
+            def write() -> None:
+                k = 0
+                while not stop.is_set():
+                    half = np.radians(k % 360) / 2
+                    pub.set("Tracker0/0", position=(k % 360, 0, 0),
+                            orientation=(np.cos(half), 0, 0, np.sin(half)))  # fmt: skip
+                    k += 1
+                    time.sleep(0.0005)
+
+            writer = threading.Thread(target=write)
+            writer.start()
+            try:
+                live.wait_for("Tracker0/0", timeout=30)
+                checked = 0
+                deadline = time.monotonic() + 3
+                while time.monotonic() < deadline:
+                    device = live.devices["Tracker0/0"]
+                    assert device.position is not None and device.orientation is not None
+                    w, _, _, z = device.orientation
+                    yaw = np.degrees(2 * np.arctan2(z, w)) % 360
+                    assert abs(yaw - device.position[0]) < 1e-6 or abs(yaw - 360) < 1e-6
+                    checked += 1
+            finally:
+                stop.set()
+                writer.join()
+    assert checked > 100

@@ -34,7 +34,9 @@ FIGURES = {
 
 def test_each_protocol_row_takes_its_figures_and_leaves_missing_cells_empty():
     rows = table.table_rows(FIGURES)
-    assert list(rows) == ["VRPN", "XRP", "UgCS", "VRSP", "SpyGlass", "gateway"]
+    assert list(rows) == [
+        "VRPN", "XRP", "UgCS", "VRSP", "SpyGlass", "gateway", "recorder", "Foxglove",
+    ]  # fmt: skip
     assert rows["VRPN"] == {
         "load": "10 sensors at 1 kHz",
         "decode_rate": 2_500_000.0,
@@ -61,7 +63,7 @@ def test_the_text_table_has_one_line_per_protocol_in_readable_units():
     assert vrpn == ["VRPN", "10 sensors at 1 kHz", "2.5M", "3.25x", "299.0k", "0.2", "1.5", "12.0%"]
     vrsp = [c.strip() for c in lines[5].split("|")[1:-1]]
     assert vrsp[2:] == ["-", "-", "-", "6.0", "150", "-"]
-    assert len(lines) == 2 + 6
+    assert len(lines) == 2 + 8
     assert len({len(line) for line in lines}) == 1  # aligned columns
 
 

@@ -268,8 +268,9 @@ async def test_foxglove_own_client_decodes_every_channel_offering_either_subprot
         await runs[0]
         assert sink.address is not None
         url = f"ws://127.0.0.1:{sink.address[1]}"
+        counts = "1,/location=6"  # a message of each topic, a LocationFix of each drone
         got = {
-            subprotocol: await run_node("foxglove_client.mjs", url, subprotocol, "1", "60")
+            subprotocol: await run_node("foxglove_client.mjs", url, subprotocol, counts, "60")
             for subprotocol in ("foxglove.websocket.v1", "foxglove.sdk.v1")
         }
         refused = await run_node("foxglove_client.mjs", url, "foxglove.other.v1", "1", "60")

@@ -2,6 +2,7 @@ import asyncio
 import contextlib
 import io
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,7 +12,13 @@ from hypothesis import strategies as st
 from robowire.endpoints import parse_endpoint
 from robowire.errors import ConfigError, DecodeError
 from robowire.gateway import Gateway
-from robowire.recording import McapRecorder, McapSource, RecordingAdapter, read_recording
+from robowire.recording import (
+    McapRecorder,
+    McapSource,
+    RecordingAdapter,
+    WorldUpdate,
+    read_recording,
+)
 from robowire.service import Source
 from robowire.sinks import JsonLinesSink
 from robowire.world import World
@@ -39,9 +46,11 @@ class Walk(Source):
 async def test_record_then_replay_gives_the_same_updates(tmp_path):
     path = str(tmp_path / "run.mcap")
     await asyncio.wait_for(Gateway().add(Walk("walk"), McapRecorder(path)).run(), 5)
-    recorded = [line for _, line in read_recording(path) if "devices" in line]
-    assert [line["position"][0] for line in recorded] == [[i, 2 * i, 0] for i in range(10)]
-    assert [t for t, line in read_recording(path) if "devices" in line][-1] == 1000.09
+    recorded = [(t, u) for t, u in read_recording(path) if isinstance(u, WorldUpdate)]
+    assert [u.vectors["position"].tolist() for _, u in recorded] == [
+        [[i, 2 * i, 0]] for i in range(10)
+    ]
+    assert recorded[-1][0] == 1000.09
 
     out = io.StringIO()
     replay = McapSource(parse_endpoint(path), speed=100.0)
@@ -76,7 +85,7 @@ async def test_a_recorder_that_falls_behind_counts_what_its_queue_dropped(tmp_pa
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     assert recorder.stats.dropped > 40  # each update holds ~24 kB: the 64 kB queue kept two
-    kept = {t for t, line in read_recording(recorder.path) if "devices" in line}
+    kept = {t for t, u in read_recording(recorder.path) if isinstance(u, WorldUpdate)}
     assert len(kept) == 50 - recorder.stats.dropped and max(kept) == 49.0  # the newest kept
 
 
@@ -139,19 +148,19 @@ def whole(tmp_path_factory: pytest.TempPathFactory) -> bytes:
 )
 @given(cut=st.integers(min_value=0, max_value=1 << 16))
 def test_a_recording_cut_anywhere_reads_up_to_the_cut(whole: bytes, cut: int, tmp_path) -> None:
-    full = [json.dumps(x) for _, x in read_recording_bytes(whole, tmp_path / "full.mcap")]
+    full = [repr(x) for _, x in read_recording_bytes(whole, tmp_path / "full.mcap")]
     part = tmp_path / "cut.mcap"
     part.write_bytes(whole[: cut % (len(whole) + 1)])
     got: list[str] = []
     try:
         for _, line in read_recording(str(part)):
-            got.append(json.dumps(line))
+            got.append(repr(line))
     except (ConfigError, DecodeError):
         pass  # nothing readable, or the cut end: what came before it is what counts
     assert got == full[: len(got)]
 
 
-def read_recording_bytes(data: bytes, path) -> list[tuple[float, dict]]:
+def read_recording_bytes(data: bytes, path) -> list[tuple[float, object]]:
     path.write_bytes(data)
     return list(read_recording(str(path)))
 
@@ -225,3 +234,35 @@ async def test_the_receive_tap_sees_what_udp_and_tcp_sources_received():
     assert tcp and all(t == "tcp" and p == spyglass.address and n > 0 for _, t, n, p in tcp)
     assert udp and all(t == "udp" and p[0] == "127.0.0.1" and n > 0 for _, t, n, p in udp)
     assert viewer.stats.messages_in > 0 and vrsp.stats.messages_in > 0
+
+
+JSON_RECORDING = Path(__file__).parents[1] / "data" / "recordings" / "json-2dd4a94.mcap"
+
+
+async def test_an_older_json_recording_still_replays_to_the_values_it_was_made_from():
+    """`tests/data/recordings/json-2dd4a94.mcap` was written by the JSON recorder (see
+    make_json_recording.py beside it); the values below are what that script wrote."""
+    assert JSON_RECORDING.is_file()
+    replay = McapSource(parse_endpoint(str(JSON_RECORDING)), speed=100.0)
+    gateway = Gateway().add(replay)
+    await asyncio.wait_for(gateway.run(), 10)
+    walk = gateway.world.tables["walk"]
+    assert walk.ids == ["n1"] and walk.kinds == ["sensor_node"] and walk.names == ["node one"]
+    assert walk.position[0].tolist() == [9.0, 18.0, 0.0] and walk.source_time[0] == 909.0
+    assert walk.telemetry["temp"][0] == 29.0 and walk.units["temp"] == "Cel"
+    assert walk.attributes[0] == {"firmware": "1.2"} and walk.links[0] == ("n2",)
+    n = 200
+    rng = np.random.default_rng(7)
+    position = rng.normal(size=(n, 3)) * 100
+    led = np.float32(rng.uniform(0, 255, n)).astype(np.float64)
+    swarm = gateway.world.tables["swarm"]
+    assert swarm.ids == [f"d{i}" for i in range(n)] and set(swarm.kinds) == {"drone"}
+    assert np.array_equal(swarm.position[:n], position)
+    assert np.array_equal(swarm.geodetic[:n, 1], np.linspace(8.0, 8.1, n))
+    assert (swarm.geodetic[:n, 0] == 47.5).all() and (swarm.geodetic[:n, 2] == 400.0).all()
+    assert np.array_equal(swarm.telemetry["led"][:n], led)
+    cue = np.full(n, np.nan)
+    cue[[3, 150]] = [1.25, 2.5]
+    assert np.array_equal(swarm.telemetry["cue"][:n], cue, equal_nan=True)
+    assert np.isnan(swarm.telemetry["laser"][:n]).all() and swarm.units["laser"] == "W"
+    assert (swarm.source_time[:n] == 999.5).all()

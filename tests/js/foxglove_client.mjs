@@ -1,7 +1,8 @@
 // Foxglove's own client, @foxglove/ws-protocol's FoxgloveClient, on the `ws` WebSocket,
 // offering exactly one subprotocol. It subscribes to every channel the server advertises and
 // decodes each message with the schema advertised for it, until every channel has COUNT
-// messages (or SECONDS pass), then prints one JSON object:
+// messages (or SECONDS pass), then prints one JSON object. COUNT is a number, optionally
+// followed by per-topic numbers: "1,/location=6" (one message of each, six of /location):
 //   {"subprotocol", "server", "complete", "channels": [{topic, encoding, schemaName,
 //    schemaEncoding, messages, errors}], "errors": [...], "decoded": {topic: [objects]}}
 // Usage: node foxglove_client.mjs ws://127.0.0.1:8765 foxglove.websocket.v1 [COUNT] [SECONDS]
@@ -12,14 +13,16 @@ import { decoder } from "./decode.mjs";
 const { FoxgloveClient } = wsProtocol; // a CommonJS package
 
 const [url, subprotocol, count = "1", seconds = "30"] = process.argv.slice(2);
-const want = Number(count);
+const [fallback, ...perTopic] = count.split(",");
+const wants = new Map(perTopic.map((pair) => [pair.slice(0, pair.lastIndexOf("=")), Number(pair.slice(pair.lastIndexOf("=") + 1))]));
+const want = (topic) => wants.get(topic) ?? Number(fallback);
 const ws = new WebSocket(url, [subprotocol]);
 const client = new FoxgloveClient({ ws });
 const result = { subprotocol: null, server: null, complete: false, channels: [], errors: [], decoded: {} };
 const bySubscription = new Map();
 
 function finish(code) {
-  result.complete = result.channels.length > 0 && result.channels.every((c) => c.messages >= want);
+  result.complete = result.channels.length > 0 && result.channels.every((c) => c.messages >= want(c.topic));
   process.stdout.write(JSON.stringify(result) + "\n");
   ws.terminate();
   process.exit(code);
@@ -64,6 +67,6 @@ client.on("message", ({ subscriptionId, data }) => {
     entry.errors += 1;
     result.errors.push(`${entry.topic}: ${error.message}`);
   }
-  if (result.channels.every((c) => c.messages >= want)) finish(0);
+  if (result.channels.every((c) => c.messages >= want(c.topic))) finish(0);
 });
 setTimeout(() => finish(1), Number(seconds) * 1000);

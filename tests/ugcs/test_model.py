@@ -22,6 +22,7 @@ from robowire.protocols.ugcs.model import (
     COMMANDS,
     FIELDS,
     MISSION_ITEMS,
+    Activity,
     Fleet,
     Params,
 )
@@ -716,3 +717,30 @@ def test_throttle_down_onto_the_ground_lands() -> None:
     tel = fleet.telemetry()
     assert tel["altitude_agl"][0] == 0.0 and tel["is_armed"][0] == 0
     assert tel["native_flight_mode"][0] == "IDLE"
+
+
+def test_a_patrol_loops_its_square_until_a_command_and_lands_for_a_fresh_battery() -> None:
+    fleet = Fleet(2, patrol=40.0, gps_warmup=(1.0, 1.0))
+    corners = np.array([(0, 0), (40, 0), (40, 40), (0, 40)])
+    visits = np.zeros(4, dtype=int)  # steps spent within 2.5 m of each corner at 20 m
+    t = 0.0
+    while t < 200.0:  # a lap is 160 m at 5 m/s: 32 s; several laps
+        fleet.step(t)
+        t += 0.1
+        if abs(fleet.alt[0] - 10.0 - 20.0) < 0.1:
+            near = np.hypot(*(corners - (fleet.east[0], fleet.north[0])).T) < 2.5
+            visits += near
+    assert (visits >= 20).all(), visits  # every corner, lap after lap (about 10 a pass)
+    assert fleet.alt[1] == pytest.approx(10.0 + 22.0)  # the next vehicle flies 2 m higher
+    assert fleet.activity[0] == Activity.MISSION and fleet.armed.all()
+    fleet.charge[0] = 0.16  # near the low-battery level: home, land, a fresh battery, again
+    while fleet.charge[0] < 0.5:
+        fleet.step(t)
+        t += 0.1
+    assert fleet.airborne[0] or fleet.armed[0]
+    assert fleet.command(0, "return_to_home", {}).ok  # the pilot takes over: patrol ends
+    for _ in range(1000):
+        fleet.step(t)
+        t += 0.1
+    assert not fleet.armed[0] and fleet.activity[0] == Activity.IDLE
+    assert fleet.patrolling.tolist() == [False, True]

@@ -43,10 +43,10 @@ async def test_client_drives_sim_robot() -> None:
             left, right = status.encoder_counts[0], status.encoder_counts[1]
             assert left is not None and right is not None
             assert left > 50 and abs(left - right) <= 2
-            assert sim.robots[0].enabled
+            assert sim.sessions[0].enabled
             assert sim.fleet.pose[0, 0] > 0.05
         await asyncio.sleep(0.65)  # the robot disables itself 500 ms after the last packet
-        assert not sim.robots[0].enabled
+        assert not sim.sessions[0].enabled
         assert sim.fleet.command[0].tolist() == [0.0] * 4
     finally:
         task.cancel()
@@ -79,7 +79,7 @@ async def test_gateway_source_drives_robot_and_world_follows() -> None:
         assert device.orientation is not None
         yaw = 2 * math.atan2(device.orientation[3], device.orientation[0])
         assert math.degrees(yaw) == pytest.approx(telemetry["gyro_angle_z"][0], abs=1)
-        assert sim.robots[1].enabled and not sim.robots[0].enabled
+        assert sim.sessions[1].enabled and not sim.sessions[0].enabled
         gateway.stop()
         await run
     finally:
@@ -187,7 +187,7 @@ async def test_a_relay_passes_commands_on_and_disables_the_robot_when_the_progra
     sink = open_sink("xrp://127.0.0.1:0")
     gateway.add(source, sink)
     run = asyncio.create_task(gateway.run())
-    robot = sim.robots[0]
+    robot = sim.sessions[0]
     try:
         await asyncio.wait_for(sink.ready.wait(), 5)
         await until(lambda: isinstance(sink, XrpSink) and sink.target is not None, "a target")

@@ -40,15 +40,16 @@ def test_many_robots_step_independently() -> None:
 def test_encoder_periods_and_no_period() -> None:
     fleet = Fleet(1, quantum=0.0)
     fleet.advance(0.0)
-    periods = fleet.encoder_periods(9_375_000)[0]
-    assert periods.tolist() == [0xFFFFFFFE, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF]  # not counting
+    values = fleet.status_values(0, 0.0, 9_375_000)
+    periods = values[1:12:3]  # count, period numerator, divisor per encoder
+    assert periods == [0xFFFFFFFE, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF]  # not counting
     fleet.counting[0] = True
     fleet.command[0] = (0.5, 0.5, 0.0, 0.0)  # left forward, right backward: spin clockwise
-    fleet.advance(1.0)
-    left, right = (int(p) for p in fleet.encoder_periods(9_375_000)[0][:2])
+    left, right = fleet.status_values(0, 1.0, 9_375_000)[1:5:3]
     assert left & 1 == 1 and right & 1 == 0
     rate = fleet.count_rate[0, 0]
     assert (left >> 1) / 9_375_000 == pytest.approx(1 / rate, rel=1e-3)
+    assert fleet.encoder_periods()[0, 1] == pytest.approx(1 / fleet.count_rate[0, 1])  # < 0
     assert fleet.gyro()[0, 5] < 0  # clockwise is negative yaw
 
 

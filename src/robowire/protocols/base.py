@@ -41,6 +41,11 @@ if TYPE_CHECKING:
 
 Address = tuple[str, int]
 
+SITE = (56.9496, 24.1052, 10.0)
+"""Where every simulator puts its devices unless told otherwise (lat deg, lon deg, alt m WGS84:
+Riga's old town, our choice): the UgCS vehicles park there, the VRSP show stands on it, and
+sinks place ENU devices about it, so that everything `robowire demo` runs is on one map."""
+
 E = TypeVar("E")
 E_contra = TypeVar("E_contra", contravariant=True)
 

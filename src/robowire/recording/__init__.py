@@ -4,6 +4,8 @@ real peer (`replay`)."""
 
 from robowire.recording.reader import (
     Contents,
+    NewDevice,
+    WorldUpdate,
     contents,
     messages,
     raw_records,
@@ -27,8 +29,10 @@ __all__ = [
     "Contents",
     "McapRecorder",
     "McapSource",
+    "NewDevice",
     "RawEmitter",
     "RecordingAdapter",
+    "WorldUpdate",
     "contents",
     "messages",
     "raw_records",

@@ -1,6 +1,8 @@
 """Reading robowire MCAP recordings: front to back, chunk by chunk, never through the summary
 (a killed recording has none: it gives every message of its whole chunks, then a DecodeError
-for the cut end), and what is in them."""
+for the cut end), and what is in them. The world channel `/robowire/<source>` is protobuf
+(`robowire.Update`, update.proto) since the recorder went columnar, JSON before: both decode
+to a `WorldUpdate`."""
 
 from __future__ import annotations
 
@@ -12,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import lz4.frame  # mcap's own dependencies, for compressed chunks
+import numpy as np
 import zstandard
+from google.protobuf.message import DecodeError as ProtobufDecodeError
 from mcap.exceptions import McapError
 from mcap.records import Channel, Chunk, McapRecord, Message
 from mcap.stream_reader import StreamReader, breakup_chunk
@@ -20,8 +24,11 @@ from zstandard import ZstdError
 
 from robowire.capture import BoundedFile, Record
 from robowire.errors import ConfigError, DecodeError
+from robowire.recording import update_pb2
 from robowire.recording.writer import RAW_PREFIX, TOPIC_PREFIX
+from robowire.world.model import ATTRIBUTES, LINKS, SOURCE_TIME
 
+VECTOR_WIDTHS = {"position": 3, "orientation": 4, "velocity": 3, "geodetic": 3}
 DAMAGED = (
     McapError,
     ValueError,
@@ -99,14 +106,154 @@ def recording_records(path: str) -> Iterator[Record]:
             yield Record(message.data, message.log_time / 1e9, flow=channel.topic)
 
 
-def read_recording(path: str) -> Iterator[tuple[float, dict[str, Any]]]:
-    """(log time in seconds, JSON object) of every world message of a recording."""
+@dataclass
+class NewDevice:
+    """A device an update describes for the first time (row: its row in the update)."""
+
+    row: int
+    kind: str
+    name: str
+    attributes: dict[str, Any]
+    links: list[str]
+
+
+@dataclass
+class WorldUpdate:
+    """One recorded world update of one source, its devices as columns (a row each), as
+    `world.update` takes them: what both formats of `/robowire/<source>` decode to."""
+
+    devices: list[str]
+    new: list[NewDevice] = field(default_factory=list)
+    vectors: dict[str, np.ndarray] = field(default_factory=dict)  # position, orientation...
+    source_time: np.ndarray | None = None
+    telemetry: dict[str, tuple[np.ndarray, str]] = field(default_factory=dict)  # values, unit
+    attributes: list[dict[str, Any]] | None = None  # per row, when the update changed them
+    links: list[list[str]] | None = None
+
+
+def world_message(data: bytes) -> WorldUpdate | dict[str, Any]:
+    """A `/robowire/…` message: a `WorldUpdate` (protobuf `robowire.Update`, or the JSON
+    object older recordings wrote), or a JSON object (a log line, or a one-device line of the
+    oldest recordings). A JSON object starts with `{`, which no `robowire.Update` can (0x7B
+    would be field 15 as a group). Raises `DecodeError` for anything else."""
+    if data[:1] == b"{":
+        try:
+            line = json.loads(data)
+        except (ValueError, RecursionError) as exc:  # a damaged message (found by fuzzing)
+            raise DecodeError("mcap", 0, f"not JSON: {exc}") from None
+        if isinstance(line, dict) and "devices" in line:
+            return from_json(line)
+        if not isinstance(line, dict):
+            raise DecodeError("mcap", 0, f"a JSON {type(line).__name__}, not an object")
+        return line
+    return from_protobuf(data)
+
+
+def from_protobuf(data: bytes) -> WorldUpdate:
+    """A `robowire.Update` (update.proto), checked: every column has a value per device."""
+    try:
+        message = update_pb2.Update.FromString(data)
+        n = len(message.devices)
+        update = WorldUpdate(devices=list(message.devices))
+        for new in message.new:
+            if new.row >= n:
+                raise ValueError(f"new device row {new.row} of {n}")
+            attributes = json.loads(new.attributes) if new.attributes else {}
+            if not isinstance(attributes, dict):
+                raise ValueError("attributes are not a JSON object")
+            update.new.append(NewDevice(new.row, new.kind, new.name, attributes, list(new.links)))
+        for vector in message.vectors:
+            if vector.name not in VECTOR_WIDTHS:
+                raise ValueError(f"no vector column {vector.name!r}")
+            update.vectors[vector.name] = _values(vector, n, VECTOR_WIDTHS[vector.name])
+        if message.HasField("source_time"):
+            update.source_time = _values(message.source_time, n, 1)
+        for tele in message.telemetry:
+            update.telemetry[tele.name] = (_values(tele, n, 1), tele.unit)
+        if message.attributes:
+            update.attributes = [json.loads(a) for a in message.attributes]
+            if len(update.attributes) != n or not all(
+                isinstance(a, dict) for a in update.attributes
+            ):
+                raise ValueError("attributes are not a JSON object per device")
+        if message.links:
+            update.links = [list(links.ids) for links in message.links]
+            if len(update.links) != n:
+                raise ValueError("links are not a list per device")
+    except (ProtobufDecodeError, ValueError, RecursionError) as exc:
+        raise DecodeError("mcap", 0, f"not a robowire.Update: {exc}") from None
+    return update
+
+
+def _values(column: Any, n: int, width: int) -> np.ndarray:
+    """A `robowire.Column` as float64, (n,) or (n, width)."""
+    if (column.width or 1) != width:
+        raise ValueError(f"{column.name}: {column.width} values per device, not {width}")
+    shape = (n,) if width == 1 else (n, width)
+    values = np.array(column.float64 if len(column.float64) else column.float32, np.float64)
+    if column.same:
+        return np.array(np.broadcast_to(values, shape))  # (a wrong count: ValueError)
+    out = np.full(shape, np.nan)
+    if column.rows:
+        rows = np.array(column.rows, np.intp)
+        if len(values) != len(rows) * width or (len(rows) and rows.max() >= n):
+            raise ValueError(f"{column.name}: {len(values)} values for {len(rows)} rows")
+        out[rows] = values.reshape(out[rows].shape)
+    elif len(values):
+        out[...] = values.reshape(shape)
+    return out
+
+
+def from_json(line: dict[str, Any]) -> WorldUpdate:
+    """The JSON `robowire.Update` of older recordings (jsonschema; float32 where exact, one
+    number for every device, null for none, `{"rows", "values"}` for a few)."""
+    try:
+        ids = line["devices"]
+        if not isinstance(ids, list):
+            raise TypeError("devices is not a list")
+        n = len(ids)
+        narrow = set(line.get("float32", ()))
+
+        def values(name: str, data: Any) -> np.ndarray:
+            if data is None or isinstance(data, float | int):  # NaN for all, or one value
+                return np.full(n, np.nan if data is None else float(data))
+            if isinstance(data, dict):  # only the rows that have a value
+                out = np.full(n, np.nan)
+                out[data["rows"]] = values(name, data["values"])
+                return out
+            if name in narrow:  # float32 values, written with float32's digits
+                return np.array(data, dtype=np.float32).astype(np.float64)
+            return np.array(data, dtype=np.float64)
+
+        new = line.get("new") or {}
+        described = [new.get(k, ()) for k in ("rows", "kind", "name", "attributes", "links")]
+        update = WorldUpdate(
+            devices=ids,
+            new=[NewDevice(*device) for device in zip(*described, strict=True)],
+            vectors={name: values(name, line[name]) for name in VECTOR_WIDTHS if name in line},
+            telemetry={
+                name: (values(name, tele["values"]), tele["unit"])
+                for name, tele in line.get("telemetry", {}).items()
+            },
+            attributes=line.get(ATTRIBUTES),
+            links=line.get(LINKS),
+        )
+        if SOURCE_TIME in line:
+            update.source_time = values(SOURCE_TIME, line[SOURCE_TIME])
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        raise DecodeError("mcap", 0, f"not a robowire update: {exc!r}") from None
+    return update
+
+
+def read_recording(path: str) -> Iterator[tuple[float, WorldUpdate | dict[str, Any]]]:
+    """(log time in seconds, message) of every world message of a recording: a
+    `WorldUpdate`, or a JSON object (log lines; one-device lines of the oldest recordings)."""
     for number, record in enumerate(recording_records(path)):
         assert record.time is not None
         try:
-            yield record.time, json.loads(record.data)
-        except (ValueError, RecursionError) as exc:  # a damaged message (found by fuzzing)
-            reason = f"world message {number} on {record.flow} is not JSON: {exc}"
+            yield record.time, world_message(record.data)
+        except DecodeError as exc:
+            reason = f"world message {number} on {record.flow}: {exc.reason}"
             raise DecodeError("mcap", 0, reason) from None
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import logging
 import socket
 from collections.abc import Callable, Iterator, Sequence
@@ -25,28 +24,29 @@ from robowire.endpoints import Endpoint
 from robowire.errors import ConfigError, DecodeError, RobowireError
 from robowire.protocols.base import Address, PacketDropped, SessionStats
 from robowire.recording.reader import (
+    WorldUpdate,
     contents,
+    from_json,
     messages,
     raw_channel,
     raw_records,
     recording_records,
+    world_message,
 )
 from robowire.recording.writer import LOG_TOPIC, RAW_PREFIX, TOPIC_PREFIX
 from robowire.service import CaptureSource, Service, Source
 from robowire.transport.tcp import StreamDriver, serve_stream
 from robowire.transport.udp import open_udp_socket, send_datagrams
 from robowire.world import World
-from robowire.world.model import ATTRIBUTES, LINKS, SOURCE_TIME
+from robowire.world.model import ATTRIBUTES, LINKS
 
 log = logging.getLogger("robowire")
 
-VECTOR_FIELDS = ("position", "orientation", "velocity", "geodetic")
-
 
 class RecordingAdapter:
-    """Recorded world messages back into the world: `(source, object)` events, where the
-    object is a `/robowire/<source>` update (devices as columns), a log line, or a one-device
-    line of older recordings (what `listen --json` prints)."""
+    """Recorded world messages back into the world: `(source, message)` events, where the
+    message is a `WorldUpdate` (a `/robowire/<source>` update, devices as columns), a log
+    line, or a one-device line of the oldest recordings (what `listen --json` prints)."""
 
     def __init__(
         self,
@@ -66,10 +66,12 @@ class RecordingAdapter:
                 continue  # counted by the source
             source, line = event
             try:
-                if not isinstance(line, dict):
-                    raise TypeError(f"a {type(line).__name__}, not an object")
-                if "devices" in line:
+                if isinstance(line, dict) and "devices" in line:
+                    line = from_json(line)
+                if isinstance(line, WorldUpdate):
                     self._update(source, line, receive_time)
+                elif not isinstance(line, dict):
+                    raise TypeError(f"a {type(line).__name__}, not an object")
                 elif "log" in line:
                     self.world.log(
                         line["source"],
@@ -86,60 +88,37 @@ class RecordingAdapter:
                     self.on_drop(f"{source or 'log'}: not a robowire update ({exc!r})")
         return applied
 
-    def _update(self, source: str, line: dict[str, Any], receive_time: float) -> None:
+    def _update(self, source: str, update: WorldUpdate, receive_time: float) -> None:
         table = self.world.table(source)
         if table.protocol is None:
             table.protocol = self.native.get(source)
-        ids: list[str] = line["devices"]
-        new = line.get("new")
-        if new:
-            for row, kind, name, attributes, links in zip(
-                new["rows"], new["kind"], new["name"], new["attributes"], new["links"], strict=True
-            ):
-                slot = table.slot(ids[row], kind, name)
-                table.attributes[slot].update(attributes)
-                table.links[slot] = tuple(links)
+        ids = update.devices
+        for new in update.new:
+            slot = table.slot(ids[new.row], new.kind, new.name)
+            table.attributes[slot].update(new.attributes)
+            table.links[slot] = tuple(new.links)
         cached = self._slots.get(source)
         if cached is not None and cached[0] == ids:
             slots = cached[1]
         else:
             slots = table.slots(ids)  # devices described before (or unknown: kind "device")
             self._slots[source] = (ids, slots)
-
-        narrow = set(line.get("float32", ()))
-
-        def column(name: str, values: Any) -> Any:
-            if values is None or isinstance(values, float | int):  # NaN for all, or one value
-                return np.full(len(ids), np.nan if values is None else float(values))
-            if isinstance(values, dict):  # only the rows that have a value
-                out = np.full(len(ids), np.nan)
-                out[values["rows"]] = column(name, values["values"])
-                return out
-            if name in narrow:  # float32 values, written with float32's digits
-                return np.array(values, dtype=np.float32).astype(np.float64)
-            return np.array(values, dtype=np.float64)
-
         changed: set[str] = set()
-        if ATTRIBUTES in line:
-            for slot, attributes in zip(slots.tolist(), line[ATTRIBUTES], strict=True):
+        if update.attributes is not None:
+            for slot, attributes in zip(slots.tolist(), update.attributes, strict=True):
                 table.attributes[slot].update(attributes)
             changed.add(ATTRIBUTES)
-        if LINKS in line:
-            for slot, links in zip(slots.tolist(), line[LINKS], strict=True):
+        if update.links is not None:
+            for slot, links in zip(slots.tolist(), update.links, strict=True):
                 table.links[slot] = tuple(links)
             changed.add(LINKS)
-        telemetry = {
-            name: (column(name, field["values"]), field["unit"])
-            for name, field in line.get("telemetry", {}).items()
-        }
-        times = line.get(SOURCE_TIME)
         self.world.update(
             source,
             slots,
             receive_time=receive_time,
-            source_time=None if times is None else column(SOURCE_TIME, times),
-            **{name: column(name, line[name]) for name in VECTOR_FIELDS if name in line},
-            telemetry=telemetry,
+            source_time=update.source_time,
+            **update.vectors,
+            telemetry=update.telemetry,
             changed=changed,
         )
 
@@ -203,9 +182,9 @@ class McapSource(CaptureSource):
         self.progress.seen(record)
         source = "" if record.flow == LOG_TOPIC else record.flow.removeprefix(TOPIC_PREFIX)
         try:
-            return [(source, json.loads(record.data))]
-        except (ValueError, RecursionError) as exc:  # not JSON, or nested past the limit
-            reason = f"{record.flow}: not JSON ({exc})"
+            return [(source, world_message(record.data))]
+        except DecodeError as exc:  # not a world message (damaged)
+            reason = f"{record.flow}: {exc.reason}"
             return [PacketDropped(protocol="mcap", reason=reason, size=len(record.data))]
 
 

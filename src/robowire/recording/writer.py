@@ -10,8 +10,9 @@ loses at most about that much. Three kinds of channels:
 * world, for Foxglove: `/tf`, `/scene`, `/location`, `/telemetry/<source>`, built by the
   shared `sinks.foxglove_messages` builder, at most `foxglove_rate` times a second per source
   from the latest state of what changed (as the live Foxglove sink does);
-* world, for replay: `/robowire/<source>`, one JSON message per world update (every update:
-  the devices as columns, with what is needed to rebuild them exactly), and `/robowire/log`;
+* world, for replay: `/robowire/<source>`, one protobuf `robowire.Update` (update.proto)
+  per world update (every update: the devices as packed columns, with what is needed to
+  rebuild them exactly), and `/robowire/log` (JSON);
 * raw: `/raw/<source>`, every datagram or stream chunk the source received, as received
   (message encoding = the protocol, log time = receive time), one channel per transport and
   peer, described by the channel's metadata. The recorder taps the sources it is given
@@ -26,16 +27,21 @@ from typing import IO, Any
 
 import numpy as np
 import orjson
+from google.protobuf.descriptor_pb2 import FileDescriptorProto, FileDescriptorSet
 from mcap.writer import CompressionType, Writer
 
+from robowire import pbwire
 from robowire.errors import ConfigError
+from robowire.pbwire import Heads
 from robowire.protocols.base import Address
+from robowire.recording import update_pb2
 from robowire.service import Sink, Source
 from robowire.sinks.foxglove_messages import (
     TELEMETRY_SCHEMA,
     TELEMETRY_SCHEMA_NAME,
     FoxgloveMessages,
 )
+from robowire.sinks.foxglove_messages import schema as foxglove_schema
 from robowire.sinks.jsonlines import log_line
 from robowire.timebase import monotonic
 from robowire.world import LogEvent, Update, World
@@ -66,44 +72,11 @@ LOG_SCHEMA = "robowire.Log"
 FOXGLOVE_RATE = 10.0
 """Foxglove world messages per source per second (the latest state of what changed)."""
 VECTORS = (POSITION, ORIENTATION, VELOCITY, GEODETIC)
-NUMPY = orjson.OPT_SERIALIZE_NUMPY
-COLUMN_JSON_SCHEMA = {
-    "description": "a value per device; one number: every device's; null: none has one; "
-    "rows and values: only the devices that have one",
-    "anyOf": [
-        {"type": "array"},
-        {"type": "number"},
-        {"type": "null"},
-        {"type": "object", "required": ["rows", "values"]},
-    ],
-}
-UPDATE_JSON_SCHEMA = orjson.dumps(
-    {
-        "title": UPDATE_SCHEMA,
-        "type": "object",
-        "description": "one world update of one source, devices as columns",
-        "required": ["devices"],
-        "properties": {
-            "devices": {"type": "array", "items": {"type": "string"}},
-            "new": {"type": "object", "description": "rows first seen: kind, name"},
-            "float32": {"type": "array", "description": "columns whose values are float32"},
-            "position": {"type": "array"},
-            "orientation": {"type": "array"},
-            "velocity": {"type": "array"},
-            "geodetic": {"type": "array"},
-            "source_time": COLUMN_JSON_SCHEMA,
-            "telemetry": {
-                "type": "object",
-                "additionalProperties": {
-                    "type": "object",
-                    "properties": {"unit": {"type": "string"}, "values": COLUMN_JSON_SCHEMA},
-                },
-            },
-            "attributes": {"type": "array"},
-            "links": {"type": "array"},
-        },
-    }
-)
+UPDATE_PROTO = FileDescriptorSet(
+    file=[FileDescriptorProto.FromString(update_pb2.DESCRIPTOR.serialized_pb)]
+).SerializeToString()
+"""The schema of `/robowire/<source>`: `robowire.Update` (update.proto) as the
+FileDescriptorSet MCAP readers build a protobuf decoder from."""
 LOG_JSON_SCHEMA = orjson.dumps(
     {
         "title": LOG_SCHEMA,
@@ -118,74 +91,119 @@ LOG_JSON_SCHEMA = orjson.dumps(
         },
     }
 )
+SAME = pbwire.key(6, pbwire.VARINT) + b"\x01"  # Column.same = true
+
+
+def column(name: str, data: np.ndarray, unit: str = "") -> list[bytes]:
+    """A `robowire.Column` of `data` (a value per device, or a row of `width` each), in its
+    most compact exact form (see update.proto), as parts to join."""
+    width = 1 if data.ndim == 1 else data.shape[1]
+    out = [_column_head(name, unit, width)]
+    absent = np.isnan(data)
+    missing = int(np.count_nonzero(absent))
+    if missing == absent.size:
+        return out  # written, as NaN (a payload these devices do not have)
+    if not missing and (data == data[0]).all():
+        return [*out, *pbwire.packed(4, data[0], "<f8"), SAME]  # one value for every device
+    rows = None
+    if width == 1 and missing * 2 > len(data):  # mostly absent: only the others
+        rows = np.flatnonzero(~absent)
+        data, missing = data[rows], 0
+    with np.errstate(over="ignore", invalid="ignore"):  # (too large: not exact, not narrowed)
+        single = data.astype(np.float32)
+    equal = single == data
+    if equal.all() if not missing else (equal | absent).all():
+        out += pbwire.packed(5, single, "<f4")
+    else:
+        out += pbwire.packed(4, data, "<f8")
+    return out if rows is None else out + pbwire.packed(7, rows, "<u4")
+
+
+def _column_head(name: str, unit: str, width: int) -> bytes:
+    head = pbwire.string(1, name) + (pbwire.string(2, unit) if unit else b"")
+    return head + pbwire.key(3, pbwire.VARINT) + pbwire.varint(width)
+
+
+def scalar_columns(names: list[str], data: np.ndarray, units: list[str]) -> list[list[bytes]]:
+    """`column` of each row of `data` ((k, n): a value per device each), the checks of all k
+    made at once; the same bytes as `column` gives for each."""
+    absent = np.isnan(data)
+    missing = np.count_nonzero(absent, axis=1)
+    n = data.shape[1]
+    with np.errstate(over="ignore", invalid="ignore"):
+        single = data.astype(np.float32)
+        exact = ((single == data) | absent).all(axis=1)
+        same = (data == data[:, :1]).all(axis=1)  # (NaN in a row: not the same)
+    out = []
+    for j, (name, unit) in enumerate(zip(names, units, strict=True)):
+        head = _column_head(name, unit, 1)
+        if missing[j] == n:
+            out.append([head])
+        elif same[j]:
+            out.append([head, *pbwire.packed(4, data[j, :1], "<f8"), SAME])
+        elif missing[j] * 2 > n:
+            out.append(column(name, data[j], unit))  # only the rows that have a value
+        elif exact[j]:
+            out.append([head, *pbwire.packed(5, single[j], "<f4")])
+        else:
+            out.append([head, *pbwire.packed(4, data[j], "<f8")])
+    return out
 
 
 def update_message(
-    table: SourceTable, update: Update, described: np.ndarray, ids: np.ndarray
+    table: SourceTable, update: Update, described: np.ndarray, devices: Heads
 ) -> bytes:
-    """One world update as the JSON of `/robowire/<source>`: what it wrote, as columns (the
-    update's own values, else the table's), plus kind, name, attributes and links of the
-    devices not yet described (`described`, a bool per slot, is updated). `ids` is the
-    table's ids as an object array (kept by the caller, so not rebuilt per update)."""
+    """One world update as the `robowire.Update` of `/robowire/<source>` (protobuf, see
+    update.proto): what it wrote, as columns (the update's own values, else the table's),
+    plus kind, name, attributes and links of the devices not yet described (`described`, a
+    bool per slot, is updated). `devices` holds each device's encoded id field."""
     slots = update.slots
-    message: dict[str, Any] = {"devices": ids[slots].tolist()}
+    parts = [devices.join(slots, np.zeros((len(slots), 0), np.uint8))[0]]
     fresh = np.flatnonzero(~described[slots])
     if len(fresh):
         described[slots[fresh]] = True
-        rows = fresh.tolist()
-        first = slots[fresh].tolist()
-        message["new"] = {
-            "rows": rows,
-            "kind": [table.kinds[s] for s in first],
-            "name": [table.names[s] for s in first],
-            "attributes": [table.attributes[s] for s in first],
-            "links": [list(table.links[s]) for s in first],
-        }
+        for row, slot in zip(fresh.tolist(), slots[fresh].tolist(), strict=True):  # once each
+            attributes = table.attributes[slot]
+            new = (
+                pbwire.key(1, pbwire.VARINT) + pbwire.varint(row)
+                + pbwire.string(2, table.kinds[slot]) + pbwire.string(3, table.names[slot])
+                + (pbwire.string(4, attributes_json(attributes)) if attributes else b"")
+                + b"".join(pbwire.string(5, link) for link in table.links[slot])
+            )  # fmt: skip
+            parts.append(pbwire.field(2, new))
     values = update.values
-    narrow: list[str] = []  # columns written as float32 (exactly their values: fewer digits)
-
-    def column(name: str, data: np.ndarray) -> Any:
-        absent = np.isnan(data)
-        if absent.all():
-            return None  # written, as NaN (a payload these devices do not have)
-        if data.ndim == 1 and (data == data[0]).all():
-            return float(data[0])  # one value for every device (a frame's time)
-        single = data.astype(np.float32)
-        if np.array_equal(single, data, equal_nan=True):
-            narrow.append(name)
-            data = single
-        if data.ndim == 1 and absent.sum() * 2 > len(data):  # mostly absent: only the others
-            rows = np.flatnonzero(~absent)
-            return {"rows": rows, "values": data[rows]}
-        return data
-
     for name in VECTORS:
         if name in update.fields:
             own = values.get(name)
-            message[name] = column(name, own if own is not None else getattr(table, name)[slots])
-            if message[name] is None:  # (a vector column has a row per device)
-                message[name] = np.full((len(slots), 3 if name != ORIENTATION else 4), np.nan)
+            data = own if own is not None else getattr(table, name)[slots]
+            parts += pbwire.nested(3, column(name, data))
     times = values.get(SOURCE_TIME)
     if times is not None:
-        message[SOURCE_TIME] = column(SOURCE_TIME, times)
-    telemetry = {
-        name: {
-            "unit": table.units[name],
-            "values": column(name, values.get(name, table.telemetry[name][slots])),
-        }
-        for name in update.fields
-        if name in table.telemetry
-    }
-    if narrow:
-        message["float32"] = narrow
-    if telemetry:
-        message["telemetry"] = telemetry
-    index = slots.tolist()
-    if ATTRIBUTES in update.fields:
-        message[ATTRIBUTES] = [table.attributes[s] for s in index]
-    if LINKS in update.fields:
-        message[LINKS] = [list(table.links[s]) for s in index]
-    return orjson.dumps(message, option=NUMPY, default=str)  # odd attribute values: as text
+        parts += pbwire.nested(4, column(SOURCE_TIME, times))
+    names = [name for name in update.fields if name in table.telemetry]
+    if names:  # all telemetry fields as one (k, n) array: each check once for all of them
+        data = np.empty((len(names), len(slots)))
+        for j, name in enumerate(names):
+            own = values.get(name)
+            data[j] = own if own is not None else table.telemetry[name][slots]
+        units = [table.units[name] for name in names]
+        for parts_of in scalar_columns(names, data, units):
+            parts += pbwire.nested(5, parts_of)
+    if ATTRIBUTES in update.fields or LINKS in update.fields:
+        index = slots.tolist()
+        if ATTRIBUTES in update.fields:
+            parts += [pbwire.string(6, attributes_json(table.attributes[s])) for s in index]
+        if LINKS in update.fields:
+            parts += [
+                pbwire.field(7, b"".join(pbwire.string(1, link) for link in table.links[s]))
+                for s in index
+            ]
+    return b"".join(parts)
+
+
+def attributes_json(attributes: dict[str, Any]) -> str:
+    """A device's attributes as a JSON object (odd values as text)."""
+    return orjson.dumps(attributes, default=str).decode()
 
 
 class McapRecorder(Sink):
@@ -210,7 +228,7 @@ class McapRecorder(Sink):
         self._schemas: dict[str, int] = {}
         self._builder = FoxgloveMessages(batch_locations=True)
         self._described: dict[str, np.ndarray] = {}  # source -> bool per slot
-        self._ids: dict[str, np.ndarray] = {}  # source -> its device ids (object array)
+        self._devices: dict[str, Heads] = {}  # source -> each device's encoded id field
         self._dirty: dict[str, tuple[np.ndarray, set[str]]] = {}  # source -> slots, fields
         self._foxglove_due: dict[str, float] = {}  # source -> next log time to write at
         self._latest = 0.0  # the newest receive time written
@@ -349,16 +367,18 @@ class McapRecorder(Sink):
             if described is not None:
                 grown[: len(described)] = described
             described = self._described[table.source] = grown
-        ids = self._ids.get(table.source)
-        if ids is None or len(ids) < len(table):
-            ids = self._ids[table.source] = np.array(table.ids, dtype=object)
-        schema = self._schema(UPDATE_SCHEMA, "jsonschema", UPDATE_JSON_SCHEMA)
+        devices = self._devices.get(table.source)
+        if devices is None:
+            devices = self._devices[table.source] = Heads(
+                lambda slot: pbwire.string(1, table.ids[slot])  # Update.devices
+            )
+        schema = self._schema(UPDATE_SCHEMA, "protobuf", UPDATE_PROTO)
         topic = TOPIC_PREFIX + table.source
         metadata = {"source": table.source}
         if table.protocol is not None:  # whose native names the ids are (replay keeps them)
             metadata["protocol"] = table.protocol
-        channel = self._channel(topic, topic, "json", schema, metadata)
-        message = update_message(table, update, described, ids)
+        channel = self._channel(topic, topic, "protobuf", schema, metadata)
+        message = update_message(table, update, described, devices)
         self._add(channel, int(update.receive_time * 1e9), message)
         self.messages += 1
 
@@ -389,14 +409,13 @@ class McapRecorder(Sink):
         update = Update(table.source, slots, frozenset(fields), latest)
         nanos = int(latest * 1e9)
         for topic, message in self._builder.build(table, update):
-            if isinstance(message, bytes):  # a source's telemetry (JSON)
+            assert isinstance(message, bytes)  # (batch_locations: one /location message)
+            name = self._builder.schemas.get(topic)
+            if name is None:  # a source's telemetry (JSON)
                 schema = self._schema(TELEMETRY_SCHEMA_NAME, "jsonschema", TELEMETRY_SCHEMA)
                 channel = self._channel(topic, topic, "json", schema, {})
-                self._add(channel, nanos, message)
             else:
-                kind = type(message)
-                schema_of = kind.get_schema()
-                schema = self._schema(schema_of.name, schema_of.encoding, schema_of.data)
+                schema = self._schema(*foxglove_schema(name))
                 channel = self._channel(topic, topic, "protobuf", schema, {})
-                self._add(channel, nanos, message.encode())
+            self._add(channel, nanos, message)
             self.foxglove_messages += 1

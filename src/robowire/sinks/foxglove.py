@@ -23,9 +23,9 @@ When a client subscribes, the next pull sends every device, changed or not.
                                                    columns (null: not written)
 
 One JSON channel per source, not per device: 10,000 drones are one channel, one message per
-pull. The SDK wants one object per transform, cube and fix; that loop is the cost of a pull
-(`bench`-style figure in docs/foxglove.md). The messages come from `foxglove_messages`, which
-the MCAP recorder shares.
+pull. The messages come from `foxglove_messages` (which the MCAP recorder shares) as bytes
+built from the world's columns, logged on channels with the SDK's Foxglove schemas; only the
+topics some client (or MCAP sink) reads are built.
 """
 
 from __future__ import annotations
@@ -45,15 +45,13 @@ from robowire.endpoints import Endpoint
 from robowire.errors import TransportError
 from robowire.service import Sink
 from robowire.sinks.foxglove_messages import (
-    LOCATION_TOPIC,
-    SCENE_TOPIC,
     TELEMETRY_SCHEMA,
     TELEMETRY_SCHEMA_NAME,
-    TF_TOPIC,
     FoxgloveMessages,
     frame_id,
     snapshot,
 )
+from robowire.sinks.foxglove_messages import schema as foxglove_schema
 from robowire.world import LogEvent, Update, World
 from robowire.world.table import SourceTable
 
@@ -89,11 +87,6 @@ class FoxgloveSink(Sink):
 
     async def serve(self, world: World) -> None:
         import foxglove
-        from foxglove.channels import (
-            FrameTransformsChannel,
-            LocationFixChannel,
-            SceneUpdateChannel,
-        )
         from foxglove.websocket import ChannelView, Client, ServerListener
 
         sink = self
@@ -119,11 +112,7 @@ class FoxgloveSink(Sink):
             reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise TransportError(f"cannot start the Foxglove server: {reason}") from None
         self.context = context
-        self._channels = {
-            TF_TOPIC: FrameTransformsChannel(TF_TOPIC, context=context),
-            SCENE_TOPIC: SceneUpdateChannel(SCENE_TOPIC, context=context),
-            LOCATION_TOPIC: LocationFixChannel(LOCATION_TOPIC, context=context),
-        }
+        self._channels = {topic: self._channel(topic) for topic in self.messages.schemas}
         upstream = f"ws://127.0.0.1:{self._server.port}"
         try:
             server = await serve(
@@ -166,20 +155,38 @@ class FoxgloveSink(Sink):
             self._server = None
         self._channels = None
 
+    def _channel(self, topic: str) -> Any:
+        """A channel of pre-encoded messages: protobuf with the Foxglove schema of `topic`,
+        or a source's telemetry (JSON)."""
+        import foxglove
+
+        name = self.messages.schemas.get(topic)
+        if name is None:
+            schema = foxglove.Schema(
+                name=TELEMETRY_SCHEMA_NAME, encoding="jsonschema", data=TELEMETRY_SCHEMA
+            )
+            return foxglove.Channel(
+                topic, message_encoding="json", schema=schema, context=self.context
+            )
+        name, encoding, data = foxglove_schema(name)
+        schema = foxglove.Schema(name=name, encoding=encoding, data=data)
+        return foxglove.Channel(
+            topic, message_encoding="protobuf", schema=schema, context=self.context
+        )
+
     def _send(self, table: SourceTable, update: Update) -> None:
         assert self._channels is not None
-        for topic, message in self.messages.build(table, update):
+        read = {topic for topic, channel in self._channels.items() if channel.has_sinks()}
+        for topic, message in self.messages.build(table, update, read):
             channel = self._channels.get(topic)
             if channel is None:  # a source's telemetry: its own JSON channel
-                import foxglove
-
-                schema = foxglove.Schema(
-                    name=TELEMETRY_SCHEMA_NAME, encoding="jsonschema", data=TELEMETRY_SCHEMA
-                )
-                channel = self._channels[topic] = foxglove.Channel(
-                    topic, message_encoding="json", schema=schema, context=self.context
-                )
-            channel.log(message)
+                channel = self._channels[topic] = self._channel(topic)
+            if isinstance(message, list):  # one LocationFix per device: the SDK's own log
+                log = channel.base.log  # (its Python wrapper's checks cost more than the log)
+                for fix in message:
+                    log(fix)
+            else:
+                channel.log(message)
 
 
 async def relay(client: ServerConnection, upstream: str) -> None:

@@ -2,7 +2,8 @@
 (`sinks.foxglove`) and the MCAP recorder (`recording`) share.
 
 `FoxgloveMessages.build(table, update)` reads the changed devices' columns and returns
-`(topic, message)` pairs: foxglove-sdk message objects (`foxglove.messages`) for
+`(topic, bytes)` pairs, each the encoded message of its topic's schema (`schemas`), built
+from the numpy columns with `pbwire` (no Python object per transform, cube or fix):
 
     /tf                  foxglove.FrameTransforms  "world" -> "<source>/<device>" per device
                                                    with a position (ENU metres; identity
@@ -19,15 +20,24 @@ and JSON bytes for `/telemetry/<source>` (`{"device": [ids], "units": {"<field>"
 written; JSON schema `TELEMETRY_SCHEMA`, named `robowire.Telemetry`). The builder remembers the
 colour it last gave each device, so the scene is only sent again when it changes; `reset()`
 forgets it (a new Foxglove client, or a new file, must get every cube).
+
+The bytes are what foxglove-sdk's own message classes encode, field for field (it leaves out
+fields equal to zero, these keep them: the same values to any protobuf reader); the schemas
+(FileDescriptorSets) are the SDK's. tests/core/test_foxglove_messages.py parses them with
+Foxglove's generated classes (`foxglove-schemas-protobuf`) and compares with the SDK's.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable, Container
 from typing import Any
 
 import numpy as np
 import orjson
 
+from robowire import pbwire
+from robowire.pbwire import Heads, Layout
 from robowire.world import Update
 from robowire.world.model import GEODETIC, ORIENTATION, POSITION
 from robowire.world.table import FloatArray, SourceTable
@@ -75,12 +85,66 @@ def snapshot(table: SourceTable) -> Update:
     return Update(table.source, np.arange(len(table), dtype=np.intp), frozenset(fields), 0.0)
 
 
+# the fixed-size part of each message (pbwire.Layout), after its device's head (pbwire.Heads)
+TRANSFORM_TAIL = Layout(  # FrameTransform: translation (4, Vector3), rotation (5, Quaternion)
+    [b"\x22\x1b\x09", "x", b"\x11", "y", b"\x19", "z",
+     b"\x2a\x24\x09", "qx", b"\x11", "qy", b"\x19", "qz", b"\x21", "qw"]
+)  # fmt: skip
+ENTITY_TAIL = Layout(  # SceneEntity: cubes (8, CubePrimitive: size (2), color (3))
+    [b"\x42\x43\x12\x1b\x09", "sx", b"\x11", "sy", b"\x19", "sz",
+     b"\x1a\x24\x09", "r", b"\x11", "g", b"\x19", "b", b"\x21", "a"]
+)  # fmt: skip
+FIX_TAIL = Layout([b"\x09", "lat", b"\x11", "lon", b"\x19", "alt"])  # LocationFix 1, 2, 3
+WORLD_FIELD = pbwire.string(2, WORLD_FRAME)  # FrameTransform.parent_frame_id
+FRAME_LOCKED = pbwire.key(5, pbwire.VARINT) + b"\x01"  # SceneEntity.frame_locked = true
+
+
+def transform_head(frame: str) -> bytes:
+    """FrameTransforms.transforms (1): a transform's key, length, parent and child frame."""
+    body = WORLD_FIELD + pbwire.string(3, frame)
+    return pbwire.key(1, pbwire.LENGTH) + pbwire.varint(len(body) + TRANSFORM_TAIL.size) + body
+
+
+def entity_head(frame: str) -> bytes:
+    """SceneUpdate.entities (2): an entity's key, length, frame_id, id and frame_locked."""
+    body = pbwire.string(2, frame) + pbwire.string(3, frame) + FRAME_LOCKED
+    return pbwire.key(2, pbwire.LENGTH) + pbwire.varint(len(body) + ENTITY_TAIL.size) + body
+
+
+def fix_head(frame: str) -> bytes:
+    """A LocationFix's frame_id (7)."""
+    return pbwire.string(7, frame)
+
+
+def fixes_head(frame: str) -> bytes:
+    """LocationFixes.fixes (1): a fix's key, length and frame_id."""
+    body = fix_head(frame)
+    return pbwire.key(1, pbwire.LENGTH) + pbwire.varint(len(body) + FIX_TAIL.size) + body
+
+
+@functools.cache
+def schema(name: str) -> tuple[str, str, bytes]:
+    """(name, encoding, data) of a Foxglove schema, as foxglove-sdk's message classes give it
+    (a protobuf FileDescriptorSet)."""
+    import foxglove.messages
+
+    found = getattr(foxglove.messages, name.removeprefix("foxglove.")).get_schema()
+    return found.name, found.encoding, found.data
+
+
 class FoxgloveMessages:
     """Turns one source's changed devices into Foxglove messages (see the module docstring)."""
 
     def __init__(self, *, batch_locations: bool = False) -> None:
         self.batch_locations = batch_locations
-        self._frames: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # source -> ids, frames
+        self.schemas = {
+            TF_TOPIC: "foxglove.FrameTransforms",
+            SCENE_TOPIC: "foxglove.SceneUpdate",
+            LOCATION_TOPIC: "foxglove.LocationFixes" if batch_locations else "foxglove.LocationFix",
+        }
+        """The protobuf schema of each topic but telemetry (JSON, `TELEMETRY_SCHEMA`)."""
+        self._ids: dict[str, np.ndarray] = {}  # source -> its device ids (object array)
+        self._heads: dict[tuple[str, str], Heads] = {}  # (source, topic) -> device heads
         self._sent: dict[str, FloatArray] = {}  # source -> colour last sent per slot
         self._kind_colours: dict[str, FloatArray] = {}  # source -> colour of each kind
 
@@ -88,86 +152,74 @@ class FoxgloveMessages:
         """Forget the colours sent: the next build sends every device's cube again."""
         self._sent.clear()
 
-    def build(self, table: SourceTable, update: Update) -> list[tuple[str, Any]]:
-        """The messages for `update`'s devices, read from `table` (their latest state)."""
-        from foxglove.messages import (
-            Color,
-            CubePrimitive,
-            FrameTransform,
-            FrameTransforms,
-            LocationFix,
-            LocationFixes,
-            Quaternion,
-            SceneEntity,
-            SceneUpdate,
-            Vector3,
-        )
-
-        out: list[tuple[str, Any]] = []
+    def build(
+        self, table: SourceTable, update: Update, topics: Container[str] | None = None
+    ) -> list[tuple[str, bytes | list[bytes]]]:
+        """The messages for `update`'s devices, read from `table` (their latest state), as
+        encoded bytes: protobuf (schema `self.schemas[topic]`) or JSON (telemetry); without
+        `batch_locations`, `/location`'s are a list, one message per device. With `topics`,
+        only the Foxglove topics named there are built (the others have no reader)."""
+        out: list[tuple[str, bytes | list[bytes]]] = []
         slots = update.slots
         if not len(slots):
             return out
-        ids, frames = self._names(table, slots)
-        if POSITION in update.fields or ORIENTATION in update.fields:
+        wanted = (lambda topic: True) if topics is None else topics.__contains__
+        if (POSITION in update.fields or ORIENTATION in update.fields) and wanted(TF_TOPIC):
             position = table.position[slots]
-            has = ~np.isnan(position).any(axis=1)
-            rotation = table.orientation[slots]  # identity where none was written
-            rows = np.flatnonzero(has).tolist()
-            p, q = position.tolist(), rotation.tolist()
-            transforms = [
-                FrameTransform(
-                    parent_frame_id=WORLD_FRAME,
-                    child_frame_id=frames[i],
-                    translation=Vector3(x=p[i][0], y=p[i][1], z=p[i][2]),
-                    rotation=Quaternion(w=q[i][0], x=q[i][1], y=q[i][2], z=q[i][3]),
-                )
-                for i in rows
-            ]
-            out.append((TF_TOPIC, FrameTransforms(transforms=transforms)))
-        colours = self._device_colours(table, slots)
-        sent = self._sent_colours(table)
-        new = np.flatnonzero((sent[slots] != colours).any(axis=1))
-        if len(new):
-            sent[slots[new]] = colours[new]
-            size = Vector3(x=CUBE_SIZE, y=CUBE_SIZE, z=CUBE_SIZE)
-            rgb = colours[new].tolist()
-            entities = [
-                SceneEntity(
-                    frame_id=frames[i],
-                    id=frames[i],
-                    frame_locked=True,
-                    cubes=[CubePrimitive(size=size, color=Color(r=r, g=g, b=b, a=1.0))],
-                )
-                for i, (r, g, b) in zip(new.tolist(), rgb, strict=True)
-            ]
-            out.append((SCENE_TOPIC, SceneUpdate(entities=entities)))
-        if GEODETIC in update.fields:
+            rows = np.flatnonzero(~np.isnan(position).any(axis=1))
+            q = table.orientation[slots[rows]]  # identity where none was written
+            p = position[rows]
+            tails = TRANSFORM_TAIL.fill(
+                len(rows), x=p[:, 0], y=p[:, 1], z=p[:, 2],
+                qw=q[:, 0], qx=q[:, 1], qy=q[:, 2], qz=q[:, 3],
+            )  # fmt: skip
+            data, _ = self._heads_of(table, TF_TOPIC, transform_head).join(slots[rows], tails)
+            out.append((TF_TOPIC, data))
+        if wanted(SCENE_TOPIC):
+            colours = self._device_colours(table, slots)
+            sent = self._sent_colours(table)
+            new = np.flatnonzero((sent[slots] != colours).any(axis=1))
+            if len(new):
+                sent[slots[new]] = colours[new]
+                c = colours[new]
+                tails = ENTITY_TAIL.fill(
+                    len(new), sx=CUBE_SIZE, sy=CUBE_SIZE, sz=CUBE_SIZE,
+                    r=c[:, 0], g=c[:, 1], b=c[:, 2], a=1.0,
+                )  # fmt: skip
+                data, _ = self._heads_of(table, SCENE_TOPIC, entity_head).join(slots[new], tails)
+                out.append((SCENE_TOPIC, data))
+        if GEODETIC in update.fields and wanted(LOCATION_TOPIC):
             geo = table.geodetic[slots]
-            g = geo.tolist()
-            fixes = [
-                LocationFix(
-                    frame_id=frames[i], latitude=g[i][0], longitude=g[i][1], altitude=g[i][2]
-                )
-                for i in np.flatnonzero(~np.isnan(geo).any(axis=1)).tolist()
-            ]
+            rows = np.flatnonzero(~np.isnan(geo).any(axis=1))
+            g = geo[rows]
+            tails = FIX_TAIL.fill(len(rows), lat=g[:, 0], lon=g[:, 1], alt=g[:, 2])
+            head = fixes_head if self.batch_locations else fix_head
+            data, ends = self._heads_of(table, LOCATION_TOPIC, head).join(slots[rows], tails)
             if self.batch_locations:
-                if fixes:
-                    out.append((LOCATION_TOPIC, LocationFixes(fixes=fixes)))
-            else:
-                out.extend((LOCATION_TOPIC, fix) for fix in fixes)
-        telemetry = self._telemetry(table, update, ids)
+                if len(rows):
+                    out.append((LOCATION_TOPIC, data))
+            elif len(rows):  # one LocationFix message per device: the schema holds one fix
+                starts = [0, *ends[:-1].tolist()]
+                fixes = [data[a:b] for a, b in zip(starts, ends.tolist(), strict=True)]
+                out.append((LOCATION_TOPIC, fixes))
+        telemetry = self._telemetry(table, update, self._device_ids(table)[slots].tolist())
         if telemetry is not None:
             out.append((TELEMETRY_PREFIX + table.source, telemetry))
         return out
 
-    def _names(self, table: SourceTable, slots: np.ndarray) -> tuple[list[str], list[str]]:
-        """The ids and frame ids of `slots` (frame ids made once per device, then indexed)."""
-        cached = self._frames.get(table.source)
-        if cached is None or len(cached[0]) < len(table):
-            ids = np.array(table.ids, dtype=object)
-            frames = np.array([frame_id(table.source, d) for d in table.ids], dtype=object)
-            cached = self._frames[table.source] = (ids, frames)
-        return cached[0][slots].tolist(), cached[1][slots].tolist()
+    def _device_ids(self, table: SourceTable) -> np.ndarray:
+        ids = self._ids.get(table.source)
+        if ids is None or len(ids) < len(table):
+            ids = self._ids[table.source] = np.array(table.ids, dtype=object)
+        return ids
+
+    def _heads_of(self, table: SourceTable, topic: str, make: Callable[[str], bytes]) -> Heads:
+        heads = self._heads.get((table.source, topic))
+        if heads is None:
+            heads = self._heads[table.source, topic] = Heads(
+                lambda slot: make(frame_id(table.source, table.ids[slot]))
+            )
+        return heads
 
     def _sent_colours(self, table: SourceTable) -> FloatArray:
         """The colour last sent per slot (NaN: no cube sent yet), grown with the table."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -210,20 +210,34 @@ async def _serve_viewers(
     )
 
 
-def _send(viewers: Iterable[StreamDriver], data: bytes, stats: SessionStats) -> None:
-    """Encoded packets to every viewer; one whose unsent data passed MAX_BUFFERED misses them."""
-    if not data:
-        return
+def _send(viewers: Iterable[StreamDriver], packets: Sequence[bytes], stats: SessionStats) -> None:
+    """Encoded packets to every viewer, in pieces of whole packets: a viewer whose unsent data
+    passed MAX_BUFFERED misses the rest (a pull that took a long backlog can be megabytes, and
+    a stalled viewer must not get it all queued)."""
+    pieces = list(_pieces(packets))
     for driver in list(viewers):
         session = driver.session
         if not isinstance(session, SpyglassSession):
             continue
-        if driver.write_buffer_size() > MAX_BUFFERED:
-            stats.drop("viewer too slow")
-            continue
-        session.send_encoded(data)
-        driver.flush()
-        stats.bytes_out += len(data)
+        for piece in pieces:
+            if driver.write_buffer_size() > MAX_BUFFERED:
+                stats.drop("viewer too slow")
+                break
+            session.send_encoded(piece)
+            driver.flush()
+            stats.bytes_out += len(piece)
+
+
+def _pieces(packets: Sequence[bytes], size: int = 64 << 10) -> Iterator[bytes]:
+    """`packets` joined into pieces of about `size` bytes, each whole packets."""
+    start, length = 0, 0
+    for end, packet in enumerate(packets, 1):
+        length += len(packet)
+        if length >= size:
+            yield b"".join(packets[start:end])
+            start, length = end, 0
+    if start < len(packets):
+        yield b"".join(packets[start:])
 
 
 class SpyglassSink(Sink):
@@ -255,7 +269,7 @@ class SpyglassSink(Sink):
 
     def _send(self, viewers: Iterable[StreamDriver], packets: list[bytes]) -> None:
         self.stats.messages_out += len(packets)
-        _send(viewers, b"".join(packets), self.stats)
+        _send(viewers, packets, self.stats)
 
 
 def _packet_time(packet: bytes) -> bytes:
@@ -334,7 +348,7 @@ class SpyglassSim(Sim):
                 now = clock.wall(monotonic()) + ahead
                 packets = self.model.step(now)
                 self.stats.messages_out += len(packets)
-                _send(self.viewers, b"".join(packets), self.stats)
+                _send(self.viewers, packets, self.stats)
                 deadline = self.model.next_deadline()
                 delay = 0.1 if deadline is None else deadline - clock.wall(monotonic()) - ahead
                 await asyncio.wait([serving], timeout=min(max(delay, 0.0), 1.0))

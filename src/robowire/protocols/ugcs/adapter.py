@@ -49,7 +49,7 @@ import numpy.typing as npt
 import pymap3d
 
 from robowire import units
-from robowire.protocols.base import PacketDropped
+from robowire.protocols.base import SITE, PacketDropped
 from robowire.protocols.ugcs import model
 from robowire.protocols.ugcs.codec import Value, defs
 from robowire.protocols.ugcs.device import DeviceInfo, DeviceSpec
@@ -81,7 +81,7 @@ __all__ = [
 
 log = logging.getLogger("robowire.ugcs")
 
-DEFAULT_ORIGIN = (56.9496, 24.1052, 10.0)
+DEFAULT_ORIGIN = SITE
 """Where ENU devices are placed without `?origin=` (lat deg, lon deg, alt m): the simulator's."""
 
 FloatArray = npt.NDArray[np.float64]

@@ -70,6 +70,12 @@ Our own choices (not from any source):
   until `mission_resume`. `move`'s turn_type, loiter_radius, ground_elevation and
   follow_terrain are checked but not simulated (every turn stops and turns; flat ground).
   Targets in the air are raised to at least `MIN_HEIGHT` above the ground.
+* `patrol=SIDE` (metres, 0 = off, the default): each vehicle flies a looping mission by itself
+  (what `robowire demo` shows): once it has a 3D fix it takes off to `PATROL_HEIGHT` m above
+  home (2 m higher per vehicle, up to 10 vehicles, so that they do not collide), flies the
+  square of side SIDE whose south-west corner is its home, and starts the square again at its
+  end. Landed (low battery: return home), it gets a fresh battery and starts again. Any command
+  to a vehicle ends its patrol: the pilot has taken over.
 """
 
 from __future__ import annotations
@@ -86,6 +92,7 @@ import numpy as np
 import numpy.typing as npt
 
 from robowire.errors import ConfigError
+from robowire.protocols.base import SITE
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -111,6 +118,7 @@ MAX_DISTANCE = 100_000.0  # m from the origin: targets farther are refused
 FIRST_COMMAND_ID = 1  # vehicle command id of mission item 0
 MAX_SUBSTEPS = 400  # per `step` call (100 s of flight at the default max_step)
 MIN_HEIGHT = 1.0  # m above the ground: lower targets in the air are raised to it
+PATROL_HEIGHT = 20.0  # m above home of the first vehicle's patrol
 
 # -- the vocabulary the VSM registers --------------------------------------------------------
 
@@ -404,8 +412,9 @@ class Fleet:
         self,
         count: int,
         *,
-        origin: tuple[float, float, float] = (56.9496, 24.1052, 10.0),
+        origin: tuple[float, float, float] = SITE,
         seed: int = 0,
+        patrol: float = 0.0,
         spacing: float = 5.0,
         gps_warmup: tuple[float, float] = (2.0, 5.0),
         cruise_speed: float = 5.0,
@@ -429,6 +438,8 @@ class Fleet:
         self.acceptance_radius = acceptance_radius
         self.battery_capacity = battery_capacity
         self.max_step = max_step
+        self.patrol = patrol
+        self.patrolling = np.full(n, patrol > 0)  # flies `patrol` until a command comes
         self.time: float | None = None  # of the last step
         self.start: float | None = None  # of the first step (GPS warm-up)
         lat0 = math.radians(origin[0])
@@ -502,7 +513,7 @@ class Fleet:
                 raise ConfigError(f"{where}: {key} must not be negative, not {text!r}")
             if key == "gps_warmup" and len(numbers) in (1, 2):
                 given[key] = (numbers[0], numbers[-1])
-            elif len(numbers) == 1 and (numbers[0] > 0 or key in ("spacing",)):
+            elif len(numbers) == 1 and (numbers[0] > 0 or key in ("spacing", "patrol")):
                 given[key] = numbers[0]
             else:
                 raise ConfigError(f"{where}: {key} must be one positive number, not {text!r}")
@@ -532,6 +543,8 @@ class Fleet:
             self.time = start + k * dt
             self._advance(dt)
         self.time = now
+        if self.patrolling.any():
+            self._patrol()
 
     def command(
         self,
@@ -540,9 +553,16 @@ class Fleet:
         params: Params | None = None,
         items: Sequence[MissionItem] = (),
     ) -> Result:
-        """Run UgCS command `name` for vehicle `index` now (the time of the last step)."""
+        """Run UgCS command `name` for vehicle `index` now (the time of the last step).
+        A patrolling vehicle stops patrolling: the pilot has taken over."""
         if not 0 <= index < self.count:
             return Result(code="STATUS_INVALID_SESSION_ID", text=f"no vehicle {index}")
+        self.patrolling[index] = False
+        return self._command(index, name, params, items)
+
+    def _command(
+        self, index: int, name: str, params: Params | None, items: Sequence[MissionItem] = ()
+    ) -> Result:
         spec = COMMAND_BY_NAME.get(name)
         if spec is None:
             return _invalid(f"unknown command {name!r}")
@@ -669,6 +689,41 @@ class Fleet:
         for name in MISSION_ITEMS:
             enabled.setdefault(name, always.copy())
         return {name: enabled[name] for name in COMMAND_NAMES}
+
+    # -- patrol ------------------------------------------------------------------------------
+
+    def _patrol(self) -> None:
+        """Patrolling vehicles on the ground with a 3D fix get a fresh battery, their patrol
+        mission, arm and start it; airborne ones past its last corner start the loop again."""
+        ready = self.patrolling & ~self.armed & (self.activity == Activity.IDLE)
+        ready &= self._satellites() >= 6
+        for i in np.flatnonzero(ready).tolist():
+            self.charge[i] = 1.0
+            result = self._command(i, "mission_upload", *self._patrol_mission(i))
+            if result.ok and self._command(i, "arm", {}).ok:
+                self._command(i, "auto", {})
+        looped = self.patrolling & self.airborne & (self.activity == Activity.HOLD)
+        for i in np.flatnonzero(looped).tolist():
+            mission = self.missions[i]
+            if mission is not None and self.item[i] == len(mission.items):
+                self.activity[i] = Activity.MISSION
+                self._next_item(i, 1)  # the first corner again (item 0 is the take-off)
+
+    def _patrol_mission(self, i: int) -> tuple[Params, list[MissionItem]]:
+        """A take-off, then the square of side `patrol` whose south-west corner is the
+        vehicle's home, at `PATROL_HEIGHT` m above it (higher by 2 m per vehicle up to 10)."""
+        east, north, home = (float(x) for x in self.home[i])
+        side, height = self.patrol, PATROL_HEIGHT + 2.0 * (i % 10)
+        corners = ((side, 0.0), (side, side), (0.0, side), (0.0, 0.0))
+        items: list[MissionItem] = [
+            ("takeoff_mission", _all_params("takeoff_mission", altitude_amsl=home + height))
+        ]
+        for de, dn in corners:
+            lat, lon = self._geodetic(np.array(east + de), np.array(north + dn))
+            items.append(("move", _all_params(
+                "move", latitude=float(lat), longitude=float(lon), altitude_amsl=home + height
+            )))  # fmt: skip
+        return _all_params("mission_upload", altitude_origin=home, name="patrol"), items
 
     # -- geometry -----------------------------------------------------------------------------
 
@@ -1220,9 +1275,14 @@ class Fleet:
         return OK
 
 
-SETTINGS = ("origin", "spacing", "gps_warmup", "cruise_speed", "climb_rate", "descent_rate",
-            "rth_altitude", "acceptance_radius", "battery_capacity")  # fmt: skip
+SETTINGS = ("origin", "patrol", "spacing", "gps_warmup", "cruise_speed", "climb_rate",
+            "descent_rate", "rth_altitude", "acceptance_radius", "battery_capacity")  # fmt: skip
 """The `Fleet` options a user can set (`Fleet.from_settings`)."""
+
+
+def _all_params(command: str, **given: ParamValue) -> dict[str, ParamValue]:
+    """Every parameter of `command`: those `given`, the rest not available."""
+    return {p.name: given.get(p.name) for p in COMMAND_BY_NAME[command].parameters}
 
 
 def _numbers(text: str, key: str, where: str) -> list[float]:

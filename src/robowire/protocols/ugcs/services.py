@@ -436,9 +436,9 @@ class UgcsSim(VsmSim):
     at `--rate` Hz (default 5). Listens on 127.0.0.1:5556 by default; with `--to HOST[:PORT]`
     it dials the UCS instead (reverse mode) and redials every 10 s after a loss.
 
-    Settings (`--set k=v`): the fleet's (`origin=LAT,LON,ALT`, `spacing`, `cruise_speed`, ...;
-    see `model.SETTINGS`), `keep_alive=N` (ping every second, close after N s of silence),
-    `name` (the VSM's name in its Register_peer), `camera=0`, `gimbal=0`.
+    Settings (`--set k=v`): the fleet's (`origin=LAT,LON,ALT`, `patrol=SIDE`, `spacing`,
+    `cruise_speed`, ...; see `model.SETTINGS`), `keep_alive=N` (ping every second, close after
+    N s of silence), `name` (the VSM's name in its Register_peer), `camera=0`, `gimbal=0`.
     """
 
     def __init__(self, options: SimOptions) -> None:

@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 from robowire.capture import Record
 from robowire.endpoints import Endpoint, split_host_port
 from robowire.errors import ConfigError
-from robowire.protocols.base import Address, PacketDropped
+from robowire.protocols.base import SITE, Address, PacketDropped
 from robowire.protocols.vrsp.adapter import SwarmEncoder, VrspAdapter
 from robowire.protocols.vrsp.codec import DEFAULT_DATAGRAM, DEFAULT_PORT, MAX_DATAGRAM, PROTOCOL
 from robowire.protocols.vrsp.definitions import DeviceDefinition, Swarm
@@ -48,7 +48,7 @@ BATCH = 4096  # datagrams read per wake-up at most
 SEND_BUFFER = 4 << 20  # room for a whole frame's datagrams at once
 DEFAULT_RATE = 30.0
 DEFAULT_DRONES = 500
-DEFAULT_ROOT = (47.3769, 8.5417, 406.0)  # the sim's root when not set: Zurich's lakeside
+DEFAULT_ROOT = SITE  # the sim's root when not set: the simulators' one site
 MAX_DRONES = 65_536
 SOURCE_OPTIONS = frozenset({"framing", "rgba", "geodetic"})
 SENDER_OPTIONS = frozenset({"rate", "size", "broadcast", "lat", "lon", "alt"})

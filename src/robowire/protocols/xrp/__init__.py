@@ -2,12 +2,14 @@
 
 codec           header, tagged blocks, every tag; a one-call fast path for the firmware's status
 events          the typed events of both sessions (`XrpEvent`)
-session_robot   the robot side (firmware rules); reads its sensors from a `Sensors`
+session_robot   the robot side (firmware rules); reads its sensors from a `StatusSource`
 session_wpilib  the WPILib side (halsim_xrp rules)
 adapter         WPILib-side events -> world (odometry pose, telemetry with units); and a world
                 device -> a simulated robot's pose (`DeviceMirror`, for the serve sink)
+robot           your robot code behind the XRP wire: `Robot` (`step(now, outputs) -> Sensors`),
+                served with `serve(robot, port=...)` (the simulator is one too)
 model           the simulator: vectorised differential-drive physics of many robots, the arena
-services        listen (source, capture source), serve (sink) and sim on the templates
+services        listen (source, capture source), serve (sink), sim and `serve` on the templates
 dissect         `robowire decode xrp`, and the capture reader (pcap/pcapng, text captures)
 
 Where it differs from the shape:
@@ -37,9 +39,17 @@ from robowire.protocols.xrp.codec import (
     encode_packet,
 )
 from robowire.protocols.xrp.dissect import dissect, read_capture
-from robowire.protocols.xrp.events import RobotStatus
+from robowire.protocols.xrp.events import Outputs, RobotStatus
 from robowire.protocols.xrp.model import ARENA_KEYS, Arena, Fleet
-from robowire.protocols.xrp.services import XrpFileSource, XrpSim, XrpSink, XrpSource
+from robowire.protocols.xrp.robot import Robot, Sensors
+from robowire.protocols.xrp.services import (
+    RobotServer,
+    XrpFileSource,
+    XrpSim,
+    XrpSink,
+    XrpSource,
+    serve,
+)
 from robowire.protocols.xrp.session_robot import RobotSession
 from robowire.protocols.xrp.session_wpilib import ClientSession
 
@@ -55,9 +65,13 @@ __all__ = [
     "Encoder",
     "Fleet",
     "Gyro",
+    "Outputs",
     "Packet",
+    "Robot",
+    "RobotServer",
     "RobotSession",
     "RobotStatus",
+    "Sensors",
     "Tag",
     "UnknownBlock",
     "XRPMotor",
@@ -65,6 +79,7 @@ __all__ = [
     "decode_packet",
     "decode_status",
     "encode_packet",
+    "serve",
 ]
 
 

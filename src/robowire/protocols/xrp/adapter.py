@@ -208,7 +208,7 @@ def yaw_of(orientation: tuple[float, float, float, float]) -> float:
 class DeviceMirror:
     """The serve sink's robot: mirrors one world device, `device` (an id) of `source` (a
     source name), either may be empty; without both, the first device that has a pose. It is
-    the robot session's `Sensors`: an XRP robot's own values (`native`), else those of robot
+    the robot session's `StatusSource`: an XRP robot's own values (`native`), else those of robot
     `index` of `fleet`, moved along the device."""
 
     def __init__(self, fleet: Fleet, device: str = "", source: str = "", index: int = 0) -> None:
@@ -234,7 +234,7 @@ class DeviceMirror:
                 self._update(world, item)
 
     def status_values(self, index: int, now: float, divisor: int) -> list[float]:
-        """What the robot reports now (`session_robot.Sensors`)."""
+        """What the robot reports now (`session_robot.StatusSource`)."""
         values = self.fleet.status_values(index, now, divisor)
         if self.reported is None:
             return values

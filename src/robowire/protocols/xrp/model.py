@@ -1,7 +1,7 @@
 """The XRP simulator: differential-drive physics for many robots at once (numpy, one row per
 robot), and the arena their sensors see. Pure: no clocks (time is an argument), no sockets.
 
-`Fleet` is driven by the robot sessions' output events (`apply`) and is their `Sensors`
+`Fleet` is driven by the robot sessions' output events (`apply`) and is their `StatusSource`
 (`status_values`); the serve sink moves its one robot along a world device (`follow`).
 
 Figures of the real XRP (WPILib XRP docs "Hardware" page and the XRP examples' Drivetrain
@@ -29,13 +29,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from robowire.errors import ConfigError
 from robowire.protocols.xrp.events import CommandReceived, EnabledChanged, Outputs, XrpEvent
+from robowire.protocols.xrp.robot import status_rows
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -104,7 +104,7 @@ class Fleet:
     The robot sessions' output events set `command` (motor outputs -1..1, already gated by
     enable and watchdog), `servo`, `led` and `counting` (encoders run only while enabled, as
     the firmware's PIO counters do) through `apply`; the sessions read the sensors through
-    `status_values` (this is their `session_robot.Sensors`).
+    `status_values` (this is their `session_robot.StatusSource`).
     """
 
     def __init__(
@@ -120,7 +120,7 @@ class Fleet:
         # many robots ticking within a few ms share one vectorised step and one snapshot
         self.quantum = quantum
         self.frozen = False  # True: something else moves the robots (the serve sink)
-        self._snapshot: tuple[float, int, tuple[npt.NDArray[Any], ...]] | None = None
+        self._snapshot: tuple[float, int, list[list[float]]] | None = None
         self.arena = arena or Arena()
         self.lag = lag
         self.time: float | None = None
@@ -192,24 +192,18 @@ class Fleet:
         """(n, 4) integer counts, forward positive (the firmware's left negation applied)."""
         return np.floor(self.counts).astype(np.int64)
 
-    def encoder_periods(self, divisor: int) -> npt.NDArray[np.uint64]:
-        """(n, 4) period numerators `(ticks << 1) | forward`, 0xFFFFFFFF without a period.
-
-        The left encoder (id 0) has its direction bit flipped by the firmware's negation, so
-        its "no period" reads 0xFFFFFFFE, as on a real robot.
-        """
+    def encoder_periods(self) -> FloatArray:
+        """(n, 4) seconds per count, negative turning backward; NaN without a period (not
+        counting, or no count for `STALE_PERIOD`). A slow wheel's period is the time since
+        its last count, as the firmware's is."""
         now = self.time or 0.0
         rate = np.abs(self.count_rate)
         since = now - self.last_tick
         moving = rate * STALE_PERIOD > 1.0
         seconds = np.where(moving, 1.0 / np.maximum(rate, 1e-9), since)
-        ticks = np.minimum(np.round(seconds * divisor), 0x7FFFFFFE).astype(np.uint64)
-        forward = (self.count_rate >= 0).astype(np.uint64)
-        numerator = (ticks << np.uint64(1)) | forward
+        seconds = np.where(self.count_rate >= 0, seconds, -seconds)
         valid = self.counting[:, None] & (moving | (since < STALE_PERIOD))
-        numerator = np.where(valid, numerator, np.uint64(0xFFFFFFFF))
-        numerator[:, 0] = np.where(valid[:, 0], numerator[:, 0], np.uint64(0xFFFFFFFE))
-        return numerator
+        return np.where(valid, seconds, np.nan)
 
     def gyro(self) -> FloatArray:
         """(n, 6): rates x, y, z (deg/s) and angles roll, pitch, yaw (deg, yaw unwrapped)."""
@@ -264,22 +258,19 @@ class Fleet:
         out[:, 2] = self.rangefinder() / RANGE_MAX * 5.0
         return out
 
-    def snapshot(self, divisor: int) -> tuple[npt.NDArray[Any], ...]:
-        """(counts, periods, gyro, accel, analog) of every robot at the current step, computed
+    def snapshot(self, divisor: int) -> list[list[float]]:
+        """Every robot's status values at the current step (`robot.status_rows`), computed
         once per step however many robots ask."""
         key = self.time if self.time is not None else -1.0
         cached = self._snapshot
         if cached is not None and cached[0] == key and cached[1] == divisor:
             return cached[2]
-        values = (
-            self.encoder_counts(),
-            self.encoder_periods(divisor),
-            self.gyro(),
-            self.accelerometer(),
-            self.analog(),
+        floats = np.concatenate([self.gyro(), self.accelerometer(), self.analog()], axis=1)
+        rows = status_rows(
+            self.encoder_counts(), self.encoder_periods(), self.button, floats, divisor
         )
-        self._snapshot = (key, divisor, values)
-        return values
+        self._snapshot = (key, divisor, rows)
+        return rows
 
     def place(self, index: int, x: float, y: float, yaw: float) -> None:
         """Put robot `index` at (x, y) facing `yaw` radians."""
@@ -309,19 +300,10 @@ class Fleet:
             self.invalidate()
 
     def status_values(self, index: int, now: float, divisor: int) -> list[float]:
-        """Robot `index`'s sensors at `now` as its firmware reports them (`Sensors`)."""
+        """Robot `index`'s sensors at `now` as its firmware reports them (the robot
+        session's `StatusSource`)."""
         self.advance(now)
-        all_counts, all_periods, gyro, accel, analog = self.snapshot(divisor)
-        values: list[float] = []
-        for count, period in zip(all_counts[index].tolist(), all_periods[index].tolist(),
-                                 strict=True):  # fmt: skip
-            wrapped = (int(count) + 0x80000000) % 0x100000000 - 0x80000000  # i32 on the wire
-            values.extend((wrapped, int(period), divisor))
-        values.append(1 if self.button[index] else 0)
-        values.extend(gyro[index].tolist())
-        values.extend(accel[index].tolist())
-        values.extend(analog[index].tolist())
-        return values
+        return self.snapshot(divisor)[index]
 
     def follow(self, index: int, x: float, y: float, yaw: float, time: float) -> None:
         """Move robot `index` to (x, y) facing `yaw` (rad) at `time`, as something else moved

@@ -25,9 +25,12 @@
   motor commands are accepted (enable, watchdog and sequence rules apply as on a robot) but
   move nothing. `&source=NAME` picks among clashing ids; without `device`, the first device
   that has a pose.
-* `XrpSim` (`robowire sim xrp`): N robots on consecutive UDP ports (`port + i`; port 0: any
-  free ports), sharing one `model.Fleet`, so their physics is one vectorised step however many
-  there are. Every socket is opened before any robot runs, so a port in use is one error line.
+* `RobotServer` (`serve(robot, port=...)`): your `robot.Robot`s on consecutive UDP ports
+  (`port + i`; port 0: any free ports), each behind a robot session. Every socket is opened
+  before any robot runs, so a port in use is one error line.
+* `XrpSim` (`robowire sim xrp`): a `RobotServer` whose body is one `model.Fleet` for its N
+  robots, so their physics and status encoding are one vectorised step however many there
+  are.
 """
 
 from __future__ import annotations
@@ -35,9 +38,10 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Protocol
 
+from robowire.background import Running
 from robowire.capture import Record
 from robowire.control import FAILED, OK, CommandSpec, CommandStatus, ParamSpec
 from robowire.endpoints import Endpoint
@@ -53,9 +57,11 @@ from robowire.protocols.xrp.events import (
     RobotEvent,
     StatusReceived,
     WpilibEvent,
+    XrpEvent,
 )
 from robowire.protocols.xrp.model import MOTOR_LAG, Arena, Fleet, number
-from robowire.protocols.xrp.session_robot import RobotSession
+from robowire.protocols.xrp.robot import Robot, Robots
+from robowire.protocols.xrp.session_robot import RobotSession, StatusSource
 from robowire.protocols.xrp.session_wpilib import ClientSession, wheel_values
 from robowire.service import CaptureSource, Sim, SimOptions, Sink, Source
 from robowire.timebase import monotonic
@@ -322,37 +328,33 @@ class XrpSink(Sink):
         return True
 
 
-class XrpSim(Sim):
-    """N simulated robots on consecutive UDP ports.
+class Body(StatusSource, Protocol):
+    """What a `RobotServer`'s robot sessions read their sensors from and drive: `robot.Robots`
+    (your robots) or `model.Fleet` (the simulator's)."""
 
-    Settings (`--set k=v`): `arena_width`, `arena_height` (m), `line_radius`, `line_width` (m),
-    `lag` (s, motor time constant), `button` (1: the user button reads pressed).
-    """
+    def apply(self, index: int, events: Iterable[XrpEvent]) -> None: ...
 
-    def __init__(self, options: SimOptions) -> None:
-        self.host = options.host
-        self.port = halsim_port() if options.port is None else options.port
-        self.count = options.count or 1
-        if not 1 <= self.count <= MAX_ROBOTS:
-            raise ConfigError(f"xrp sim: count must be 1..{MAX_ROBOTS}")
-        super().__init__(f"xrp-sim@{self.host}:{self.port}")
-        settings = options.options
-        button = settings.get("button", "0")
-        if button not in ("0", "1"):
-            raise ConfigError(f"xrp sim: button must be 0 or 1, not {button!r}")
-        self.fleet = Fleet(
-            self.count,
-            arena=Arena.from_settings(settings, "xrp sim"),
-            lag=number(settings, "lag", MOTOR_LAG, "xrp sim"),
-        )
-        self.fleet.button[:] = button == "1"
-        # every robot reports on the same 50 ms grid: one physics step and sensor snapshot
-        # serve them all (a real robot's timer phase is arbitrary anyway)
-        self.robots = [RobotSession(self.fleet, i, status_phase=0.0) for i in range(self.count)]
+
+class RobotServer(Sim):
+    """`count` robots of `body` on consecutive UDP ports from `port` (0: any free ports), each
+    behind a robot session (the firmware's rules). Every socket is opened before any robot
+    runs, so a port in use is one error line."""
+
+    def __init__(
+        self, body: Body, count: int, *, host: str, port: int, name: str = "xrp-robot"
+    ) -> None:
+        self.host = host
+        self.port = port
+        super().__init__(f"{name}@{host}:{port}")
+        self.body = body
+        self.count = count
+        # every robot reports on the same 50 ms grid: a simulated fleet's physics step and
+        # sensor snapshot serve them all (a real robot's timer phase is arbitrary anyway)
+        self.sessions = [RobotSession(body, i, status_phase=0.0) for i in range(self.count)]
         self.addresses: list[Address | None] = [None] * self.count
 
     def _on_events(self, index: int, events: Sequence[RobotEvent]) -> None:
-        self.fleet.apply(index, events)
+        self.body.apply(index, events)
         for event in events:
             match event:
                 case PacketDropped():
@@ -360,12 +362,12 @@ class XrpSim(Sim):
                 case EnabledChanged(enabled=enabled, reason=reason):
                     state = "enabled" if enabled else "disabled"
                     log.info("xrp robot %d %s (%s)", index, state, reason)
-        self.stats.messages_in = sum(r.stats.messages_in for r in self.robots)
+        self.stats.messages_in = sum(r.stats.messages_in for r in self.sessions)
 
     async def run(self, world: World) -> None:
         drivers: list[DatagramDriver] = []
         try:
-            for i, robot in enumerate(self.robots):  # every socket first: a busy port is one line
+            for i, robot in enumerate(self.sessions):  # every socket first: a busy port is one line
                 sock = open_udp_socket((self.host, self.port + i if self.port else 0))
                 drivers.append(DatagramDriver(robot, functools.partial(self._on_events, i), sock))
             for i, driver in enumerate(drivers):
@@ -375,8 +377,50 @@ class XrpSim(Sim):
             first = self.addresses[0]
             assert first is not None
             self.listening(first)
-            log.info("xrp sim: %d robot(s) from %s:%d", self.count, first[0], first[1])
+            log.info("xrp: %d robot(s) from %s:%d", self.count, first[0], first[1])
             await asyncio.Future()  # until cancelled
         finally:
             for driver in drivers:
                 driver.close()
+
+
+class XrpSim(RobotServer):
+    """N simulated robots on consecutive UDP ports, sharing one `model.Fleet`.
+
+    Settings (`--set k=v`): `arena_width`, `arena_height` (m), `line_radius`, `line_width` (m),
+    `lag` (s, motor time constant), `button` (1: the user button reads pressed).
+    """
+
+    def __init__(self, options: SimOptions) -> None:
+        count = options.count or 1
+        if not 1 <= count <= MAX_ROBOTS:
+            raise ConfigError(f"xrp sim: count must be 1..{MAX_ROBOTS}")
+        settings = options.options
+        button = settings.get("button", "0")
+        if button not in ("0", "1"):
+            raise ConfigError(f"xrp sim: button must be 0 or 1, not {button!r}")
+        self.fleet = Fleet(
+            count,
+            arena=Arena.from_settings(settings, "xrp sim"),
+            lag=number(settings, "lag", MOTOR_LAG, "xrp sim"),
+        )
+        self.fleet.button[:] = button == "1"
+        port = halsim_port() if options.port is None else options.port
+        super().__init__(self.fleet, count, host=options.host, port=port, name="xrp-sim")
+
+
+def serve(
+    *robots: Robot, host: str = "127.0.0.1", port: int = DEFAULT_PORT, name: str = "xrp-robot"
+) -> Running:
+    """Run `robots` (see `robot`) on UDP ports `port`, `port + 1`, ... until the returned
+    handle is closed (a `with` block); port 0 picks free ones (`.address` says the first's).
+    A WPILib program reaches the first with `HALSIMXRP_HOST`/`HALSIMXRP_PORT`. Raises the
+    CLI's one-line error when a port is taken. In your own event loop, add
+    `RobotServer(Robots(robots), len(robots), host=..., port=...)` to a
+    `robowire.gateway.Gateway` instead."""
+    if not robots:
+        raise ConfigError("xrp: serve needs at least one robot")
+    body = Robots(robots)
+    return Running(
+        lambda: [RobotServer(body, len(robots), host=host, port=port, name=name)], "robowire-xrp"
+    )

@@ -22,8 +22,9 @@ The rules, whatever the state (F = the XRP firmware, `wpilibudp.cpp` / `main.cpp
   follows commands whatever the state.
 
 The session moves nothing: it emits `CommandReceived` / `EnabledChanged` with the outputs the
-firmware drives, and reads what it reports from a `Sensors` (the simulator's `model.Fleet`,
-which the caller drives with those outputs). Time comes only from the `now` arguments. When an
+firmware drives, and reads what it reports from a `StatusSource` (`robot.Robots`, or the
+simulator's `model.Fleet`, which the caller drives with those outputs). Time comes only from
+the `now` arguments. When an
 outputs change and a status fall due in one `tick`, the tick returns the change alone and the
 status stays due (`next_deadline() <= now`), so that the sensors are read after the caller
 applied the change.
@@ -84,8 +85,9 @@ TRANSITIONS: dict[State, dict[Trigger, State]] = {
 """State -> trigger -> next state; a pair not in it is a bug (SessionError)."""
 
 
-class Sensors(Protocol):
-    """Where a robot session's status values come from (`model.Fleet` implements it)."""
+class StatusSource(Protocol):
+    """Where a robot session's status values come from (`robot.Robots` and `model.Fleet`
+    implement it)."""
 
     def status_values(self, index: int, now: float, divisor: int) -> Sequence[float]:
         """Robot `index`'s sensors at `now`, in `codec.STATUS_FIELDS` order and wire form:
@@ -104,7 +106,7 @@ class RobotSession:
 
     def __init__(
         self,
-        sensors: Sensors,
+        sensors: StatusSource,
         index: int = 0,
         *,
         status_period: float = STATUS_PERIOD,

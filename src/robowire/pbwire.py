@@ -1,0 +1,163 @@
+"""Protobuf wire encoding from numpy columns: what the recorder's `/robowire/<source>` channel
+and the Foxglove messages are built with, so that 10,000 devices cost a few array operations
+and no Python object per device.
+
+The protobuf wire format (https://protobuf.dev/programming-guides/encoding/) puts each field
+as a key (field number and wire type, a varint), then its value. A message with only
+fixed-size fields (doubles, booleans, their constant keys and the constant lengths of nested
+messages) has the same layout every time, so many of them are one numpy structured array
+(`Layout`). Strings differ in length, but a device's frame id never changes, so its bytes
+(with the lengths that depend on it) are made once per device and kept (`Heads`); each
+message is then that device's head followed by its fixed part (`Heads.join`). A repeated
+scalar field is one packed field: its key, its length, the little-endian values (`packed`).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+VARINT, FIXED64, LENGTH, FIXED32 = 0, 1, 2, 5  # wire types
+RUNS = 32
+"""`Heads.join` lays out runs of equal-length heads with slices when there are fewer runs
+than this (device ids of a few lengths, in order), else masks out each head's padding."""
+
+
+SMALL = [bytes((i,)) for i in range(0x80)]  # the one-byte varints
+
+
+def varint(value: int) -> bytes:
+    """The base-128 varint of a non-negative integer."""
+    if value < 0x80:
+        return SMALL[value]
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def key(number: int, wire_type: int) -> bytes:
+    return varint(number << 3 | wire_type)
+
+
+def header(number: int, size: int) -> bytes:
+    """The key and length of a length-delimited field of `size` bytes."""
+    if number < 16 and size < 0x80:  # one-byte key and length: most fields
+        return bytes((number << 3 | LENGTH, size))
+    return key(number, LENGTH) + varint(size)
+
+
+def field(number: int, payload: bytes) -> bytes:
+    """A length-delimited field: a string, bytes, or a nested message."""
+    return header(number, len(payload)) + payload
+
+
+def nested(number: int, parts: list[bytes]) -> list[bytes]:
+    """A length-delimited field made of `parts`, as parts (joined once, by the caller)."""
+    return [header(number, sum(map(len, parts))), *parts]
+
+
+def string(number: int, text: str) -> bytes:
+    return field(number, text.encode())
+
+
+def packed(number: int, values: np.ndarray, dtype: str) -> list[bytes]:
+    """A packed repeated scalar field of fixed size (`dtype`: "<f8" double, "<f4" float,
+    "<u4" fixed32), values in order: its header and its bytes."""
+    data = np.ascontiguousarray(values, dtype=dtype).tobytes()
+    return [header(number, len(data)), data]
+
+
+class Layout:
+    """A run of fixed-size fields, laid out as a structured dtype: each part is either
+    constant bytes (keys, lengths) or a named double (`"x"`). `fill(n, x=..., ...)` gives n
+    copies, one row of bytes each."""
+
+    def __init__(self, parts: Sequence[bytes | str]) -> None:
+        fields: list[tuple[str, str]] = []
+        constants: dict[str, bytes] = {}
+        for i, part in enumerate(parts):
+            if isinstance(part, bytes):
+                name = f"_{i}"
+                fields.append((name, f"V{len(part)}"))
+                constants[name] = part
+            else:
+                fields.append((part, "<f8"))
+        self.dtype = np.dtype(fields)  # packed: no alignment padding
+        self.size = self.dtype.itemsize
+        self.template = np.zeros((), self.dtype)
+        for name, value in constants.items():
+            self.template[name] = np.void(value)
+
+    def fill(self, n: int, **columns: np.ndarray | float) -> np.ndarray:
+        """(n, size) uint8: the layout with each named double taken from its column."""
+        out = np.empty(n, self.dtype)
+        out[...] = self.template
+        for name, values in columns.items():
+            out[name] = values
+        return out.view(np.uint8).reshape(n, self.size)
+
+
+class Heads:
+    """The variable-length start of each device's message (its strings and the lengths that
+    depend on them), made once per device by `make(slot)` and kept right-aligned in one
+    padded array, so that `join` lays out many messages with array operations."""
+
+    def __init__(self, make: Callable[[int], bytes]) -> None:
+        self.make = make
+        self._heads: list[bytes] = []
+        self._padded = np.zeros((0, 0), np.uint8)
+        self._keep = np.zeros((0, 0), bool)
+        self._lengths = np.zeros(0, np.intp)
+        self._tail = -1  # the tail size `_keep` was made for
+        self._last: tuple[np.ndarray, bytes, np.ndarray] | None = None  # slots, heads alone
+
+    def _grow(self, count: int, tail: int) -> None:
+        if len(self._heads) < count:
+            self._heads.extend(self.make(slot) for slot in range(len(self._heads), count))
+        elif len(self._padded) >= count and self._tail == tail:
+            return
+        lengths = np.array([len(h) for h in self._heads], np.intp)
+        width = int(lengths.max())
+        columns = np.arange(width + tail)
+        keep = columns >= (width - lengths)[:, None]  # right-aligned: padding first
+        padded = np.zeros((len(self._heads), width), np.uint8)
+        padded[keep[:, :width]] = np.frombuffer(b"".join(self._heads), np.uint8)
+        self._padded, self._keep, self._tail, self._lengths = padded, keep, tail, lengths
+
+    def join(self, slots: np.ndarray, tails: np.ndarray) -> tuple[bytes, np.ndarray]:
+        """Each slot's head followed by its row of `tails` ((len(slots), k) uint8), all
+        concatenated; and where each message ends in it."""
+        if not len(slots):
+            return b"", np.zeros(0, np.intp)
+        if not tails.shape[1] and self._last is not None and np.array_equal(slots, self._last[0]):
+            return self._last[1], self._last[2]  # the same heads alone again (ids of a swarm)
+        self._grow(int(slots.max()) + 1, tails.shape[1])
+        tail = tails.shape[1]
+        lengths = self._lengths[slots]
+        ends = np.cumsum(lengths + tail)
+        runs = np.flatnonzero(np.diff(lengths)) + 1  # where the head length changes
+        if len(runs) < RUNS:  # a few runs of equal heads (ids "1".."10000"): slices only
+            out = np.empty(int(ends[-1]), np.uint8)
+            width = self._padded.shape[1]
+            bounds = [0, *runs.tolist(), len(slots)]
+            for a, b in itertools.pairwise(bounds):
+                head = int(lengths[a])
+                start = int(ends[a - 1]) if a else 0
+                block = out[start : int(ends[b - 1])].reshape(b - a, head + tail)
+                block[:, :head] = self._padded[slots[a:b], width - head :]
+                block[:, head:] = tails[a:b]
+            joined = out.tobytes()
+        else:  # heads of many lengths: all padded alike, the padding masked out
+            width = self._padded.shape[1]
+            rows = np.empty((len(slots), width + tail), np.uint8)
+            rows[:, :width] = self._padded[slots]
+            rows[:, width:] = tails
+            joined = rows[self._keep[slots]].tobytes()
+        if not tails.shape[1]:
+            self._last = (slots.copy(), joined, ends)
+        return joined, ends
