@@ -105,7 +105,6 @@ class Worker(Service):
         super().__init__(f"worker {worker}")
         self.worker = worker
         self.path = path
-        self.restarts = 0
         self.pid: int | None = None
         self.status_url: str | None = None  # the worker's own status server
         self.status: list[dict[str, Any]] = []  # its services, as it last said
@@ -122,10 +121,10 @@ class Worker(Service):
         while True:
             began = monotonic()
             code = await self._run_once()
+            self.ready.clear()  # "waiting" in the status until it runs again
             ran = monotonic() - began
             if ran >= STEADY_SECONDS:
                 delay, quiet = RETRY_SECONDS, False
-            self.restarts += 1
             self.stats.drop(f"exited with status {code}; restarted")
             if not quiet:
                 log.warning("%s exited with status %s; restarting it", self.name, code)
