@@ -157,38 +157,34 @@ class ZenohAdapter:
 
         slots = ours if rows is None else ours[rows]
         table = self.world.table(self.prefix + source)
-        # the columns are written here, as one block when the slots are a run (a publisher
-        # that sends every device: a copy, not a gather), and `update` publishes them
-        at: slice | npt.NDArray[np.intp] = slots
-        first = int(slots[0])
-        if int(slots[-1]) - first == len(slots) - 1 and (np.diff(slots) == 1).all():
-            at = slice(first, first + len(slots))
+        vectors: dict[str, Any] = {}
+        telemetry: dict[str, tuple[codec.FloatArray, str]] = {}
         changed: set[str] = set()
         source_time = None
         for name, column in frame.columns.items():
             values = take(column.values)
             if column.telemetry:
-                table.column(name, column.unit)[at] = values
+                telemetry[name] = (values, column.unit)
             elif name == SOURCE_TIME:
                 source_time = values
-                continue
             elif name == ORIENTATION:  # a NaN row means "no orientation": not written
                 has = ~np.isnan(values[:, 0])
                 if has.all():
-                    table.orientation[at] = values
-                    table.has_orientation[at] = True
+                    vectors[name] = values
                 else:
                     table.orientation[slots[has]] = values[has]
                     table.has_orientation[slots[has]] = True
+                    changed.add(ORIENTATION)
             else:
-                getattr(table, name)[at] = values
-            changed.add(name)
+                vectors[name] = values
         self.world.update(
             table.source,
             slots,
             receive_time=receive_time,
             source_time=source_time,
+            telemetry=telemetry,
             changed=changed,
+            **vectors,
         )
 
 
