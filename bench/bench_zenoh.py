@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from robowire.gateway import Gateway, open_sink, open_source
+from robowire.workers import keep_big_buffers
 from robowire.world import World
 from robowire.zenoh import codec
 from robowire.zenoh.net import Link
@@ -246,6 +247,7 @@ async def through_gateways(n: int, steps: int) -> tuple[float, float, float, int
 
 
 def main() -> dict[str, float]:
+    keep_big_buffers()  # as `robowire up` does, in this process and the children
     figures = {}
     for n, steps in SIZES:
         floor, put_cpu, sub_cpu, size = bare(n, steps)
@@ -269,6 +271,7 @@ def main() -> dict[str, float]:
 
 
 if __name__ == "__main__":
+    keep_big_buffers()
     role, port, n, steps = sys.argv[1], *(int(a) for a in sys.argv[2:5])
     if role == "bare":
         child_bare(port, n, steps)

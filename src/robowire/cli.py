@@ -719,6 +719,7 @@ def up(
 
     site = config.load(path)
     services = workers.site_services(site, path, worker)  # every URL checked before it runs
+    workers.keep_big_buffers()
 
     async def go() -> int:
         gateway = Gateway().add(*services)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import logging
 import os
 import signal
@@ -55,6 +56,21 @@ log = logging.getLogger("robowire")
 STOP_SECONDS = 5.0  # a worker that has not ended this long after SIGTERM is killed
 STEADY_SECONDS = 10.0  # a worker that ran this long before it ended is said again
 POLL_SECONDS = 2.0  # how often a worker's status is asked for
+
+
+def keep_big_buffers() -> None:
+    """Have glibc serve big allocations (a 10,000-drone frame is 680 kB, its columns 80-320
+    kB) from the heap and keep what is freed, instead of mapping fresh pages for each and
+    unmapping them after: each first touch of a fresh page is a fault, and copying a fresh
+    680 kB buffer took 930 us here against 39 us from the heap. `robowire up` (the gateway
+    and each worker) sets it; RSS then keeps up to 256 MiB freed for reuse. Elsewhere than
+    glibc, nothing."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt(-3, 64 << 20)  # M_MMAP_THRESHOLD: map only allocations of 64 MiB and more
+    mallopt(-1, 256 << 20)  # M_TRIM_THRESHOLD: give back only past 256 MiB free at the top
 
 
 def site_services(site: Site, path: str, worker: str | None = None) -> list[Service]:

@@ -195,7 +195,7 @@ def _decode_state(data: bytes) -> State:
         raise DecodeError(PROTOCOL, at - 6, f"{n} rows x {m} columns is over the limit")
     if len(data) < at + 4 * n:
         raise DecodeError(PROTOCOL, at, f"STATE frame cut in its {n} slots")
-    slots = np.frombuffer(data, dtype="<u4", count=n, offset=at).astype(np.uint32)
+    slots = np.frombuffer(data, dtype="<u4", count=n, offset=at)
     at += 4 * n
     columns: dict[str, Column] = {}
     for _ in range(m):
