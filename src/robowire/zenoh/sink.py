@@ -5,10 +5,11 @@ publisher has congestion control DROP: a latest state may be lost to a slow link
 one replaces it); a DEVICES frame before it when the source has new devices or links or
 attributes changed, and one LOG frame per log event (both BLOCK: never dropped by Zenoh).
 
-Zenoh calls are made by one writer thread, in order, from a queue bounded in bytes: the event
-loop never waits for the network. A BLOCK put that waits for a stalled peer holds up only that
-thread; behind it, STATE frames are dropped first once the queue holds `STATE_BYTES`, and
-everything past `MAX_BYTES` (each drop counted).
+The event loop never waits for the network: a STATE frame with nothing queued before it is
+put at once (DROP never waits), everything else by one writer thread, in order, from a queue
+bounded in bytes. A BLOCK put that waits for a stalled peer holds up only that thread; behind
+it, STATE frames are dropped first once the queue holds `STATE_BYTES`, and everything past
+`MAX_BYTES` (each drop counted). Big payloads go through Zenoh's shared memory (`Writer`).
 
 With `?prefix=P` each source is published as `P<source>` (gateways at one router whose
 source names would clash). A late joiner gets everything by querying `robowire/*/=snapshot`
