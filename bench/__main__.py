@@ -26,7 +26,8 @@ from bench import table
 
 # the modules the table is built from (`--quick` runs only these)
 TABLE_MODULES = (
-    "vrpn", "xrp", "ugcs", "vrsp", "spyglass", "ingest", "load", "latency", "mcap", "foxglove",
+    "vrpn", "serve", "xrp", "ugcs", "vrsp", "spyglass", "ingest", "load", "latency", "mcap",
+    "foxglove",
 )  # fmt: skip
 
 

@@ -1,18 +1,28 @@
-"""VRPN server send cost: `robowire sim vrpn --count 10 --rate 1000` against the floor of
-Python socket writes.
+"""VRPN server and client cost against mainline VRPN, side by side in one run.
 
-Two server processes, each read by the same bare TCP client (its own process: it sends the
-VRPN cookie, then reads, counts whole messages by their length fields and discards them):
+Server: three server processes, each read by the same bare TCP client (its own process: it
+sends the VRPN cookie, then reads, counts whole messages by their length fields and discards
+them):
 
 * sim: the real CLI, `robowire sim vrpn --count 10 --rate 1000` (Pos_Quat, Velocity and
   Acceleration of 10 sensors each frame: 30k messages/s when it keeps up);
+* mainline: VRPN's own `vrpn_server` with `vrpn_Tracker_NULL Tracker0 10 1000` (the same three
+  messages per sensor per frame; its 1 ms sleep per loop paces it a little below 1 kHz);
 * floor: an asyncio server on the same event loop (uvloop when installed) that paces itself
   the way the simulator does and writes, every frame, the same number of pre-encoded bytes
   (one write per frame, as the simulator's one flush per frame).
 
+Client: the mainline server read by mainline `vrpn_print_devices` (TCP only, printing every
+100th report of each sensor, so that printf is not what is timed) and by robowire's client
+(`vrpn.driver.connect` + `VrpnSession`, TCP only, reports decoded into numpy columns and
+counted), each in its own process.
+
 Each process's CPU comes from /proc/<pid>/stat over the same window. Printed: messages/s
-read, CPU share, CPU per 1,000 messages/s, and the ratio sim / floor. The two alternate
-(floor, sim, floor, sim) and the lower of each pair is kept: the machine is shared.
+read, CPU share, CPU per 1,000 messages/s, and the ratios (the table's "vs peer" of the VRPN
+rows: sim / mainline server, our client / vrpn_print_devices). The contestants alternate
+(mainline, sim, floor, mainline, sim, floor) and the lower of each is kept: the machine is
+shared. The mainline binaries are found at ../shared/peers/vrpn from the repository root, or
+ROBOWIRE_VRPN_SERVER / ROBOWIRE_VRPN_PRINT_DEVICES.
 """
 
 from __future__ import annotations
@@ -25,11 +35,19 @@ import time
 from pathlib import Path
 from typing import Any
 
+import bench
+
 SENSORS = 10
 RATE = 1000
 WARMUP = 2.0
 WINDOW = 8.0
-SRC = str(Path(__file__).resolve().parents[1] / "src")
+WINDOW_QUICK = 4.0
+ROOT = Path(__file__).resolve().parents[1]
+SRC = str(ROOT / "src")
+PEERS = ROOT.parent / "shared" / "peers" / "vrpn"
+MAINLINE_SERVER = Path(os.environ.get("ROBOWIRE_VRPN_SERVER") or PEERS / "vrpn_server")
+PRINT_DEVICES = Path(os.environ.get("ROBOWIRE_VRPN_PRINT_DEVICES") or PEERS / "vrpn_print_devices")
+STRIDE = 100  # vrpn_print_devices prints every STRIDE-th report of each sensor
 COOKIE = b"vrpn: ver. 07.38  0\0\0\0\0\0"
 FRAME_BYTES = SENSORS * (88 + 96 + 96)  # one frame: Pos_Quat (88), Velocity, Acceleration (96)
 
@@ -116,6 +134,43 @@ run(main())
 """
 
 
+CLIENT = r"""
+import asyncio, sys, time
+sys.path.insert(0, sys.argv[3])
+from robowire.transport import run
+from robowire.timebase import monotonic
+from robowire.protocols.vrpn import Role, VrpnSession
+from robowire.protocols.vrpn.driver import connect
+from robowire.protocols.vrpn.events import TrackerReports
+
+port, seconds = int(sys.argv[1]), float(sys.argv[2])
+count = [0]
+
+def on_events(_link, events):
+    for event in events:
+        if type(event) is TrackerReports:
+            count[0] += len(event)
+
+def session(_peer, udp):
+    return VrpnSession(Role.CLIENT, ping_senders=["Tracker0"], udp_inbound=udp, now=monotonic())
+
+async def main():
+    link = await connect("127.0.0.1", port, session, on_events, udp=False)
+    samples = []
+    end = time.time() + seconds
+    while True:
+        now = time.time()
+        samples.append((now, count[0]))
+        if now >= end:
+            break
+        await asyncio.sleep(0.05)
+    link.close()
+    print(repr(samples))
+
+run(main())
+"""
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of process `pid` (from /proc, no psutil)."""
     with open(f"/proc/{pid}/stat") as f:
@@ -155,27 +210,38 @@ def wait_port(port: int, timeout: float = 20.0) -> None:
     raise RuntimeError(f"nothing listens on {port}")
 
 
-def measure(server: subprocess.Popen[bytes], port: int) -> dict[str, float]:
-    """Read `server` with the bare client for WARMUP + WINDOW s; its CPU over the window."""
-    reader = subprocess.Popen(
-        [sys.executable, "-c", READER, str(port), str(WARMUP + WINDOW + 0.5)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    time.sleep(WARMUP)
-    t0, c0 = time.time(), cpu_seconds(server.pid)
-    time.sleep(WINDOW)
-    t1, c1 = time.time(), cpu_seconds(server.pid)
-    out, _ = reader.communicate(timeout=30)
-    samples: list[tuple[float, int]] = eval(out)  # our own child's repr of a list of tuples
+def window() -> float:
+    return WINDOW_QUICK if bench.QUICK else WINDOW
+
+
+def rate_between(samples: list[tuple[float, int]], t0: float, t1: float) -> float:
+    """Messages/s between t0 and t1 from (time, messages so far) samples."""
 
     def at(t: float) -> float:
         before = [s for s in samples if s[0] <= t] or samples[:1]
         return float(before[-1][1])
 
-    messages = (at(t1) - at(t0)) / (t1 - t0)
-    share = (c1 - c0) / (t1 - t0)
-    return {"rate": messages, "cpu": share, "per_k": share / (messages / 1000.0)}
+    return (at(t1) - at(t0)) / (t1 - t0)
+
+
+def result(messages: float, cpu: float) -> dict[str, float]:
+    return {"rate": messages, "cpu": cpu, "per_k": cpu / (messages / 1000.0)}
+
+
+def measure(server: subprocess.Popen[bytes], port: int) -> dict[str, float]:
+    """Read `server` with the bare client for WARMUP + window s; its CPU over the window."""
+    reader = subprocess.Popen(
+        [sys.executable, "-c", READER, str(port), str(WARMUP + window() + 0.5)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(WARMUP)
+    t0, c0 = time.time(), cpu_seconds(server.pid)
+    time.sleep(window())
+    t1, c1 = time.time(), cpu_seconds(server.pid)
+    out, _ = reader.communicate(timeout=30)
+    samples: list[tuple[float, int]] = eval(out)  # our own child's repr of a list of tuples
+    return result(rate_between(samples, t0, t1), (c1 - c0) / (t1 - t0))
 
 
 def run_sim(*extra: str) -> dict[str, float]:
@@ -209,6 +275,90 @@ def run_floor() -> dict[str, float]:
             floor.wait(10)
 
 
+def start_mainline(port: int, config: Path) -> subprocess.Popen[bytes]:
+    """Mainline `vrpn_server` serving `vrpn_Tracker_NULL Tracker0 10 1000` on 127.0.0.1."""
+    config.write_text(f"vrpn_Tracker_NULL\tTracker0\t{SENSORS}\t{RATE}\n")
+    return subprocess.Popen(
+        [str(MAINLINE_SERVER), "-f", str(config), "-quiet", "-NIC", "127.0.0.1", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def run_mainline(tmp: Path) -> dict[str, float]:
+    port = free_port()
+    server = start_mainline(port, tmp / "null.cfg")
+    try:
+        wait_port(port)
+        return measure(server, port)
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def measure_client(client: subprocess.Popen[Any], count: Any) -> dict[str, float]:
+    """The client's CPU and the messages/s it handled (`count()`: messages so far) over the
+    window after WARMUP."""
+    time.sleep(WARMUP)
+    t0, c0, n0 = time.time(), cpu_seconds(client.pid), count()
+    time.sleep(window())
+    t1, c1, n1 = time.time(), cpu_seconds(client.pid), count()
+    return result((n1 - n0) / (t1 - t0), (c1 - c0) / (t1 - t0))
+
+
+def run_print_devices(port: int, tmp: Path) -> dict[str, float]:
+    """vrpn_print_devices (TCP only, every STRIDE-th report printed) reading the server."""
+    out = tmp / "print_devices.txt"
+    with out.open("wb") as sink:
+        client = subprocess.Popen(
+            ["stdbuf", "-oL", str(PRINT_DEVICES), "-trackerstride", str(STRIDE),
+             f"Tracker0@tcp://127.0.0.1:{port}"],
+            stdout=sink,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            # each printed report starts with "Tracker Tracker0@...": STRIDE reports handled
+            return measure_client(client, lambda: out.read_bytes().count(b"Tracker ") * STRIDE)
+        finally:
+            client.terminate()
+            client.wait(10)
+
+
+def run_our_client(port: int) -> dict[str, float]:
+    """robowire's client (driver + session, TCP only) reading the server."""
+    seconds = WARMUP + window() + 0.5
+    client = subprocess.Popen(
+        [sys.executable, "-c", CLIENT, str(port), str(seconds), SRC],
+        env=env(),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(WARMUP)
+    t0, c0 = time.time(), cpu_seconds(client.pid)
+    time.sleep(window())
+    t1, c1 = time.time(), cpu_seconds(client.pid)
+    out, _ = client.communicate(timeout=30)
+    samples: list[tuple[float, int]] = eval(out)  # our own child's repr of a list of tuples
+    return result(rate_between(samples, t0, t1), (c1 - c0) / (t1 - t0))
+
+
+def clients(tmp: Path) -> tuple[dict[str, float], dict[str, float]]:
+    """(vrpn_print_devices, our client), each the better of two alternating runs against one
+    mainline server."""
+    port = free_port()
+    server = start_mainline(port, tmp / "clients.cfg")
+    try:
+        wait_port(port)
+        theirs, ours = [], []
+        for _ in range(2):
+            theirs.append(run_print_devices(port, tmp))
+            ours.append(run_our_client(port))
+        return best(theirs), best(ours)
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
 def best(runs: list[dict[str, float]]) -> dict[str, float]:
     return min(runs, key=lambda r: r["per_k"])
 
@@ -220,21 +370,56 @@ def show(label: str, r: dict[str, Any]) -> None:
     )
 
 
-def main() -> None:
+def main() -> dict[str, float]:
+    import tempfile
+
+    mainline = MAINLINE_SERVER.is_file() and PRINT_DEVICES.is_file()
     print(
         f"   VRPN server, {SENSORS} sensors at {RATE} Hz (pose, velocity, acceleration), "
-        f"a bare TCP client reading; {WINDOW:.0f} s windows, best of 2:"
+        f"a bare TCP client reading; {window():.0f} s windows, best of 2:"
     )
-    floors, sims = [], []
-    for _ in range(2):
-        floors.append(run_floor())
-        sims.append(run_sim())
-    floor, sim = best(floors), best(sims)
-    show("robowire sim vrpn (CLI process)", sim)
-    show(f"floor: {FRAME_BYTES} pre-encoded bytes per frame", floor)
-    print(f"     ratio sim / floor (CPU per 1k msg/s)      {sim['per_k'] / floor['per_k']:>6.2f} x")
-    print("     target: sim <= 0.36% of a core per 1k msg/s")
-
-
-if __name__ == "__main__":
-    main()
+    floors, sims, mains = [], [], []
+    with tempfile.TemporaryDirectory() as name:
+        tmp = Path(name)
+        for _ in range(2):
+            if mainline:
+                mains.append(run_mainline(tmp))
+            sims.append(run_sim())
+            floors.append(run_floor())
+        floor, sim = best(floors), best(sims)
+        show("robowire sim vrpn (CLI process)", sim)
+        show(f"floor: {FRAME_BYTES} pre-encoded bytes per frame", floor)
+        figures = {
+            "sim_rate": sim["rate"],
+            "sim_cpu": sim["cpu"],
+            "sim_cpu_per_1000": sim["per_k"],
+            "floor_cpu_per_1000": floor["per_k"],
+            "sim_floor_ratio": sim["per_k"] / floor["per_k"],
+        }
+        print(f"     ratio sim / floor (CPU per 1k msg/s)     {figures['sim_floor_ratio']:>6.2f} x")
+        if not mainline:
+            print(f"     mainline: n/a (no mainline binaries at {MAINLINE_SERVER.parent})")
+            return figures
+        main_server = best(mains)
+        show("mainline vrpn_server, vrpn_Tracker_NULL", main_server)
+        server_ratio = sim["per_k"] / main_server["per_k"]
+        print(
+            f"     ratio sim / mainline vrpn_server         {server_ratio:>6.2f} x  (target <= 3)"
+        )
+        print("   VRPN client reading the mainline server (TCP only), best of 2:")
+        theirs, ours = clients(tmp)
+    show(f"mainline vrpn_print_devices (1/{STRIDE} printed)", theirs)
+    show("robowire client (driver + session)", ours)
+    client_ratio = ours["per_k"] / theirs["per_k"]
+    print(f"     ratio ours / vrpn_print_devices          {client_ratio:>6.2f} x")
+    return figures | {
+        "mainline_server_rate": main_server["rate"],
+        "mainline_server_cpu_per_1000": main_server["per_k"],
+        "server_peer_ratio": server_ratio,
+        "print_devices_rate": theirs["rate"],
+        "print_devices_cpu_per_1000": theirs["per_k"],
+        "client_rate": ours["rate"],
+        "client_cpu": ours["cpu"],
+        "client_cpu_per_1000": ours["per_k"],
+        "client_peer_ratio": client_ratio,
+    }

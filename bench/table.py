@@ -39,7 +39,27 @@ COLUMNS = (
     Column("latency_p50_ms", "p50 ms", "ms"),
     Column("latency_p99_ms", "p99 ms", "ms"),
     Column("cpu_share", "CPU", "share"),
+    Column("peer_ratio", "vs peer", "peer"),
 )
+
+
+@dataclass(frozen=True)
+class Peer:
+    """The "vs peer" cell: our figure as a ratio to a peer's, measured side by side in the
+    same bench, and the target it must meet (`at_most`: a cost ratio, else a speed ratio)."""
+
+    module: str
+    figure: str
+    target: float
+    at_most: bool
+    peer: str  # who the ratio is against, for the docs
+
+    @property
+    def target_text(self) -> str:
+        return f"{'<=' if self.at_most else '>='}{self.target:g}"
+
+    def met(self, value: float) -> bool:
+        return value <= self.target if self.at_most else value >= self.target
 
 
 @dataclass(frozen=True)
@@ -47,6 +67,7 @@ class Row:
     protocol: str
     load: str  # the target load the ingest, latency and CPU cells are measured at
     cells: Mapping[str, tuple[str, str]]  # column key -> (module, figure name)
+    peer: Peer | None = None
 
 
 # Which module figure fills which cell. A cell whose module did not run (or lacks the figure)
@@ -63,6 +84,15 @@ ROWS = (
             "latency_p99_ms": ("load", "vrpn.10000.p99_ms"),
             "cpu_share": ("load", "vrpn.10000.cpu"),
         },
+        # CPU per message of `sim vrpn` over the mainline vrpn_server's (bench/bench_serve.py)
+        Peer("serve", "server_peer_ratio", 3.0, True, "mainline vrpn_server"),
+    ),
+    Row(
+        "VRPN client",
+        "mainline server, 10 x 1 kHz",
+        {"ingest_rate": ("serve", "client_rate"), "cpu_share": ("serve", "client_cpu")},
+        # CPU per message of our client over vrpn_print_devices', reading the mainline server
+        Peer("serve", "client_peer_ratio", 1.0, True, "mainline vrpn_print_devices"),
     ),
     Row(
         "XRP",
@@ -87,6 +117,7 @@ ROWS = (
             "latency_p99_ms": ("ugcs", "lag_p99_ms"),
             "cpu_share": ("ugcs", "ucs_cpu"),
         },
+        Peer("ugcs", "decode_ratio", 0.2, False, "protobuf's parser alone"),
     ),
     Row(
         "VRSP",
@@ -111,6 +142,7 @@ ROWS = (
             "latency_p99_ms": ("spyglass", "lag_p99_ms"),
             "cpu_share": ("spyglass", "source_cpu"),
         },
+        Peer("spyglass", "decode_ratio", 0.8, False, "a bare struct.unpack_from loop"),
     ),
     # the gateway end to end (bench/bench_latency.py): VRPN datagram -> `robowire bridge`
     # process -> VRPN TCP reader; filled when that module ran
@@ -133,6 +165,7 @@ ROWS = (
             "decode_ratio": ("mcap", "steady_ratio"),
             "cpu_share": ("mcap", "steady_cpu"),
         },
+        Peer("mcap", "steady_ratio", 1.5, True, "the mcap writer alone"),
     ),
     # the Foxglove sink (bench/bench_foxglove.py): CPU = its pulls at 30 Hz, every drone moved
     Row("Foxglove", "10,000 drones at 30 Hz", {"cpu_share": ("foxglove", "cpu")}),
@@ -140,16 +173,27 @@ ROWS = (
 
 
 def table_rows(figures: Figures) -> dict[str, dict[str, Any]]:
-    """{protocol: {"load": text, column key: value or None}} for every row."""
+    """{protocol: {"load": text, column key: value or None, "peer_target": text or None}}
+    for every row."""
     out: dict[str, dict[str, Any]] = {}
     for row in ROWS:
         cells: dict[str, Any] = {"load": row.load}
         for column in COLUMNS:
             where = row.cells.get(column.key)
+            if column.key == "peer_ratio" and row.peer is not None:
+                where = (row.peer.module, row.peer.figure)
             value = None if where is None else figures.get(where[0], {}).get(where[1])
             cells[column.key] = None if value is None or math.isnan(value) else float(value)
+        cells["peer_target"] = None if row.peer is None else row.peer.target_text
         out[row.protocol] = cells
     return out
+
+
+def _peer_cell(value: float | None, peer: Peer | None) -> str:
+    """ "2.85x (<=3)", with "miss" when the target is not met."""
+    if peer is None or value is None:
+        return "-"
+    return f"{value:.2f}x ({peer.target_text}){'' if peer.met(value) else ' miss'}"
 
 
 def _cell(value: float | None, unit: str) -> str:
@@ -171,8 +215,18 @@ def render(figures: Figures) -> str:
     """The table as aligned text (also valid Markdown)."""
     rows = table_rows(figures)
     header = ["protocol", "target load", *(c.title for c in COLUMNS)]
+    peers = {row.protocol: row.peer for row in ROWS}
     body = [
-        [name, cells["load"], *(_cell(cells[c.key], c.unit) for c in COLUMNS)]
+        [
+            name,
+            cells["load"],
+            *(
+                _peer_cell(cells[c.key], peers[name])
+                if c.unit == "peer"
+                else _cell(cells[c.key], c.unit)
+                for c in COLUMNS
+            ),
+        ]
         for name, cells in rows.items()
     ]
     widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]

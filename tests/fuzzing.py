@@ -403,12 +403,17 @@ def mcap_seeds() -> list[bytes]:
 
 @target("spyglass-codec", "decoder", spyglass_seeds)
 def spyglass_codec(data: bytes, cuts: Sequence[int]) -> None:
-    """split + decode_batch + next_packet + decode (strict, lenient, WISEBED)."""
+    """split + decode_batch + decode_columns + next_packet + decode (strict, lenient, WISEBED)."""
     from robowire.protocols.spyglass import codec
 
     starts, end, _error = codec.split(data)
     assert end <= len(data)
-    codec.decode_batch(data, starts, end)
+    typed = codec.decode_batch(data, starts, end)
+    if starts:  # the columnar decoder keeps exactly the packets the typed one decodes
+        columns, drops = codec.decode_columns(data, starts, end)
+        assert len(columns) + len(drops) == len(starts)
+        kept = [p for p in typed if not isinstance(p, Exception)]
+        assert repr(columns.packets()) == repr(kept)  # repr: a NaN value equals itself
     offset = 0
     while True:
         got = typed_only(lambda o=offset: codec.next_packet(data, o))

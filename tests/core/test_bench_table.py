@@ -29,13 +29,15 @@ FIGURES = {
         "vrsp.3000.p99_ms": 4.0,
     },
     "spyglass": {"decode_rate": 400_000.0, "decode_ratio": 0.5, "lag_p50_ms": float("nan")},
+    "serve": {"server_peer_ratio": 2.5, "client_peer_ratio": 0.6, "client_rate": 25_000.0},
 }
 
 
 def test_each_protocol_row_takes_its_figures_and_leaves_missing_cells_empty():
     rows = table.table_rows(FIGURES)
     assert list(rows) == [
-        "VRPN", "XRP", "UgCS", "VRSP", "SpyGlass", "gateway", "recorder", "Foxglove",
+        "VRPN", "VRPN client", "XRP", "UgCS", "VRSP", "SpyGlass", "gateway", "recorder",
+        "Foxglove",
     ]  # fmt: skip
     assert rows["VRPN"] == {
         "load": "10 sensors at 1 kHz",
@@ -45,11 +47,17 @@ def test_each_protocol_row_takes_its_figures_and_leaves_missing_cells_empty():
         "latency_p50_ms": 0.25,
         "latency_p99_ms": 1.5,
         "cpu_share": 0.12,
+        "peer_ratio": 2.5,  # CPU per message over the mainline vrpn_server's
+        "peer_target": "<=3",
     }
+    assert rows["SpyGlass"]["peer_ratio"] == 0.5 and rows["SpyGlass"]["peer_target"] == ">=0.8"
+    assert rows["UgCS"]["peer_ratio"] is None and rows["UgCS"]["peer_target"] == ">=0.2"
+    assert rows["XRP"]["peer_target"] is None
     assert rows["VRSP"]["latency_p99_ms"] == 150.0
     assert rows["VRSP"]["decode_rate"] is None  # bench_vrsp did not run
     assert rows["SpyGlass"]["latency_p50_ms"] is None  # nan is "no figure", not a number
     assert all(v is None for k, v in rows["XRP"].items() if k != "load")
+    assert rows["VRPN client"]["ingest_rate"] == 25_000.0
 
 
 def test_the_text_table_has_one_line_per_protocol_in_readable_units():
@@ -57,13 +65,20 @@ def test_the_text_table_has_one_line_per_protocol_in_readable_units():
     lines = text.splitlines()
     assert lines[0].split("|")[1].strip() == "protocol"
     assert [c.strip() for c in lines[0].split("|")[3:-1]] == [
-        "decode/s", "x base", "ingest/s", "p50 ms", "p99 ms", "CPU",
+        "decode/s", "x base", "ingest/s", "p50 ms", "p99 ms", "CPU", "vs peer",
     ]  # fmt: skip
     vrpn = [c.strip() for c in lines[2].split("|")[1:-1]]
-    assert vrpn == ["VRPN", "10 sensors at 1 kHz", "2.5M", "3.25x", "299.0k", "0.2", "1.5", "12.0%"]
-    vrsp = [c.strip() for c in lines[5].split("|")[1:-1]]
-    assert vrsp[2:] == ["-", "-", "-", "6.0", "150", "-"]
-    assert len(lines) == 2 + 8
+    assert vrpn == [
+        "VRPN", "10 sensors at 1 kHz", "2.5M", "3.25x", "299.0k", "0.2", "1.5", "12.0%",
+        "2.50x (<=3)",
+    ]  # fmt: skip
+    client = [c.strip() for c in lines[3].split("|")[1:-1]]
+    assert client[0] == "VRPN client" and client[-1] == "0.60x (<=1)"
+    vrsp = [c.strip() for c in lines[6].split("|")[1:-1]]
+    assert vrsp[2:] == ["-", "-", "-", "6.0", "150", "-", "-"]
+    spyglass = [c.strip() for c in lines[7].split("|")[1:-1]]
+    assert spyglass[-1] == "0.50x (>=0.8) miss"  # a missed target says so
+    assert len(lines) == 2 + 9
     assert len({len(line) for line in lines}) == 1  # aligned columns
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from robowire.errors import ConfigError
 from robowire.protocols.spyglass import codec as c
-from robowire.protocols.spyglass.events import PacketReceived
+from robowire.protocols.spyglass.events import PacketsReceived, packets_of
 from robowire.protocols.spyglass.model import SensorNetworkSim, SimConfig
 from robowire.protocols.spyglass.session import SpyglassSession
 
@@ -78,8 +78,8 @@ def test_nodes_move_and_stay_in_the_area() -> None:
 def test_trajectories_chain_and_session_accepts_the_stream() -> None:
     stream = b"".join(run(2, 1200, dt=0.25))  # 300 s
     events = SpyglassSession().feed(stream, 0.0)
-    packets = [e.packet for e in events if isinstance(e, PacketReceived)]
-    assert len(packets) == len(events)
+    packets = packets_of(events)
+    assert [type(e) for e in events] == [PacketsReceived] and len(packets) == len(events[0])
     by_object: dict[int, list[c.TrajectoryPacket3]] = {}
     for p in packets:
         if isinstance(p, c.TrajectoryPacket3):

@@ -19,7 +19,7 @@ from robowire.errors import ConfigError
 from robowire.gateway import Gateway, open_sim, open_sink, open_source
 from robowire.protocols.spyglass import DEFAULT_PORT, PROTOCOL, read_rec
 from robowire.protocols.spyglass.codec import DataPacket, NeighborhoodPacket, SyntaxType, encode
-from robowire.protocols.spyglass.events import PacketReceived
+from robowire.protocols.spyglass.events import PacketsReceived, packets_of
 from robowire.protocols.spyglass.services import Settings, SpyglassFileSource
 from robowire.protocols.spyglass.session import SpyglassSession
 from robowire.service import SimOptions
@@ -96,8 +96,8 @@ async def test_sink_serves_world_devices_as_spyglass_nodes_and_a_snapshot_to_lat
         while len(found) < n:
             data = await asyncio.wait_for(reader.read(65536), 5)
             events = session.feed(data, 0.0)
-            assert all(isinstance(e, PacketReceived) for e in events)
-            found += [e.packet for e in events]
+            assert all(isinstance(e, PacketsReceived) for e in events)
+            found += packets_of(events)
         return found
 
     snapshot = await packets(3)

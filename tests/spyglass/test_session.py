@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from hypothesis import given
 from hypothesis import strategies as st
 from spyglass_strategies import DATA, DEMO, PROFILE, packets
@@ -12,7 +10,7 @@ from robowire.protocols.base import ConnectionLost, PacketDropped
 from robowire.protocols.spyglass import codec as c
 from robowire.protocols.spyglass import rec
 from robowire.protocols.spyglass.codec import frame
-from robowire.protocols.spyglass.events import PacketReceived
+from robowire.protocols.spyglass.events import PacketsReceived, packets_of
 from robowire.protocols.spyglass.session import SpyglassSession, State
 
 NEIGHBOURS = c.NeighborhoodPacket(semantic_type=10, sender=7, neighbors=(1, 2, 3))
@@ -20,18 +18,13 @@ NEIGHBOURS = c.NeighborhoodPacket(semantic_type=10, sender=7, neighbors=(1, 2, 3
 BAD_TRAJECTORY = bytes.fromhex("0017 02 03 28 0001 00000000 0000 0000 0000 0000 0001 0002 0003")
 
 
-def packets_of(events: Sequence[object]) -> list[c.SpyglassPacket]:
-    return [e.packet for e in events if isinstance(e, PacketReceived)]
-
-
 def test_whole_stream() -> None:
     session = SpyglassSession()
     events = session.feed(frame([DATA, NEIGHBOURS, DATA]), now=5.0)
-    assert events == [
-        PacketReceived(packet=DATA, time=5.0),
-        PacketReceived(packet=NEIGHBOURS, time=5.0),
-        PacketReceived(packet=DATA, time=5.0),
-    ]
+    assert len(events) == 1 and isinstance(events[0], PacketsReceived)  # one read: one batch
+    assert events[0].time == 5.0 and len(events[0]) == 3
+    assert packets_of(events) == [DATA, NEIGHBOURS, DATA]
+    assert events[0].packets.head["sender"].tolist() == [DATA.sender, 7, DATA.sender]
     assert session.stats.messages_in == 3 and not session.close_expected()
 
 
@@ -50,8 +43,8 @@ def test_payload_error_drops_one_packet_and_goes_on() -> None:
     session = SpyglassSession()
     stream = c.encode(DATA) + BAD_TRAJECTORY + c.encode(DATA)
     events = session.feed(stream, 1.0)
-    assert len(events) == 3
-    dropped = events[1]
+    assert len(events) == 2  # the drop, then the batch of the packets around it
+    dropped = events[0]
     assert isinstance(dropped, PacketDropped)
     assert dropped.offset == 20 + 19 and dropped.size == len(BAD_TRAJECTORY)
     assert "3-D trajectory" in dropped.reason
@@ -144,6 +137,6 @@ def test_random_bytes_never_raise(chunks: list[bytes]) -> None:
     session = SpyglassSession(profile=PROFILE)
     for chunk in chunks:
         for event in session.feed(chunk, 0.0):
-            assert isinstance(event, PacketReceived | PacketDropped | ConnectionLost)
+            assert isinstance(event, PacketsReceived | PacketDropped | ConnectionLost)
     session.feed_eof(0.0)
     assert session.close_expected()

@@ -9,7 +9,7 @@ from spyglass_strategies import DEMO
 
 from robowire.protocols.base import ConnectionLost
 from robowire.protocols.spyglass import rec
-from robowire.protocols.spyglass.events import PacketReceived
+from robowire.protocols.spyglass.events import packets_of
 from robowire.protocols.spyglass.session import SpyglassSession
 from robowire.transport.tcp import StreamDriver, connect_stream, serve_stream
 
@@ -43,7 +43,7 @@ async def test_demo_recording_over_tcp() -> None:
         connect_stream(host, port, client, lambda _d, events: received.extend(events)), 10
     )
     server.cancel()
-    packets = [e.packet for e in received if isinstance(e, PacketReceived)]
+    packets = packets_of(received)
     assert len(packets) == 3773
     assert packets == list(rec.read_rec(DEMO))
     assert isinstance(received[-1], ConnectionLost) and client.stats.dropped == 0

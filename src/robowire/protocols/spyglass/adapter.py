@@ -57,6 +57,7 @@ from robowire.protocols.spyglass.codec import (
     NeighborhoodPacket,
     NodeLinkPacket,
     Packet,
+    PacketColumns,
     SemanticProfile,
     StdPacket,
     SyntaxType,
@@ -66,8 +67,8 @@ from robowire.protocols.spyglass.codec import (
     encode,
     time_fields,
 )
-from robowire.protocols.spyglass.events import PacketReceived, SpyglassEvent
-from robowire.protocols.spyglass.profile import NEIGHBORHOOD, Interpretation
+from robowire.protocols.spyglass.events import PacketReceived, PacketsReceived, SpyglassEvent
+from robowire.protocols.spyglass.profile import NEIGHBORHOOD, PLAIN_NEIGHBORS, Interpretation
 from robowire.units import COUNT
 from robowire.world import SourceTable, Update, World
 from robowire.world.identity import SinkNames
@@ -139,7 +140,7 @@ class SpyglassAdapter:
         self.frame = Frame.of(scale, offset)
         self._motions: dict[tuple[int, int], _Motion] = {}
         self._clock_offset = 0.0  # source time - receive time, from the latest packet
-        self._node_slots: dict[int, int] = {}
+        self._node_slots = np.full(0x10000, -1, dtype=np.intp)  # node id -> slot in _table
         self._table: SourceTable | None = None
 
     @property
@@ -153,77 +154,208 @@ class SpyglassAdapter:
     def apply(self, events: Sequence[SpyglassEvent], receive_time: float) -> int:
         """Write the packets of a batch of session events received at `receive_time` (Unix
         seconds); returns how many. Drops and lost connections are the source's to count."""
-        packets = [e.packet for e in events if isinstance(e, PacketReceived)]
+        written = 0
+        for event in events:
+            if type(event) is PacketsReceived and len(event.packets):
+                self._write_columns(event.packets, receive_time)
+                written += len(event.packets)
+        packets = [e.packet for e in events if type(e) is PacketReceived]
         if packets:
             self._write(packets, receive_time)
-        return len(packets)
+        return written + len(packets)
 
-    def _slot(self, table: SourceTable, sender: int) -> int:
+    def _slots(self, table: SourceTable, senders: npt.NDArray[np.intp]) -> npt.NDArray[np.intp]:
+        """The world slot of each sender (node id), new nodes numbered in order of appearance."""
         if table is not self._table:
-            self._table, self._node_slots = table, {}
-        slot = self._node_slots.get(sender)
-        if slot is None:
-            slot = self._node_slots[sender] = table.slot(str(sender), NODE_KIND)
-        return slot
+            self._table = table
+            self._node_slots = np.full(0x10000, -1, dtype=np.intp)
+        lookup = self._node_slots
+        slots = lookup[senders]
+        if (slots < 0).any():
+            new, first = np.unique(senders[slots < 0], return_index=True)
+            for sender in new[np.argsort(first)].tolist():
+                lookup[sender] = table.slot(str(sender), NODE_KIND)
+            slots = lookup[senders]
+        return slots
 
     def _write(self, packets: Sequence[Packet], receive_time: float) -> None:
-        """One world update per set of changed fields (nodes that sent the same kinds of packet
-        share one), plus one per trajectory object."""
-        world = self.world
-        table = world.table(self.source)
-        slots = np.fromiter((self._slot(table, p.sender) for p in packets), np.intp, len(packets))
+        """The object path (typed packets): one world update per set of changed fields (nodes
+        that sent the same kinds of packet share one), plus one per trajectory object."""
+        table = self.world.table(self.source)
+        senders = np.fromiter((p.sender for p in packets), np.intp, len(packets))
+        slots = self._slots(table, senders)
         heads = np.array([(p.x, p.y, p.z, p.seconds, p.milliseconds) for p in packets], np.float64)
         times = heads[:, 3] + heads[:, 4] / 1000.0
-        positions = self.frame.to_enu(heads[:, :3])
-        self._clock_offset = float(times[-1]) - receive_time
-        changed_by_slot: dict[int, set[str]] = {}
+        changed: list[set[str]] = []
         for i, packet in enumerate(packets):
-            slot = int(slots[i])
-            changed = changed_by_slot.setdefault(slot, set())
-            match packet:
-                case NeighborhoodPacket():
-                    own = packet.sender
-                    table.links[slot] = tuple(
-                        str(n) for n in dict.fromkeys(packet.neighbors) if n != own
-                    )
-                    changed.add(LINKS)
-                case DataPacket():
-                    kind = DTYPES[packet.syntax_type].name
-                    self._data(table, slot, packet.semantic_type, packet.values, changed, kind)
-                case VariableListPacket():
-                    kinds = [DTYPES[tag].name for tag, _ in packet.items]
-                    self._data(table, slot, packet.semantic_type, packet.values, changed, kinds)
-                case StdPacket():
-                    table.attributes[slot][f"raw.{packet.semantic_type}"] = packet.payload.hex()
-                    changed.add(ATTRIBUTES)
-                case NodeLinkPacket():
-                    link = {"to": str(packet.destination), "values": list(packet.values)}
-                    table.attributes[slot][f"link.{packet.semantic_type}"] = link
-                    changed.add(ATTRIBUTES)
-                case CoordinatesList2Packet() | CoordinatesList3Packet():
-                    points = np.zeros((len(packet.points), 3))
-                    if packet.points:
-                        points[:, : len(packet.points[0])] = packet.points
-                    polyline = np.round(self.frame.to_enu(points), 6).tolist()
-                    table.attributes[slot][f"polyline.{packet.semantic_type}"] = polyline
-                    changed.add(ATTRIBUTES)
-                case TrajectoryPacket2() | TrajectoryPacket3():
-                    self._start_motion(packet, float(times[i]), receive_time)
-        # Last packet of each node wins: keep only the last index per slot.
+            changed.append(set())
+            self._apply_one(table, int(slots[i]), packet, float(times[i]), receive_time, changed[i])
+        self._publish(slots, times, heads[:, :3], changed, receive_time)
+
+    def _write_columns(self, columns: PacketColumns, receive_time: float) -> None:
+        """The columnar path: the same world as `_write` of the same packets, with no object
+        per packet: neighbourhoods and data lists are read per payload shape, the rest (std,
+        node links, coordinates, trajectories) one by one."""
+        table = self.world.table(self.source)
+        head = columns.head
+        slots = self._slots(table, head["sender"].astype(np.intp))
+        times = head["seconds"] + head["ms"] / 1000.0
+        plain = self.profile._plain[head["semantic"], head["syntax"]]
+        semantic = head["semantic"].astype(np.intp)
+        changed: list[set[str]] = [set() for _ in range(len(columns))]
+        link_rows: list[npt.NDArray[np.intp]] = []
+        link_lists: list[npt.NDArray[Any]] = []
+        data_rows: list[npt.NDArray[np.intp]] = []
+        data_first: list[FloatArray] = []
+        data_full: list[npt.NDArray[np.bool_]] = []  # the packet has a first value
+        data_lists: dict[int, tuple[list[Any], str | list[str]]] = {}  # values, number types
+        for group in columns.lists:
+            neighbors = plain[group.rows] == PLAIN_NEIGHBORS
+            if neighbors.any():
+                link_rows.append(group.rows[neighbors])
+                link_lists.append(group.values[neighbors])
+            data = ~neighbors
+            if data.any():
+                rows, values = group.rows[data], group.values[data]
+                data_rows.append(rows)
+                first = values[:, 0] if values.shape[1] else np.zeros(len(rows))
+                data_first.append(first.astype(np.float64))
+                data_full.append(np.full(len(rows), values.shape[1] > 0))
+                kind = values.dtype.name  # the list's number type, as `_data` names it
+                pairs = zip(rows.tolist(), values.tolist(), strict=True)
+                data_lists.update((row, (row_values, kind)) for row, row_values in pairs)
+        for row, packet in sorted(columns.objects.items()):
+            if isinstance(packet, VariableListPacket):  # data too: the last packet wins
+                values = list(packet.values)
+                data_rows.append(np.array([row], dtype=np.intp))
+                data_first.append(np.array([values[0] if values else 0.0], dtype=np.float64))
+                data_full.append(np.array([bool(values)]))
+                data_lists[row] = (values, [DTYPES[tag].name for tag, _ in packet.items])
+            else:
+                slot = int(slots[row])
+                self._apply_one(table, slot, packet, float(times[row]), receive_time, changed[row])
+        if link_rows:  # the last neighbourhood of each node in the batch gives its links
+            rows = np.concatenate(link_rows)
+            lists = [v for block in link_lists for v in block.tolist()]
+            senders = head["sender"]
+            for i in _last_per_key(slots[rows], rows).tolist():
+                slot, own = int(slots[rows[i]]), int(senders[rows[i]])
+                table.links[slot] = tuple(str(n) for n in dict.fromkeys(lists[i]) if n != own)
+            for row in rows.tolist():
+                changed[row].add(LINKS)
+        if data_rows:
+            self._data_columns(
+                table, slots, semantic, np.concatenate(data_rows), np.concatenate(data_first),
+                np.concatenate(data_full), data_lists, changed,
+            )  # fmt: skip
+        units = np.stack([head["x"], head["y"], head["z"]], axis=1).astype(np.float64)
+        self._publish(slots, times, units, changed, receive_time)
+
+    def _data_columns(
+        self,
+        table: SourceTable,
+        slots: npt.NDArray[np.intp],
+        semantic: npt.NDArray[np.intp],
+        rows: npt.NDArray[np.intp],
+        first: FloatArray,
+        full: npt.NDArray[np.bool_],
+        lists: dict[int, tuple[list[Any], str | list[str]]],
+        changed: list[set[str]],
+    ) -> None:
+        """Data packets (`rows`): per node and semantic type, the last packet's values are its
+        attribute and the first value of the last non-empty one (`full`) its telemetry."""
+        key = slots[rows] * 256 + semantic[rows]
+        attributes = table.attributes
+        for sem in np.unique(semantic[rows]).tolist():
+            rule = self.profile.rule(sem)
+            name = (rule.name if rule else None) or f"data.{sem}"
+            mine = semantic[rows] == sem
+            these, their_first, their_key = rows[mine], first[mine], key[mine]
+            has = full[mine]
+            if has.any():
+                column = table.column(name, rule.unit if rule else COUNT)
+                last = _last_per_key(their_key[has], these[has])
+                column[slots[these[has][last]]] = their_first[has][last]
+            for i in _last_per_key(their_key, these).tolist():
+                row = int(these[i])
+                values, kind = lists[row]
+                mine_now = attributes[int(slots[row])]
+                mine_now[name] = values
+                mine_now.setdefault(VALUE_TYPES, {})[name] = kind
+            for row, has_value in zip(these.tolist(), has.tolist(), strict=True):
+                changed[row].add(ATTRIBUTES)
+                if has_value:
+                    changed[row].add(name)
+
+    def _apply_one(
+        self,
+        table: SourceTable,
+        slot: int,
+        packet: Packet,
+        time: float,
+        receive_time: float,
+        changed: set[str],
+    ) -> None:
+        """What one typed packet writes into its node's row (fields named in `changed`)."""
+        match packet:
+            case NeighborhoodPacket():
+                own = packet.sender
+                table.links[slot] = tuple(
+                    str(n) for n in dict.fromkeys(packet.neighbors) if n != own
+                )
+                changed.add(LINKS)
+            case DataPacket():
+                kind = DTYPES[packet.syntax_type].name
+                self._data(table, slot, packet.semantic_type, packet.values, changed, kind)
+            case VariableListPacket():
+                kinds = [DTYPES[tag].name for tag, _ in packet.items]
+                self._data(table, slot, packet.semantic_type, packet.values, changed, kinds)
+            case StdPacket():
+                table.attributes[slot][f"raw.{packet.semantic_type}"] = packet.payload.hex()
+                changed.add(ATTRIBUTES)
+            case NodeLinkPacket():
+                link = {"to": str(packet.destination), "values": list(packet.values)}
+                table.attributes[slot][f"link.{packet.semantic_type}"] = link
+                changed.add(ATTRIBUTES)
+            case CoordinatesList2Packet() | CoordinatesList3Packet():
+                points = np.zeros((len(packet.points), 3))
+                if packet.points:
+                    points[:, : len(packet.points[0])] = packet.points
+                polyline = np.round(self.frame.to_enu(points), 6).tolist()
+                table.attributes[slot][f"polyline.{packet.semantic_type}"] = polyline
+                changed.add(ATTRIBUTES)
+            case TrajectoryPacket2() | TrajectoryPacket3():
+                self._start_motion(packet, time, receive_time)
+
+    def _publish(
+        self,
+        slots: npt.NDArray[np.intp],
+        times: FloatArray,
+        units: FloatArray,
+        changed: list[set[str]],
+        receive_time: float,
+    ) -> None:
+        """One world update per set of changed fields: each node's last packet gives its
+        position and source time, and its fields are what all its packets changed."""
+        self._clock_offset = float(times[-1]) - receive_time
+        by_slot: dict[int, set[str]] = {}
+        for slot, fields in zip(slots.tolist(), changed, strict=True):
+            by_slot.setdefault(slot, set()).update(fields)
         _, first_from_end = np.unique(slots[::-1], return_index=True)
         last = len(slots) - 1 - first_from_end
         groups: dict[frozenset[str], list[int]] = {}
         for i in last.tolist():
-            groups.setdefault(frozenset(changed_by_slot[int(slots[i])]), []).append(i)
-        for fields, rows in groups.items():
+            groups.setdefault(frozenset(by_slot[int(slots[i])]), []).append(i)
+        positions = self.frame.to_enu(units)
+        for group, rows in groups.items():
             index = np.array(rows, dtype=np.intp)
-            world.update(
+            self.world.update(
                 self.source,
                 slots[index],
                 receive_time=receive_time,
                 source_time=times[index],
                 position=positions[index],
-                changed=fields,
+                changed=group,
             )
 
     def _data(
@@ -301,6 +433,13 @@ class SpyglassAdapter:
     @property
     def objects(self) -> int:
         return len(self._motions)
+
+
+def _last_per_key(keys: npt.NDArray[np.intp], rows: npt.NDArray[np.intp]) -> npt.NDArray[np.intp]:
+    """Indices (into `keys`) of the latest row (largest of `rows`) of each distinct key."""
+    order = np.argsort(rows, kind="stable")
+    _, first_from_end = np.unique(keys[order][::-1], return_index=True)
+    return order[len(order) - 1 - first_from_end]
 
 
 def _data_packet(

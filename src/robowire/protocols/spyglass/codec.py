@@ -28,14 +28,17 @@ Only `DecodeError` is raised for bad bytes; `encode` raises `ValueError` for une
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeAlias
 
 import numpy as np
+import numpy.typing as npt
 
 from robowire.errors import DecodeError
 from robowire.protocols.spyglass.profile import DEFAULT_PROFILE as DEFAULT_PROFILE
+from robowire.protocols.spyglass.profile import PLAIN_DATA as PLAIN_DATA
+from robowire.protocols.spyglass.profile import PLAIN_NEIGHBORS as PLAIN_NEIGHBORS
 from robowire.protocols.spyglass.profile import REQUIRED_SYNTAX
 from robowire.protocols.spyglass.profile import Interpretation as Interpretation
 from robowire.protocols.spyglass.profile import SemanticProfile as SemanticProfile
@@ -281,21 +284,40 @@ def split(
     incomplete packet. `error` is set when the header at `end` is broken (bad length, version
     or syntax type): the framing is lost there and nothing after it can be trusted.
     """
+    # Walk the length fields first (the only per-packet Python work), then check every
+    # header seen, the one of the incomplete packet too, at once: the first broken one cuts.
     starts: list[int] = []
+    append = starts.append
     size = len(buf)
+    seen = offset
+    while seen + 4 <= size:
+        after = seen + ((buf[seen] << 8) | buf[seen + 1]) + 2
+        if after > size:
+            break
+        append(seen)
+        seen = after
+    heads = [*starts, seen] if seen + 4 <= size else starts
+    if not heads:
+        return starts, seen, None
+    raw = np.frombuffer(buf, np.uint8)
+    at = np.asarray(heads, dtype=np.intp)
+    length = (raw[at].astype(np.intp) << 8) | raw[at + 1]
+    bad = (
+        (length < MIN_LENGTH)
+        | (length + 2 > max_size)
+        | (raw[at + 2] != VERSION)
+        | (raw[at + 3] > SyntaxType.VARIABLE)
+    )
+    if not bad.any():
+        return starts, seen, None
+    first = int(np.argmax(bad))
+    cut = heads[first]
     try:
-        while offset + 4 <= size:
-            length = (buf[offset] << 8) | buf[offset + 1]
-            if length < MIN_LENGTH or length + 2 > max_size:
-                _check_length(length, offset, max_size)
-            check_header(buf, offset)
-            if offset + length + 2 > size:
-                break
-            starts.append(offset)
-            offset += length + 2
+        _check_length(int(length[first]), cut, max_size)
+        check_header(buf, cut)
     except DecodeError as exc:
-        return starts, offset, exc
-    return starts, offset, None
+        return starts[:first], cut, exc
+    raise AssertionError("unreachable: the header was found broken")  # pragma: no cover
 
 
 def next_packet(
@@ -447,6 +469,115 @@ def decode_batch(
                 except DecodeError as exc:
                     out[i] = exc.shifted(starts[i])
     return out  # type: ignore[return-value]  # every slot was filled above
+
+
+# -- the columnar decoder (the hot path: no object per packet) ---------------------------------
+
+_HEADER_RANGE = np.arange(HEADER_SIZE)
+_ITEM_SIZE = np.array([_ITEM_SIZES.get(code, 1) for code in range(256)], dtype=np.intp)
+IntArray: TypeAlias = npt.NDArray[np.intp]
+
+
+@dataclass(frozen=True, slots=True)
+class ValueList:
+    """Packets (`rows` of a `PacketColumns`) whose payloads are plain number lists of one
+    syntax type and length: their values as one (rows, length) array in native byte order."""
+
+    rows: IntArray
+    values: npt.NDArray[Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PacketColumns:
+    """Many whole packets as columns, in wire units: what `decode_columns` gives a session.
+
+    `head` holds every header (`HEADER_DTYPE` records: `semantic`, `sender`, `seconds`, `ms`,
+    `x`, `y`, `z`, ...), one row per packet in stream order; `data[starts[i]:stops[i]]` is
+    packet i's bytes. Neighbourhood and data lists (the bulk of a stream) are read for many
+    packets at once into `lists`; every other packet (std, variable lists, node links,
+    coordinates, trajectories) is a typed packet in `objects`, by row.
+    """
+
+    data: bytes
+    starts: IntArray
+    stops: IntArray
+    head: npt.NDArray[Any]
+    lists: tuple[ValueList, ...]
+    objects: Mapping[int, Packet]
+    profile: SemanticProfile = DEFAULT_PROFILE
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def packets(self) -> list[Packet]:
+        """Every packet as a typed object, in order (built on demand: the slow form)."""
+        return [
+            self.objects.get(i) or decode(self.data[a:b], profile=self.profile)
+            for i, (a, b) in enumerate(zip(self.starts.tolist(), self.stops.tolist(), strict=True))
+        ]
+
+
+def decode_columns(
+    buf: bytes,
+    starts: Sequence[int],
+    end: int,
+    *,
+    profile: SemanticProfile = DEFAULT_PROFILE,
+) -> tuple[PacketColumns, list[tuple[int, int, DecodeError]]]:
+    """The packets `split` found (headers already checked) as columns, and the ones dropped:
+    (start, stop, DecodeError with its offset into `buf`) of each packet whose payload does
+    not fit its syntax or semantic type. Per-packet Python work only for the rare kinds."""
+    raw = np.frombuffer(buf, np.uint8)
+    begin = np.asarray(starts, dtype=np.intp)
+    stop = np.empty_like(begin)
+    stop[:-1] = begin[1:]
+    stop[-1:] = end
+    head = raw[begin[:, None] + _HEADER_RANGE].view(HEADER_DTYPE).ravel()
+    sizes = stop - begin - HEADER_SIZE
+    syntax = head["syntax"].astype(np.intp)
+    plain = profile._plain[head["semantic"], syntax]
+    fast = (plain != 0) & (sizes % _ITEM_SIZE[syntax] == 0)  # empty lists too
+    objects: dict[int, Packet] = {}
+    drops: list[tuple[int, int, DecodeError]] = []
+    dropped: list[int] = []
+    for i in np.flatnonzero(~fast).tolist():
+        a, b = int(begin[i]), int(stop[i])
+        item = _decode_one(int(syntax[i]), head[i].item()[3:], buf[a + HEADER_SIZE : b], profile, a)
+        if isinstance(item, DecodeError):
+            drops.append((a, b, item))
+            dropped.append(i)
+        else:
+            objects[i] = item
+    if dropped:
+        keep = np.ones(len(begin), dtype=bool)
+        keep[dropped] = False
+        new_row = np.cumsum(keep) - 1
+        objects = {int(new_row[i]): packet for i, packet in objects.items()}
+        begin, stop, head, sizes, syntax, fast = (
+            column[keep] for column in (begin, stop, head, sizes, syntax, fast)
+        )
+    lists: list[ValueList] = []
+    rows = np.flatnonzero(fast)
+    if rows.size:
+        key = syntax[rows] * 0x20000 + sizes[rows]
+        order = np.argsort(key, kind="stable")
+        rows, key = rows[order], key[order]
+        cuts = np.flatnonzero(np.diff(key)) + 1
+        for group in np.split(rows, cuts):
+            first = int(group[0])
+            dtype = DTYPES[int(syntax[first])]
+            block = raw[begin[group][:, None] + (HEADER_SIZE + np.arange(int(sizes[first])))]
+            lists.append(ValueList(group, block.view(dtype).astype(dtype.newbyteorder("="))))
+    columns = PacketColumns(
+        data=buf,
+        starts=begin,
+        stops=stop,
+        head=head,
+        lists=tuple(lists),
+        objects=objects,
+        profile=profile,
+    )
+    return columns, drops
 
 
 def _decode_one(

@@ -14,6 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
 
+import numpy as np
+import numpy.typing as npt
+
 
 class SyntaxType(IntEnum):
     """How the payload bytes are laid out (header byte 3)."""
@@ -71,6 +74,11 @@ class SemanticRule:
             raise ValueError(f"semantic type range {self.first}-{self.last} is not within 0-255")
 
 
+# How a (semantic type, syntax type) pair's payload reads: as a plain list of numbers that is a
+# neighbourhood or data (the columnar decoder reads those for many packets at once), or not.
+PLAIN_NONE, PLAIN_NEIGHBORS, PLAIN_DATA = 0, 1, 2
+
+
 @dataclass(frozen=True, slots=True)
 class SemanticProfile:
     """Semantic type -> interpretation. Earlier rules win; types no rule names are DATA.
@@ -83,6 +91,8 @@ class SemanticProfile:
     rules: tuple[SemanticRule, ...] = ()
     _table: tuple[Interpretation, ...] = field(init=False, repr=False, compare=False)
     _rules: tuple[SemanticRule | None, ...] = field(init=False, repr=False, compare=False)
+    # [semantic type, syntax type] -> PLAIN_* : how the columnar decoder reads the payload
+    _plain: npt.NDArray[np.uint8] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         by_type: list[SemanticRule | None] = [None] * 256
@@ -92,6 +102,14 @@ class SemanticProfile:
         table = tuple(r.interpretation if r else Interpretation.DATA for r in by_type)
         object.__setattr__(self, "_rules", tuple(by_type))
         object.__setattr__(self, "_table", table)
+        plain = np.zeros((256, 8), dtype=np.uint8)  # PLAIN_NONE
+        for code, meaning in enumerate(table):
+            for syntax in range(SyntaxType.UINT8_LIST, SyntaxType.FLOAT_LIST + 1):
+                if meaning is Interpretation.NEIGHBORHOOD and syntax == SyntaxType.UINT16_LIST:
+                    plain[code, syntax] = PLAIN_NEIGHBORS
+                elif meaning is Interpretation.DATA or REQUIRED_SYNTAX[meaning] != syntax:
+                    plain[code, syntax] = PLAIN_DATA
+        object.__setattr__(self, "_plain", plain)
 
     def interpretation(self, semantic_type: int) -> Interpretation:
         return self._table[semantic_type]

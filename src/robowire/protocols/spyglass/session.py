@@ -3,7 +3,8 @@
 SpyGlass has no handshake and no replies: the stream is packets back to back, each delimited by
 its own uint16 length field. Both roles use the same `SpyglassSession`:
 
-* receiving (a source): `feed(data, now)` returns a `PacketReceived` per packet. A packet whose
+* receiving (a source): `feed(data, now)` returns one `PacketsReceived` with the whole packets
+  the bytes completed, as columns (`codec.decode_columns`). A packet whose
   header is broken (wrong version, unknown syntax type, impossible length) means the framing
   can no longer be trusted: `PacketDropped`, then `ConnectionLost`, and `close_expected()`
   turns True. A packet whose header is fine but whose payload does not fit its syntax or
@@ -26,7 +27,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 
-from robowire.errors import DecodeError, SessionError
+from robowire.errors import SessionError
 from robowire.protocols.base import ConnectionLost, PacketDropped, SessionStats
 from robowire.protocols.spyglass.codec import (
     DEFAULT_PROFILE,
@@ -35,11 +36,11 @@ from robowire.protocols.spyglass.codec import (
     NAME,
     SemanticProfile,
     SpyglassPacket,
-    decode_batch,
+    decode_columns,
     encode,
     split,
 )
-from robowire.protocols.spyglass.events import PacketReceived, SpyglassEvent
+from robowire.protocols.spyglass.events import PacketsReceived, SpyglassEvent
 
 
 class State(enum.Enum):
@@ -79,7 +80,7 @@ class SpyglassSession:
     # -- receiving ---------------------------------------------------------------------------
 
     def feed(self, data: bytes, now: float) -> list[SpyglassEvent]:
-        """Bytes received; returns PacketReceived / PacketDropped / ConnectionLost events."""
+        """Bytes received; returns PacketsReceived / PacketDropped / ConnectionLost events."""
         self.stats.bytes_in += len(data)
         if self.state is State.CLOSED or not data:
             return []
@@ -90,24 +91,22 @@ class SpyglassSession:
         whole = bytes(buffer)
         starts, end, error = split(whole, 0, max_size=self.max_size)
         events: list[SpyglassEvent] = []
-        received = 0
-        base = self._buffer_offset
-        for i, item in enumerate(decode_batch(whole, starts, end, profile=self.profile)):
-            if isinstance(item, DecodeError):
-                self.stats.drop(item.reason)
-                stop = starts[i + 1] if i + 1 < len(starts) else end
+        if starts:
+            packets, drops = decode_columns(whole, starts, end, profile=self.profile)
+            base = self._buffer_offset
+            for start, stop, exc in drops:
+                self.stats.drop(exc.reason)
                 events.append(
                     PacketDropped(
                         protocol=NAME,
-                        reason=item.reason,
-                        offset=base + item.offset,
-                        size=stop - starts[i],
+                        reason=exc.reason,
+                        offset=base + exc.offset,
+                        size=stop - start,
                     )
                 )
-            else:
-                events.append(PacketReceived(packet=item, time=now))
-                received += 1
-        self.stats.messages_in += received
+            if len(packets):
+                events.append(PacketsReceived(packets=packets, time=now))
+                self.stats.messages_in += len(packets)
         del buffer[:end]
         self._buffer_offset += end
         if error is not None:

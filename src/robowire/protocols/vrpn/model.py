@@ -40,10 +40,14 @@ DIALS = 2
 
 
 @functools.cache
-def _circle_terms(count: int) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """Each sensor's phase, and the coefficients that turn its (cos a, sin a, cos h, sin h, 1)
-    (a its angle, h half its yaw) into its 13 columns: position, xyzw quaternion, velocity,
-    acceleration."""
+def _circle_terms(
+    count: int,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """What turns a time t into every sensor's 13 columns (position, xyzw quaternion,
+    velocity, acceleration) in a few numpy calls (the simulator runs it 1000 times a second):
+    the angles (a, a - pi/2, h, h - pi/2) of each sensor are `base + rates * t` (a its angle on
+    its circle, h half its yaw: facing along the travel), their cosines are (cos a, sin a,
+    cos h, sin h), and `terms` turns (cos a, sin a, cos h, sin h, 1) into the 13 columns."""
     i = np.arange(count, dtype=np.float64)
     radius = 1.0 + 0.25 * i
     w = ANGULAR_SPEED
@@ -57,20 +61,19 @@ def _circle_terms(count: int) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.f
     terms[:, 0, 8] = radius * w  # vy = r w cos a
     terms[:, 0, 10] = -radius * w * w  # ax = -r w^2 cos a
     terms[:, 1, 11] = -radius * w * w  # ay = -r w^2 sin a
-    return i * (2 * math.pi / max(count, 1)), terms
+    phase = i * (2 * math.pi / max(count, 1))
+    half = phase * 0.5 + math.pi / 4
+    base = np.stack([phase, phase - math.pi / 2, half, half - math.pi / 2], axis=1)
+    rates = np.array([w, w, w * 0.5, w * 0.5])
+    return base, rates, terms
 
 
 def sensor_block(t: float, count: int) -> npt.NDArray[np.float64]:
     """Every sensor at time t as one row of 13 columns: position, xyzw quaternion, velocity,
-    acceleration (a few numpy calls for any count: the simulator runs it 1000 times a second).
-    """
-    phase, terms = _circle_terms(count)
-    angles = np.empty((count, 2))
-    angles[:, 0] = phase + ANGULAR_SPEED * t
-    angles[:, 1] = angles[:, 0] * 0.5 + math.pi / 4  # half the yaw: facing along the travel
+    acceleration."""
+    base, rates, terms = _circle_terms(count)
     basis = np.ones((count, 1, 5))
-    np.cos(angles, out=basis[:, 0, 0:4:2])
-    np.sin(angles, out=basis[:, 0, 1:4:2])
+    np.cos(base + rates * t, out=basis[:, 0, :4])
     block: npt.NDArray[np.float64] = np.matmul(basis, terms)[:, 0, :]
     return block
 
@@ -92,7 +95,7 @@ class Frame:
     and acceleration (all sent unreliably, sensor by sensor: Pos_Quat, Velocity, Acceleration).
     """
 
-    sensors: npt.NDArray[np.int64]
+    sensors: npt.NDArray[np.int32]
     pose: npt.NDArray[np.float64]  # position, then quaternion x, y, z, w
     velocities: npt.NDArray[np.float64] | None
     accelerations: npt.NDArray[np.float64] | None
@@ -153,7 +156,11 @@ class DeviceModel:
         self.rate = rate
         self.pose_only = pose_only
         self.buttons = [0] * BUTTONS
-        self._sensors = np.arange(count)
+        self._sensors = np.arange(count, dtype=np.int32)
+        # frame()'s scratch: each call overwrites the columns of the frame before it
+        self._angles = np.empty((count, 4))
+        self._basis = np.ones((count, 1, 5))
+        self._block = np.empty((count, 1, 13))
         self._next_analog = self._next_button = self._next_dial = 0.0
 
     def set_rate(self, rate: float) -> None:
@@ -165,7 +172,13 @@ class DeviceModel:
         return ButtonStates(states=tuple(self.buttons))
 
     def frame(self, t: float) -> Frame:
-        block = sensor_block(t, self.count)
+        """Every sensor at t (`sensor_block` in place: the next call overwrites this one's
+        columns; the simulator encodes each frame before it computes the next)."""
+        base, rates, terms = _circle_terms(self.count)
+        np.multiply(rates, t, out=self._angles)
+        np.add(self._angles, base, out=self._angles)
+        np.cos(self._angles, out=self._basis[:, 0, :4])
+        block = np.matmul(self._basis, terms, out=self._block)[:, 0, :]
         if self.pose_only:
             return Frame(self._sensors, block[:, 0:7], None, None)
         return Frame(self._sensors, block[:, 0:7], block[:, 7:10], block[:, 10:13])

@@ -4,7 +4,7 @@ vectorised codecs for tracker reports (the hot path: thousands of reports per se
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -226,12 +226,25 @@ class FrameBatch:
     data: npt.NDArray[np.uint8]
     seq_words: npt.NDArray[np.intp]  # index of each message's seq word in `data` as u32
     ends: npt.NDArray[np.int64]  # the byte offset after each message, in order
+    words: npt.NDArray[np.uint32] = field(init=False, repr=False)  # `data` as big-endian u32
+    counts: npt.NDArray[np.uint32] = field(init=False, repr=False)  # 0 .. n-1
+    seqs: npt.NDArray[np.uint32] = field(init=False, repr=False)  # scratch for `number`
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "words", self.data.view(_U32))
+        object.__setattr__(self, "counts", np.arange(len(self.seq_words), dtype=np.uint32))
+        object.__setattr__(self, "seqs", np.empty(len(self.seq_words), dtype=np.uint32))
 
     def __len__(self) -> int:
         return len(self.seq_words)
 
+    def number(self, first: int) -> None:
+        """Write seq numbers first, first + 1, ... (mod 2**32) into the messages."""
+        self.words[self.seq_words] = np.add(self.counts, first & 0xFFFFFFFF, out=self.seqs)
+
 
 _U32 = np.dtype(">u4")
+_U64 = np.dtype(">u8")
 
 
 def split_times(t: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.uint32], ...]:
@@ -254,6 +267,9 @@ class _Layout:
     words: npt.NDArray[np.uint32]
     doubles: npt.NDArray[np.float64]
     batch: FrameBatch
+    times: npt.NDArray[np.uint64]  # each message's (sec << 32 | usec) header word pair in work
+    time_index: npt.NDArray[np.intp]  # which of `times` are headers, in message order
+    widths: tuple[int, ...] = ()  # the value columns the latest batch wrote, per kind
 
 
 class ReportEncoder:
@@ -319,12 +335,17 @@ class ReportEncoder:
         work = data.copy()
         if len(self._layouts) >= 64:  # rows come and go (a sink): keep the cache small
             self._layouts.clear()
+        # every message starts at a multiple of 8 bytes, so its sec and usec words (bytes 4..12)
+        # are one big-endian u64 of the buffer shifted by 4
+        starts = (rows * self.record + self.starts).reshape(-1)
         found = self._layouts[key] = _Layout(
             data,
             work,
             work.view(_U32).reshape(n, width),
             work.view(F64).reshape(n, self.record // 8),
             FrameBatch(work, seq_words, ends),
+            work[4 : len(work) - 4].view(_U64),
+            (starts // 8).astype(np.intp),
         )
         return found
 
@@ -343,19 +364,20 @@ class ReportEncoder:
         sensor = np.asarray(sensors, dtype=np.int32).reshape(-1)
         ids = sender if isinstance(sender, int) else np.asarray(sender, dtype=np.int32).reshape(-1)
         layout = self._layout(ids, tuple(type_ids), sensor)
-        np.copyto(layout.work, layout.base)
+        blocks = [np.asarray(column, dtype=np.float64) for column in values]
+        widths = tuple(b.shape[1] if b.ndim == 2 else b.size // max(sensor.size, 1) for b in blocks)
+        if widths != layout.widths:  # the defaults under fewer columns than last time
+            np.copyto(layout.work, layout.base)
+            layout.widths = widths
         words, doubles = layout.words, layout.doubles
         if isinstance(time, float | int):
             sec, usec = split_time(float(time))
-            words[:, self._sec_cols] = sec
-            words[:, self._usec_cols] = usec
+            layout.times[layout.time_index] = (sec << 32) | usec
         else:
             secs, usecs = split_times(np.asarray(time, dtype=np.float64).reshape(-1))
             words[:, self._sec_cols] = secs[:, None]
             words[:, self._usec_cols] = usecs[:, None]
-        for k, column in enumerate(values):
-            block = np.asarray(column, dtype=np.float64)
+        for k, (block, width) in enumerate(zip(blocks, widths, strict=True)):
             col = self._value_cols[k]
-            width = block.shape[1] if block.ndim == 2 else block.size // max(sensor.size, 1)
-            doubles[:, col : col + width] = block.reshape(sensor.size, width)
+            doubles[:, col : col + width] = block if block.ndim == 2 else block.reshape(-1, width)
         return layout.batch

@@ -46,6 +46,7 @@ from robowire.protocols.vrpn.logfile import (
 )
 from robowire.protocols.vrpn.messages import ButtonStates, Ping, Pong, TrackerSetUpdateRate
 from robowire.protocols.vrpn.model import MAX_RATE, MOTION_DEFAULTS, REPORTS, DeviceModel
+from robowire.protocols.vrpn.model import Frame as TrackerFrame
 from robowire.protocols.vrpn.registry import SERVER_TYPE_NAMES, ReportEncoder
 from robowire.protocols.vrpn.server import VrpnServer
 from robowire.protocols.vrpn.session import VERSION_MISMATCH, Role, VrpnSession
@@ -450,10 +451,10 @@ class VrpnSim(Sim):
             case TrackerSetUpdateRate(rate=rate) if event.sender == self.tracker:
                 self.model.set_rate(rate)
 
-    def _step(self, t: float, wall: float) -> None:
-        """Send what is due at `t` seconds into the run (header time `wall`)."""
+    def _step(self, t: float, wall: float, frame: TrackerFrame) -> None:
+        """Send what is due at `t` seconds into the run (header time `wall`): `frame` (the
+        tracker at t), then the analog, buttons and dials when due."""
         server, model = self.server, self.model
-        frame = model.frame(t)
         server.broadcast_reports(  # one frame encoded once, in one buffer
             self.encoder, self.tracker, frame.sensors, frame.values(), time=wall, flush=False
         )
@@ -471,16 +472,19 @@ class VrpnSim(Sim):
     async def run(self, world: World) -> None:
         serving = asyncio.create_task(self.server.run(self.host, self.port, self.listening))
         start = next_frame = monotonic()
+        frame = self.model.frame(0.0)
         try:
             while not serving.done():
-                now = monotonic()
-                self._step(now - start, self.clock.wall(now) + self.clock_offset)
+                # each frame is computed right after the one before went out, while this
+                # process's caches are warm (after a sleep on a busy machine every call
+                # costs several times more), and stamped with the time it is the pose at
+                wall = self.clock.wall(next_frame) + self.clock_offset
+                self._step(next_frame - start, wall, frame)
                 next_frame += 1.0 / self.model.rate
-                delay = next_frame - monotonic()
-                if delay < -0.1:  # fell far behind (a busy machine): do not burst to catch up
-                    next_frame = monotonic()
-                    delay = 0.0
-                await asyncio.sleep(max(delay, 0.0))
+                if next_frame - monotonic() < -0.1:  # fell far behind (a busy machine):
+                    next_frame = monotonic()  # do not burst to catch up
+                frame = self.model.frame(next_frame - start)
+                await asyncio.sleep(max(next_frame - monotonic(), 0.0))
             serving.result()
         finally:
             serving.cancel()

@@ -41,7 +41,6 @@ from robowire.protocols.vrpn.codec import (
     MAX_NAME,
     MAX_REMOTE_ID,
     PROTOCOL,
-    U32,
     Cookie,
     Frame,
     FrameIndex,
@@ -422,7 +421,7 @@ class VrpnSession:
         n = len(batch)
         udp = not reliable and self.peer_udp is not None
         seq = self._udp_seq if udp else self._tcp_seq
-        batch.data.view(U32)[batch.seq_words] = np.arange(seq, seq + n) & 0xFFFFFFFF
+        batch.number(seq)
         if udp:
             base = len(self._udp_out)
             self._udp_out += batch.data.data
