@@ -42,9 +42,10 @@ from typing import Any
 from websockets.asyncio.client import connect
 from websockets.typing import Subprotocol
 
+from robowire import config, workers
 from robowire.gateway import Gateway, open_source
 from robowire.recording import McapRecorder
-from robowire.service import Source
+from robowire.service import Service, Source
 from robowire.viewer.server import SUBPROTOCOL, ViewerSink
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -188,22 +189,47 @@ def start_sims(loads: Sequence[Load], env: dict[str, str]) -> tuple[list[Any], l
     return procs, urls
 
 
-async def soak(duration: float, scale: float, interval: float, log: Any) -> list[Sample]:
+def in_workers(urls: Sequence[str], count: int, folder: str) -> list[Service]:
+    """The gateway's services when `count` worker processes take the sources in (spread
+    round-robin) and the recorder stays here: a site file run as `robowire up` would."""
+    bus = free_ports(socket.SOCK_STREAM)
+    site = [f'[workers]\nbus = "zenoh://127.0.0.1:{bus}"\n']
+    site += [f'[[source]]\nurl = "{u}"\nworker = "w{i % count}"\n' for i, u in enumerate(urls)]
+    site.append(f'[[sink]]\nrecord = "{folder}/soak.mcap"\n')
+    path = Path(folder) / "site.toml"
+    path.write_text("".join(site))
+    return workers.site_services(config.load(path), str(path))
+
+
+async def soak(
+    duration: float, scale: float, interval: float, log: Any, worker_count: int = 0
+) -> list[Sample]:
     loads = [Load(x.protocol, max(1, round(x.count * scale)), x.rate) for x in FULL]
     env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     gateway = Gateway()
     viewer = ViewerSink("127.0.0.1", 0)
     folder = tempfile.TemporaryDirectory(prefix="robowire-soak-")
-    recorder = McapRecorder(os.path.join(folder.name, "soak.mcap"))
     procs, urls = start_sims(loads, env)
-    sources: list[Source] = [open_source(url) for url in urls]
-    gateway.add(viewer, recorder, *sources)
+    if worker_count:
+        services = in_workers(urls, worker_count, folder.name)
+        recorder = next(s for s in services if isinstance(s, McapRecorder))
+        gateway.add(viewer, *services)
+    else:
+        recorder = McapRecorder(os.path.join(folder.name, "soak.mcap"))
+        gateway.add(viewer, recorder, *(open_source(url) for url in urls))
+    sources: list[Source] = [s for s in gateway.services if isinstance(s, Source)]
+    spawned = [s for s in gateway.services if isinstance(s, workers.Worker)]
+
+    def own_cpu() -> float:  # this process's and its workers' CPU seconds
+        return time.process_time() + sum(cpu_seconds(w.pid) for w in spawned if w.pid)
+
     print(
         "soak: "
         + ", ".join(
             f"{x.protocol} {x.count}" + (f" at {x.rate:g} Hz" if x.rate else "") for x in loads
         )
-        + f"; {duration:g} s, a sample every {interval:g} s",
+        + f"; {duration:g} s, a sample every {interval:g} s"
+        + (f"; sources in {worker_count} worker processes" if worker_count else ""),
         file=log,
     )
     run = asyncio.create_task(gateway.run())
@@ -219,13 +245,13 @@ async def soak(duration: float, scale: float, interval: float, log: Any) -> list
         browser_task = asyncio.create_task(browser.run())
         loop = asyncio.get_running_loop()
         start = last_wall = loop.time()
-        last_cpu = time.process_time()
+        last_cpu = own_cpu()
         last_sims = sum(cpu_seconds(p.pid) for p in procs)
         while loop.time() - start < duration:
             await asyncio.sleep(interval)
             if run.done():
                 raise RuntimeError(f"the gateway ended: {gateway.failures}")
-            wall, cpu = loop.time(), time.process_time()
+            wall, cpu = loop.time(), own_cpu()
             sims = sum(cpu_seconds(p.pid) for p in procs)
             span = max(wall - last_wall, 1e-9)
             queues = {
@@ -316,10 +342,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--max-slope", type=float, default=1.0, help="MiB a minute of RSS allowed (second half)"
     )
     parser.add_argument("--json", action="store_true", help="the verdict as one JSON line")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="take the sources in in N worker processes joined by Zenoh (docs/config.md); "
+        "the gateway's CPU is then its own and its workers'",
+    )
     args = parser.parse_args(argv)
     if args.duration <= 0 or args.scale <= 0 or args.interval <= 0:
         parser.error("--duration, --scale and --interval must be positive")
-    samples = asyncio.run(soak(args.duration, args.scale, args.interval, sys.stderr))
+    samples = asyncio.run(soak(args.duration, args.scale, args.interval, sys.stderr, args.workers))
     result = verdict(samples, args.max_slope)
     if args.json:
         print(json.dumps(result))
