@@ -1,32 +1,44 @@
-"""Zenoh between two gateways: device updates/s, against Zenoh's own put/subscribe rate.
+"""Zenoh between two processes: device updates/s, against Zenoh's own put/subscribe rate.
 
-Two in-process gateways on loopback: A holds a synthetic swarm (position + orientation + one
-telemetry field per drone, every drone moving every step) and serves `zenoh://127.0.0.1:P`;
-B `listen`s to it. Counted: device updates that reach B's world per second (each STATE frame
-received is one update of every drone in it). The floor, in the same run and process: two
-bare Zenoh sessions, one `put` per message of the same payload (the encoded STATE frame) and
-a callback that counts, with congestion control BLOCK so every message arrives.
-Printed per swarm size: messages/s and device updates/s of both, and robowire's share. A
-latest-state link may merge steps (B gets fewer, fresher frames); only what B took in counts.
+As workers run it (`robowire up` with `worker = …`, docs/config.md): a publishing process and
+this one, on loopback. The publisher is a child process holding a synthetic swarm (position +
+orientation + one telemetry field per drone, every drone moving every step): robowire's is a
+gateway whose world takes each step (`World.update`, what a source does) and a `zenoh://`
+sink that publishes it; this process is a gateway `listen`ing to it. Counted: device states
+that reach this world per second, from the first frame to the last (each STATE frame taken
+in is one state of every drone in it; a latest-state link may merge steps, and only what
+arrives counts). The floor, in the same run: a bare Zenoh publisher in a child process
+putting the same payload (the encoded STATE frame) as fast as it can, congestion control
+BLOCK, and a subscriber here whose callback takes the bytes, as robowire's does. Both sides'
+CPU time per message is printed too (the publisher's from the child, this process's own).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from robowire.gateway import Gateway, open_sink, open_source
+from robowire.workers import keep_big_buffers
 from robowire.world import World
 from robowire.zenoh import codec
+from robowire.zenoh.net import Link
 from robowire.zenoh.sink import state_frame
 
-SIZES = ((100, 2000), (10_000, 100))  # (drones, steps)
+SIZES = ((100, 5000), (10_000, 300))  # (drones, steps)
 WAIT = 60.0
+QUIET = 2.0  # seconds without a frame after which the receiver stops waiting
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
 
 
 def free_port() -> int:
@@ -39,8 +51,8 @@ Step = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 def steps_of(n: int, count: int) -> list[Step]:
-    """The swarm's columns for each step, made before the clock starts (the source's work
-    is not what is measured)."""
+    """The swarm's columns for each step, made before the clock starts (the simulation is
+    not what is measured)."""
     angle = np.linspace(0, 2 * np.pi, n)
     orientation = np.tile([1.0, 0.0, 0.0, 0.0], (n, 1))
     out = []
@@ -72,87 +84,196 @@ def payload(n: int) -> bytes:
     return codec.encode(state_frame(table, slots, fields))
 
 
-def bare(n: int, steps: int) -> tuple[float, int]:
-    """Zenoh alone: messages/s of `steps` puts of one STATE payload, and its size."""
+# -- the publishing child --------------------------------------------------------------------
+
+
+def child_bare(port: int, n: int, steps: int) -> None:
+    import zenoh
+
+    session = zenoh.open(zenoh.Config.from_json5(Link("127.0.0.1", port, "listen").config()))
+    publisher = session.declare_publisher(
+        "bench/show", congestion_control=zenoh.CongestionControl.BLOCK
+    )
+    data = payload(n)
+    print("ready", flush=True)
+    sys.stdin.readline()
+    cpu = time.process_time()
+    for _ in range(steps):
+        publisher.put(data)
+    print(f"cpu {time.process_time() - cpu}", flush=True)
+    sys.stdin.readline()
+    os._exit(0)  # zenoh's threads: no teardown to wait for
+
+
+async def child_gateway(port: int, n: int, steps: int) -> None:
+    loop = asyncio.get_running_loop()
+    gateway = Gateway()
+    sink = open_sink(f"zenoh://127.0.0.1:{port}")
+    gateway.add(sink)
+    task = asyncio.create_task(gateway.run())
+    await sink.ready.wait()
+    columns = steps_of(n, steps)
+    slots = gateway.world.table("show").slots([str(i) for i in range(n)], "drone")
+    step(gateway.world, slots, columns[0])
+    print("ready", flush=True)
+    await loop.run_in_executor(None, sys.stdin.readline)
+    cpu = time.process_time()
+    for k in range(1, steps + 1):
+        sent = sink.stats.messages_out
+        step(gateway.world, slots, columns[k])
+        while sink.stats.messages_out == sent:  # one frame per step: the sink publishes it
+            await asyncio.sleep(0)
+    print(f"cpu {time.process_time() - cpu}", flush=True)
+    await loop.run_in_executor(None, sys.stdin.readline)
+    gateway.stop()
+    await task
+    os._exit(0)
+
+
+class Publisher:
+    """A publishing child process: `ready`, then `go()` and `cpu()`."""
+
+    def __init__(self, role: str, port: int, n: int, steps: int) -> None:
+        args = [sys.executable, "-m", "bench.bench_zenoh", role, str(port), str(n), str(steps)]
+        self.proc = subprocess.Popen(
+            args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV, cwd=ROOT
+        )
+        assert self.proc.stdout is not None and self.proc.stdin is not None
+        self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
+        if self.stdout.readline().strip() != "ready":
+            raise RuntimeError(f"the {role} publisher did not start")
+
+    def go(self) -> None:
+        self.stdin.write("go\n")
+        self.stdin.flush()
+
+    def end(self) -> float:
+        """Its CPU seconds over the puts (waits for it to finish putting)."""
+        cpu = float(self.stdout.readline().split()[1])
+        self.stdin.write("end\n")
+        self.stdin.flush()
+        self.proc.wait(WAIT)
+        return cpu
+
+
+# -- this side --------------------------------------------------------------------------------
+
+
+class Arrivals:
+    """When each message arrived (called on any thread), and this process's CPU meanwhile."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+        self.cpu = time.process_time()
+        self.lock = threading.Lock()
+
+    def arrived(self, count: int = 1) -> None:
+        now = time.perf_counter()
+        with self.lock:
+            self.times += [now] * count
+
+    def done(self, expected: int) -> bool:
+        last = self.times[-1] if self.times else None
+        quiet = last is not None and time.perf_counter() - last > QUIET
+        return len(self.times) >= expected or quiet
+
+    def rate(self) -> tuple[float, float]:
+        """(messages/s from the first to the last, CPU seconds per message)."""
+        count = len(self.times)
+        took = self.times[-1] - self.times[0] if count > 1 else float("nan")
+        return (count - 1) / took, (time.process_time() - self.cpu) / max(count, 1)
+
+
+def bare(n: int, steps: int) -> tuple[float, float, float, int]:
+    """Zenoh alone: (messages/s, publisher CPU s/msg, subscriber CPU s/msg, payload size)."""
     import zenoh
 
     port = free_port()
-    scout = {"scouting": {"multicast": {"enabled": False}}}
-    listen = {"mode": "peer", "listen": {"endpoints": [f"tcp/127.0.0.1:{port}"]}, **scout}
-    connect = {"mode": "client", "connect": {"endpoints": [f"tcp/127.0.0.1:{port}"]}, **scout}
-    a = zenoh.open(zenoh.Config.from_json5(json.dumps(listen)))
-    b = zenoh.open(zenoh.Config.from_json5(json.dumps(connect)))
-    data = payload(n)
-    done = threading.Event()
-    got = [0]
+    publisher = Publisher("bare", port, n, steps)
+    session = zenoh.open(zenoh.Config.from_json5(Link("127.0.0.1", port, "connect").config()))
+    arrivals = Arrivals()
 
     def count(sample: zenoh.Sample) -> None:
         sample.payload.to_bytes()  # the subscriber has the bytes in Python, as robowire does
-        got[0] += 1
-        if got[0] == steps:
-            done.set()
+        arrivals.arrived()
 
-    subscriber = b.declare_subscriber("bench/show", count)
-    publisher = a.declare_publisher("bench/show", congestion_control=zenoh.CongestionControl.BLOCK)
-    time.sleep(0.3)  # the subscription reaches the publisher
-    start = time.perf_counter()
-    for _ in range(steps):
-        publisher.put(data)
-    done.wait(WAIT)
-    took = time.perf_counter() - start
+    subscriber = session.declare_subscriber("bench/show", count)
+    time.sleep(0.5)  # the subscription reaches the publisher
+    arrivals.cpu = time.process_time()
+    publisher.go()
+    end = time.perf_counter() + WAIT
+    while not arrivals.done(steps) and time.perf_counter() < end:
+        time.sleep(0.01)
+    rate, cpu = arrivals.rate()
+    sent_cpu = publisher.end()
     subscriber.undeclare()
-    a.close()
-    b.close()
-    return got[0] / took, len(data)
+    session.close()
+    return rate, sent_cpu / steps, cpu, len(payload(n))
 
 
-async def through_gateways(n: int, steps: int) -> tuple[float, float, int]:
-    """robowire: (STATE frames/s, device updates/s, frames B took in) from A's world into
-    B's world."""
+async def through_gateways(n: int, steps: int) -> tuple[float, float, float, int]:
+    """robowire: (STATE frames/s into this world, publisher CPU s/step, this side's CPU s per
+    frame, frames taken in)."""
     port = free_port()
-    a, b = Gateway(), Gateway()
-    sink = open_sink(f"zenoh://127.0.0.1:{port}")
+    publisher = Publisher("gateway", port, n, steps)
+    gateway = Gateway()
     source = open_source(f"zenoh://127.0.0.1:{port}")
-    a.add(sink)
-    b.add(source)
-    tasks = [asyncio.create_task(a.run())]
-    await sink.ready.wait()
-    tasks.append(asyncio.create_task(b.run()))
-    columns = steps_of(n, steps)
-    slots = a.world.table("show").slots([str(i) for i in range(n)], "drone")
-    step(a.world, slots, columns[0])
-    while len(b.world) < n:  # B has every drone: the DEVICES frame is through
+    gateway.add(source)
+    task = asyncio.create_task(gateway.run())
+    while len(gateway.world) < n:  # every drone is here: the DEVICES frame is through
         await asyncio.sleep(0.01)
-    frames = source.stats.messages_in
-    start = time.perf_counter()
-    for k in range(1, steps + 1):
-        step(a.world, slots, columns[k])
-        await asyncio.sleep(0)  # A's sink pulls, B's source takes in what arrived
-    table = b.world.tables["show"]
-    deadline = time.perf_counter() + WAIT
-    while table.position[n - 1, 2] != steps and time.perf_counter() < deadline:
-        await asyncio.sleep(0.001)
-    took = time.perf_counter() - start
-    received = source.stats.messages_in - frames
-    a.stop()
-    b.stop()
-    await asyncio.gather(*tasks)
-    if table.position[n - 1, 2] != steps:
-        print(f"     (B did not get the last step within {WAIT:.0f} s)")
-    return received / took, received * n / took, received
+    arrivals = Arrivals()
+    adapter: Any = source.adapter
+    apply = adapter.apply
+
+    def counted(events: Any, receive_time: float) -> int:
+        taken = int(apply(events, receive_time))
+        arrivals.arrived(taken)
+        return taken
+
+    adapter.apply = counted
+    table = gateway.world.tables["show"]
+    publisher.go()
+    end = time.perf_counter() + WAIT
+    while table.position[n - 1, 2] != steps and not arrivals.done(steps):
+        if time.perf_counter() > end:
+            break
+        await asyncio.sleep(0.005)
+    rate, cpu = arrivals.rate()
+    sent_cpu = publisher.end()
+    gateway.stop()
+    await task
+    return rate, sent_cpu / steps, cpu, len(arrivals.times)
 
 
-def main() -> None:
+def main() -> dict[str, float]:
+    keep_big_buffers()  # as `robowire up` does, in this process and the children
+    figures = {}
     for n, steps in SIZES:
-        floor, size = bare(n, steps)
-        frames, updates, received = asyncio.run(through_gateways(n, steps))
-        print(f"   {n} drones, STATE payload {size / 1e3:.1f} kB, {steps} steps:")
-        print(f"     zenoh put/subscribe alone:  {floor:8.0f} msg/s  {floor * n:12.0f} dev/s")
+        floor, put_cpu, sub_cpu, size = bare(n, steps)
+        frames, pub_cpu, in_cpu, received = asyncio.run(through_gateways(n, steps))
+        ratio = frames / floor
+        figures[f"ratio_{n}"] = ratio
+        print(f"   {n} drones, STATE payload {size / 1e3:.1f} kB, {steps} steps, two processes:")
         print(
-            f"     gateway A -> zenoh -> B:    {frames:8.0f} msg/s  {updates:12.0f} dev/s"
-            f"  ({updates / (floor * n):.2f}x zenoh alone; B took in {received} frames)"
+            f"     zenoh put/subscribe alone:  {floor:8.0f} msg/s  {floor * n:12.0f} dev/s"
+            f"   CPU/msg: put {put_cpu * 1e6:6.0f} us, subscribe {sub_cpu * 1e6:6.0f} us"
         )
+        print(
+            f"     gateway -> zenoh -> gateway:{frames:8.0f} msg/s  {frames * n:12.0f} dev/s"
+            f"   CPU/msg: publish {pub_cpu * 1e6:6.0f} us, take in {in_cpu * 1e6:6.0f} us"
+        )
+        print(
+            f"     robowire / zenoh alone: {ratio:.2f}x messages/s, {sub_cpu / in_cpu:.2f}x"
+            f" CPU to take in (took in {received} of {steps} steps)"
+        )
+    return figures
 
 
 if __name__ == "__main__":
-    main()
+    keep_big_buffers()
+    role, port, n, steps = sys.argv[1], *(int(a) for a in sys.argv[2:5])
+    if role == "bare":
+        child_bare(port, n, steps)
+    else:
+        asyncio.run(child_gateway(port, n, steps))

@@ -686,31 +686,58 @@ def bridge(
 @click.option(
     "-c", "--config", "path", required=True, metavar="FILE.toml", help="The site file to run."
 )
+@click.option(
+    "--worker",
+    metavar="NAME",
+    help="Run only what the site gives to worker NAME (docs/config.md: workers).",
+)
+@click.option("--supervised", is_flag=True, hidden=True)  # spawned by a gateway: watch stdin
 @DURATION
 @STATUS_PORT
-def up(path: str, duration: float | None, status_port: int | None) -> None:
+def up(
+    path: str,
+    worker: str | None,
+    supervised: bool,
+    duration: float | None,
+    status_port: int | None,
+) -> None:
     """Run the simulators, sinks and sources a site file names (see docs/config.md).
+
+    Sources and sinks with `worker = "NAME"` run in worker processes that the gateway starts
+    and supervises (`--worker NAME` runs one by hand, on this or another machine).
 
     \b
     Example:
       robowire up -c examples/site.toml
       SITE_VR_PORT=9000 robowire up -c examples/site.toml --duration 60
+      robowire up -c examples/workers.toml
+      robowire up -c examples/workers.toml --worker show   # one worker, run by hand
     """
-    from robowire import config
+    import signal
+
+    from robowire import config, workers
 
     site = config.load(path)
-    services = config.services(site)  # every URL and setting checked before anything runs
+    services = workers.site_services(site, path, worker)  # every URL checked before it runs
+    workers.keep_big_buffers()
 
     async def go() -> int:
         gateway = Gateway().add(*services)
         _add_status_server(gateway, status_port)
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, gateway.stop)
+        if supervised:
+            workers.watch_parent(gateway.stop, loop)
         task = asyncio.create_task(gateway.run(duration))
         for service in services:
             if isinstance(service, Source):
                 continue
             if not await _ready(task, service):
                 break
-            if service.address is not None:
+            if isinstance(service, workers.Worker):
+                said = f"{service.name} running as pid {service.pid}"
+                click.echo(f"{said} (status on {service.status_url})", err=True)
+            elif service.address is not None:
                 host, port = service.address
                 where = getattr(service, "url", None) or f"{host}:{port}"
                 click.echo(f"{service.role} {service.name} {service.announce} {where}", err=True)

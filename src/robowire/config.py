@@ -28,13 +28,24 @@ class SourceConfig:
     url: str
     name: str | None = None
     time: str | None = None
+    worker: str | None = None  # the worker process that runs it (None: the gateway itself)
 
 
 @dataclass(frozen=True, slots=True)
 class SinkConfig:
-    url: str
+    url: str  # for a recorder, its file (`record = "run.mcap"`)
     rules: Rules = field(default_factory=Rules)
     rate: float | None = None
+    worker: str | None = None
+    record: bool = False  # `url` is an MCAP file to record into
+
+
+@dataclass(frozen=True, slots=True)
+class Workers:
+    """The `[workers]` table: where the gateway and its worker processes meet."""
+
+    bus: str  # a zenoh:// URL: the gateway listens there, its workers connect
+    remote: tuple[str, ...] = ()  # workers started elsewhere (another machine), not spawned
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +62,13 @@ class Site:
     sources: tuple[SourceConfig, ...]
     sinks: tuple[SinkConfig, ...]
     sims: tuple[SimConfig, ...]
+    workers: Workers | None = None
+
+    @property
+    def worker_names(self) -> tuple[str, ...]:
+        """Every worker a source or sink names, in the order they first appear."""
+        named = [c.worker for c in self.sources] + [c.worker for c in self.sinks]
+        return tuple(dict.fromkeys(n for n in named if n is not None))
 
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -173,13 +191,23 @@ def _url(check: _Checker, key: str) -> str:
     return url
 
 
+_WORKER_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def _worker(check: _Checker) -> str | None:
+    name = check.string("worker")
+    if name is not None and not _WORKER_NAME.fullmatch(name):
+        check.fail("worker", "must be a name of letters, digits, '_', '.' or '-'")
+    return name
+
+
 def _source(check: _Checker) -> SourceConfig:
-    check.only({"url", "name", "time"})
+    check.only({"url", "name", "time", "worker"})
     url = _url(check, "url")
     time = check.string("time")
     if time is not None and time not in TIME_MODES:
         check.fail("time", f"must be one of {', '.join(TIME_MODES)}")
-    return SourceConfig(url, check.string("name"), time)
+    return SourceConfig(url, check.string("name"), time, _worker(check))
 
 
 def _transform(check: _Checker) -> Transform:
@@ -215,8 +243,13 @@ def _transform(check: _Checker) -> Transform:
 
 def _sink(check: _Checker) -> SinkConfig:
     known = {"url", "sources", "devices", "kinds", "fields", "pose", "rate", "device_rate"}
-    check.only(known | {"rename", "transform"})
-    url = _url(check, "url")
+    check.only(known | {"rename", "transform", "worker", "record"})
+    record = check.string("record")
+    if record is not None and "url" in check.table:
+        check.fail("record", "give url or record, not both")
+    if record is not None and not record.lower().endswith(".mcap"):
+        check.fail("record", "must be an .mcap file")
+    url = record if record is not None else _url(check, "url")
     rename: dict[str, str] = {}
     renames = check.sub("rename")
     if renames is not None:
@@ -238,7 +271,20 @@ def _sink(check: _Checker) -> SinkConfig:
         rename=rename,
         transform=None if transform is None else _transform(transform),
     )
-    return SinkConfig(url, rules, check.number("rate", positive=True))
+    rate = check.number("rate", positive=True)
+    return SinkConfig(url, rules, rate, _worker(check), record is not None)
+
+
+def _workers(check: _Checker, named: tuple[str, ...]) -> Workers:
+    check.only({"bus", "remote"})
+    bus = _url(check, "bus")
+    if not bus.startswith("zenoh://"):
+        check.fail("bus", "must be a zenoh://HOST:PORT URL")
+    remote = check.globs("remote", empty=True) or ()
+    for name in remote:
+        if name not in named:
+            check.fail("remote", f"{name!r} is not a worker of any source or sink")
+    return Workers(bus, remote)
 
 
 def _sim(check: _Checker) -> SimConfig:
@@ -281,8 +327,8 @@ def parse(text: str, file: str = "site.toml", env: Mapping[str, str] | None = No
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{file}: not valid TOML: {exc}") from None
     for key in document:
-        if key not in ("source", "sink", "sim"):
-            raise ConfigError(f"{file}: {key}: unknown key (known: sim, sink, source)")
+        if key not in ("source", "sink", "sim", "workers"):
+            raise ConfigError(f"{file}: {key}: unknown key (known: sim, sink, source, workers)")
 
     def each(key: str) -> list[_Checker]:
         return [
@@ -302,7 +348,14 @@ def parse(text: str, file: str = "site.toml", env: Mapping[str, str] | None = No
         if source.name is not None and source.name in seen:
             raise ConfigError(f"{file}: source[{i}].name: {source.name!r} is used twice")
         seen.add(source.name or "")
-    return Site(file, sources, sinks, sims)
+    site = Site(file, sources, sinks, sims)
+    table = document.get("workers")
+    if table is None:
+        if site.worker_names:
+            raise ConfigError(f"{file}: workers: a [workers] table with a bus is needed")
+        return site
+    workers = _workers(_Checker(file, "workers", table, environment), site.worker_names)
+    return Site(file, sources, sinks, sims, workers)
 
 
 def load(path: str | Path, env: Mapping[str, str] | None = None) -> Site:
@@ -329,9 +382,11 @@ def _with_time(where: str, url: str, time: str) -> str:
     return f"{url}{'&' if '?' in url else '?'}time={time}"
 
 
-def services(site: Site) -> list[Service]:
-    """Every service of the site, opened (simulators, sinks, then sources); raises the
-    ConfigError of the first that cannot be opened, naming its key, before anything runs."""
+def services(site: Site, worker: str | None = None) -> list[Service]:
+    """The services of the site that the gateway (`worker` None) or one worker process runs,
+    opened (simulators, sinks, then sources); raises the ConfigError of the first that cannot
+    be opened, naming its key, before anything runs. The bus between them is
+    `robowire.workers`' business."""
     from robowire.gateway import open_sim, open_sink, open_source
 
     out: list[Service] = []
@@ -342,15 +397,25 @@ def services(site: Site) -> list[Service]:
         except RobowireError as exc:
             raise ConfigError(f"{site.path}: {where}: {exc}") from None
 
-    for i, sim in enumerate(site.sims, 1):
-        simulator: Sim = opened(f"sim[{i}]", lambda s=sim: open_sim(s.protocol, s.options))
-        out.append(simulator)
+    if worker is None:
+        for i, sim in enumerate(site.sims, 1):
+            simulator: Sim = opened(f"sim[{i}]", lambda s=sim: open_sim(s.protocol, s.options))
+            out.append(simulator)
     for i, sink_config in enumerate(site.sinks, 1):
-        sink: Sink = opened(f"sink[{i}].url", lambda c=sink_config: open_sink(c.url))
+        if sink_config.worker != worker:
+            continue
+        if sink_config.record:
+            from robowire.recording import McapRecorder
+
+            sink: Sink = McapRecorder(sink_config.url)
+        else:
+            sink = opened(f"sink[{i}].url", lambda c=sink_config: open_sink(c.url))
         if sink_config.rate is not None:
             sink.max_rate = sink_config.rate
         out.append(sink if sink_config.rules.empty else ProjectedSink(sink, sink_config.rules))
     for i, source_config in enumerate(site.sources, 1):
+        if source_config.worker != worker:
+            continue
         url = source_config.url
         if source_config.time is not None:
             url = _with_time(f"{site.path}: source[{i}]", url, source_config.time)

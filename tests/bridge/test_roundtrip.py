@@ -162,7 +162,9 @@ def test_spyglass_relay_sends_the_packets_the_network_sent() -> None:
     kinds = {(type(p).__name__, syntax_type_of(p), p.semantic_type) for p in want}
     assert ("DataPacket", SyntaxType.UINT8_LIST, 20) in kinds
     assert ("NeighborhoodPacket", SyntaxType.UINT16_LIST, 10) in kinds
-    assert sorted(got, key=repr) == sorted(want, key=repr)
+    missing = [p for p in want if p not in got]
+    extra = [p for p in got if p not in want]
+    assert sorted(got, key=repr) == sorted(want, key=repr), ("missing", missing, "extra", extra)
 
 
 # -- XRP: WPILib (robotpy-xrp's halsim_xrp) reads the simulated robot directly and through the relay

@@ -26,7 +26,7 @@ def problem(text: str, env: dict[str, str] | None = None) -> str:
 BAD = [
     # (the file's text, the one line expected)
     ("[[source]\n", "site.toml: not valid TOML: "),
-    ("[gateway]\n", "site.toml: gateway: unknown key (known: sim, sink, source)"),
+    ("[gateway]\n", "site.toml: gateway: unknown key (known: sim, sink, source, workers)"),
     (GOOD_SINK, "site.toml: source: at least one [[source]] is needed"),
     (GOOD_SOURCE, "site.toml: sink: at least one [[sink]] is needed"),
     ('source = "x"\n' + GOOD_SINK, "site.toml: source: must be an array of tables ([[source]])"),
@@ -37,7 +37,7 @@ BAD = [
     ),
     (
         GOOD_SOURCE + "colour = 'red'\n" + GOOD_SINK,
-        "site.toml: source[1].colour: unknown key (known: name, time, url)",
+        "site.toml: source[1].colour: unknown key (known: name, time, url, worker)",
     ),
     (GOOD_SOURCE + "time = 'gps'\n" + GOOD_SINK, "site.toml: source[1].time: must be one of"),
     (
@@ -113,6 +113,30 @@ BAD = [
     (
         GOOD_SOURCE + GOOD_SINK + "[[sim]]\nprotocol = 'vrpn'\nport = '${NOT_SET}'\n",
         "site.toml: sim[1].port: ${NOT_SET} is not set",
+    ),
+    (
+        GOOD_SOURCE + "worker = 'show'\n" + GOOD_SINK,
+        "site.toml: workers: a [workers] table with a bus is needed",
+    ),
+    (
+        GOOD_SOURCE + "worker = 'a b'\n" + GOOD_SINK,
+        "site.toml: source[1].worker: must be a name of letters, digits, '_', '.' or '-'",
+    ),
+    (
+        "[workers]\nbus = 'vrpn://127.0.0.1:1'\n" + GOOD_SOURCE + GOOD_SINK,
+        "site.toml: workers.bus: must be a zenoh://HOST:PORT URL",
+    ),
+    (
+        "[workers]\nbus = 'zenoh://127.0.0.1:7450'\nremote = ['x']\n" + GOOD_SOURCE + GOOD_SINK,
+        "site.toml: workers.remote: 'x' is not a worker of any source or sink",
+    ),
+    (
+        GOOD_SOURCE + GOOD_SINK + "record = 'run.mcap'\n",
+        "site.toml: sink[1].record: give url or record, not both",
+    ),
+    (
+        GOOD_SOURCE + "[[sink]]\nrecord = 'run.txt'\n",
+        "site.toml: sink[1].record: must be an .mcap file",
     ),
 ]
 

@@ -61,12 +61,13 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 from websockets.typing import Subprotocol
 
+from robowire import config, workers
 from robowire.access import Access
 from robowire.control import Controller
 from robowire.gateway import Gateway, open_source
 from robowire.protocols.xrp.services import XrpSource
 from robowire.recording import McapRecorder
-from robowire.service import Source
+from robowire.service import Service, Source
 from robowire.transport.budget import pressure
 from robowire.transport.loop import run as run_loop
 from robowire.viewer.server import SUBPROTOCOL, ViewerSink
@@ -173,6 +174,7 @@ class Sample:
     lags: list[float] = field(default_factory=list)  # loop lags (s) since the last sample
     commands: list[float] = field(default_factory=list)  # command latencies (s), since then
     commands_failed: int = 0  # so far
+    commanding: bool = True  # False: no XRP source in this process (workers) to command
     feed_peak: int = 0  # the most bytes the change feed's queue held so far
 
 
@@ -311,7 +313,21 @@ def start_sims(loads: Sequence[Load], env: dict[str, str]) -> tuple[list[Any], l
     return procs, urls
 
 
-async def soak(duration: float, scale: float, interval: float, log: Any) -> list[Sample]:
+def in_workers(urls: Sequence[str], count: int, folder: str) -> list[Service]:
+    """The gateway's services when `count` worker processes take the sources in (spread
+    round-robin) and the recorder stays here: a site file run as `robowire up` would."""
+    bus = free_ports(socket.SOCK_STREAM)
+    site = [f'[workers]\nbus = "zenoh://127.0.0.1:{bus}"\n']
+    site += [f'[[source]]\nurl = "{u}"\nworker = "w{i % count}"\n' for i, u in enumerate(urls)]
+    site.append(f'[[sink]]\nrecord = "{folder}/soak.mcap"\n')
+    path = Path(folder) / "site.toml"
+    path.write_text("".join(site))
+    return workers.site_services(config.load(path), str(path))
+
+
+async def soak(
+    duration: float, scale: float, interval: float, log: Any, worker_count: int = 0
+) -> list[Sample]:
     loads = [Load(x.protocol, max(1, round(x.count * scale)), x.rate) for x in FULL]
     env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     gateway = Gateway()
@@ -319,16 +335,27 @@ async def soak(duration: float, scale: float, interval: float, log: Any) -> list
     viewer.controller = Controller(lambda: gateway.services)
     viewer.gate.access = Access.of(allow_control=True)
     folder = tempfile.TemporaryDirectory(prefix="robowire-soak-")
-    recorder = McapRecorder(os.path.join(folder.name, "soak.mcap"))
     procs, urls = start_sims(loads, env)
-    sources: list[Source] = [open_source(url) for url in urls]
-    gateway.add(viewer, recorder, *sources)
+    if worker_count:
+        services = in_workers(urls, worker_count, folder.name)
+        recorder = next(s for s in services if isinstance(s, McapRecorder))
+        gateway.add(viewer, *services)
+    else:
+        recorder = McapRecorder(os.path.join(folder.name, "soak.mcap"))
+        gateway.add(viewer, recorder, *(open_source(url) for url in urls))
+    sources: list[Source] = [s for s in gateway.services if isinstance(s, Source)]
+    spawned = [s for s in gateway.services if isinstance(s, workers.Worker)]
+
+    def own_cpu() -> float:  # this process's and its workers' CPU seconds
+        return time.process_time() + sum(cpu_seconds(w.pid) for w in spawned if w.pid)
+
     print(
         "soak: "
         + ", ".join(
             f"{x.protocol} {x.count}" + (f" at {x.rate:g} Hz" if x.rate else "") for x in loads
         )
-        + f"; {duration:g} s, a sample every {interval:g} s",
+        + f"; {duration:g} s, a sample every {interval:g} s"
+        + (f"; sources in {worker_count} worker processes" if worker_count else ""),
         file=log,
     )
     run = asyncio.create_task(gateway.run())
@@ -347,19 +374,21 @@ async def soak(duration: float, scale: float, interval: float, log: Any) -> list
             await asyncio.sleep(0.05)
         browser = Browser(f"ws://127.0.0.1:{viewer.address[1]}/ws")
         browser_task = asyncio.create_task(browser.run())
-        robot = next(s for s in sources if isinstance(s, XrpSource))
-        token = f"?token={viewer.gate.access.token}"
-        commander = Commander(f"ws://127.0.0.1:{viewer.address[1]}/ws{token}", robot)
-        commander_task = asyncio.create_task(commander.run())
+        robot = next((s for s in sources if isinstance(s, XrpSource)), None)  # (not in workers)
+        commander: Commander | None = None
+        if robot is not None:
+            token = f"?token={viewer.gate.access.token}"
+            commander = Commander(f"ws://127.0.0.1:{viewer.address[1]}/ws{token}", robot)
+            commander_task = asyncio.create_task(commander.run())
         loop = asyncio.get_running_loop()
         start = last_wall = loop.time()
-        last_cpu = time.process_time()
+        last_cpu = own_cpu()
         last_sims = sum(cpu_seconds(p.pid) for p in procs)
         while loop.time() - start < duration:
             await asyncio.sleep(interval)
             if run.done():
                 raise RuntimeError(f"the gateway ended: {gateway.failures}")
-            wall, cpu = loop.time(), time.process_time()
+            wall, cpu = loop.time(), own_cpu()
             sims = sum(cpu_seconds(p.pid) for p in procs)
             span = max(wall - last_wall, 1e-9)
             queues = {
@@ -389,11 +418,13 @@ async def soak(duration: float, scale: float, interval: float, log: Any) -> list
                 reconnects=sum(max(0, s.connections - 1) for s in sources),
                 silences=silences.count,
                 lags=lags[:],
-                commands=commander.latencies[:],
-                commands_failed=commander.failed,
+                commands=commander.latencies[:] if commander else [],
+                commands_failed=commander.failed if commander else 0,
+                commanding=commander is not None,
             )
             lags.clear()
-            commander.latencies.clear()
+            if commander:
+                commander.latencies.clear()
             samples.append(sample)
             last_wall, last_cpu, last_sims = wall, cpu, sims
             print(
@@ -463,7 +494,7 @@ def verdict(
         and not last.sims_exited
         and not last.silences
         and lag_p99 <= max_lag_ms
-        and bool(commands)
+        and (bool(commands) or not last.commanding)
         and not last.commands_failed
         and command_p99 <= max_lag_ms
     )
@@ -523,10 +554,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--max-lag-ms", type=float, default=100.0, help="the loop's timer lag, 99th percentile"
     )
     parser.add_argument("--json", action="store_true", help="the verdict as one JSON line")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="take the sources in in N worker processes joined by Zenoh (docs/config.md); "
+        "the gateway's CPU is then its own and its workers'",
+    )
     args = parser.parse_args(argv)
     if args.duration <= 0 or args.scale <= 0 or args.interval <= 0:
         parser.error("--duration, --scale and --interval must be positive")
-    samples = run_loop(soak(args.duration, args.scale, args.interval, sys.stderr))
+    samples = run_loop(soak(args.duration, args.scale, args.interval, sys.stderr, args.workers))
     result = verdict(samples, args.max_slope, args.min_fps, args.max_lag_ms)
     if args.json:
         print(json.dumps(result))

@@ -25,6 +25,7 @@ from robowire.world.model import (
     VELOCITY,
     LogEvent,
     Update,
+    run_of,
 )
 from robowire.world.table import FloatArray, SourceTable
 
@@ -97,14 +98,15 @@ class LatestState(Waiting):
             if not changes.any:
                 continue
             slots = np.flatnonzero(changes.mask)
-            changes.mask[slots] = False
+            at = run_of(slots)
+            changes.mask[at] = False
             items.append(
                 Update(
                     source,
                     slots,
                     frozenset(changes.fields),
                     changes.receive_time,
-                    _values(self._tables[source], slots, changes.fields),
+                    _values(self._tables[source], at, changes.fields),
                 )
             )
             changes.fields = set()
@@ -126,19 +128,21 @@ class LatestState(Waiting):
 
 
 def _values(
-    table: SourceTable, slots: npt.NDArray[np.intp], fields: set[str]
+    table: SourceTable, at: slice | npt.NDArray[np.intp], fields: set[str]
 ) -> dict[str, FloatArray]:
-    """The current values of the changed columns (and the source time) at `slots`."""
+    """The current values of the changed columns (and the source time) at `at`, copied."""
     columns: dict[str, FloatArray] = {
         POSITION: table.position,
         ORIENTATION: table.orientation,
         VELOCITY: table.velocity,
         GEODETIC: table.geodetic,
+        SOURCE_TIME: table.source_time,
     }
-    values = {name: columns[name][slots] for name in fields if name in columns}
     for name in fields:
         column = table.telemetry.get(name)
         if column is not None:
-            values[name] = column[slots]
-    values[SOURCE_TIME] = table.source_time[slots]
-    return values
+            columns[name] = column
+    wanted = [name for name in columns if name in fields or name == SOURCE_TIME]
+    if isinstance(at, slice):
+        return {name: columns[name][at].copy() for name in wanted}
+    return {name: columns[name][at] for name in wanted}

@@ -133,8 +133,17 @@ def update_size(item: Update | LogEvent) -> int:
     return 200 + ARRAY_BYTES * (1 + len(columns)) + data
 
 
+def run_of(index: SlotArray) -> slice | SlotArray:
+    """`index` as a slice when it is one run of slots in order (a source that writes every
+    device): a block copy is ~20x faster than a scatter or gather of 10,000 rows."""
+    n = len(index)
+    if n >= 64 and int(index[-1]) - int(index[0]) == n - 1 and bool((np.diff(index) == 1).all()):
+        return slice(int(index[0]), int(index[0]) + n)
+    return index
+
+
 def _written(
-    table: SourceTable, index: SlotArray, fields: set[str], timed: bool
+    table: SourceTable, index: slice | SlotArray, fields: set[str], timed: bool
 ) -> dict[str, FloatArray]:
     """Copies of what an update wrote, for the subscribers that queue every update."""
     columns = {
@@ -144,10 +153,12 @@ def _written(
         GEODETIC: table.geodetic,
         **table.telemetry,
     }
-    written = {name: columns[name][index] for name in fields if name in columns}
     if timed:
-        written[SOURCE_TIME] = table.source_time[index]
-    return written
+        columns[SOURCE_TIME] = table.source_time
+        fields = fields | {SOURCE_TIME}
+    if isinstance(index, slice):  # a view: copied, as a gather would have
+        return {name: columns[name][index].copy() for name in fields if name in columns}
+    return {name: columns[name][index] for name in fields if name in columns}
 
 
 @dataclass
@@ -186,31 +197,30 @@ class World:
         """
         table = self.tables.get(source) or self.table(source)
         index = slots if isinstance(slots, np.ndarray) else np.asarray(slots, dtype=np.intp)
+        at = run_of(index)  # what the columns are written at
         fields: set[str] = set(changed)
         if position is not None:
-            table.position[index] = position
+            table.position[at] = position
             fields.add(POSITION)
         if orientation is not None:
-            table.orientation[index] = orientation
-            table.has_orientation[index] = True
+            table.orientation[at] = orientation
+            table.has_orientation[at] = True
             fields.add(ORIENTATION)
         if velocity is not None:
-            table.velocity[index] = velocity
+            table.velocity[at] = velocity
             fields.add(VELOCITY)
         if geodetic is not None:
-            table.geodetic[index] = geodetic
+            table.geodetic[at] = geodetic
             fields.add(GEODETIC)
         if telemetry:
             for name, (values, unit) in telemetry.items():
-                table.column(name, unit)[index] = values
+                table.column(name, unit)[at] = values
                 fields.add(name)
         if source_time is not None:
-            table.source_time[index] = source_time
-        table.receive_time[index] = receive_time
+            table.source_time[at] = source_time
+        table.receive_time[at] = receive_time
         # only queue subscribers (the recorder) need each update's own values: copy them then
-        written = (
-            _written(table, index, fields, source_time is not None) if self.feed.queues else {}
-        )
+        written = _written(table, at, fields, source_time is not None) if self.feed.queues else {}
         update = Update(source, index, frozenset(fields), receive_time, written)
         self.feed.publish(update)
         return update

@@ -29,6 +29,7 @@ attributes are free-form):
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -114,26 +115,37 @@ def _short(text: str, what: str) -> bytes:
     return bytes([len(data)]) + data
 
 
+def _raw(values: npt.NDArray[Any], dtype: str) -> memoryview:
+    """The bytes of an array in the wire's dtype, without a copy when it has it already."""
+    flat = np.ascontiguousarray(values, dtype=dtype).reshape(-1).view(np.uint8)
+    return flat.data
+
+
+@functools.lru_cache(maxsize=4096)
+def _column_head(name: str, unit: str, telemetry: bool, width: int) -> bytes:
+    """flags | width | name | unit (the same few heads again and again: made once each)."""
+    head = bytes([int(telemetry), width])
+    return head + _short(name, "column name") + _short(unit, "unit")
+
+
 def encode(frame: Frame) -> bytes:
     """The payload of a frame."""
     match frame:
         case State():
             n = len(frame.slots)
-            parts = [
+            parts: list[bytes | memoryview] = [
                 _header(State.TYPE),
                 STATE_HEAD.pack(frame.receive_time, n, len(frame.columns)),
-                np.ascontiguousarray(frame.slots, dtype="<u4").tobytes(),
+                _raw(frame.slots, "<u4"),
             ]
             for name, column in frame.columns.items():
                 if len(column.values) != n:
                     raise ValueError(f"column {name!r} has {len(column.values)} rows, not {n}")
                 parts += [
-                    bytes([int(column.telemetry), column.width]),
-                    _short(name, "column name"),
-                    _short(column.unit, "unit"),
-                    np.ascontiguousarray(column.values, dtype="<f8").tobytes(),
+                    _column_head(name, column.unit, column.telemetry, column.width),
+                    _raw(column.values, "<f8"),
                 ]
-            return b"".join(parts)
+            return b"".join(parts)  # the one copy of the columns
         case Devices():
             body = {
                 "slots": list(frame.slots),
@@ -183,7 +195,7 @@ def _decode_state(data: bytes) -> State:
         raise DecodeError(PROTOCOL, at - 6, f"{n} rows x {m} columns is over the limit")
     if len(data) < at + 4 * n:
         raise DecodeError(PROTOCOL, at, f"STATE frame cut in its {n} slots")
-    slots = np.frombuffer(data, dtype="<u4", count=n, offset=at).astype(np.uint32)
+    slots = np.frombuffer(data, dtype="<u4", count=n, offset=at)
     at += 4 * n
     columns: dict[str, Column] = {}
     for _ in range(m):

@@ -47,7 +47,9 @@ class Link:
             config = {"mode": "peer", "listen": {"endpoints": [self.locator]}}
         else:
             config = {"mode": "client", "connect": {"endpoints": [self.locator]}}
-        return json.dumps({**config, "scouting": {"multicast": {"enabled": self.scout}}})
+        scouting = {"multicast": {"enabled": self.scout}}
+        shm = {"shared_memory": {"enabled": True}}  # used for big payloads, on one machine
+        return json.dumps({**config, "scouting": scouting, "transport": shm})
 
 
 def link_of(endpoint: Endpoint, default: Mode) -> Link:

@@ -5,10 +5,11 @@ publisher has congestion control DROP: a latest state may be lost to a slow link
 one replaces it); a DEVICES frame before it when the source has new devices or links or
 attributes changed, and one LOG frame per log event (both BLOCK: never dropped by Zenoh).
 
-Zenoh calls are made by one writer thread, in order, from a queue bounded in bytes: the event
-loop never waits for the network. A BLOCK put that waits for a stalled peer holds up only that
-thread; behind it, STATE frames are dropped first once the queue holds `STATE_BYTES`, and
-everything past `MAX_BYTES` (each drop counted).
+The event loop never waits for the network: a STATE frame with nothing queued before it is
+put at once (DROP never waits), everything else by one writer thread, in order, from a queue
+bounded in bytes. A BLOCK put that waits for a stalled peer holds up only that thread; behind
+it, STATE frames are dropped first once the queue holds `STATE_BYTES`, and everything past
+`MAX_BYTES` (each drop counted). Big payloads go through Zenoh's shared memory (`Writer`).
 
 With `?prefix=P` each source is published as `P<source>` (gateways at one router whose
 source names would clash). A late joiner gets everything by querying `robowire/*/=snapshot`
@@ -23,7 +24,7 @@ import asyncio
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -54,33 +55,51 @@ log = logging.getLogger("robowire")
 SINK_OPTIONS = frozenset({"mode", "scout", "rate", "prefix"})
 STATE_BYTES = 16 << 20  # queued bytes past which new STATE frames are dropped
 MAX_BYTES = 64 << 20  # queued bytes past which every new frame is dropped
+SHM_BYTES = 64 << 10  # payloads this big or bigger go through shared memory
+SHM_POOL = 64 << 20  # the shared-memory pool of one sink
 VECTORS = (POSITION, VELOCITY, GEODETIC)
 
 
-def state_frame(table: SourceTable, slots: np.ndarray, fields: frozenset[str]) -> codec.State:
-    """The current values of `fields` (and the source time) of `slots`, as a STATE frame."""
+def state_frame(
+    table: SourceTable,
+    slots: np.ndarray,
+    fields: frozenset[str],
+    values: Mapping[str, np.ndarray] | None = None,
+    receive_time: float | None = None,
+) -> codec.State:
+    """The current values of `fields` (and the source time) of `slots`, as a STATE frame.
+
+    `values` are those columns at `slots` already taken (a latest-state pull's `Update.values`):
+    they are used as they are, so a frame costs no copy of its own before encoding."""
+    taken = values or {}
+
+    def column(name: str, source: np.ndarray) -> np.ndarray:
+        got = taken.get(name)
+        return source[slots] if got is None else got
+
     columns: dict[str, codec.Column] = {}
     for name in VECTORS:
         if name in fields:
-            columns[name] = codec.Column(values=getattr(table, name)[slots])
+            columns[name] = codec.Column(values=column(name, getattr(table, name)))
     if ORIENTATION in fields:
-        orientation = table.orientation[slots]
-        orientation[~table.has_orientation[slots]] = np.nan  # NaN row: no orientation
+        orientation = column(ORIENTATION, table.orientation)
+        absent = ~table.has_orientation[slots]
+        if absent.any():
+            orientation = orientation.copy()
+            orientation[absent] = np.nan  # NaN row: no orientation
         columns[ORIENTATION] = codec.Column(values=orientation)
     for name in sorted(fields):
-        column = table.telemetry.get(name)
-        if column is not None:
+        telemetry = table.telemetry.get(name)
+        if telemetry is not None:
             columns[name] = codec.Column(
-                values=column[slots], unit=table.units[name], telemetry=True
+                values=column(name, telemetry), unit=table.units[name], telemetry=True
             )
-    source_time = table.source_time[slots]
+    source_time = column(SOURCE_TIME, table.source_time)
     if not np.isnan(source_time).all():  # a source without its own clock sends none
         columns[SOURCE_TIME] = codec.Column(values=source_time)
-    return codec.State(
-        receive_time=float(np.nanmax(table.receive_time[slots], initial=0.0)),
-        slots=slots.astype(np.uint32),
-        columns=columns,
-    )
+    if receive_time is None:
+        receive_time = float(np.nanmax(table.receive_time[slots], initial=0.0))
+    return codec.State(receive_time=receive_time, slots=slots, columns=columns)
 
 
 def devices_frame(table: SourceTable, slots: list[int]) -> codec.Devices:
@@ -111,17 +130,28 @@ def _drop(query: zenoh.Query) -> None:
 
 
 class Writer:
-    """The one thread that talks to Zenoh for a sink: (key, payload, reliable) in order."""
+    """Talks to Zenoh for a sink: (key, payload, reliable) in order.
+
+    A DROP put never waits, so a STATE frame is put at once from the caller's thread when
+    nothing is queued before it; everything else goes through the one writer thread, in
+    order. A payload of `SHM_BYTES` or more goes into Zenoh's shared memory: a subscriber on
+    the same machine maps it instead of reading it through a socket (one copy less each side,
+    and ~3x the messages/s of a TCP put at 680 kB here); Zenoh sends it over the network as
+    usual to one elsewhere.
+    """
 
     def __init__(self, session: zenoh.Session) -> None:
         import zenoh
 
+        self._zenoh = zenoh
         self._session = session
         self._block = zenoh.CongestionControl.BLOCK
         self._drop = zenoh.CongestionControl.DROP
         self._publishers: dict[str, zenoh.Publisher] = {}
         self._queue: deque[tuple[str, bytes, bool] | None] = deque()
         self._ready = threading.Condition()
+        self._busy = False  # the thread is putting a frame
+        self._shm: Any = None  # the shared-memory provider, made on first use
         self.bytes = 0
         self.dropped = 0
         self.sent = 0
@@ -129,8 +159,10 @@ class Writer:
         self._thread.start()
 
     def put(self, key: str, payload: bytes, reliable: bool) -> bool:
-        """Queue one frame; False (and counted) if the queue is over its bound."""
+        """Send or queue one frame; False (and counted) if the queue is over its bound."""
         with self._ready:
+            if not reliable and not self._queue and not self._busy:
+                return self._send(key, payload, reliable)
             if self.bytes + len(payload) > (MAX_BYTES if reliable else STATE_BYTES):
                 self.dropped += 1
                 return False
@@ -148,6 +180,7 @@ class Writer:
     def _run(self) -> None:
         while True:
             with self._ready:
+                self._busy = False
                 while not self._queue:
                     self._ready.wait()
                 item = self._queue.popleft()
@@ -155,21 +188,38 @@ class Writer:
                     return
                 key, payload, reliable = item
                 self.bytes -= len(payload)
-            try:
-                if reliable:
-                    self._session.put(key, payload, congestion_control=self._block)
-                else:
-                    publisher = self._publishers.get(key)
-                    if publisher is None:
-                        publisher = self._session.declare_publisher(
-                            key, congestion_control=self._drop
-                        )
-                        self._publishers[key] = publisher
-                    publisher.put(payload)
-                self.sent += 1
-            except Exception as exc:  # a closed session while ending: nothing left to send to
-                log.debug("zenoh put %s: %s", key, exc)
+                self._busy = True
+            if not self._send(key, payload, reliable):
                 return
+
+    def _send(self, key: str, payload: bytes, reliable: bool) -> bool:
+        try:
+            data = self._shared(payload) if len(payload) >= SHM_BYTES else payload
+            if reliable:
+                self._session.put(key, data, congestion_control=self._block)
+            else:
+                publisher = self._publishers.get(key)
+                if publisher is None:
+                    publisher = self._session.declare_publisher(key, congestion_control=self._drop)
+                    self._publishers[key] = publisher
+                publisher.put(data)
+            self.sent += 1
+            return True
+        except Exception as exc:  # a closed session while ending: nothing left to send to
+            log.debug("zenoh put %s: %s", key, exc)
+            return False
+
+    def _shared(self, payload: bytes) -> Any:
+        """The payload in a shared-memory buffer, or as it is when there is none to be had."""
+        shm = self._zenoh.shm
+        try:
+            if self._shm is None:
+                self._shm = shm.ShmProvider.default_backend(SHM_POOL)
+            buffer = self._shm.alloc(len(payload), shm.GarbageCollect())
+            buffer[0 : len(payload)] = payload
+            return self._zenoh.ZBytes(buffer)
+        except Exception:  # no shared memory here, or the pool is full: a socket it is
+            return payload
 
 
 class ZenohSink(Sink):
@@ -187,6 +237,7 @@ class ZenohSink(Sink):
         self._world: World | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._declared: list[Any] = []
+        self.sources: frozenset[str] | None = None  # the sources published (None: every one)
 
     async def serve(self, world: World) -> None:
         self._world = world
@@ -223,7 +274,10 @@ class ZenohSink(Sink):
     def write(self, world: World, items: list[Update | LogEvent]) -> bool:
         if self.writer is None:
             return True
+        only = self.sources
         for item in items:
+            if only is not None and item.source not in only:
+                continue
             if isinstance(item, LogEvent):
                 frame = codec.Log(
                     device=item.device_id, text=item.text, level=item.level, time=item.time
@@ -243,7 +297,7 @@ class ZenohSink(Sink):
         if LINKS in update.fields or ATTRIBUTES in update.fields:
             changed = devices_frame(table, update.slots.tolist())
             self._put(self._key(source, keys.DEVICES), changed, reliable=True)
-        state = state_frame(table, update.slots, update.fields)
+        state = state_frame(table, update.slots, update.fields, update.values, update.receive_time)
         if set(state.columns) - {SOURCE_TIME}:  # more than the source time: something to say
             self._put(self._key(source, keys.STATE), state, reliable=False)
 
@@ -276,8 +330,9 @@ class ZenohSink(Sink):
             world = self._world
             asked = query.key_expr
             snapshot_only = str(asked).endswith("/" + keys.SNAPSHOT)
+            only = self.sources
             for table in list(world.tables.values()) if world is not None else []:
-                if not len(table):
+                if not len(table) or (only is not None and table.source not in only):
                     continue
                 snapshot = self._key(table.source, keys.SNAPSHOT)
                 if zenoh.KeyExpr(snapshot).intersects(asked):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -55,7 +56,13 @@ class Received:
 
 
 class ZenohAdapter:
-    """Frames -> world. Publisher slots map to ours through one array per source."""
+    """Frames -> world. Publisher slots map to ours through one array per source.
+
+    It writes only into tables it made: a source the world has already (this gateway's own,
+    published and heard back through a router, or another subscriber's) is left alone and
+    its frames are counted in `foreign`, so two gateways can publish and subscribe on one bus
+    without echoing each other's sources back and forth.
+    """
 
     def __init__(self, world: World, prefix: str = "") -> None:
         self.world = world
@@ -63,11 +70,25 @@ class ZenohAdapter:
         self.slot_maps: dict[str, npt.NDArray[np.intp]] = {}  # remote slot -> ours (-1: unknown)
         self.unknown: set[str] = set()  # sources whose STATE named undescribed slots
         self.unknown_rows = 0
+        self.owned: set[str] = set()  # the world's tables this adapter made
+        self.foreign: set[str] = set()  # sources heard that belong to someone else here
+
+    def _mine(self, source: str) -> bool:
+        name = self.prefix + source
+        if name in self.owned:
+            return True
+        if name in self.world.tables:
+            self.foreign.add(name)
+            return False
+        self.owned.add(name)
+        return True
 
     def apply(self, events: Sequence[object], receive_time: float) -> int:
         taken = 0
         for event in events:
             if isinstance(event, Received):
+                if not self._mine(event.source):
+                    continue
                 taken += 1
                 match event.frame:
                     case codec.State() as state:
@@ -116,10 +137,13 @@ class ZenohAdapter:
 
     def _state(self, source: str, frame: codec.State, receive_time: float) -> None:
         mapping = self.slot_maps.get(source, np.empty(0, dtype=np.intp))
-        remote = frame.slots.astype(np.intp)
-        inside = remote < len(mapping)
-        ours = np.full(len(remote), -1, dtype=np.intp)
-        ours[inside] = mapping[remote[inside]]
+        remote = frame.slots
+        if len(remote) and int(remote.max()) < len(mapping):  # the usual case: one gather
+            ours = mapping[remote]
+        else:
+            inside = remote < len(mapping)
+            ours = np.full(len(remote), -1, dtype=np.intp)
+            ours[inside] = mapping[remote[inside]]
         known = ours >= 0
         if not known.all():
             self.unknown.add(source)
@@ -143,11 +167,14 @@ class ZenohAdapter:
                 telemetry[name] = (values, column.unit)
             elif name == SOURCE_TIME:
                 source_time = values
-            elif name == ORIENTATION:  # written here: a NaN row means "no orientation"
-                has = ~np.isnan(values).any(axis=1)
-                table.orientation[slots[has]] = values[has]
-                table.has_orientation[slots[has]] = True
-                changed.add(ORIENTATION)
+            elif name == ORIENTATION:  # a NaN row means "no orientation": not written
+                has = ~np.isnan(values[:, 0])
+                if has.all():
+                    vectors[name] = values
+                else:
+                    table.orientation[slots[has]] = values[has]
+                    table.has_orientation[slots[has]] = True
+                    changed.add(ORIENTATION)
             else:
                 vectors[name] = values
         self.world.update(
@@ -200,11 +227,16 @@ class Inbox:
         return frames
 
 
+@functools.lru_cache(maxsize=4096)
+def _parsed(key: str) -> tuple[str, str] | None:
+    return keys.parse(key)  # a few keys, again and again
+
+
 def decode_all(frames: list[tuple[str, bytes]]) -> list[Received | PacketDropped]:
     """Frames as events: what decodes, and a PacketDropped for what does not."""
     events: list[Received | PacketDropped] = []
     for key, payload in frames:
-        where = keys.parse(key)
+        where = _parsed(key)
         if where is None:
             continue  # another tool's key under robowire/, or a device's JSON key
         try:
@@ -231,6 +263,7 @@ class ZenohSource(Source):
         self.inbox: Inbox | None = None
         self._asked: dict[str, float] = {}  # source ("*": all) -> when last asked
         self._inbox_drops = 0
+        self._said: set[str] = set()  # foreign sources said
 
     def new_adapter(self, world: World) -> ZenohAdapter:
         return ZenohAdapter(world, self.prefix)
@@ -294,6 +327,10 @@ class ZenohSource(Source):
 
     def _count_losses(self) -> None:
         adapter = self.adapter
+        if isinstance(adapter, ZenohAdapter) and adapter.foreign - self._said:
+            for name in sorted(adapter.foreign - self._said):
+                log.info("%s: source %r is this gateway's own: not taken in", self.name, name)
+            self._said |= adapter.foreign
         if isinstance(adapter, ZenohAdapter) and adapter.unknown:
             for source in adapter.unknown:
                 self.ask(source)

@@ -335,28 +335,36 @@ class SpyglassAdapter:
         changed: list[set[str]],
         receive_time: float,
     ) -> None:
-        """One world update per set of changed fields: each node's last packet gives its
-        position and source time, and its fields are what all its packets changed."""
+        """The batch's packets as world updates: one per set of changed fields while each
+        node's packets share one time (the usual batch: one update for the lot), in rounds
+        where a node's packets differ in time. Round k holds each node's k-th time of the
+        batch, with the header position and fields of its packets of that time, so they
+        reach every-update subscribers with their own times (a SpyGlass relay sends each
+        again as it came); the columns already hold the batch's last values."""
         self._clock_offset = float(times[-1]) - receive_time
-        by_slot: dict[int, set[str]] = {}
-        for slot, fields in zip(slots.tolist(), changed, strict=True):
-            by_slot.setdefault(slot, set()).update(fields)
-        _, first_from_end = np.unique(slots[::-1], return_index=True)
-        last = len(slots) - 1 - first_from_end
-        groups: dict[frozenset[str], list[int]] = {}
-        for i in last.tolist():
-            groups.setdefault(frozenset(by_slot[int(slots[i])]), []).append(i)
         positions = self.frame.to_enu(units)
-        for group, rows in groups.items():
-            index = np.array(rows, dtype=np.intp)
-            self.world.update(
-                self.source,
-                slots[index],
-                receive_time=receive_time,
-                source_time=times[index],
-                position=positions[index],
-                changed=group,
-            )
+        moments: dict[tuple[int, float], int] = {}  # (slot, time) -> its row (the last)
+        fields: dict[int, set[str]] = {}
+        for row, (slot, time) in enumerate(zip(slots.tolist(), times.tolist(), strict=True)):
+            last = moments.pop((slot, time), None)
+            moments[(slot, time)] = row
+            fields[row] = changed[row] if last is None else fields.pop(last) | changed[row]
+        rows = np.fromiter(moments.values(), dtype=np.intp, count=len(moments))
+        rows.sort()
+        for round_rows in _rounds(slots[rows]):
+            groups: dict[frozenset[str], list[int]] = {}
+            for row in rows[round_rows].tolist():
+                groups.setdefault(frozenset(fields[row]), []).append(row)
+            for group, members in groups.items():
+                index = np.array(members, dtype=np.intp)
+                self.world.update(
+                    self.source,
+                    slots[index],
+                    receive_time=receive_time,
+                    source_time=times[index],
+                    position=positions[index],
+                    changed=group,
+                )
 
     def _data(
         self,
@@ -433,6 +441,19 @@ class SpyglassAdapter:
     @property
     def objects(self) -> int:
         return len(self._motions)
+
+
+def _rounds(slots: npt.NDArray[np.intp]) -> list[npt.NDArray[np.intp]]:
+    """Rows of `slots` in rounds: round k holds the k-th row of each slot, in row order."""
+    if not len(slots):
+        return []
+    order = np.argsort(slots, kind="stable")
+    ordered = slots[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    first = np.repeat(starts, np.diff(np.r_[starts, len(slots)]))
+    occurrence = np.empty(len(slots), dtype=np.intp)
+    occurrence[order] = np.arange(len(slots)) - first
+    return [np.flatnonzero(occurrence == k) for k in range(int(occurrence.max()) + 1)]
 
 
 def _last_per_key(keys: npt.NDArray[np.intp], rows: npt.NDArray[np.intp]) -> npt.NDArray[np.intp]:

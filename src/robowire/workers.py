@@ -1,0 +1,216 @@
+"""Worker processes: a site's sources and heavy sinks on every core, joined by Zenoh.
+
+A `[[source]]` or `[[sink]]` of a site file with `worker = "NAME"` runs in the worker process
+NAME (`robowire up -c site.toml --worker NAME`, the same file), not in the gateway:
+
+    gateway (`up -c site.toml`)                 worker NAME (`up -c site.toml --worker NAME`)
+      its own sources, sinks, sims                its sources -> its world -> zenoh sink
+      zenoh sink: its own sources, listening ---> zenoh source -> its world -> its sinks
+      zenoh source (connects to that sink)   <--- (every worker connects to the bus)
+      one `Worker` service per spawned worker     (reads stdin: its end means the gateway is gone)
+
+The gateway's bus sink is a Zenoh peer listening on the `[workers] bus` address; workers and
+the gateway's bus source are its clients, and it routes between them, so a worker's sink
+gets the other workers' sources straight from them and the gateway's own sources from the
+gateway's bus sink. Nothing is echoed back: a Zenoh source never writes into a table its
+world already has (`ZenohAdapter`).
+The same file runs on several machines: the workers in `[workers] remote` are not spawned by
+the gateway; run `robowire up -c site.toml --worker NAME` for each where it should run (its
+bus host is the gateway's address).
+
+`Worker` supervises one child: it starts it, restarts it when it ends (backoff doubling from
+1 s to 8 s; the first exit is said in one line, then nothing until it has run for a while),
+shows it in the gateway's status (state; messages, those its sources took in, as its own
+status server says every `POLL_SECONDS`; restarts as drops), and stops it when the gateway stops
+(SIGTERM, then SIGKILL after `STOP_SECONDS`). A gateway killed outright leaves no worker
+either: each child's stdin is a pipe from the gateway, and a worker ends when it closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from robowire.config import Site, services
+from robowire.endpoints import Endpoint, parse_endpoint
+from robowire.errors import ConfigError, RobowireError
+from robowire.service import MAX_RETRY_SECONDS, RETRY_SECONDS, Service, Sink, Source
+from robowire.status_client import fetch_status
+from robowire.timebase import monotonic
+from robowire.world import World
+from robowire.zenoh.net import Mode, link_of
+from robowire.zenoh.sink import ZenohSink
+from robowire.zenoh.source import ZenohSource
+
+log = logging.getLogger("robowire")
+
+STOP_SECONDS = 5.0  # a worker that has not ended this long after SIGTERM is killed
+STEADY_SECONDS = 10.0  # a worker that ran this long before it ended is said again
+POLL_SECONDS = 2.0  # how often a worker's status is asked for
+
+
+def keep_big_buffers() -> None:
+    """Have glibc serve big allocations (a 10,000-drone frame is 680 kB, its columns 80-320
+    kB) from the heap and keep what is freed, instead of mapping fresh pages for each and
+    unmapping them after: each first touch of a fresh page is a fault, and copying a fresh
+    680 kB buffer took 930 us here against 39 us from the heap. `robowire up` (the gateway
+    and each worker) sets it; RSS then keeps up to 256 MiB freed for reuse. Elsewhere than
+    glibc, nothing."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt(-3, 64 << 20)  # M_MMAP_THRESHOLD: map only allocations of 64 MiB and more
+    mallopt(-1, 256 << 20)  # M_TRIM_THRESHOLD: give back only past 256 MiB free at the top
+
+
+def site_services(site: Site, path: str, worker: str | None = None) -> list[Service]:
+    """What `robowire up -c PATH [--worker NAME]` runs: the site's services for the gateway
+    (`worker` None) or one worker, with the bus between them and, in the gateway, one
+    `Worker` per worker it spawns."""
+    if worker is not None and worker not in site.worker_names:
+        known = ", ".join(site.worker_names) or "none"
+        said = f"no source or sink has worker = {worker!r} (workers: {known})"
+        raise ConfigError(f"{site.path}: {said}")
+    out = services(site, worker)
+    if site.workers is None:
+        return out
+    bus = parse_endpoint(site.workers.bus)
+    if worker is None:
+        # the bus sink is the peer every worker connects to (it listens, and is ready before
+        # any source starts); it publishes the gateway's own sources, for the workers' sinks
+        local = frozenset(s.name for s in out if isinstance(s, Source))
+        out.append(_bus_sink(bus, local, "listen"))
+        heard = ZenohSource(link_of(bus, "connect"))
+        heard.name = f"workers@{heard.link.host}:{heard.link.port}"
+        out.append(heard)
+        spawned = [n for n in site.worker_names if n not in site.workers.remote]
+        out += [Worker(name, path) for name in spawned]
+        return out
+    mine = frozenset(s.name for s in out if isinstance(s, Source))
+    sinks = any(isinstance(s, Sink) for s in out)
+    if mine:
+        out.append(_bus_sink(bus, mine, "connect"))
+    if sinks:  # they get the whole world: every worker's sources and the gateway's own
+        out.append(ZenohSource(link_of(bus, "connect")))
+    return out
+
+
+def _bus_sink(bus: Endpoint, sources: frozenset[str], mode: Mode) -> ZenohSink:
+    sink = ZenohSink(link_of(bus, mode))
+    sink.sources = sources
+    return sink
+
+
+class Worker(Service):
+    """One worker process of the gateway's site, supervised (see the module docstring)."""
+
+    role = "worker"
+    announce = "running"
+
+    def __init__(self, worker: str, path: str) -> None:
+        super().__init__(f"worker {worker}")
+        self.worker = worker
+        self.path = path
+        self.pid: int | None = None
+        self.status_url: str | None = None  # the worker's own status server
+        self.status: list[dict[str, Any]] = []  # its services, as it last said
+
+    def command(self, status_port: int) -> list[str]:
+        return [
+            sys.executable, "-m", "robowire.cli", "up", "-c", self.path,
+            "--worker", self.worker, "--supervised", "--status-port", str(status_port),
+        ]  # fmt: skip
+
+    async def run(self, world: World) -> None:
+        delay = RETRY_SECONDS
+        quiet = False
+        while True:
+            began = monotonic()
+            code = await self._run_once()
+            self.ready.clear()  # "waiting" in the status until it runs again
+            ran = monotonic() - began
+            if ran >= STEADY_SECONDS:
+                delay, quiet = RETRY_SECONDS, False
+            self.stats.drop(f"exited with status {code}; restarted")
+            if not quiet:
+                log.warning("%s exited with status %s; restarting it", self.name, code)
+                quiet = True
+            await asyncio.sleep(delay)
+            delay = min(2 * delay, MAX_RETRY_SECONDS)
+
+    async def _run_once(self) -> int:
+        port = _free_port()
+        self.status_url = f"http://127.0.0.1:{port}/status"
+        process = await asyncio.create_subprocess_exec(
+            *self.command(port), stdin=asyncio.subprocess.PIPE
+        )
+        self.pid = process.pid
+        self.ready.set()
+        poll = asyncio.create_task(self._poll(self.status_url))
+        try:
+            return await process.wait()
+        except asyncio.CancelledError:
+            await _stop(process)
+            raise
+        finally:
+            poll.cancel()
+            self.pid = None
+
+    async def _poll(self, url: str) -> None:
+        """Ask the worker for its status every POLL_SECONDS (quietly: it may be starting)."""
+        while True:
+            await asyncio.sleep(POLL_SECONDS)
+            try:
+                message = await asyncio.to_thread(fetch_status, url, 1.0)
+            except RobowireError:
+                continue
+            self.status = message["services"]
+            taken = (s.get("messages", 0) for s in self.status if s.get("role") == "source")
+            self.stats.messages_out = sum(int(n) for n in taken)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def _stop(process: asyncio.subprocess.Process) -> None:
+    """SIGTERM, then SIGKILL if it has not ended within STOP_SECONDS."""
+    if process.returncode is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        process.send_signal(signal.SIGTERM)
+    try:
+        await asyncio.wait_for(asyncio.shield(process.wait()), STOP_SECONDS)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        await process.wait()
+
+
+def watch_parent(stop: Callable[[], None], loop: asyncio.AbstractEventLoop) -> None:
+    """In a supervised worker: call `stop` (on `loop`) when stdin ends, that is when the
+    gateway that spawned it is gone, however it went; exit outright if that does not end
+    the run within STOP_SECONDS."""
+
+    def wait() -> None:
+        with contextlib.suppress(OSError):
+            while os.read(0, 4096):  # not sys.stdin: its lock would hold up the exit
+                pass
+        with contextlib.suppress(RuntimeError):  # the loop has closed: the run is over
+            loop.call_soon_threadsafe(stop)
+        threading.Event().wait(STOP_SECONDS)
+        os._exit(1)
+
+    threading.Thread(target=wait, name="robowire-parent-watch", daemon=True).start()

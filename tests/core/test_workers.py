@@ -1,0 +1,179 @@
+"""Workers: `robowire up -c site.toml` runs a source and a recorder in worker processes joined
+by Zenoh; the gateway's world gets the devices, the worker's recording has them, the gateway
+restarts a worker that crashed (saying so once) and leaves no worker behind when it dies."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import urllib.request
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from mcap.reader import make_reader
+
+from robowire import config, workers
+from robowire.errors import ConfigError
+from robowire.service import Source
+from robowire.zenoh.sink import ZenohSink
+from robowire.zenoh.source import ZenohSource
+from support import Process, free_port, until
+
+pytestmark = pytest.mark.timeout(240)
+
+SITE = """
+[workers]
+bus = "zenoh://127.0.0.1:{bus}"
+
+[[sim]]
+protocol = "vrpn"
+port = {vrpn}
+count = 3
+rate = 50
+
+[[source]]
+url = "vrpn://Tracker0@127.0.0.1:{vrpn}"
+name = "mocap"
+worker = "ingest"
+
+[[sink]]
+record = "{here}/gateway.mcap"
+
+[[sink]]
+record = "{here}/worker.mcap"
+worker = "rec"
+"""
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    path = tmp_path / "site.toml"
+    path.write_text(SITE.format(bus=free_port(), vrpn=free_port(), here=tmp_path))
+    return path
+
+
+def recorded(path: Path) -> Counter[str]:
+    """Messages per topic of an MCAP file, read with the `mcap` package."""
+    with path.open("rb") as stream:
+        reader = make_reader(stream)
+        return Counter(channel.topic for _, channel, _ in reader.iter_messages())
+
+
+def children(pid: int) -> set[int]:
+    """The processes `pid` started that are still running."""
+    found = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found |= {int(p) for p in (task / "children").read_text().split()}
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def status(port: int) -> dict[str, dict[str, object]]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=5) as answer:
+        return {s["name"]: s for s in json.load(answer)["services"]}
+
+
+def test_the_gateway_and_each_worker_run_their_share_of_the_site(site: Path) -> None:
+    parsed = config.load(site)
+    gateway = workers.site_services(parsed, str(site))
+    assert [s.name for s in gateway if isinstance(s, workers.Worker)] == [
+        "worker ingest",
+        "worker rec",
+    ]
+    assert not any(s.name == "mocap" for s in gateway)  # the worker reads it
+    bus_sink = next(s for s in gateway if isinstance(s, ZenohSink))
+    assert bus_sink.link.mode == "listen" and bus_sink.sources == frozenset()
+    ingest = workers.site_services(parsed, str(site), "ingest")
+    assert [type(s).__name__ for s in ingest] == ["VrpnSource", "ZenohSink"]
+    assert isinstance(ingest[0], Source) and ingest[0].name == "mocap"
+    assert isinstance(ingest[1], ZenohSink) and ingest[1].sources == {"mocap"}
+    rec = workers.site_services(parsed, str(site), "rec")
+    assert [type(s).__name__ for s in rec] == ["McapRecorder", "ZenohSource"]
+    assert isinstance(rec[1], ZenohSource) and rec[1].link.mode == "connect"
+    with pytest.raises(ConfigError, match=r"no source or sink has worker = 'nope'"):
+        workers.site_services(parsed, str(site), "nope")
+
+
+async def test_a_worker_run_source_reaches_the_gateway_and_a_worker_run_recorder(
+    site: Path,
+) -> None:
+    status_port = free_port()
+    up = Process("up", "-c", str(site), "--status-port", str(status_port))
+    try:
+        up.wait_for(r"worker rec running as pid \d+")
+        await until(
+            lambda: int(status(status_port)["workers@127.0.0.1:" + _bus(site)]["messages"]) > 50,
+            "the gateway hears the worker's source",
+        )
+        await until(
+            lambda: int(status(status_port)["worker ingest"]["messages"]) > 50,
+            "the gateway shows what the worker's sources took in",
+        )
+    finally:
+        up.proc.send_signal(signal.SIGTERM)  # a clean end: the workers close their files
+        assert up.proc.wait(30) == 0, up.lines
+    gateway, worker = recorded(site.parent / "gateway.mcap"), recorded(site.parent / "worker.mcap")
+    assert gateway["/robowire/mocap"] > 10, gateway
+    assert worker["/robowire/mocap"] > 10, worker
+    assert not any("Traceback" in line for line in up.lines), up.lines
+
+
+async def test_killing_the_gateway_leaves_no_worker(site: Path) -> None:
+    up = Process("up", "-c", str(site))
+    try:
+        pids = {int(up.wait_for(rf"worker {w} running as pid (\d+)")[1]) for w in ("ingest", "rec")}
+        assert pids <= children(up.proc.pid)
+        up.proc.kill()  # no chance to clean up: the workers see their stdin end
+        up.proc.wait()
+        await until(lambda: not any(alive(pid) for pid in pids), "every worker gone")
+    finally:
+        for pid in pids:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+async def test_a_worker_that_crashes_is_restarted_and_said_once(site: Path) -> None:
+    status_port = free_port()
+    up = Process("up", "-c", str(site), "--status-port", str(status_port))
+    try:
+        current = int(up.wait_for(r"worker ingest running as pid (\d+)")[1])
+        others = children(up.proc.pid) - {current}  # worker rec
+        seen = {current}
+        for _ in range(2):  # two crashes in a row: the second is not said again
+            os.kill(current, signal.SIGKILL)
+            await until(lambda: bool(children(up.proc.pid) - others - seen), "a new worker")
+            (current,) = children(up.proc.pid) - others - seen
+            seen.add(current)
+        said = [line for line in up.lines if "exited with status" in line]
+        assert said == ["robowire: worker ingest exited with status -9; restarting it"]
+        assert status(status_port)["worker ingest"]["dropped"] == 2
+        bus = "workers@127.0.0.1:" + _bus(site)
+        before = int(status(status_port)[bus]["messages"])
+        await until(
+            lambda: int(status(status_port)[bus]["messages"]) > before,
+            "the restarted worker's source reaches the gateway",
+        )
+    finally:
+        up.stop()
+
+
+def _bus(site: Path) -> str:
+    return site.read_text().split("zenoh://127.0.0.1:")[1].split('"')[0]
+
+
+def test_the_example_site_with_workers_is_valid() -> None:
+    path = Path(__file__).parents[2] / "examples" / "workers.toml"
+    site = config.load(path, env={})
+    assert site.worker_names == ("show", "rec")
+    names = [s.name for s in workers.site_services(site, str(path))]
+    assert "mocap" in names and "show" not in names
+    assert {"worker show", "worker rec"} <= set(names)
