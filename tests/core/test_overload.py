@@ -28,6 +28,7 @@ from robowire.transport.budget import (
     FIRST,
     LATE,
     LATE_PROBES,
+    MAX_WAIT,
     SINK_TURN,
     Budget,
     Held,
@@ -398,3 +399,9 @@ async def test_an_overloaded_source_sheds_the_oldest_frames_and_counts_them_whil
         sim.wait(30)
         gateway.stop()
         await asyncio.gather(run, return_exceptions=True)
+
+
+def test_one_costly_write_holds_a_source_back_at_most_max_wait() -> None:
+    budget = Budget(share=0.15, burst=0.02, interval=0.1)
+    budget.spend(10.0, 2.0)  # a two-second batch: at 15% that would be 13 s of silence
+    assert budget.wait(10.0) == pytest.approx(MAX_WAIT)

@@ -45,6 +45,8 @@ T = TypeVar("T")
 
 SHARE = 0.15  # of wall time one source's world writes may take, sustained
 BURST = 0.020  # seconds of world writes a source may do at once before its share applies
+MAX_WAIT = 1.0  # seconds a source waits at most for its next write, however costly its last
+# (one big batch must not silence a source for seconds: its readers would see it stop)
 INTERVAL = 0.1  # seconds between one source's world writes, at least (10 a second: what a
 # viewer at its 10 frames/s floor shows; fifty XRP robots at 50 Hz each cost little alone,
 # a lot together)
@@ -115,7 +117,8 @@ def pressure() -> Pressure:
 class Budget:
     """A token bucket of seconds: `credit` grows at `share` seconds per second up to `burst`;
     what a source spends writing is taken off it, and may take it below zero (one delivery is
-    never cut). And writes at least `interval` seconds apart. `wait(now)` says how long until
+    never cut), but never so far that the next write waits more than `MAX_WAIT`. And writes
+    at least `interval` seconds apart. `wait(now)` says how long until
     both allow the next one."""
 
     share: float = SHARE
@@ -140,7 +143,7 @@ class Budget:
     def spend(self, now: float, seconds: float) -> None:
         """A delivery that began at `now` took `seconds`."""
         self._refill(now)
-        self.credit -= seconds
+        self.credit = max(self.credit - seconds, -MAX_WAIT * self.share)
         self._last = max(self._last, now)
 
 
