@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 
 import bench
-from robowire.protocols.base import Address, SessionStats
 from robowire.transport import run
 from robowire.transport.udp import DatagramDriver, open_udp_socket
+from robowire.wire import Address, SessionStats
 
 SENDERS = 10
 SENSORS = 1000  # per sender

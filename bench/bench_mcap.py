@@ -32,11 +32,11 @@ from mcap.reader import make_reader
 from mcap.writer import Writer
 
 from robowire.gateway import open_sim, open_source
-from robowire.protocols.base import Address
 from robowire.recording import McapRecorder
 from robowire.recording.writer import CHUNK_BYTES, COMPRESSION
 from robowire.service import SimOptions
 from robowire.transport.loop import run
+from robowire.wire import Address
 from robowire.world import LogEvent, Update, World
 
 DRONES = 10_000

@@ -11,9 +11,9 @@ import multiprocessing
 import socket
 import time
 
-from robowire.protocols.base import Address, SessionStats
 from robowire.transport import new_event_loop
 from robowire.transport.udp import DatagramDriver, open_udp_socket
+from robowire.wire import Address, SessionStats
 
 DATAGRAMS = 300_000
 PAYLOAD = b"x" * 40

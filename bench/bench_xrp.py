@@ -22,7 +22,6 @@ import statistics
 import time
 from multiprocessing.connection import Connection
 
-from robowire.protocols.base import Address
 from robowire.protocols.xrp import codec
 from robowire.protocols.xrp.client import start_client
 from robowire.protocols.xrp.events import StatusReceived
@@ -33,6 +32,7 @@ from robowire.protocols.xrp.session_wpilib import ClientSession
 from robowire.service import SimOptions
 from robowire.transport import new_event_loop
 from robowire.transport.udp import run_datagram
+from robowire.wire import Address
 from robowire.world import World
 
 DECODES = 50_000

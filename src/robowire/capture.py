@@ -28,8 +28,8 @@ from typing import Any, BinaryIO, Literal
 import dpkt
 
 from robowire.errors import ConfigError, DecodeError
-from robowire.protocols.base import Address
 from robowire.timebase import monotonic
+from robowire.wire import Address
 
 Transport = Literal["tcp", "udp", "stream"]
 PCAP_MAGICS = {

@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING, Any
 from robowire.capture import Record, batches
 from robowire.endpoints import Endpoint
 from robowire.errors import ConfigError, DecodeError, RobowireError, TransportError
-from robowire.protocols.base import Adapter, Address, ConnectionLost, PacketDropped, SessionStats
 from robowire.timebase import TIME_MODES, SourceClock, WallClock, monotonic
 from robowire.transport.budget import SINK_SHARE, SINK_TURN, Budget, Held, Turns, pressure
 from robowire.transport.tap import RECEIVER, Tap
+from robowire.wire import Adapter, Address, ConnectionLost, PacketDropped, SessionStats
 from robowire.world import LogEvent, Update, World
 from robowire.world.feed import DEFAULT_BYTES, Subscription
 from robowire.world.table import FloatArray, SlotArray

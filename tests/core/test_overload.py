@@ -20,7 +20,6 @@ from websockets.asyncio.client import connect
 from websockets.typing import Subprotocol
 
 from robowire.gateway import Gateway, open_source
-from robowire.protocols.base import Report
 from robowire.service import Sink, Source
 from robowire.transport.budget import (
     CALM,
@@ -38,6 +37,7 @@ from robowire.transport.budget import (
     supersede,
 )
 from robowire.viewer.server import SUBPROTOCOL, ViewerSink
+from robowire.wire import Report
 from robowire.world import LogEvent, Update, World
 from robowire.world.feed import ChangeFeed
 from support import SRC, free_udp_port, until

@@ -12,8 +12,8 @@ import pytest
 from robowire.capture import Record, batches
 from robowire.endpoints import parse_endpoint
 from robowire.errors import DecodeError, RobowireError, TransportError
-from robowire.protocols.base import PacketDropped
 from robowire.service import CaptureSource, Sink, Source
+from robowire.wire import PacketDropped
 from robowire.world import LogEvent, Update, World
 
 

@@ -6,9 +6,9 @@ import socket
 import pytest
 
 from robowire.errors import TransportError
-from robowire.protocols.base import Address, SessionStats
 from robowire.transport import connect_stream, run_datagram, serve_stream
 from robowire.transport.udp import DatagramDriver
+from robowire.wire import Address, SessionStats
 
 
 class LineEcho:

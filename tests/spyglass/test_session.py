@@ -6,12 +6,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from spyglass_strategies import DATA, DEMO, PROFILE, packets
 
-from robowire.protocols.base import ConnectionLost, PacketDropped
 from robowire.protocols.spyglass import codec as c
 from robowire.protocols.spyglass import rec
 from robowire.protocols.spyglass.codec import frame
 from robowire.protocols.spyglass.events import PacketsReceived, packets_of
 from robowire.protocols.spyglass.session import SpyglassSession, State
+from robowire.wire import ConnectionLost, PacketDropped
 
 NEIGHBOURS = c.NeighborhoodPacket(semantic_type=10, sender=7, neighbors=(1, 2, 3))
 # Header fine, payload wrong for a 3-D trajectory (sem 40): 3 int16 values.

@@ -7,11 +7,11 @@ import asyncio
 
 from spyglass_strategies import DEMO
 
-from robowire.protocols.base import ConnectionLost
 from robowire.protocols.spyglass import rec
 from robowire.protocols.spyglass.events import packets_of
 from robowire.protocols.spyglass.session import SpyglassSession
 from robowire.transport.tcp import StreamDriver, connect_stream, serve_stream
+from robowire.wire import ConnectionLost
 
 
 async def test_demo_recording_over_tcp() -> None:

@@ -17,7 +17,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from robowire.errors import SessionError
-from robowire.protocols.base import ConnectionLost, PacketDropped
 from robowire.protocols.ugcs import codec
 from robowire.protocols.ugcs.codec import defs, pb
 from robowire.protocols.ugcs.device import (
@@ -40,6 +39,7 @@ from robowire.protocols.ugcs.events import (
     TelemetryReceived,
 )
 from robowire.protocols.ugcs.session_ucs import UcsSession, UcsState
+from robowire.wire import ConnectionLost, PacketDropped
 
 CAPTURE = Path(__file__).parents[1] / "data" / "captures" / "ugcs" / "capture_hello_basic.jsonl"
 # the capture's UCS-side client (frame 1 of the decoded text)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from robowire.protocols.base import PacketDropped
 from robowire.protocols.vrpn import (
     Role,
     State,
@@ -19,6 +18,7 @@ from robowire.protocols.vrpn import (
 from robowire.protocols.vrpn.adapter import VrpnAdapter
 from robowire.protocols.vrpn.codec import encode_name
 from robowire.protocols.vrpn.messages import TrackerAcceleration, TrackerPosQuat, TrackerVelocity
+from robowire.wire import PacketDropped
 from robowire.world import Update, World
 
 POS, VEL, ACC = TrackerPosQuat.WIRE_NAME, TrackerVelocity.WIRE_NAME, TrackerAcceleration.WIRE_NAME

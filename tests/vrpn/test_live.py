@@ -16,7 +16,6 @@ import pytest
 from robowire.capture import read_pcap
 from robowire.endpoints import parse_endpoint
 from robowire.gateway import Gateway
-from robowire.protocols.base import Address
 from robowire.protocols.vrpn import Role, VrpnSession
 from robowire.protocols.vrpn.dissect import decode_capture
 from robowire.protocols.vrpn.driver import VrpnLink, connect
@@ -29,6 +28,7 @@ from robowire.protocols.vrpn.services import (
     open_source,
 )
 from robowire.service import Service, SimOptions
+from robowire.wire import Address
 from robowire.world import LogEvent, World
 
 from .test_session import client_reports, printed_reports

@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from robowire.protocols.base import ConnectionLost, PacketDropped
 from robowire.protocols.vrpn import (
     ButtonChange,
     ButtonStates,
@@ -30,6 +29,7 @@ from robowire.protocols.vrpn import (
     encode_frame,
 )
 from robowire.protocols.vrpn.registry import SERVER_TYPE_NAMES
+from robowire.wire import ConnectionLost, PacketDropped
 
 
 def pair(udp: bool = False, keepalive: float = 5.0) -> tuple[VrpnSession, VrpnSession]:

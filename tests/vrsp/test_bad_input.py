@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from robowire.errors import DecodeError
-from robowire.protocols.base import PacketDropped
 from robowire.protocols.vrsp.codec import DefinitionTable, decode_packet, encode_data, encode_def
 from robowire.protocols.vrsp.events import SwarmFrame
 from robowire.protocols.vrsp.session import ReceiverSession
+from robowire.wire import PacketDropped
 
 from .conftest import PLAIN, as_data, blocks_of, swarm_of
 

@@ -8,7 +8,6 @@ import random
 import numpy as np
 import pytest
 
-from robowire.protocols.base import PacketDropped
 from robowire.protocols.vrsp.codec import (
     DefinitionTable,
     encode_data,
@@ -17,6 +16,7 @@ from robowire.protocols.vrsp.codec import (
 )
 from robowire.protocols.vrsp.events import DefinitionReceived, FrameDue, SwarmFrame, VrspEvent
 from robowire.protocols.vrsp.session import ReceiverSession, ReceiverState, SenderSession
+from robowire.wire import PacketDropped
 
 from .conftest import LOADED, PLAIN, as_data, as_def, blocks_of, swarm_of
 

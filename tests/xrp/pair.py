@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from robowire.protocols.base import Address
 from robowire.protocols.xrp.events import RobotEvent
 from robowire.protocols.xrp.model import Fleet
 from robowire.protocols.xrp.session_robot import RobotSession
 from robowire.protocols.xrp.session_wpilib import ClientSession
+from robowire.wire import Address
 
 ROBOT = ("10.0.0.2", 3540)
 CLIENT = ("10.0.0.1", 50000)

@@ -7,7 +7,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from robowire.errors import SessionError
-from robowire.protocols.base import PacketDropped
 from robowire.protocols.xrp import codec
 from robowire.protocols.xrp.codec import DIO, Packet, XRPMotor, XRPServo, encode_packet
 from robowire.protocols.xrp.events import (
@@ -29,6 +28,7 @@ from robowire.protocols.xrp.session_robot import (
 from robowire.protocols.xrp.session_wpilib import TRANSITIONS as WPILIB_TRANSITIONS
 from robowire.protocols.xrp.session_wpilib import ClientSession, client_accepts
 from robowire.protocols.xrp.session_wpilib import State as WpilibState
+from robowire.wire import PacketDropped
 
 from .pair import CLIENT, ROBOT, Pair, Robot
 

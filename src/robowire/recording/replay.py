@@ -22,7 +22,6 @@ from robowire import protocols
 from robowire.capture import Record, batches
 from robowire.endpoints import Endpoint
 from robowire.errors import ConfigError, DecodeError, RobowireError
-from robowire.protocols.base import Address, PacketDropped, SessionStats
 from robowire.recording.reader import (
     WorldUpdate,
     contents,
@@ -37,6 +36,7 @@ from robowire.recording.writer import LOG_TOPIC, RAW_PREFIX, TOPIC_PREFIX
 from robowire.service import CaptureSource, Service, Source
 from robowire.transport.tcp import StreamDriver, serve_stream
 from robowire.transport.udp import open_udp_socket, send_datagrams
+from robowire.wire import Address, PacketDropped, SessionStats
 from robowire.world import World
 from robowire.world.model import ATTRIBUTES, LINKS
 

@@ -33,7 +33,6 @@ from mcap.writer import CompressionType, Writer
 from robowire import pbwire
 from robowire.errors import ConfigError
 from robowire.pbwire import Heads
-from robowire.protocols.base import Address
 from robowire.recording import update_pb2
 from robowire.service import Sink, Source
 from robowire.sinks.foxglove_messages import (
@@ -44,6 +43,7 @@ from robowire.sinks.foxglove_messages import (
 from robowire.sinks.foxglove_messages import schema as foxglove_schema
 from robowire.sinks.jsonlines import log_line
 from robowire.timebase import monotonic
+from robowire.wire import Address
 from robowire.world import LogEvent, Update, World
 from robowire.world.feed import DEFAULT_BYTES
 from robowire.world.model import (

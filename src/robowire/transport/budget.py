@@ -38,8 +38,8 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from robowire.protocols.base import Report
 from robowire.timebase import monotonic
+from robowire.wire import Report
 
 T = TypeVar("T")
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Protocol
 
-from robowire.protocols.base import Address
+from robowire.wire import Address
 
 Tap = Callable[[bytes, float, str, Address], None]
 """(data, monotonic receive time, "udp" | "tcp", peer address) -> None"""

@@ -11,10 +11,10 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from robowire.errors import TransportError
-from robowire.protocols.base import Address, StreamSession
 from robowire.timebase import monotonic
 from robowire.transport.tap import RECEIVER
 from robowire.transport.timer import DeadlineTimer
+from robowire.wire import Address, StreamSession
 
 log = logging.getLogger("robowire.transport")
 

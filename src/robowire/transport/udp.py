@@ -16,10 +16,10 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from robowire.errors import TransportError
-from robowire.protocols.base import Address, DatagramSession
 from robowire.timebase import monotonic
 from robowire.transport.tap import RECEIVER
 from robowire.transport.timer import DeadlineTimer
+from robowire.wire import Address, DatagramSession
 
 log = logging.getLogger("robowire.transport")
 

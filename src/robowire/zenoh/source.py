@@ -28,9 +28,9 @@ import numpy.typing as npt
 
 from robowire.endpoints import Endpoint
 from robowire.errors import DecodeError, RobowireError, TransportError
-from robowire.protocols.base import PacketDropped
 from robowire.service import Source
 from robowire.timebase import monotonic
+from robowire.wire import PacketDropped
 from robowire.world import World
 from robowire.world.model import ATTRIBUTES, LINKS, ORIENTATION, SOURCE_TIME
 from robowire.zenoh import codec, keys

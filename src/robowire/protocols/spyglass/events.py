@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TypeAlias
 
-from robowire.protocols.base import ConnectionLost, PacketDropped, Report
 from robowire.protocols.spyglass.codec import Packet, PacketColumns
+from robowire.wire import ConnectionLost, PacketDropped, Report
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -25,7 +25,6 @@ import numpy as np
 from robowire.capture import Record
 from robowire.endpoints import Endpoint
 from robowire.errors import ConfigError
-from robowire.protocols.base import SessionStats
 from robowire.protocols.spyglass.adapter import Frame, SpyglassAdapter, WorldEncoder
 from robowire.protocols.spyglass.codec import (
     DEFAULT_PROFILE,
@@ -48,6 +47,7 @@ from robowire.service import (
 )
 from robowire.timebase import WallClock, monotonic
 from robowire.transport.tcp import StreamDriver, connect_stream, serve_stream
+from robowire.wire import SessionStats
 from robowire.world import LogEvent, Update, World
 
 DEFAULT_PORT = 7870  # robowire's own choice: SpyGlass itself has no network listener

@@ -28,7 +28,6 @@ import enum
 from collections.abc import Iterable
 
 from robowire.errors import SessionError
-from robowire.protocols.base import ConnectionLost, PacketDropped, SessionStats
 from robowire.protocols.spyglass.codec import (
     DEFAULT_PROFILE,
     HEADER_SIZE,
@@ -41,6 +40,7 @@ from robowire.protocols.spyglass.codec import (
     split,
 )
 from robowire.protocols.spyglass.events import PacketsReceived, SpyglassEvent
+from robowire.wire import ConnectionLost, PacketDropped, SessionStats
 
 
 class State(enum.Enum):

@@ -49,7 +49,6 @@ import numpy.typing as npt
 import pymap3d
 
 from robowire import units
-from robowire.protocols.base import SITE, PacketDropped
 from robowire.protocols.ugcs import model
 from robowire.protocols.ugcs.codec import Value, defs
 from robowire.protocols.ugcs.device import DeviceInfo, DeviceSpec
@@ -65,6 +64,7 @@ from robowire.protocols.ugcs.events import (
 from robowire.protocols.ugcs.session_ucs import device_label
 from robowire.protocols.ugcs.session_vsm import VsmSession
 from robowire.protocols.ugcs.vehicle import vehicle_spec
+from robowire.wire import SITE, PacketDropped
 from robowire.world import LogEvent, Update, World
 from robowire.world.identity import SinkNames
 from robowire.world.model import ATTRIBUTES

@@ -45,7 +45,6 @@ import click
 
 from robowire.endpoints import split_host_port
 from robowire.errors import ConfigError, RobowireError, SessionError, TransportError
-from robowire.protocols.base import ConnectionLost
 from robowire.protocols.ugcs.codec import DEFAULT_PORT, Value, defs
 from robowire.protocols.ugcs.device import CommandInfo, FieldInfo
 from robowire.protocols.ugcs.events import (
@@ -57,6 +56,7 @@ from robowire.protocols.ugcs.events import (
 from robowire.protocols.ugcs.session_ucs import UcsDevice, UcsSession
 from robowire.timebase import monotonic
 from robowire.transport.tcp import StreamDriver, connect_stream
+from robowire.wire import ConnectionLost
 
 _PEER_ID = secrets.randbits(32) or 1
 

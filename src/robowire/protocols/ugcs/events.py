@@ -37,10 +37,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple, TypeAlias
 
-from robowire.protocols.base import ConnectionLost, PacketDropped, Report
 from robowire.protocols.ugcs.codec import Value
 from robowire.protocols.ugcs.device import CommandInfo, DeviceInfo, FieldInfo
 from robowire.protocols.ugcs.proto import ucs_vsm_defs_pb2 as defs
+from robowire.wire import ConnectionLost, PacketDropped, Report
 
 __all__ = [
     "AvailabilityChanged",

@@ -92,7 +92,7 @@ import numpy as np
 import numpy.typing as npt
 
 from robowire.errors import ConfigError
-from robowire.protocols.base import SITE
+from robowire.wire import SITE
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]

@@ -53,7 +53,6 @@ from robowire.control import (
 )
 from robowire.endpoints import Endpoint, split_host_port
 from robowire.errors import ConfigError, TransportError
-from robowire.protocols.base import Address, ConnectionLost, PacketDropped
 from robowire.protocols.ugcs import model
 from robowire.protocols.ugcs.adapter import (
     DEFAULT_ORIGIN,
@@ -92,6 +91,7 @@ from robowire.protocols.ugcs.vehicle import Member, vehicle_spec
 from robowire.service import CaptureSource, Sim, SimOptions, Sink, Source
 from robowire.timebase import WallClock, monotonic
 from robowire.transport.tcp import StreamDriver, connect_stream, serve_stream
+from robowire.wire import Address, ConnectionLost, PacketDropped
 from robowire.world import LogEvent, Update, World
 
 log = logging.getLogger("robowire.ugcs")

@@ -32,7 +32,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from robowire.errors import SessionError
-from robowire.protocols.base import ConnectionLost, PacketDropped, SessionStats
 from robowire.protocols.ugcs.codec import (
     NAME,
     FrameReader,
@@ -58,6 +57,7 @@ from robowire.protocols.ugcs.events import (
     TelemetryValue,
     UcsSessionEvent,
 )
+from robowire.wire import ConnectionLost, PacketDropped, SessionStats
 
 PEER_TIMEOUT = 10.0  # s for the VSM's Register_peer (the SDK's REGISTER_PEER_TIMEOUT)
 COMMAND_TIMEOUT = 10.0  # s for a command's final reply, unless the caller says otherwise

@@ -57,7 +57,6 @@ import numpy as np
 import numpy.typing as npt
 
 from robowire.errors import SessionError
-from robowire.protocols.base import PacketDropped, SessionStats
 from robowire.protocols.ugcs import codec
 from robowire.protocols.ugcs.codec import (
     NAME,
@@ -79,6 +78,7 @@ from robowire.protocols.ugcs.events import (
 )
 from robowire.protocols.ugcs.proto import ucs_vsm_defs_pb2 as defs
 from robowire.protocols.ugcs.proto import ucs_vsm_pb2 as pb
+from robowire.wire import PacketDropped, SessionStats
 
 __all__ = [
     "COMMIT_INTERVAL",

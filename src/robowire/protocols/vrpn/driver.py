@@ -19,7 +19,6 @@ from collections.abc import Callable
 from typing import cast
 
 from robowire.errors import DecodeError, TransportError
-from robowire.protocols.base import Address, PacketDropped, SessionStats
 from robowire.protocols.vrpn.codec import PROTOCOL, decode_lob, encode_lob
 from robowire.protocols.vrpn.events import VrpnEvent
 from robowire.protocols.vrpn.session import PEER_CLOSED, VrpnSession
@@ -32,6 +31,7 @@ from robowire.transport.udp import (
     read_datagrams,
     send_datagrams,
 )
+from robowire.wire import Address, PacketDropped, SessionStats
 
 log = logging.getLogger("robowire.vrpn")
 

@@ -14,7 +14,6 @@ from typing import TypeAlias
 import numpy as np
 import numpy.typing as npt
 
-from robowire.protocols.base import ConnectionLost, PacketDropped, Report
 from robowire.protocols.vrpn.codec import Cookie, Frame
 from robowire.protocols.vrpn.messages import (
     Body,
@@ -22,6 +21,7 @@ from robowire.protocols.vrpn.messages import (
     TrackerPosQuat,
     TrackerVelocity,
 )
+from robowire.wire import ConnectionLost, PacketDropped, Report
 
 __all__ = [
     "Connected",

@@ -15,7 +15,6 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from robowire.protocols.base import Address, ConnectionLost, PacketDropped, SessionStats
 from robowire.protocols.vrpn.driver import VrpnLink, serve
 from robowire.protocols.vrpn.events import Connected, MessageReceived, VrpnEvent
 from robowire.protocols.vrpn.messages import (
@@ -30,6 +29,7 @@ from robowire.protocols.vrpn.messages import (
 )
 from robowire.protocols.vrpn.registry import SERVER_TYPE_NAMES, FrameBatch, ReportEncoder
 from robowire.protocols.vrpn.session import Role, VrpnSession
+from robowire.wire import Address, ConnectionLost, PacketDropped, SessionStats
 
 log = logging.getLogger("robowire.vrpn")
 

@@ -25,7 +25,6 @@ import numpy as np
 from robowire.capture import Record, read_capture
 from robowire.endpoints import Endpoint
 from robowire.errors import ConfigError, SessionError
-from robowire.protocols.base import Address
 from robowire.protocols.vrpn.adapter import VrpnAdapter, WorldEncoder
 from robowire.protocols.vrpn.codec import (
     COOKIE_SIZE,
@@ -52,6 +51,7 @@ from robowire.protocols.vrpn.server import VrpnServer
 from robowire.protocols.vrpn.session import VERSION_MISMATCH, Role, VrpnSession
 from robowire.service import RETRY_SECONDS, CaptureSource, Sim, SimOptions, Sink, Source
 from robowire.timebase import WallClock, monotonic
+from robowire.wire import Address
 from robowire.world import LogEvent, Update, World
 
 log = logging.getLogger("robowire.vrpn")

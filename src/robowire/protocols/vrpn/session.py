@@ -32,7 +32,6 @@ import numpy as np
 import numpy.typing as npt
 
 from robowire.errors import DecodeError, SessionError
-from robowire.protocols.base import Address, ConnectionLost, PacketDropped, SessionStats
 from robowire.protocols.vrpn.codec import (
     COOKIE_SIZE,
     HEADER_SIZE,
@@ -80,6 +79,7 @@ from robowire.protocols.vrpn.system import (
     UdpDescription,
     decode_system,
 )
+from robowire.wire import Address, ConnectionLost, PacketDropped, SessionStats
 
 __all__ = [
     "TRANSITIONS",

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from robowire.protocols.base import ConnectionLost, PacketDropped, Report
 from robowire.protocols.vrsp.codec import DefinitionTable
 from robowire.protocols.vrsp.definitions import Swarm
+from robowire.wire import ConnectionLost, PacketDropped, Report
 
 __all__ = [
     "ConnectionLost",

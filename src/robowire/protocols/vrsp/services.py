@@ -29,7 +29,6 @@ from numpy.typing import NDArray
 from robowire.capture import Record
 from robowire.endpoints import Endpoint, split_host_port
 from robowire.errors import ConfigError
-from robowire.protocols.base import SITE, Address, PacketDropped
 from robowire.protocols.vrsp.adapter import SwarmEncoder, VrspAdapter
 from robowire.protocols.vrsp.codec import DEFAULT_DATAGRAM, DEFAULT_PORT, MAX_DATAGRAM, PROTOCOL
 from robowire.protocols.vrsp.definitions import DeviceDefinition, Swarm
@@ -40,6 +39,7 @@ from robowire.protocols.vrsp.session import FRAMINGS, Framing, ReceiverSession, 
 from robowire.service import CaptureSource, Sim, SimOptions, Sink, Source
 from robowire.timebase import monotonic
 from robowire.transport.udp import DatagramDriver, open_udp_socket, read_datagrams
+from robowire.wire import SITE, Address, PacketDropped
 from robowire.world import LogEvent, Update, World
 
 log = logging.getLogger("robowire.vrsp")

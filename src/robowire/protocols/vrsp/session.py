@@ -30,7 +30,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from robowire.errors import DecodeError
-from robowire.protocols.base import Address, PacketDropped, SessionStats
 from robowire.protocols.vrsp.codec import (
     DATA_NAME,
     DEFAULT_DATAGRAM,
@@ -48,6 +47,7 @@ from robowire.protocols.vrsp.codec import (
 )
 from robowire.protocols.vrsp.definitions import DeviceDefinition, Swarm
 from robowire.protocols.vrsp.events import DefinitionReceived, FrameDue, SwarmFrame, VrspEvent
+from robowire.wire import Address, PacketDropped, SessionStats
 
 Framing = Literal["auto", "profile", "implicit"]
 FRAMINGS: tuple[Framing, ...] = ("auto", "profile", "implicit")

@@ -29,10 +29,10 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 
 from robowire import units
-from robowire.protocols.base import PacketDropped
 from robowire.protocols.xrp.codec import NO_PERIOD, PROTOCOL
 from robowire.protocols.xrp.events import CommandSent, RobotStatus, StatusReceived, XrpEvent
 from robowire.protocols.xrp.model import COUNTS_PER_METRE, RANGE_MAX, Fleet
+from robowire.wire import PacketDropped
 from robowire.world import LogEvent, Update, World
 from robowire.world.model import ORIENTATION, POSITION
 

@@ -25,11 +25,11 @@ from typing import Any
 import click
 
 from robowire.errors import ConfigError, RobowireError, TransportError
-from robowire.protocols.base import Address
 from robowire.protocols.xrp.codec import DEFAULT_PORT
 from robowire.protocols.xrp.events import RobotStatus, StatusReceived, WpilibEvent
 from robowire.protocols.xrp.session_wpilib import ClientSession, wheel_values
 from robowire.transport.udp import DatagramDriver, run_datagram
+from robowire.wire import Address
 
 HOST_VARIABLE = "HALSIMXRP_HOST"
 PORT_VARIABLE = "HALSIMXRP_PORT"

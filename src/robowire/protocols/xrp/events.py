@@ -26,8 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TypeAlias
 
-from robowire.protocols.base import ConnectionLost, PacketDropped, Report
 from robowire.protocols.xrp.codec import Packet
+from robowire.wire import ConnectionLost, PacketDropped, Report
 
 __all__ = [
     "CommandReceived",

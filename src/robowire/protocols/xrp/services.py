@@ -46,7 +46,6 @@ from robowire.capture import Record
 from robowire.control import FAILED, OK, CommandSpec, CommandStatus, ParamSpec
 from robowire.endpoints import Endpoint
 from robowire.errors import ConfigError, DecodeError
-from robowire.protocols.base import Address, PacketDropped
 from robowire.protocols.xrp.adapter import DeviceMirror, XrpAdapter
 from robowire.protocols.xrp.client import halsim_host, halsim_port, resolve, start_client
 from robowire.protocols.xrp.codec import DEFAULT_PORT, PROTOCOL
@@ -66,6 +65,7 @@ from robowire.protocols.xrp.session_wpilib import ClientSession, wheel_values
 from robowire.service import CaptureSource, Sim, SimOptions, Sink, Source
 from robowire.timebase import monotonic
 from robowire.transport.udp import DatagramDriver, open_udp_socket, run_datagram
+from robowire.wire import Address, PacketDropped
 from robowire.world import LogEvent, Update, World
 
 log = logging.getLogger("robowire.xrp")

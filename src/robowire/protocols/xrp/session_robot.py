@@ -38,7 +38,6 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from robowire.errors import DecodeError, SessionError
-from robowire.protocols.base import Address, PacketDropped, SessionStats
 from robowire.protocols.xrp import codec
 from robowire.protocols.xrp.codec import DIO, HEADER_SIZE, PROTOCOL, Packet, XRPMotor, XRPServo
 from robowire.protocols.xrp.events import (
@@ -47,6 +46,7 @@ from robowire.protocols.xrp.events import (
     Outputs,
     RobotEvent,
 )
+from robowire.wire import Address, PacketDropped, SessionStats
 
 STATUS_PERIOD = 0.050  # s, the firmware's MIN_UPDATE_TIME_MS
 WATCHDOG_TIMEOUT = 0.500  # s, the firmware's DEFAULT_WATCHDOG_TIMEOUT

@@ -22,7 +22,6 @@ import math
 from collections.abc import Sequence
 
 from robowire.errors import DecodeError, SessionError
-from robowire.protocols.base import Address, PacketDropped, SessionStats
 from robowire.protocols.xrp import codec
 from robowire.protocols.xrp.codec import (
     DIO,
@@ -37,6 +36,7 @@ from robowire.protocols.xrp.codec import (
     XRPServo,
 )
 from robowire.protocols.xrp.events import CommandSent, RobotStatus, StatusReceived, WpilibEvent
+from robowire.wire import Address, PacketDropped, SessionStats
 
 COMMAND_PERIOD = 0.020  # s, one packet per TimedRobot loop
 CLIENT_WRAP_WINDOW = 3  # client accepts seq < 3 after last > 65532
