@@ -11,24 +11,17 @@ The run ends on `stop()`, when `duration` has passed, or when every source has f
 
 from __future__ import annotations
 
-import asyncio
 import importlib
-import logging
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from robowire import protocols
 from robowire.endpoints import Endpoint, parse_endpoint
-from robowire.errors import ConfigError, RobowireError
+from robowire.errors import ConfigError
 from robowire.protocols.base import WireProtocol
-from robowire.service import Service, Sim, SimOptions, Sink, Source, time_option
-from robowire.status import RateMeter, ServiceStatus, service_status
-from robowire.timebase import monotonic
-from robowire.world import World
-
-log = logging.getLogger("robowire")
+from robowire.runner import Runner
+from robowire.service import Sim, SimOptions, Sink, Source, time_option
 
 EVERY_SOURCE = frozenset({"time"})  # options every source takes (named when a typo is told)
 
@@ -111,121 +104,8 @@ def _check_scheme(protocol: WireProtocol, endpoint: Endpoint) -> None:
         raise ConfigError(f"{endpoint.raw}: {protocol.title} speaks {known}")
 
 
-@dataclass
-class Gateway:
-    """Runs services around one world. Services may be added before or during `run`."""
+class Gateway(Runner):
+    """A `Runner` (`robowire.runner`) that also opens sources from their URLs."""
 
-    world: World = field(default_factory=World)
-    services: list[Service] = field(default_factory=list)
-    failures: list[tuple[Service, BaseException]] = field(default_factory=list)
-    drain_seconds: float = 0.2
-    _tasks: dict[asyncio.Task[None], Service] = field(default_factory=dict)
-    _stopping: asyncio.Event = field(default_factory=asyncio.Event)
-    _running: bool = False
-    _started: list[Service] = field(default_factory=list)
-    _rates: RateMeter = field(default_factory=RateMeter)
-
-    def add(self, *services: Service) -> Gateway:
-        for service in services:
-            self.services.append(service)
-            if self._running:
-                self._start(service)
-        return self
-
-    def add_sources(self, urls: Iterable[str]) -> Gateway:
+    def add_sources(self, urls: Iterable[str]) -> Self:
         return self.add(*(open_source(url) for url in urls))
-
-    def stop(self) -> None:
-        """End the run (safe to call from any callback on the loop, or before `run`)."""
-        self._stopping.set()
-
-    def status(self) -> list[ServiceStatus]:
-        """What each service is doing now (see `robowire.status`); the message rates are
-        measured between calls."""
-        now = monotonic()
-        return [
-            service_status(s, self._state(s), self.world, self._rates, now) for s in self.services
-        ]
-
-    def _state(self, service: Service) -> str:
-        if any(s is service for s, _ in self.failures):
-            return "failed"
-        started = any(s is service for s in self._started)
-        if started and not any(s is service for s in self._tasks.values()):
-            return "finished"
-        if isinstance(service, Source):
-            return "connected" if service.live(monotonic()) else "waiting"
-        if not service.ready.is_set():
-            return "waiting"
-        return "listening" if service.announce == "listening on" else "connected"
-
-    async def run(self, duration: float | None = None) -> None:
-        """Run until stopped, `duration` seconds passed, or every source finished.
-
-        Raises the RobowireError of a sink or simulator that failed, once everything stopped.
-        """
-        self._running = True
-        try:
-            async with asyncio.timeout(duration):
-                await self._start_servers_then_sources()
-                await self._stopping.wait()
-        except TimeoutError:
-            pass
-        finally:
-            self._running = False
-            tasks = list(self._tasks)
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-        for service, exc in self.failures:
-            if not isinstance(service, Source) and isinstance(exc, RobowireError):
-                raise exc
-
-    async def _start_servers_then_sources(self) -> None:
-        """Sinks and simulators first, each until it is ready (bound, subscribed) or has
-        failed; sources only once all are up, so a sink that cannot bind ends the run before
-        any source has started (one error line, nothing half-started)."""
-        servers = [s for s in self.services if not isinstance(s, Source)]
-        for service in servers:
-            self._start(service)
-        for service in servers:
-            task = next((t for t, s in self._tasks.items() if s is service), None)
-            if task is None or self.failures:
-                break
-            ready = asyncio.ensure_future(service.ready.wait())
-            await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)
-            ready.cancel()
-        if not self.failures:
-            for service in list(self.services):
-                self._start(service)
-
-    def _start(self, service: Service) -> None:
-        if any(s is service for s in self._started):
-            return
-        self._started.append(service)
-        service.gateway = self
-        task = asyncio.create_task(service.run(self.world), name=service.name)
-        self._tasks[task] = service
-        task.add_done_callback(self._finished)
-
-    def _finished(self, task: asyncio.Task[None]) -> None:
-        service = self._tasks.pop(task)
-        if not task.cancelled() and (exc := task.exception()) is not None:
-            while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-                exc = exc.exceptions[0]  # a TaskGroup's failure: say what really broke
-            self.failures.append((service, exc))
-            fatal = not isinstance(service, Source)
-            if fatal:
-                self.stop()  # the server or simulator the command is for is gone: end the run
-            if not isinstance(exc, RobowireError):  # a bug, not bad input: say what broke
-                trace = exc if log.isEnabledFor(logging.DEBUG) else None
-                log.error(
-                    "%s stopped: %s: %s", service.name, type(exc).__name__, exc, exc_info=trace
-                )
-            elif not fatal:  # a fatal one is raised by `run`: the command's one error line
-                log.error("%s: %s", service.name, exc)
-        if not self._running or not isinstance(service, Source):
-            return
-        if not any(isinstance(s, Source) for s in self._tasks.values()):
-            # every source has finished (files read): give sinks a moment to drain, then end
-            asyncio.get_running_loop().call_later(self.drain_seconds, self.stop)

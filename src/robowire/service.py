@@ -53,7 +53,7 @@ class Status(Protocol):
     def to_json(self) -> dict[str, Any]: ...
 
 
-class Runner(Protocol):
+class Host(Protocol):
     """What a service may ask of the gateway that runs it (`Service.gateway`): the services
     beside it (the XRP sink relays to its robot's source), and what each is doing (the
     viewer's status message, `--status-port`)."""
@@ -75,7 +75,7 @@ class Service(ABC):
         self.address: Address | None = None
         self.ready = asyncio.Event()
         self.stats = SessionStats()
-        self.gateway: Runner | None = None  # the gateway running it (set when it starts)
+        self.gateway: Host | None = None  # the gateway running it (set when it starts)
 
     def listening(self, address: Address) -> None:
         """Call once the service's socket is bound. A server asked for port 0 is renamed
