@@ -1,8 +1,10 @@
-"""The layer diagram in docs/architecture.md is the import-linter contract `make lint` checks."""
+"""The import-linter contracts `make lint` checks: the layer diagram of docs/architecture.md,
+and sans-I/O protocol cores."""
 
 import re
 import tomllib
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -15,9 +17,20 @@ def diagram_layers() -> list[str]:
     return [re.split(r"\s{2,}", line, maxsplit=1)[0] for line in lines]
 
 
-def test_the_diagram_is_the_contract() -> None:
+def contracts() -> dict[str, dict[str, Any]]:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
-    (contract,) = config["contracts"]
-    assert contract["type"] == "layers"
+    return {c["type"]: c for c in config["contracts"]}
+
+
+def test_the_diagram_is_the_contract() -> None:
+    contract = contracts()["layers"]
     assert contract["exhaustive"] is True  # a module no layer names fails too
     assert diagram_layers() == contract["layers"]
+
+
+def test_every_session_module_is_held_to_sans_io() -> None:
+    sources = set(contracts()["forbidden"]["source_modules"])
+    protocols = ROOT / "src" / "robowire" / "protocols"
+    for path in protocols.glob("*/session*.py"):
+        name = f"robowire.protocols.{path.parent.name}.{path.stem}"
+        assert name in sources or f"robowire.protocols.*.{path.stem}" in sources, name
