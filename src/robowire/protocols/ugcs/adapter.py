@@ -49,7 +49,7 @@ import numpy.typing as npt
 import pymap3d
 
 from robowire import units
-from robowire.protocols.ugcs import model
+from robowire.protocols.ugcs import definitions
 from robowire.protocols.ugcs.codec import Value, defs
 from robowire.protocols.ugcs.device import DeviceInfo, DeviceSpec
 from robowire.protocols.ugcs.events import (
@@ -85,7 +85,7 @@ DEFAULT_ORIGIN = SITE
 """Where ENU devices are placed without `?origin=` (lat deg, lon deg, alt m): the simulator's."""
 
 FloatArray = npt.NDArray[np.float64]
-_FIELD_NAMES = frozenset(model.FIELD_NAMES)
+_FIELD_NAMES = frozenset(definitions.FIELD_NAMES)
 
 
 def heading_of_quaternions(q: FloatArray) -> FloatArray:

@@ -71,6 +71,7 @@ from robowire.protocols.ugcs.client import (
     status_name,
 )
 from robowire.protocols.ugcs.codec import DEFAULT_PORT, NAME, Value, ValueKind
+from robowire.protocols.ugcs.definitions import MissionItem, Params, ParamValue, Result
 from robowire.protocols.ugcs.device import CommandInfo, DeviceSpec
 from robowire.protocols.ugcs.dissect import TO_UCS, direction_of, read_capture
 from robowire.protocols.ugcs.events import (
@@ -277,12 +278,10 @@ class FleetMember:
     def availability(self) -> Mapping[str, Any]:
         return self.fleet.availability()
 
-    def handle(
-        self, row: int, name: str, params: model.Params, items: Sequence[model.MissionItem]
-    ) -> model.Result:
+    def handle(self, row: int, name: str, params: Params, items: Sequence[MissionItem]) -> Result:
         return self.fleet.command(row, name, params, items)
 
-    def outbox(self) -> list[tuple[int, str, model.Result | str]]:
+    def outbox(self) -> list[tuple[int, str, Result | str]]:
         return []
 
 
@@ -342,7 +341,7 @@ class VsmSim(Sim):
             result = member.handle(row, command.name, _plain(command.parameters), items)
         except Exception as exc:  # the integrator's handler broke: the operator is told
             log.exception("ugcs: %s handler of device %d raised", command.name, event.device_id)
-            result = model.Result(code="STATUS_FAILED", text=f"{type(exc).__name__}: {exc}")
+            result = Result(code="STATUS_FAILED", text=f"{type(exc).__name__}: {exc}")
         log.info("ugcs: device %d %s: %s %s", row, command.name, result.code, result.text)
         request = (event.conn, event.device_id, event.message_id)
         if result.code == "STATUS_IN_PROGRESS":
@@ -350,7 +349,7 @@ class VsmSim(Sim):
         self._reply(request, command.name, result, event.response_required)
 
     def _reply(
-        self, request: tuple[int, int, int], name: str, result: model.Result, required: bool
+        self, request: tuple[int, int, int], name: str, result: Result, required: bool
     ) -> None:
         conn, device_id, message_id = request
         if result.code == "STATUS_IN_PROGRESS":
@@ -526,7 +525,7 @@ class UgcsSink(Sink):
         self.server.shutdown()
 
 
-def _plain(params: Mapping[str, Value]) -> dict[str, model.ParamValue]:
+def _plain(params: Mapping[str, Value]) -> dict[str, ParamValue]:
     """Parameters as the model takes them (no list or bytes value is registered for it)."""
     return {k: None if isinstance(v, bytes | list) else v for k, v in params.items()}
 
