@@ -15,8 +15,9 @@ type descriptions, then data. Ids are per side: the session keeps our names -> i
 we send and the peer's ids -> names for what we receive. Descriptions are accepted at any
 time; a name we did not have is registered and announced back, as C++ peers do.
 
-Messages sent before CONNECTED are discarded (VRPN does the same). Reliable messages go on
-TCP; the others on UDP once the peer's UDP description told us where, on TCP until then.
+A send before CONNECTED (or after CLOSED) raises `LocalProtocolError` (VRPN drops it silently);
+check `state`, or catch it. Reliable messages go on TCP; the others on UDP once the peer's UDP
+description told us where, on TCP until then.
 Time: `now` is monotonic seconds; header timestamps are `now + clock_offset` unless given
 (the caller passes the offset in: the session reads no clock).
 """
@@ -30,7 +31,7 @@ from itertools import accumulate
 import numpy as np
 import numpy.typing as npt
 
-from robowire.errors import DecodeError, SessionError
+from robowire.errors import DecodeError, LocalProtocolError, SessionError
 from robowire.protocols.vrpn.batch import ReportBatcher, count_undescribed
 from robowire.protocols.vrpn.codec import (
     COOKIE_SIZE,
@@ -233,6 +234,17 @@ class VrpnSession:
 
     # -- sending ----------------------------------------------------------------------------
 
+    @property
+    def connected(self) -> bool:
+        """True while sends are allowed: the peer's cookie accepted, not closed."""
+        return self.state is State.CONNECTED
+
+    def _check_connected(self, action: str) -> None:
+        """A send before the peer's cookie is accepted, or after the close, is the caller's
+        bug (h11's rule): VRPN would drop it silently; robowire says so at once."""
+        if self.state is not State.CONNECTED:
+            raise LocalProtocolError(PROTOCOL, action, self.state.name)
+
     def _header_time(self, time: float | None) -> tuple[int, int]:
         return split_time(self._now + self.clock_offset if time is None else time)
 
@@ -256,11 +268,9 @@ class VrpnSession:
         *,
         time: float | None = None,
         reliable: bool = True,
-    ) -> bool:
-        """Queue one message from our sender `sender`; False if not connected (discarded)."""
-        return self.send_raw(
-            sender, message.WIRE_NAME, message.encode(), time=time, reliable=reliable
-        )
+    ) -> None:
+        """Queue one message from our sender `sender` (LocalProtocolError unless CONNECTED)."""
+        self.send_raw(sender, message.WIRE_NAME, message.encode(), time=time, reliable=reliable)
 
     def send_raw(
         self,
@@ -270,14 +280,12 @@ class VrpnSession:
         *,
         time: float | None = None,
         reliable: bool = True,
-    ) -> bool:
+    ) -> None:
+        """Queue one message already encoded (`body`) of type `type_name`; the names are
+        registered (and described at connect) even when the send raises."""
         sender_id = self.register_sender(sender)
         type_id = self.register_type(type_name)
-        if self.state is not State.CONNECTED:
-            self.stats.extra["discarded_before_connect"] = (
-                self.stats.extra.get("discarded_before_connect", 0) + 1
-            )
-            return False
+        self._check_connected("send")
         sec, usec = self._header_time(time)
         if reliable or self.peer_udp is None:
             self._tcp_out += encode_frame(
@@ -291,7 +299,6 @@ class VrpnSession:
             self._udp_ends.append(len(self._udp_out))
             self._udp_seq += 1
         self.stats.messages_out += 1
-        return True
 
     def send_poses(
         self,
@@ -302,7 +309,7 @@ class VrpnSession:
         *,
         time: float | npt.ArrayLike | None = None,
         reliable: bool = False,
-    ) -> bool:
+    ) -> None:
         """Queue n Pos_Quat reports in one vectorised step (the server's hot path).
 
         `sender` is one name for all rows, or one name per row; `time` one or one per row.
@@ -312,8 +319,7 @@ class VrpnSession:
         else:
             sender_ids = [self.register_sender(name) for name in sender]
         type_id = self.register_type("vrpn_Tracker Pos_Quat")
-        if self.state is not State.CONNECTED:
-            return False
+        self._check_connected("send poses")
         udp = not reliable and self.peer_udp is not None
         seq = self._udp_seq if udp else self._tcp_seq
         if time is None or isinstance(time, float | int):
@@ -332,13 +338,11 @@ class VrpnSession:
             self._tcp_seq += n
             self._tcp_out += raw
         self.stats.messages_out += n
-        return True
 
-    def send_batch(self, batch: FrameBatch, *, reliable: bool = False) -> bool:
+    def send_batch(self, batch: FrameBatch, *, reliable: bool = False) -> None:
         """Queue messages encoded once for every session with the same ids (the server's hot
         path: one frame of tracker reports, see `ReportEncoder`), writing our seq into them."""
-        if self.state is not State.CONNECTED:
-            return False
+        self._check_connected("send a batch")
         n = len(batch)
         udp = not reliable and self.peer_udp is not None
         seq = self._udp_seq if udp else self._tcp_seq
@@ -352,7 +356,6 @@ class VrpnSession:
             self._tcp_out += batch.data.data
             self._tcp_seq += n
         self.stats.messages_out += n
-        return True
 
     def data_to_send(self) -> bytes:
         out = bytes(self._tcp_out)
