@@ -352,6 +352,7 @@ class VsmSim(Sim):
         self, request: tuple[int, int, int], name: str, result: Result, required: bool
     ) -> None:
         conn, device_id, message_id = request
+        required = required and self.session.can_respond(conn, device_id)  # (the link may be gone)
         if result.code == "STATUS_IN_PROGRESS":
             if required:
                 self.session.progress(conn, device_id, message_id, result.progress or 0.0,
@@ -500,7 +501,8 @@ class UgcsSink(Sink):
         self.server = VsmServer(self.session, self._command, self)
 
     def _command(self, event: CommandReceived) -> None:
-        if event.response_required:  # world devices are not ours to fly
+        if event.response_required and self.session.can_respond(event.conn, event.device_id):
+            # world devices are not ours to fly
             self.session.respond(
                 event.conn,
                 event.device_id,

@@ -33,7 +33,8 @@ The SDK's rules (ugcs.md 1.3-1.5, 3.x; "the SDK" = the UgCS VSM C++ SDK 4.4):
   registered or not `available_in_mission` give INVALID_COMMAND; a command for a device we do
   not have gets no reply at all. Good commands become `CommandReceived` events; the caller
   answers with `respond` (and `progress` for IN_PROGRESS reports) on the same link and message
-  id; nothing is sent without `response_required`, nor for a device not ACKed on that link.
+  id; nothing is sent without `response_required`, nor for a device not ACKed on that link
+  (`respond` raises `LocalProtocolError` there; `can_respond` tells).
 * Telemetry: only changed values are sent; each non-string field at most once per
   `COMMIT_INTERVAL` (200 ms; a later commit sends the last change); NaN / None = NA
   (`META_VALUE_NA`); `ms_since_epoch` counts from the device's `begin_of_epoch` to when the
@@ -55,7 +56,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from robowire.errors import SessionError
+from robowire.errors import LocalProtocolError, SessionError
 from robowire.protocols.ugcs import codec
 from robowire.protocols.ugcs.codec import (
     NAME,
@@ -319,14 +320,15 @@ class VsmSession:
         mission_id: int | None = None,
         command_map: Iterable[tuple[int, int]] = (),
         progress: float | None = None,
-    ) -> bool:
-        """Answer a request on its link with its message id. Returns False (and sends
-        nothing) when the link is gone or the device is not ACKed there (the SDK's rule)."""
-        link = self._links.get(conn)
-        if link is None or link.state is not LinkState.REGISTERED:
-            return False
-        if device_id and not self._acked(link, device_id):
-            return False
+    ) -> None:
+        """Answer a request on its link with its message id. LocalProtocolError when the link
+        is gone or not registered, or the device is not ACKed there: the SDK sends nothing
+        then; check `can_respond` first."""
+        if not self.can_respond(conn, device_id):
+            state = self.link_state(conn)
+            where = "REGISTERED, device not ACKed" if state is LinkState.REGISTERED else state.name
+            raise LocalProtocolError(NAME, f"respond for device {device_id}", where)
+        link = self._links[conn]
         msg = pb.Vsm_message(device_id=device_id, message_id=message_id)
         response = msg.device_response
         response.code = defs.Status_code.ValueType(code)
@@ -341,13 +343,20 @@ class VsmSession:
         if progress is not None and progress > 0:
             response.progress = progress
         self._queue(link, codec.encode(msg))
-        return True
+
+    def can_respond(self, conn: int, device_id: int) -> bool:
+        """True if `respond` may answer on `conn` for `device_id` (0: the VSM itself): the link
+        is registered and the device ACKed there."""
+        link = self._links.get(conn)
+        if link is None or link.state is not LinkState.REGISTERED:
+            return False
+        return device_id == 0 or self._acked(link, device_id)
 
     def progress(
         self, conn: int, device_id: int, message_id: int, fraction: float, status: str = ""
-    ) -> bool:
-        """An IN_PROGRESS report (any number before the final `respond`)."""
-        return self.respond(
+    ) -> None:
+        """An IN_PROGRESS report (any number before the final `respond`; raises as it does)."""
+        self.respond(
             conn, device_id, message_id, defs.STATUS_IN_PROGRESS, status, progress=fraction
         )
 
@@ -612,7 +621,7 @@ class VsmSession:
         count = len(msg.device_commands)
 
         def invalid(text: str) -> list[VsmEvent]:
-            if msg.response_required:
+            if msg.response_required and self.can_respond(link.conn, device_id):
                 self.respond(
                     link.conn, device_id, msg.message_id, defs.STATUS_INVALID_COMMAND, text
                 )
