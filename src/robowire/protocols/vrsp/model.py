@@ -529,6 +529,50 @@ class _Morph:
     reach: F64  # (n,) horizontal path length, m
 
 
+def _check_options(
+    drones: int, *, spacing: float, altitude: float, hold: float, transition: float
+) -> None:
+    if not 1 <= drones <= MAX_DRONES:
+        raise ConfigError(f"vrsp show: drones must be 1..{MAX_DRONES}, not {drones}")
+    for name, value in (("spacing", spacing), ("hold", hold), ("transition", transition)):
+        if not value > 0 or not math.isfinite(value):
+            raise ConfigError(f"vrsp show: {name} must be > 0, not {value}")
+    if not math.isfinite(altitude) or altitude < 0:
+        raise ConfigError(f"vrsp show: altitude must be >= 0, not {altitude}")
+
+
+def _assign_definitions(
+    n: int, rng: np.random.Generator
+) -> tuple[npt.NDArray[np.int32], tuple[DeviceDefinition, ...]]:
+    """Who is who: each drone's index into the definitions in use (their `DEFINITIONS`
+    shares, at least one of each when there are enough drones, shuffled), and those."""
+    counts = [round(share * n) for _, share in DEFINITIONS]
+    if n >= len(DEFINITIONS):
+        counts = [max(1, c) for c in counts]
+    counts[0] = n - sum(counts[1:])
+    kinds = np.repeat(np.arange(len(DEFINITIONS)), counts)
+    used = [d for (d, _), c in zip(DEFINITIONS, counts, strict=True) if c]
+    position = np.cumsum(np.array(counts) > 0) - 1  # the kinds in use, renumbered 0..
+    definition_of = np.empty(n, dtype=np.int32)
+    definition_of[rng.permutation(n)] = position[kinds]
+    definition_of.setflags(write=False)
+    return definition_of, tuple(replace(d, definition_id=k) for k, d in enumerate(used))
+
+
+def _morphs(points: tuple[F64, ...], spacing: float) -> tuple[tuple[Index, ...], _Cycles]:
+    """The morphs (slot of formation k -> slot of formation k + 1, no two drones closer than
+    allowed on the way) and the permutation one whole loop of the show makes."""
+    limit = spacing / math.sqrt(2.0) * 0.999
+    near = [near_pairs(p, NEAR * limit) for p in points]
+    following = tuple(
+        match(points[k], points[(k + 1) % 4], limit, near[k], near[(k + 1) % 4]) for k in range(4)
+    )
+    loop = np.arange(len(points[0]))
+    for k in range(4):
+        loop = following[k][loop]
+    return following, _Cycles(loop)
+
+
 class LightShow:
     """A drone light show of `drones` drones (see the module docstring). `altitude` is the
     lowest point of the formations above the root (m); `text` is what the text formation
@@ -546,13 +590,7 @@ class LightShow:
         transition: float = 8.0,
         orientation: bool = True,
     ) -> None:
-        if not 1 <= drones <= MAX_DRONES:
-            raise ConfigError(f"vrsp show: drones must be 1..{MAX_DRONES}, not {drones}")
-        for name, value in (("spacing", spacing), ("hold", hold), ("transition", transition)):
-            if not value > 0 or not math.isfinite(value):
-                raise ConfigError(f"vrsp show: {name} must be > 0, not {value}")
-        if not math.isfinite(altitude) or altitude < 0:
-            raise ConfigError(f"vrsp show: altitude must be >= 0, not {altitude}")
+        _check_options(drones, spacing=spacing, altitude=altitude, hold=hold, transition=transition)
         n = drones
         self.drones = n
         self.spacing = spacing
@@ -560,26 +598,28 @@ class LightShow:
         self.transition = transition
         self.period = 4 * (hold + transition)
         self.orientation = orientation
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(seed)  # drawn from in this order: definitions, then cues
 
-        # who is who
         self.ids = np.arange(1, n + 1, dtype=np.uint16)
         self.ids.setflags(write=False)
-        counts = [round(share * n) for _, share in DEFINITIONS]
-        if n >= len(DEFINITIONS):
-            counts = [max(1, c) for c in counts]
-        counts[0] = n - sum(counts[1:])
-        kinds = np.repeat(np.arange(len(DEFINITIONS)), counts)
-        used = [d for (d, _), c in zip(DEFINITIONS, counts, strict=True) if c]
-        position = np.cumsum(np.array(counts) > 0) - 1  # the kinds in use, renumbered 0..
-        definition_of = np.empty(n, dtype=np.int32)
-        definition_of[rng.permutation(n)] = position[kinds]
-        definition_of.setflags(write=False)
-        self.definition_of = definition_of  # the drone's definition: definitions[it]
-        self.definitions = tuple(replace(d, definition_id=k) for k, d in enumerate(used))
+        self.definition_of, self.definitions = _assign_definitions(n, rng)
         self.slots = max((len(d.payloads) for d in self.definitions), default=0)
+        points = self._place_formations(altitude, text)
+        self._next, self._loop = _morphs(points, spacing)
+        self.volume = self._volume(points)
+        self._plan_cues(rng)
+        self._cache: dict[tuple[int, int], _Hold | _Morph] = {}
 
-        # formations
+        self._has_color = np.ones(n, dtype=np.bool_)
+        self._has_heading = np.ones(n, dtype=np.bool_)
+        self._has_orientation = np.full(n, orientation, dtype=np.bool_)
+        for flags in (self._has_color, self._has_heading, self._has_orientation):
+            flags.setflags(write=False)
+
+    def _place_formations(self, altitude: float, text: str) -> tuple[F64, F64, F64, F64]:
+        """The four formations (`self.formations`, their geometry and colour phases); returns
+        their points (grid, sphere, text, ring)."""
+        n, spacing, hold, transition = self.drones, self.spacing, self.hold, self.transition
         self.wave_amplitude = 1.5 * spacing
         radius = sphere_radius(n, spacing)
         ring_xy, ring_radius = ring_layout(n, spacing)
@@ -620,30 +660,25 @@ class LightShow:
             np.float32
         )
         self._palettes = tuple(_palette(p) for p in _PALETTES)
+        return points
 
-        # the morphs: slot of formation k -> slot of formation k + 1
-        limit = spacing / math.sqrt(2.0) * 0.999
-        near = [near_pairs(p, NEAR * limit) for p in points]
-        self._next = tuple(
-            match(points[k], points[(k + 1) % 4], limit, near[k], near[(k + 1) % 4])
-            for k in range(4)
-        )
-        loop = np.arange(n)
-        for k in range(4):
-            loop = self._next[k][loop]
-        self._loop = _Cycles(loop)
-
+    def _volume(self, points: tuple[F64, ...]) -> tuple[F64, F64]:
+        """(low, high) corners of the box every drone stays in (the grid's wave, the ring)."""
+        ring_top = float(self.ring_centre[1]) + self.ring_radius
+        grid_y = float(points[GRID][0, 1])
         lo = np.min([p.min(0) for p in points], axis=0)
         hi = np.max([p.max(0) for p in points], axis=0)
-        lo[1] = min(lo[1], grid[0, 1] - self.wave_amplitude)
-        hi[1] = max(hi[1], grid[0, 1] + self.wave_amplitude, ring_centre + ring_radius)
-        lo[0] = min(lo[0], -ring_radius)
-        hi[0] = max(hi[0], ring_radius)
-        self.volume = (lo, hi)
+        lo[1] = min(lo[1], grid_y - self.wave_amplitude)
+        hi[1] = max(hi[1], grid_y + self.wave_amplitude, ring_top)
+        lo[0] = min(lo[0], -self.ring_radius)
+        hi[0] = max(hi[0], self.ring_radius)
+        return lo, hi
 
-        # payload slots: (rows, slot k, payload) per definition with payloads
+    def _plan_cues(self, rng: np.random.Generator) -> None:
+        """Payload slots, (rows, slot k, payload) per definition with payloads, and when each
+        pyro drone fires each cue (`_CUE_SCRIPT`, staggered at random, never overlapping)."""
         self._groups = [
-            (np.flatnonzero(definition_of == d.definition_id), k, p)
+            (np.flatnonzero(self.definition_of == d.definition_id), k, p)
             for d in self.definitions
             for k, p in enumerate(d.payloads)
         ]
@@ -655,7 +690,7 @@ class LightShow:
             end = np.zeros(len(rows))
             for c in range(count):
                 where, offset, stagger = _CUE_SCRIPT[c + 1]
-                planned = self.formations[where].start + hold * (
+                planned = self.formations[where].start + self.hold * (
                     offset + stagger * rng.random(len(rows))
                 )
                 begin = np.maximum(planned, end + CUE_GAP * (c > 0))
@@ -664,13 +699,6 @@ class LightShow:
                 end = np.where(fits, begin + durations[c], end)
             self._cue_start.append(starts)
         self._cue_length = durations
-        self._cache: dict[tuple[int, int], _Hold | _Morph] = {}
-
-        self._has_color = np.ones(n, dtype=np.bool_)
-        self._has_heading = np.ones(n, dtype=np.bool_)
-        self._has_orientation = np.full(n, orientation, dtype=np.bool_)
-        for flags in (self._has_color, self._has_heading, self._has_orientation):
-            flags.setflags(write=False)
 
     # -- which slot each drone holds -------------------------------------------------------------
 
