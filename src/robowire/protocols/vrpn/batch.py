@@ -105,6 +105,57 @@ class _Record:
         )
         return found
 
+    def count(self, work: bytes, start: int, whole: bool, cuts: Sequence[int]) -> int:
+        """How many of these records follow from `start` (0: none, or not all of `work` when
+        `whole`, or a cut inside a message). Headers are checked with one struct call up to
+        MAX_RUN records, with a few numpy ones beyond."""
+        rest = len(work) - start
+        size = self.size
+        count = rest // size
+        if (
+            not count
+            or (whole and rest != count * size)
+            or (cuts and not all((cut - start) % size in self.bounds for cut in cuts))
+        ):
+            return 0
+        if count <= MAX_RUN:
+            if count > 1 or self.period > 1:
+                unpack, expected = self.checks.get(count) or self.check(count)
+                if unpack(work, start) != expected:
+                    return 0
+            return count
+        rows = np.frombuffer(work, self.dtype, count, start)
+        same: npt.NDArray[np.bool_] | None = None
+        for j, (length, sender_id, type_id) in enumerate(self.pattern):
+            part = rows[f"m{j}"] if self.period > 1 else rows
+            ok = (
+                (part["length"] == length)
+                & (part["sender"] == sender_id)
+                & (part["type"] == type_id)
+            )
+            same = ok if same is None else same & ok
+        assert same is not None
+        if not same.all():  # the run ends at the first other record
+            return 0 if whole else int(same.argmin())
+        return count
+
+    def reports(
+        self, work: bytes, start: int, count: int, order: int, events: list[VrpnEvent]
+    ) -> None:
+        """`count` records from `start` as one `TrackerReports` per message of the pattern
+        (zero-copy views, strided over the records), by type id then sender id."""
+        rows = np.frombuffer(work, self.dtype, count, start)
+        period = self.period
+        if period == 1:
+            events.append(TrackerReports.of_frames(self.senders[0], self.kinds[0], rows, order))
+            return
+        for j in self.by_type:
+            events.append(
+                TrackerReports.of_frames(
+                    self.senders[j], self.kinds[j], rows[f"m{j}"], order + j, period
+                )
+            )
+
 
 def count_undescribed(stats: SessionStats, count: int) -> None:
     """Count messages of a type or sender never described: VRPN silently ignores them."""
@@ -147,10 +198,9 @@ class ReportBatcher:
         no run) and how many messages it read. `order` is the arrival order of the first;
         `cuts` are offsets that must fall between messages (where datagrams joined); `record`
         is the pattern to try (else the one cached for the first header, or found)."""
-        rest = len(work) - start
         cached = record is None
         if record is None:
-            if rest < HEADER_SIZE:
+            if len(work) - start < HEADER_SIZE:
                 return start, 0
             first = _RUN_HEAD.unpack_from(work, start)
             record = self._records.get(first)
@@ -159,52 +209,15 @@ class ReportBatcher:
                 if record is None:
                     return start, 0
                 cached = False
-        size = record.size
-        count = rest // size
-        if (
-            not count
-            or (whole and rest != count * size)
-            or (cuts and not all((cut - start) % size in record.bounds for cut in cuts))
-        ):
-            count = 0
-        elif count <= MAX_RUN:
-            if count > 1 or record.period > 1:
-                unpack, expected = record.checks.get(count) or record.check(count)
-                if unpack(work, start) != expected:
-                    count = 0
-        else:
-            rows = np.frombuffer(work, record.dtype, count, start)
-            same: npt.NDArray[np.bool_] | None = None
-            for j, (length, sender_id, type_id) in enumerate(record.pattern):
-                part = rows[f"m{j}"] if record.period > 1 else rows
-                ok = (
-                    (part["length"] == length)
-                    & (part["sender"] == sender_id)
-                    & (part["type"] == type_id)
-                )
-                same = ok if same is None else same & ok
-            assert same is not None
-            if not same.all():
-                # the run ends at the first other record
-                count = 0 if whole else int(same.argmin())
+        count = record.count(work, start, whole, cuts)
         if not count:
             if cached:  # the cached pattern did not hold: look again from here
                 found = self._find_record(work, start, _RUN_HEAD.unpack_from(work, start))
                 if found is not None and found.pattern != record.pattern:
                     return self.run(work, start, events, order, whole, cuts, found)
             return start, 0
-        rows = np.frombuffer(work, record.dtype, count, start)
-        period = record.period
-        if period == 1:
-            events.append(TrackerReports.of_frames(record.senders[0], record.kinds[0], rows, order))
-        else:
-            for j in record.by_type:
-                events.append(
-                    TrackerReports.of_frames(
-                        record.senders[j], record.kinds[j], rows[f"m{j}"], order + j, period
-                    )
-                )
-        return start + count * size, count * period
+        record.reports(work, start, count, order, events)
+        return start + count * record.size, count * record.period
 
     def _find_record(self, work: bytes, start: int, first: tuple[int, int, int]) -> _Record | None:
         """The repeating pattern of report messages that starts at `start`: the messages up to
@@ -260,53 +273,65 @@ class ReportBatcher:
                 continue
             mask = types == type_id
             handled |= mask
-            size, _ = REPORT_KINDS[name]
             rows = np.flatnonzero(mask) + first
-            short = index.lengths[rows] < HEADER_SIZE + size
-            if short.any():
-                bad = int(short.sum())
-                self._stats.drop(f"{name} body shorter than {size} bytes")
-                events.append(
-                    PacketDropped(
-                        protocol=PROTOCOL,
-                        reason=f"{bad} {name} bodies shorter than {size} bytes",
-                        offset=int(index.offsets[rows[short][0]]),
-                    )
-                )
-                rows = rows[~short]
-                if not rows.size:
-                    continue
-            # every report of this kind at once; then one batch per sender (views of these)
-            sensor, values = gather_reports(buf, index.offsets[rows], name)
-            time = index.sec[rows] + index.usec[rows] * 1e-6
-            arrival = rows.astype(np.int64) + order
-            senders = index.sender[rows]
-            ids = sorted(set(senders.tolist()))
-            parts: list[tuple[int, slice]] = [(ids[0], slice(None))]
-            if len(ids) > 1:  # group the rows by sender, each group in arrival order
-                by_sender = np.argsort(senders, kind="stable")
-                sensor, values = sensor[by_sender], values[by_sender]
-                time, arrival = time[by_sender], arrival[by_sender]
-                bounds = [*np.searchsorted(senders[by_sender], ids).tolist(), len(rows)]
-                parts = [
-                    (sender_id, slice(bounds[i], bounds[i + 1])) for i, sender_id in enumerate(ids)
-                ]
-            for sender_id, part in parts:
-                sender = self._senders.get(sender_id)
-                if sender is None:
-                    count_undescribed(self._stats, len(sensor[part]))
-                    continue
-                part_values = values[part]
-                events.append(
-                    TrackerReports(
-                        sender=sender,
-                        kind=name,
-                        sensor=sensor[part],
-                        vector=part_values[:, 0:3],
-                        quaternion=part_values[:, 3:7],
-                        dt=part_values[:, 7] if values.shape[1] > 7 else None,
-                        time=time[part],
-                        order=arrival[part],
-                    )
-                )
+            self._kind(buf, index, rows, name, order, events)
         return handled
+
+    def _kind(
+        self,
+        buf: bytes,
+        index: FrameIndex,
+        rows: npt.NDArray[np.intp],
+        name: str,
+        order: int,
+        events: list[VrpnEvent],
+    ) -> None:
+        """The reports of kind `name` in frames `rows` of `index`: the short ones dropped, the
+        rest gathered at once, then one batch per sender (views of these)."""
+        size, _ = REPORT_KINDS[name]
+        short = index.lengths[rows] < HEADER_SIZE + size
+        if short.any():
+            bad = int(short.sum())
+            self._stats.drop(f"{name} body shorter than {size} bytes")
+            events.append(
+                PacketDropped(
+                    protocol=PROTOCOL,
+                    reason=f"{bad} {name} bodies shorter than {size} bytes",
+                    offset=int(index.offsets[rows[short][0]]),
+                )
+            )
+            rows = rows[~short]
+            if not rows.size:
+                return
+        sensor, values = gather_reports(buf, index.offsets[rows], name)
+        time = index.sec[rows] + index.usec[rows] * 1e-6
+        arrival = rows.astype(np.int64) + order
+        senders = index.sender[rows]
+        ids = sorted(set(senders.tolist()))
+        parts: list[tuple[int, slice]] = [(ids[0], slice(None))]
+        if len(ids) > 1:  # group the rows by sender, each group in arrival order
+            by_sender = np.argsort(senders, kind="stable")
+            sensor, values = sensor[by_sender], values[by_sender]
+            time, arrival = time[by_sender], arrival[by_sender]
+            bounds = [*np.searchsorted(senders[by_sender], ids).tolist(), len(rows)]
+            parts = [
+                (sender_id, slice(bounds[i], bounds[i + 1])) for i, sender_id in enumerate(ids)
+            ]
+        for sender_id, part in parts:
+            sender = self._senders.get(sender_id)
+            if sender is None:
+                count_undescribed(self._stats, len(sensor[part]))
+                continue
+            part_values = values[part]
+            events.append(
+                TrackerReports(
+                    sender=sender,
+                    kind=name,
+                    sensor=sensor[part],
+                    vector=part_values[:, 0:3],
+                    quaternion=part_values[:, 3:7],
+                    dt=part_values[:, 7] if values.shape[1] > 7 else None,
+                    time=time[part],
+                    order=arrival[part],
+                )
+            )
