@@ -20,6 +20,10 @@ check `state`, or catch it. Reliable messages go on TCP; the others on UDP once 
 description told us where, on TCP until then.
 Time: `now` is monotonic seconds; header timestamps are `now + clock_offset` unless given
 (the caller passes the offset in: the session reads no clock).
+
+Size: one module (about 720 lines) because it is one thing, the state machine of a VRPN
+connection: sending, receiving and the system messages all read and change the same id
+tables and state (the batch decoder, which does not, is `batch.py`).
 """
 
 from __future__ import annotations
