@@ -520,40 +520,7 @@ class UcsAdapter:
             dtype=np.intp,
             count=len(labels),
         )
-        # group the values per field: field -> (row indexes into `slots`, values)
-        grouped: dict[str, tuple[_Column, list[int], list[float]]] = {}
-        attributes: dict[int, dict[str, Any]] = {}
-        for row, label in enumerate(labels):
-            columns = self._columns.get(label, {})
-            for name, value in changes.get(label, {}).items():
-                column = columns.get(name)
-                if column is None:
-                    continue
-                if column.text:
-                    attributes.setdefault(row, {})[name] = (
-                        value if not isinstance(value, bytes) else value.hex()
-                    )
-                    continue
-                entry = grouped.get(name)
-                if entry is None:
-                    entry = grouped[name] = (column, [], [])
-                entry[1].append(row)
-                entry[2].append(_number(value) * column.scale)
-                if column.enum is not None:
-                    names = column.enum
-                    attributes.setdefault(row, {})[name] = (
-                        names.Name(value).removeprefix(names.DESCRIPTOR.name.upper() + "_")
-                        if isinstance(value, int) and value in names.values()
-                        else None
-                    )
-        for row, label in enumerate(labels):
-            if label in mission:
-                entry = grouped.get("mission_item")
-                if entry is None:
-                    entry = grouped["mission_item"] = (_Column("mission_item", -1), [], [])
-                item = mission[label]
-                entry[1].append(row)
-                entry[2].append(math.nan if item is None else float(item))
+        grouped, attributes = self._group(labels, changes, mission)
         changed: set[str] = set()
         for name, (column, rows, values) in grouped.items():
             target = table.column(name, column.unit)
@@ -595,6 +562,49 @@ class UcsAdapter:
             velocity=velocity,
             changed=changed,
         )
+
+    def _group(
+        self,
+        labels: list[str],
+        changes: dict[str, dict[str, Value]],
+        mission: dict[str, int | None],
+    ) -> tuple[dict[str, tuple[_Column, list[int], list[float]]], dict[int, dict[str, Any]]]:
+        """The values per field, field -> (its column, rows of `labels`, values in world
+        units), and the text attributes per row (strings, enumeration names)."""
+        grouped: dict[str, tuple[_Column, list[int], list[float]]] = {}
+        attributes: dict[int, dict[str, Any]] = {}
+        for row, label in enumerate(labels):
+            columns = self._columns.get(label, {})
+            for name, value in changes.get(label, {}).items():
+                column = columns.get(name)
+                if column is None:
+                    continue
+                if column.text:
+                    attributes.setdefault(row, {})[name] = (
+                        value if not isinstance(value, bytes) else value.hex()
+                    )
+                    continue
+                entry = grouped.get(name)
+                if entry is None:
+                    entry = grouped[name] = (column, [], [])
+                entry[1].append(row)
+                entry[2].append(_number(value) * column.scale)
+                if column.enum is not None:
+                    names = column.enum
+                    attributes.setdefault(row, {})[name] = (
+                        names.Name(value).removeprefix(names.DESCRIPTOR.name.upper() + "_")
+                        if isinstance(value, int) and value in names.values()
+                        else None
+                    )
+        for row, label in enumerate(labels):
+            if label in mission:
+                entry = grouped.get("mission_item")
+                if entry is None:
+                    entry = grouped["mission_item"] = (_Column("mission_item", -1), [], [])
+                item = mission[label]
+                entry[1].append(row)
+                entry[2].append(math.nan if item is None else float(item))
+        return grouped, attributes
 
     @staticmethod
     def _held(table: Any, name: str, slots: Any, scale: float = 1.0) -> FloatArray:
