@@ -230,6 +230,17 @@ class Fleet:
         self.velocity = np.zeros((n, 3))  # east, north, up m/s over the last step
         self.heading = np.zeros(n)  # rad, clockwise from north
         self.heading_hold = np.full(n, math.nan)  # commanded heading, NaN = along the motion
+        self._allocate(n)
+        # power and GPS
+        self.charge = np.ones(n)  # 0..1
+        self.current = np.full(n, 0.4)  # A
+        self.satellites_max = rng.integers(10, 17, size=n).astype(np.float64)
+        low, high = gps_warmup
+        self.gps_warmup = rng.uniform(low, high, size=n) if high > low else np.full(n, low)
+
+    def _allocate(self, n: int) -> None:
+        """The per-vehicle state arrays, every vehicle parked, idle and without a mission."""
+        cruise_speed, climb_rate = self.cruise_speed, self.climb_rate
         # state
         self.armed = np.zeros(n, dtype=bool)
         self.airborne = np.zeros(n, dtype=bool)
@@ -242,7 +253,7 @@ class Fleet:
         self.pending = np.zeros(n, dtype=bool)  # an arrival at `target` is awaited
         self.speed = np.full(n, cruise_speed)  # horizontal, m/s
         self.vspeed = np.full(n, climb_rate)  # vertical, m/s
-        self.radius = np.full(n, acceptance_radius)
+        self.radius = np.full(n, self.acceptance_radius)
         # direct control: body-frame sticks (forward, right, yaw, throttle) and their deadline
         self.sticks = np.zeros((n, 4))
         self.sticks_until = np.zeros(n)
@@ -257,12 +268,6 @@ class Fleet:
         self.current_command = np.full(n, math.nan)
         self.mission_id = np.full(n, math.nan)
         self.altitude_origin = np.full(n, math.nan)
-        # power and GPS
-        self.charge = np.ones(n)  # 0..1
-        self.current = np.full(n, 0.4)  # A
-        self.satellites_max = rng.integers(10, 17, size=n).astype(np.float64)
-        low, high = gps_warmup
-        self.gps_warmup = rng.uniform(low, high, size=n) if high > low else np.full(n, low)
 
     @classmethod
     def from_settings(
