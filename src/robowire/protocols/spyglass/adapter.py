@@ -616,15 +616,14 @@ class WorldEncoder:
             attributes = table.attributes[slot]
 
             def new(key: str, value: object, sent: dict[str, object] = sent) -> bool:
-                if not fresh and sent.get(key) is value:
-                    return False
-                if not fresh:
-                    sent[key] = value
-                return True
+                if fresh:
+                    return True
+                changed = sent.get(key) is not value
+                sent[key] = value
+                return changed
 
             time = float(table.source_time[slot] if times is None else times[row])
-            if math.isnan(time):
-                time = float(table.receive_time[slot])
+            time = float(table.receive_time[slot]) if math.isnan(time) else time
             seconds, millis = time_fields(time)
             if table.kinds[slot] == OBJECT_KIND:
                 path = attributes.get("path")
@@ -637,14 +636,7 @@ class WorldEncoder:
             if sender is None:
                 continue
             x, y, z = heads[row].tolist()
-            head = {
-                "sender": sender,
-                "seconds": seconds,
-                "milliseconds": millis,
-                "x": x,
-                "y": y,
-                "z": z,
-            }
+            head = dict(sender=sender, seconds=seconds, milliseconds=millis, x=x, y=y, z=z)
             packets: list[Packet] = []
             links = table.links[slot]
             if LINKS in fields or (fresh and links):
