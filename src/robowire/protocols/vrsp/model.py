@@ -522,6 +522,26 @@ class LightShow:
         colours: F32 = self._palettes[formation][index]
         return colours
 
+    def _held_position(self, seg: _Hold, k: int, u: float) -> F32:
+        """Positions during formation `k`'s hold, `u` (0..1) into it: the grid's wave, the
+        sphere's and the ring's turn."""
+        position = seg.base.copy()
+        if k == GRID:
+            lift = self.wave_amplitude * math.sin(math.pi * u) ** 2
+            position[:, 1] += np.float32(lift) * np.sin(seg.wave - np.float32(2 * np.pi * u * 4))
+        elif k in (SPHERE, RING):
+            angle = 2 * math.pi * float(smootherstep(u))
+            c, s = np.float32(math.cos(angle)), np.float32(math.sin(angle))
+            centre = (self.sphere_centre if k == SPHERE else self.ring_centre).astype(np.float32)
+            rel = seg.base - centre
+            if k == SPHERE:  # about the vertical axis
+                position[:, 0] = centre[0] + c * rel[:, 0] + s * rel[:, 2]
+                position[:, 2] = centre[2] - s * rel[:, 0] + c * rel[:, 2]
+            else:  # in the ring's plane, about its axis (z)
+                position[:, 0] = centre[0] + c * rel[:, 0] - s * rel[:, 1]
+                position[:, 1] = centre[1] + s * rel[:, 0] + c * rel[:, 1]
+        return position
+
     def frame(self, t: float) -> Swarm:
         """The swarm at `t` seconds (t >= 0) as one DATA frame (row i = drone `ids[i]`)."""
         if not t >= 0 or not math.isfinite(t):
@@ -536,25 +556,7 @@ class LightShow:
         pitch = np.zeros(n)
         if isinstance(seg, _Hold):
             u = within / self.hold
-            position = seg.base.copy()
-            if k == GRID:
-                lift = self.wave_amplitude * math.sin(math.pi * u) ** 2
-                position[:, 1] += np.float32(lift) * np.sin(
-                    seg.wave - np.float32(2 * np.pi * u * 4)
-                )
-            elif k in (SPHERE, RING):
-                angle = 2 * math.pi * float(smootherstep(u))
-                c, s = np.float32(math.cos(angle)), np.float32(math.sin(angle))
-                centre = (self.sphere_centre if k == SPHERE else self.ring_centre).astype(
-                    np.float32
-                )
-                rel = seg.base - centre
-                if k == SPHERE:  # about the vertical axis
-                    position[:, 0] = centre[0] + c * rel[:, 0] + s * rel[:, 2]
-                    position[:, 2] = centre[2] - s * rel[:, 0] + c * rel[:, 2]
-                else:  # in the ring's plane, about its axis (z)
-                    position[:, 0] = centre[0] + c * rel[:, 0] - s * rel[:, 1]
-                    position[:, 1] = centre[1] + s * rel[:, 0] + c * rel[:, 1]
+            position = self._held_position(seg, k, u)
             colour = self._colour(k, seg.phase, t)
             turn = (seg.goes - seg.came + 180.0) % 360.0 - 180.0
             heading = seg.came + turn * smootherstep(u)
