@@ -444,28 +444,35 @@ class UcsAdapter:
                     self._keys.pop((conn, device_id), None)
                     if label is not None:
                         self._attributes(label, {"registered": False}, receive_time)
-                case AvailabilityChanged(conn=conn, device_id=device_id, commands=commands):
+                case AvailabilityChanged():
                     taken += 1
-                    label = labels.get((conn, device_id))
-                    if label is not None:
-                        enabled = self._enabled.setdefault(label, {})
-                        for state in commands:
-                            enabled[state.name] = state.available and state.enabled
-                        names = sorted(n for n, on in enabled.items() if on and n)
-                        self._attributes(label, {"commands_enabled": names}, receive_time)
-                case StatusMessages(conn=conn, device_id=device_id, messages=messages):
+                    self._availability(event, receive_time)
+                case StatusMessages():
                     taken += 1
-                    label = labels.get((conn, device_id), f"device{device_id}")
-                    for message in messages:
-                        level = _LEVELS.get(message.severity, "info")
-                        self.world.log(
-                            self.source, label, message.text, time=receive_time, level=level
-                        )
+                    self._status_messages(event, receive_time)
                 case PacketDropped():
                     self.dropped += 1
         if changes or mission:
             self._write(changes, newest, mission, receive_time)
         return taken
+
+    def _availability(self, event: AvailabilityChanged, receive_time: float) -> None:
+        """The commands a vehicle has enabled now, as its `commands_enabled` attribute."""
+        label = self._labels.get((event.conn, event.device_id))
+        if label is None:
+            return
+        enabled = self._enabled.setdefault(label, {})
+        for state in event.commands:
+            enabled[state.name] = state.available and state.enabled
+        names = sorted(n for n, on in enabled.items() if on and n)
+        self._attributes(label, {"commands_enabled": names}, receive_time)
+
+    def _status_messages(self, event: StatusMessages, receive_time: float) -> None:
+        """A vehicle's status messages as log events (their severity as the level)."""
+        label = self._labels.get((event.conn, event.device_id), f"device{event.device_id}")
+        for message in event.messages:
+            level = _LEVELS.get(message.severity, "info")
+            self.world.log(self.source, label, message.text, time=receive_time, level=level)
 
     # -- registration -------------------------------------------------------------------------
 
