@@ -546,20 +546,8 @@ class Fleet:
         turning = nav & (reach > 1e-3)
         self.heading = np.where(turning, np.mod(np.arctan2(de, dn), math.tau), self.heading)
 
-        # direct control: body-frame sticks
         if direct.any():
-            live = direct & (now <= self.sticks_until)
-            sticks = np.where(live[:, None], self.sticks, 0.0)
-            self.heading = np.where(
-                direct, np.mod(self.heading + sticks[:, 2] * MAX_YAW_RATE * dt, math.tau),
-                self.heading)  # fmt: skip
-            fwd, right = sticks[:, 0] * self.cruise_speed, sticks[:, 1] * self.cruise_speed
-            s, c = np.sin(self.heading), np.cos(self.heading)
-            up = np.where(sticks[:, 3] >= 0, sticks[:, 3] * self.climb_rate,
-                          sticks[:, 3] * self.descent_rate)  # fmt: skip
-            self.east += np.where(direct, (fwd * s + right * c) * dt, 0.0)
-            self.north += np.where(direct, (fwd * c - right * s) * dt, 0.0)
-            self.alt = np.where(direct, np.maximum(self.alt + up * dt, self.ground), self.alt)
+            self._fly_direct(direct, now, dt)
 
         self.heading = np.where(flying & ~np.isnan(self.heading_hold) & ~direct,
                                 self.heading_hold, self.heading)  # fmt: skip
@@ -590,6 +578,22 @@ class Fleet:
         for i in np.flatnonzero(low).tolist():
             self.low_battery_done[i] = True
             self._low_battery(i)
+
+    def _fly_direct(self, direct: BoolArray, now: float, dt: float) -> None:
+        """`direct_vehicle_control`: the sticks of the vehicles in `direct` fly them in the body
+        frame for `dt` s (sticks older than `DIRECT_TIMEOUT` are back at 0)."""
+        live = direct & (now <= self.sticks_until)
+        sticks = np.where(live[:, None], self.sticks, 0.0)
+        self.heading = np.where(
+            direct, np.mod(self.heading + sticks[:, 2] * MAX_YAW_RATE * dt, math.tau),
+            self.heading)  # fmt: skip
+        fwd, right = sticks[:, 0] * self.cruise_speed, sticks[:, 1] * self.cruise_speed
+        s, c = np.sin(self.heading), np.cos(self.heading)
+        up = np.where(sticks[:, 3] >= 0, sticks[:, 3] * self.climb_rate,
+                      sticks[:, 3] * self.descent_rate)  # fmt: skip
+        self.east += np.where(direct, (fwd * s + right * c) * dt, 0.0)
+        self.north += np.where(direct, (fwd * c - right * s) * dt, 0.0)
+        self.alt = np.where(direct, np.maximum(self.alt + up * dt, self.ground), self.alt)
 
     def _landings(self) -> None:
         """Vehicles descending onto the ground touch down and disarm."""
