@@ -153,8 +153,8 @@ class VrpnSource(Source):
                 match event:
                     case Connected() if self.update_rate > 0 and link.session is not None:
                         if link.session.connected:  # (a read that connects may also close)
+                            rate = TrackerSetUpdateRate(rate=self.update_rate)
                             for name in self.devices:  # as vrpn_Tracker_Remote can
-                                rate = TrackerSetUpdateRate(rate=self.update_rate)
                                 link.session.send(name, rate)
                         link.flush()
                     case PeerSilent(seconds=seconds):
