@@ -16,8 +16,8 @@ we send and the peer's ids -> names for what we receive. Descriptions are accept
 time; a name we did not have is registered and announced back, as C++ peers do.
 
 A send before CONNECTED (or after CLOSED) raises `LocalProtocolError` (VRPN drops it silently);
-check `state`, or catch it. Reliable messages go on TCP; the others on UDP once the peer's UDP
-description told us where, on TCP until then.
+check `connected` first, or catch it. Reliable messages go on TCP; the others on UDP once the
+peer's UDP description told us where, on TCP until then.
 Time: `now` is monotonic seconds; header timestamps are `now + clock_offset` unless given
 (the caller passes the offset in: the session reads no clock).
 
