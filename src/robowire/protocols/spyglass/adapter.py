@@ -31,7 +31,7 @@ y North, z Up (ENU); `scale` (metres per unit, per axis) and `offset` (metres, a
 scaling) change that, like SpyGlass's own "metrics" settings. Payload coordinates (polylines,
 trajectories) are converted the same way as header positions, so that they share one frame.
 
-Size: one module (about 800 lines): the mapping between SpyGlass and the world both ways, as
+Size: one module over 600 lines: the mapping between SpyGlass and the world both ways, as
 every protocol's `adapter.py` has it (STYLE: one role per module, the same module names in
 each protocol); the frame conversion, the geometry and the payload decoding it needs are read
 by both directions.

@@ -24,7 +24,7 @@ Entry points:
   vectorised numpy reads; `next_packet(buf, offset)` is the one-at-a-time form.
 Only `DecodeError` is raised for bad bytes; `encode` raises `ValueError` for unencodable values.
 
-Size: one module (about 750 lines) because it is one thing, the codec: the header, every
+Size: one module over 600 lines because it is one thing, the codec: the header, every
 syntax type and the batch/column decoders share one packet layout.
 """
 

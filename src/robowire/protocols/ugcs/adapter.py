@@ -36,7 +36,7 @@ fix), by pymap3d; `orientation` from heading (clockwise from north), pitch (nose
 One read's worth of events (a thousand vehicles' Device_status) is one world update: values are
 grouped per field and written as columns.
 
-Size: one module (about 630 lines): the mapping between UgCS and the world both ways, as every
+Size: one module over 600 lines: the mapping between UgCS and the world both ways, as every
 protocol's `adapter.py` has it; both directions share the unit and frame conversions.
 """
 

@@ -66,7 +66,7 @@ Our own choices (not from any source):
   end. Landed (low battery: return home), it gets a fresh battery and starts again. Any command
   to a vehicle ends its patrol: the pilot has taken over.
 
-Size: one module (about 1,060 lines) because it is one thing, `Fleet`: every command handler,
+Size: one module over 600 lines because it is one thing, `Fleet`: every command handler,
 the mission runner and the integrator read and write the same per-vehicle arrays, so they stay
 methods of the one class (the vocabulary and the command checker are `definitions.py`).
 """

@@ -46,7 +46,7 @@ share one field layout and their values are numpy columns (`telemetry.DeviceGrou
 and the 200 ms windows are found with array operations, and one Device_status is built per
 device that has something.
 
-Size: one module (about 720 lines) because it is one thing, the VSM's connection rules: the
+Size: one module over 600 lines because it is one thing, the VSM's connection rules: the
 links, the primary choice, registrations, replies and commits all read the same per-link
 state (the telemetry columns, which do not, are `telemetry.py`).
 """

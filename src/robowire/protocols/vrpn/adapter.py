@@ -21,7 +21,7 @@ sensors, every kind of message going out as itself), and for other devices a tra
 after each (sensor 0), its numeric telemetry the channels of an analog device of the same
 name; with `single` set, every device is one sensor of that one tracker instead.
 
-Size: one module (about 760 lines): the mapping between VRPN and the world both ways, as every
+Size: one module over 600 lines: the mapping between VRPN and the world both ways, as every
 protocol's `adapter.py` has it; both directions share the device naming and field names.
 """
 

@@ -21,7 +21,7 @@ peer's UDP description told us where, on TCP until then.
 Time: `now` is monotonic seconds; header timestamps are `now + clock_offset` unless given
 (the caller passes the offset in: the session reads no clock).
 
-Size: one module (about 720 lines) because it is one thing, the state machine of a VRPN
+Size: one module over 600 lines because it is one thing, the state machine of a VRPN
 connection: sending, receiving and the system messages all read and change the same id
 tables and state (the batch decoder, which does not, is `batch.py`).
 """

@@ -22,7 +22,7 @@ no ids, every device in DEF order) decodes too (`DefinitionTable.decode_implicit
 DATA records are decoded in runs of the same layout (definition x flags): one numpy structured
 dtype per layout and one `frombuffer` per run, never a Python step per record.
 
-Size: one module (about 880 lines) because it is one thing, the codec: every message and the
+Size: one module over 600 lines because it is one thing, the codec: every message and the
 definition JSON share the framing, the layouts and the limits (the typed definitions are
 `definitions.py`).
 """

@@ -41,7 +41,7 @@ Frame: VRSP's, left-handed Y up, x = East, y = Up, z = North, metres from the ro
 stands south (-z). Quaternions (w, x, y, z) compose and rotate with the usual Hamilton formulas
 applied to these coordinates (as Unity does).
 
-Size: one module (about 630 lines) because it is one thing, `LightShow`: the formations, the
+Size: one module over 600 lines because it is one thing, `LightShow`: the formations, the
 colours, the payloads and the cue plan all index the same drones (the collision-free matching
 is `matching.py`).
 """
