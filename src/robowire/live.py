@@ -61,8 +61,8 @@ from typing import Any, Generic, NamedTuple, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from robowire.addresses import parse_endpoint
 from robowire.background import LoopThread
-from robowire.endpoints import parse_endpoint
 from robowire.errors import ConfigError, RobowireError
 from robowire.gateway import Gateway, open_source
 from robowire.service import Service

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from robowire.addresses import parse_endpoint
 from robowire.capture import read_pcap
-from robowire.endpoints import parse_endpoint
 from robowire.gateway import Gateway
 from robowire.protocols.vrpn import Role, VrpnSession
 from robowire.protocols.vrpn.dissect import decode_capture

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from mainline import PRINT_DEVICES, SERVER, needs_client, needs_server
-from robowire.endpoints import parse_endpoint
+from robowire.addresses import parse_endpoint
 from robowire.gateway import Gateway, open_sink
 from robowire.gateway import open_source as open_url
 from robowire.protocols.vrpn.dissect import decode_log

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from robowire import protocols
-from robowire.endpoints import parse_endpoint
+from robowire.addresses import parse_endpoint
 from robowire.errors import ConfigError
 from robowire.gateway import open_source
 from robowire.protocols.vrpn import services
