@@ -91,10 +91,10 @@ def parse_endpoint(text: str) -> Endpoint:
     prefix, colon, rest = text.partition(":")
     if colon and prefix.lower() in protocols.names() and rest:
         return Endpoint(raw=text, protocol=prefix.lower(), scheme="file", path=rest)
-    source = FILE_SOURCES.get(Path(text).suffix.lower())
-    protocol = protocols.of_file(text) if source is None else None
-    if source is not None or protocol is not None:
-        name = source if protocol is None else protocol.name
+    name = FILE_SOURCES.get(Path(text).suffix.lower())
+    if name is None and (protocol := protocols.of_file(text)) is not None:
+        name = protocol.name
+    if name is not None:
         return Endpoint(raw=text, protocol=name, scheme="file", path=text)
     raise ConfigError(
         f"cannot tell the protocol of {text!r}: use a URL like spyglass://host:port, "

@@ -133,9 +133,8 @@ def record(
         lost = f" ({dropped} updates dropped: the recorder fell behind)" if dropped else ""
         raw = getattr(recorder, "raw_messages", 0)
         also = f" and {raw} raw messages" if raw else ""
-        click.echo(
-            f"record: {recorder.messages} messages{also} written to {output}{lost}", err=True
-        )
+        written = getattr(recorder, "messages", 0)
+        click.echo(f"record: {written} messages{also} written to {output}{lost}", err=True)
         return gateway_exit_code(gateway)
 
     run_async(go)
