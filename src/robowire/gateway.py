@@ -254,17 +254,19 @@ def open_site(site: Site, worker: str | None = None) -> list[Service]:
     return out
 
 
-def open_recording(
-    urls: Sequence[str], output: str, foxglove_rate: float = FOXGLOVE_RATE
-) -> tuple[list[Source], Sink]:
-    """`robowire record URL... -o FILE`: the sources, and the sink writing FILE
-    (`sinks.open_recorder`); an MCAP recorder takes every raw message the sources receive too."""
-    sources = [open_source(url) for url in urls]
+def open_recorder(
+    output: str,
+    urls: Sequence[str],
+    sources: Sequence[Source],
+    foxglove_rate: float = FOXGLOVE_RATE,
+) -> Sink:
+    """`robowire record URL... -o FILE`: the sink writing FILE (`sinks.open_recorder`); an
+    MCAP recorder takes every raw message the `sources` (opened from `urls`) receive too."""
     recorder = sinks.open_recorder(output, foxglove_rate)
     if isinstance(recorder, McapRecorder):
         for url, source in zip(urls, sources, strict=True):
             recorder.tap_source(source, parse_endpoint(url).protocol, url)
-    return sources, recorder
+    return recorder
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,9 +26,10 @@ from robowire.cli.common import (
 from robowire.errors import RobowireError
 from robowire.gateway import (
     Gateway,
-    open_recording,
+    open_recorder,
     open_replay,
     open_sink,
+    open_source,
 )
 from robowire.sinks import JsonLinesSink, TableSink
 from robowire.timebase import monotonic
@@ -121,7 +122,8 @@ def record(
     _check_writable(output)  # said before anything starts, not after the sources connected
 
     async def go() -> int:
-        sources, recorder = open_recording(urls, output, foxglove_rate)
+        sources = [open_source(url) for url in urls]
+        recorder = open_recorder(output, urls, sources, foxglove_rate)
         gateway = Gateway().add(*sources, recorder)
         add_status_server(gateway, status_port)
         progress = asyncio.create_task(_report_progress(recorder))
