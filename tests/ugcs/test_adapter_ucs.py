@@ -203,7 +203,7 @@ async def test_the_golden_capture_replays_into_the_world() -> None:
     capture = Path(__file__).parents[1] / "data" / "captures" / "ugcs" / "capture_hello_basic.jsonl"
     assert capture.is_file()
     world = World()
-    source = PROTOCOL.open_source(parse_endpoint(f"ugcs:{capture}"))
+    source = PROTOCOL.source(parse_endpoint(f"ugcs:{capture}"))
     await source.run(world)
     device = world.device(source.name, "asd123456")  # the hello world's serial_number
     t = device.telemetry

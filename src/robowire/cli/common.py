@@ -17,9 +17,7 @@ from click.exceptions import NoArgsIsHelpError
 from robowire import __version__, protocols
 from robowire.access import Access
 from robowire.errors import ConfigError, RobowireError
-from robowire.gateway import (
-    Gateway,
-)
+from robowire.gateway import Gateway
 from robowire.projection import Rules
 from robowire.service import Service
 from robowire.transport import run as run_loop

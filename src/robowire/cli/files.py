@@ -24,13 +24,7 @@ from robowire.cli.common import (
     run_async,
 )
 from robowire.errors import RobowireError
-from robowire.gateway import (
-    Gateway,
-    open_recorder,
-    open_replay,
-    open_sink,
-    open_source,
-)
+from robowire.gateway import Gateway, open_recorder, open_replay, open_sink, open_source
 from robowire.sinks import JsonLinesSink, TableSink
 from robowire.timebase import monotonic
 

@@ -31,13 +31,7 @@ from robowire.cli.common import (
     run_async,
     wait_ready,
 )
-from robowire.gateway import (
-    Gateway,
-    open_sim,
-    open_sink,
-    open_source,
-    project,
-)
+from robowire.gateway import Gateway, open_sim, open_sink, open_source, project
 from robowire.service import SimOptions, Source
 from robowire.sinks import JsonLinesSink, TableSink
 

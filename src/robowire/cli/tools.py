@@ -7,10 +7,7 @@ import sys
 
 import click
 
-from robowire.cli.common import (
-    fail,
-    main,
-)
+from robowire.cli.common import fail, main
 
 
 @main.command()
