@@ -52,7 +52,7 @@ class Endpoint:
     scheme: str
     host: str = "127.0.0.1"
     port: int | None = None
-    user: str | None = None  # the part before '@' (VRPN device names)
+    user: str | None = None  # the part before "@" (device names)
     host_given: bool = True  # False: the URL named no host (`xrp://`), `host` is the default
     path: str | None = None  # set for files; "-" is stdin
     options: dict[str, str] = field(default_factory=dict)

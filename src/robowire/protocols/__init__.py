@@ -20,6 +20,7 @@ distributions through the `robowire.protocols` entry point group (`name = "modul
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator
 from importlib.metadata import entry_points
 
 from robowire.errors import ConfigError
@@ -72,12 +73,12 @@ def get(name: str) -> WireProtocol:
 def of_file(path: str) -> WireProtocol | None:
     """The protocol whose own file format `path` is in (`.rec`, a VRPN log; by its suffix,
     else its first bytes), or None (a pcap or raw capture needs a `PROTOCOL:` prefix)."""
-    return next((p for p in landed() if p.claims(path)), None)
+    return next((p for p in _each() if p.claims(path)), None)
 
 
 def native_url(text: str) -> str | None:
     """The robowire URL of a protocol's own address form (VRPN's `Tracker0@host`), or None."""
-    for protocol in landed():
+    for protocol in _each():
         if protocol.native_address is not None and (url := protocol.native_address(text)):
             return url
     return None
@@ -85,10 +86,13 @@ def native_url(text: str) -> str | None:
 
 def landed() -> list[WireProtocol]:
     """Every protocol that can be used now (for help texts and the demo)."""
-    found = []
+    return list(_each())
+
+
+def _each() -> Iterator[WireProtocol]:
+    """Every protocol that can be used now, each imported only when the caller gets to it."""
     for name in names():
         try:
-            found.append(get(name))
+            yield get(name)
         except ConfigError:
             continue
-    return found
