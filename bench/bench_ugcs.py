@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 import bench
-from robowire.endpoints import parse_endpoint
+from robowire.addresses import parse_endpoint
 from robowire.protocols.ugcs import codec
 from robowire.protocols.ugcs.codec import FrameReader, pb
 from robowire.protocols.ugcs.events import TelemetryReceived

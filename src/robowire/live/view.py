@@ -14,10 +14,10 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from robowire.addresses import parse_endpoint
 from robowire.background import LoopThread
-from robowire.endpoints import parse_endpoint
 from robowire.errors import ConfigError, RobowireError
-from robowire.gateway import Gateway, open_source
+from robowire.gateway import Gateway, open_recorder, open_source
 from robowire.live.devices import (
     AnalogEvent,
     ButtonEvent,
@@ -70,12 +70,7 @@ class _View:
         sources = [open_source(_with_time(url, self._time)) for url in self._urls]
         services: list[Service] = list(sources)
         if self._record is not None:
-            from robowire.recording import McapRecorder
-
-            recorder = McapRecorder(self._record)
-            for url, source in zip(self._urls, sources, strict=True):
-                recorder.tap_source(source, parse_endpoint(url).protocol, url)
-            services.append(recorder)
+            services.append(open_recorder(self._record, self._urls, sources))
         self.gateway.add(*services)
         self._hub_task = asyncio.create_task(self._hub.run())
         self._run = asyncio.create_task(self.gateway.run())

@@ -40,7 +40,7 @@ import random
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from robowire.capture import Record
+from robowire.capture import CaptureReader, Record
 from robowire.control import (
     FAILED,
     IN_PROGRESS,
@@ -51,7 +51,7 @@ from robowire.control import (
     CommandStatus,
     ParamSpec,
 )
-from robowire.endpoints import Endpoint, split_host_port
+from robowire.endpoints import Endpoint, number, split_host_port
 from robowire.errors import ConfigError, TransportError
 from robowire.protocols.ugcs import model
 from robowire.protocols.ugcs.adapter import (
@@ -73,7 +73,7 @@ from robowire.protocols.ugcs.client import (
 from robowire.protocols.ugcs.codec import DEFAULT_PORT, NAME, Value, ValueKind
 from robowire.protocols.ugcs.definitions import MissionItem, Params, ParamValue, Result
 from robowire.protocols.ugcs.device import CommandInfo, DeviceSpec
-from robowire.protocols.ugcs.dissect import TO_UCS, direction_of, read_capture
+from robowire.protocols.ugcs.dissect import TO_UCS, direction_of
 from robowire.protocols.ugcs.events import (
     CommandReceived,
     CommandTimedOut,
@@ -242,16 +242,8 @@ class VsmServer:
 
 
 def _options(settings: dict[str, str], where: str) -> tuple[float | None, str]:
-    keep_alive: float | None = None
-    text = settings.get("keep_alive")
-    if text is not None:
-        try:
-            keep_alive = float(text)
-        except ValueError:
-            raise ConfigError(f"{where}: keep_alive must be seconds, not {text!r}") from None
-        if keep_alive <= 0:
-            raise ConfigError(f"{where}: keep_alive must be positive, not {text!r}")
-    return keep_alive, settings.get("name", "robowire")
+    keep_alive = number(settings, "keep_alive", math.nan, where, sign="positive")
+    return (None if math.isnan(keep_alive) else keep_alive), settings.get("name", "robowire")
 
 
 class FleetMember:
@@ -912,8 +904,8 @@ class UcsFileSource(CaptureSource):
     connection goes through a UCS session and the adapter as a live VSM's would; what the UCS
     side sent is not needed (our session's own replies are discarded). `?origin=` as live."""
 
-    def __init__(self, endpoint: Endpoint) -> None:
-        super().__init__(NAME, endpoint, read_capture)
+    def __init__(self, endpoint: Endpoint, read: CaptureReader) -> None:
+        super().__init__(NAME, endpoint, read)
         self.origin = parse_origin(endpoint)
         self._conn_ids = itertools.count(1)
 
