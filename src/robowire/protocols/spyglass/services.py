@@ -35,7 +35,7 @@ from robowire.protocols.spyglass.codec import (
 )
 from robowire.protocols.spyglass.model import SensorNetworkSim, SimConfig
 from robowire.protocols.spyglass.rec import RecordTooLarge, rec_record
-from robowire.protocols.spyglass.session import SpyglassSession
+from robowire.protocols.spyglass.session import SpyglassSession, State
 from robowire.service import (
     RETRY_SECONDS,
     CaptureSource,
@@ -209,7 +209,7 @@ def _send(viewers: Iterable[StreamDriver], packets: Sequence[bytes], stats: Sess
     pieces = list(_pieces(packets))
     for driver in list(viewers):
         session = driver.session
-        if not isinstance(session, SpyglassSession):
+        if not isinstance(session, SpyglassSession) or session.state is not State.OPEN:
             continue
         for piece in pieces:
             if driver.write_buffer_size() > MAX_BUFFERED:

@@ -71,6 +71,7 @@ from robowire.protocols.ugcs.client import (
     status_name,
 )
 from robowire.protocols.ugcs.codec import DEFAULT_PORT, NAME, Value, ValueKind
+from robowire.protocols.ugcs.definitions import MissionItem, Params, ParamValue, Result
 from robowire.protocols.ugcs.device import CommandInfo, DeviceSpec
 from robowire.protocols.ugcs.dissect import TO_UCS, direction_of
 from robowire.protocols.ugcs.events import (
@@ -269,12 +270,10 @@ class FleetMember:
     def availability(self) -> Mapping[str, Any]:
         return self.fleet.availability()
 
-    def handle(
-        self, row: int, name: str, params: model.Params, items: Sequence[model.MissionItem]
-    ) -> model.Result:
+    def handle(self, row: int, name: str, params: Params, items: Sequence[MissionItem]) -> Result:
         return self.fleet.command(row, name, params, items)
 
-    def outbox(self) -> list[tuple[int, str, model.Result | str]]:
+    def outbox(self) -> list[tuple[int, str, Result | str]]:
         return []
 
 
@@ -334,7 +333,7 @@ class VsmSim(Sim):
             result = member.handle(row, command.name, _plain(command.parameters), items)
         except Exception as exc:  # the integrator's handler broke: the operator is told
             log.exception("ugcs: %s handler of device %d raised", command.name, event.device_id)
-            result = model.Result(code="STATUS_FAILED", text=f"{type(exc).__name__}: {exc}")
+            result = Result(code="STATUS_FAILED", text=f"{type(exc).__name__}: {exc}")
         log.info("ugcs: device %d %s: %s %s", row, command.name, result.code, result.text)
         request = (event.conn, event.device_id, event.message_id)
         if result.code == "STATUS_IN_PROGRESS":
@@ -342,9 +341,10 @@ class VsmSim(Sim):
         self._reply(request, command.name, result, event.response_required)
 
     def _reply(
-        self, request: tuple[int, int, int], name: str, result: model.Result, required: bool
+        self, request: tuple[int, int, int], name: str, result: Result, required: bool
     ) -> None:
         conn, device_id, message_id = request
+        required = required and self.session.can_respond(conn, device_id)  # (the link may be gone)
         if result.code == "STATUS_IN_PROGRESS":
             if required:
                 self.session.progress(conn, device_id, message_id, result.progress or 0.0,
@@ -493,7 +493,8 @@ class UgcsSink(Sink):
         self.server = VsmServer(self.session, self._command, self)
 
     def _command(self, event: CommandReceived) -> None:
-        if event.response_required:  # world devices are not ours to fly
+        if event.response_required and self.session.can_respond(event.conn, event.device_id):
+            # world devices are not ours to fly
             self.session.respond(
                 event.conn,
                 event.device_id,
@@ -518,7 +519,7 @@ class UgcsSink(Sink):
         self.server.shutdown()
 
 
-def _plain(params: Mapping[str, Value]) -> dict[str, model.ParamValue]:
+def _plain(params: Mapping[str, Value]) -> dict[str, ParamValue]:
     """Parameters as the model takes them (no list or bytes value is registered for it)."""
     return {k: None if isinstance(v, bytes | list) else v for k, v in params.items()}
 

@@ -125,8 +125,10 @@ class VrpnSource(Source):
             for event in events:
                 match event:
                     case Connected() if self.update_rate > 0 and link.session is not None:
-                        for name in self.devices:  # as vrpn_Tracker_Remote can
-                            link.session.send(name, TrackerSetUpdateRate(rate=self.update_rate))
+                        if link.session.connected:  # (a read that connects may also close)
+                            rate = TrackerSetUpdateRate(rate=self.update_rate)
+                            for name in self.devices:  # as vrpn_Tracker_Remote can
+                                link.session.send(name, rate)
                         link.flush()
                     case PeerSilent(seconds=seconds):
                         log.warning("%s: no pong from the server for %.0f s", self.name, seconds)
@@ -324,14 +326,15 @@ class VrpnSink(Sink):
         await self.server.run(self.host, self.port, self.listening)
 
     def _on_connect(self, link: VrpnLink) -> None:
-        if link.session is not None:
+        if link.session is not None and link.session.connected:
             for name, states in self.encoder.buttons.items():
                 link.session.send(name, ButtonStates(states=states))
 
     def _on_message(self, link: VrpnLink, event: MessageReceived) -> None:
         states = self.encoder.buttons.get(event.sender)
-        if link.session is not None and states is not None and isinstance(event.message, Ping):
-            link.session.send(event.sender, ButtonStates(states=states))
+        session = link.session
+        if session and session.connected and states is not None and isinstance(event.message, Ping):
+            session.send(event.sender, ButtonStates(states=states))
 
     def write(self, world: World, items: list[Update | LogEvent]) -> bool:
         out = self.encoder.encode(world, items)
@@ -407,7 +410,7 @@ class VrpnSim(Sim):
         return self.model.rate
 
     def _on_connect(self, link: VrpnLink) -> None:
-        if link.session is not None:  # what a Button_Filter does on Got_Connection
+        if link.session is not None and link.session.connected:  # Button_Filter: Got_Connection
             link.session.send(self.button, self.model.button_states())
 
     def _on_message(self, link: VrpnLink, event: MessageReceived) -> None:
@@ -415,7 +418,7 @@ class VrpnSim(Sim):
         if session is None:
             return
         match event.message:
-            case Ping() if event.sender == self.button:
+            case Ping() if event.sender == self.button and session.connected:
                 session.send(self.button, self.model.button_states())
             case TrackerSetUpdateRate(rate=rate) if event.sender == self.tracker:
                 self.model.set_rate(rate)
