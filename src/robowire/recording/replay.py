@@ -19,8 +19,9 @@ from typing import Any
 import numpy as np
 
 from robowire import protocols
+from robowire.addresses import parse_endpoint
 from robowire.capture import Record, batches
-from robowire.endpoints import Endpoint, parse_endpoint
+from robowire.endpoints import Endpoint
 from robowire.errors import ConfigError, DecodeError, RobowireError
 from robowire.recording.reader import (
     WorldUpdate,
@@ -208,7 +209,7 @@ def raw_sources(endpoint: Endpoint, speed: float) -> list[CaptureSource]:
             path=path,
             options={"speed": str(speed)},
         )
-        opened = protocol.open_source(file_endpoint)
+        opened = protocol.source(file_endpoint)
         assert isinstance(opened, CaptureSource)
         opened.name = source
         port = protocol.default_port
@@ -239,7 +240,7 @@ def _live_source(url: str) -> Source | None:
         return None
     try:
         _, endpoint = time_option(parse_endpoint(url))
-        return protocols.get(endpoint.protocol).open_source(endpoint)
+        return protocols.get(endpoint.protocol).source(endpoint)
     except RobowireError:
         return None
 
