@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterator, Sequence
-from typing import NamedTuple, TypeAlias
+from typing import Any, NamedTuple, TypeAlias
 
 import numpy as np
 from google.protobuf.message import DecodeError as _ProtobufDecodeError
@@ -229,21 +229,24 @@ class FrameReader:
     def feed(self, data: bytes) -> tuple[Sequence[pb.Vsm_message], DecodeError | None]:
         """The messages `data` completes (a sequence to iterate once; it holds them all in one
         arena) and the DecodeError that stopped the stream, if one did."""
-        buf, spans, error = self.split(data)
-        out, bad = parse_frames(frames_of(buf, spans), buf)
+        buf, frames, error = self.split(data, slices=True)
+        out, bad = parse_frames(frames, buf)
         return out, self.failing(error or bad, len(out))
 
-    def split(self, data: bytes) -> tuple[bytes, list[int], DecodeError | None]:
+    def split(
+        self, data: bytes, slices: bool = False
+    ) -> tuple[bytes, list[Any], DecodeError | None]:
         """The whole frames `data` completes, unparsed: the buffer they are in and their
-        spans in it, flat (`[start, stop, start, stop, ...]`, length prefix included); and
-        the DecodeError of a bad length, if one stopped the stream. Call `failing` with
+        spans in it, flat (`[start, stop, start, stop, ...]`, length prefix included), or
+        with `slices` the frames themselves after an empty start (what `parse_frames` takes);
+        and the DecodeError of a bad length, if one stopped the stream. Call `failing` with
         what the frames gave once they are parsed."""
         if self.error is not None:
-            return b"", [], None
+            return b"", [b""] if slices else [], None
         buf = self._buf + data if self._buf else data
         end = len(buf)
         pos = 0
-        spans: list[int] = []  # whole non-empty frames, length prefix included
+        spans: list[Any] = [b""] if slices else []  # whole non-empty frames, prefix included
         add = spans.append
         error: DecodeError | None = None
         while pos < end:
@@ -275,8 +278,11 @@ class FrameReader:
                     continue
             if stop > end:
                 break
-            add(pos)
-            add(stop)
+            if slices:
+                add(buf[pos:stop])
+            else:
+                add(pos)
+                add(stop)
             pos = stop
         self._buf = buf[pos:] if pos < end else b""
         self._split = pos
@@ -297,9 +303,8 @@ class FrameReader:
 def frames_of(buf: bytes, spans: Sequence[int]) -> list[bytes]:
     """The frames `spans` (flat start, stop pairs) cut from `buf`, after an empty start (what
     `parse_frames` takes)."""
-    frames = [b""]
-    frames += [buf[start:stop] for start, stop in zip(spans[::2], spans[1::2], strict=True)]
-    return frames
+    bounds = iter(spans)
+    return [b"", *(buf[start:stop] for start, stop in zip(bounds, bounds))]  # noqa: B905
 
 
 def parse_frames(

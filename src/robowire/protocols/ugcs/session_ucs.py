@@ -740,13 +740,11 @@ class UcsSession:
             if device is None:
                 continue
             names = device.info.commands_by_id
-            states = tuple(
-                CommandState(c, "" if (info := names.get(c)) is None else info.name, a, e)
-                for c, a, e in zip(
-                    commands[start:end], available[start:end], enabled[start:end], strict=True
-                )
-            )
-            device.availability.update((s.name, (s.available, s.enabled)) for s in states if s.name)
+            ids, on, usable = commands[start:end], available[start:end], enabled[start:end]
+            labels = ["" if (info := names.get(c)) is None else info.name for c in ids]
+            states = tuple(map(CommandState._make, zip(ids, labels, on, usable, strict=True)))
+            device.availability.update(zip(labels, zip(on, usable, strict=True), strict=True))
+            device.availability.pop("", None)  # (ids the device did not register)
             events.append(AvailabilityChanged(conn=self.conn, device_id=device_id, commands=states))
 
     def received(self, columns: TelemetryColumns) -> list[TelemetryReceived]:
