@@ -9,8 +9,8 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 
+from robowire.addresses import parse_endpoint
 from robowire.capture import Record, batches
-from robowire.endpoints import parse_endpoint
 from robowire.errors import DecodeError, RobowireError, TransportError
 from robowire.service import CaptureSource, Sink, Source
 from robowire.wire import PacketDropped
