@@ -573,17 +573,26 @@ class Sim(Service):
 
     async def run(self, world: World) -> None:
         serving = asyncio.create_task(self.serve())
+        stepping = asyncio.create_task(self._steps())
         try:
-            deadline: float | None = monotonic()
-            while deadline is not None and not serving.done():
-                self.step(step_time(deadline, monotonic()))
-                deadline = self.next_deadline()
-                wait = None if deadline is None else max(0.0, deadline - monotonic())
-                await asyncio.wait([serving], timeout=wait)
+            await asyncio.wait([serving, stepping], return_when=asyncio.FIRST_COMPLETED)
+            if stepping.done():
+                stepping.result()  # raises what broke a step
             await serving  # raises what stopped the server
         finally:
-            serving.cancel()
-            await asyncio.gather(serving, return_exceptions=True)
+            for task in (stepping, serving):
+                task.cancel()
+            await asyncio.gather(stepping, serving, return_exceptions=True)
+
+    async def _steps(self) -> None:
+        """The timed loop (its own task: a plain sleep per step is what a 1 kHz simulator
+        can afford)."""
+        deadline: float | None = monotonic()
+        while deadline is not None:
+            self.step(step_time(deadline, monotonic()))
+            deadline = self.next_deadline()
+            if deadline is not None:
+                await asyncio.sleep(max(0.0, deadline - monotonic()))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

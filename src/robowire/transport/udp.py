@@ -33,8 +33,9 @@ OnEvents = Callable[[list[Any]], None]
 
 
 def read_datagrams(sock: socket.socket, limit: int) -> list[tuple[bytes, Address]]:
-    """What the kernel has queued on `sock` (at most `limit` datagrams): the one receive loop
-    every UDP socket of robowire uses (and where a recording taps the datagrams)."""
+    """What the kernel has queued on `sock` (at most `limit` datagrams): the body of the one
+    receive loop every UDP socket of robowire is read with, `DatagramReader` (and where a
+    recording taps the datagrams)."""
     out: list[tuple[bytes, Address]] = []
     append, recvfrom = out.append, sock.recvfrom
     for _ in range(limit):
@@ -119,7 +120,10 @@ class DatagramDriver:
         self._loop = asyncio.get_running_loop()
         self._timer = DeadlineTimer(self._loop, self._tick)
         self.send_errors = 0
-        take = self._take_batch if isinstance(session, BatchDatagramSession) else self._take
+        take: Take = self._take
+        if isinstance(session, BatchDatagramSession):  # (checked once: it is not cheap)
+            self._feed_batch = session.feed_datagrams
+            take = self._take_batch
         self._reader = DatagramReader(sock, take, batch=batch)
 
     @property
@@ -135,9 +139,7 @@ class DatagramDriver:
         self._after(events)
 
     def _take_batch(self, datagrams: list[tuple[bytes, Address]], now: float) -> None:
-        session = self.session
-        assert isinstance(session, BatchDatagramSession)
-        self._after(session.feed_datagrams(datagrams, now))
+        self._after(self._feed_batch(datagrams, now))
 
     def _tick(self) -> None:
         self._after(self.session.tick(monotonic()))

@@ -138,6 +138,20 @@ def _ipv4(host: str) -> str:
         raise TransportError(f"cannot resolve {host}: {exc}") from None
 
 
+def _route(host: str, port: int) -> tuple[str, str]:
+    """(the server's IPv4 address, ours on the route to it): where the lob goes, and the
+    address it names for the server to connect back to."""
+    server_ip = _ipv4(host)
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        probe.connect((server_ip, port))
+        return server_ip, str(probe.getsockname()[0])
+    except OSError as exc:
+        raise TransportError(f"no route to {host}:{port}: {exc.strerror or exc}") from None
+    finally:
+        probe.close()
+
+
 async def connect(
     host: str,
     port: int,
@@ -153,27 +167,30 @@ async def connect(
     UDP+TCP: listen on an ephemeral TCP port, send the lob datagram "<our ip> <port>" to the
     server's UDP port every 2 s, and take the connection the server makes back to us.
     """
-    loop = asyncio.get_running_loop()
-    if not udp:
-        try:
-            async with asyncio.timeout(timeout):  # not wait_for: on 3.11 it can lose a cancel
-                _, link = await loop.create_connection(
-                    lambda: VrpnLink(session_factory, on_events, on_close=on_close), host, port
-                )
-        except (OSError, TimeoutError) as exc:
-            reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
-            raise TransportError(f"cannot connect to {host}:{port}: {reason}") from None
-        return link
-
-    server_ip = _ipv4(host)
-    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    if udp:
+        return await _connect_back_to_us(host, port, session_factory, on_events, timeout, on_close)
     try:
-        probe.connect((server_ip, port))
-        local_ip = str(probe.getsockname()[0])
-    except OSError as exc:
-        raise TransportError(f"no route to {host}:{port}: {exc.strerror or exc}") from None
-    finally:
-        probe.close()
+        async with asyncio.timeout(timeout):  # not wait_for: on 3.11 it can lose a cancel
+            _, link = await asyncio.get_running_loop().create_connection(
+                lambda: VrpnLink(session_factory, on_events, on_close=on_close), host, port
+            )
+    except (OSError, TimeoutError) as exc:
+        reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+        raise TransportError(f"cannot connect to {host}:{port}: {reason}") from None
+    return link
+
+
+async def _connect_back_to_us(
+    host: str,
+    port: int,
+    session_factory: SessionFactory,
+    on_events: OnEvents,
+    timeout: float,
+    on_close: OnLink | None,
+) -> VrpnLink:
+    """UDP+TCP `connect`: lobs every `LOB_INTERVAL` s until the server connects back."""
+    loop = asyncio.get_running_loop()
+    server_ip, local_ip = _route(host, port)
     udp_sock = open_udp_socket((local_ip, 0))
     arrived: asyncio.Future[VrpnLink] = loop.create_future()
     made: list[VrpnLink] = []
