@@ -27,7 +27,7 @@ import asyncio
 import dataclasses
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +36,7 @@ from robowire.endpoints import Endpoint
 from robowire.errors import ConfigError, DecodeError, RobowireError, TransportError
 from robowire.timebase import TIME_MODES, SourceClock, WallClock, monotonic
 from robowire.transport.budget import SINK_SHARE, SINK_TURN, Budget, Held, Turns, pressure
+from robowire.transport.reconnect import Backoff, keep_connecting
 from robowire.transport.tap import RECEIVER, Tap
 from robowire.transport.timer import Ticker
 from robowire.wire import Adapter, Address, ConnectionLost, PacketDropped, SessionStats
@@ -83,63 +84,6 @@ class Service(ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"
-
-
-@dataclass(slots=True)
-class Backoff:
-    """The reconnect rule, sans I/O: how long to wait before the next attempt.
-
-    Attempts that fail start `retry` seconds apart, the wait doubling after each failure up
-    to `cap`. A connection that lasted at least `retry` seconds is dialled again at once (a
-    peer that restarted is usually back, or refuses at once); one that ended sooner waits
-    `retry` first, so a peer that accepts and closes at once is not hammered. Either way the
-    next failure starts from `retry` again."""
-
-    retry: float
-    cap: float
-    delay: float = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.cap = max(self.cap, self.retry)
-        self.delay = self.retry
-
-    def failed(self, took: float) -> float:
-        """An attempt that took `took` seconds failed: the wait before the next (an attempt
-        that waited itself, a connection request that timed out, is not followed by a whole
-        wait more)."""
-        wait = max(0.0, self.delay - took)
-        self.delay = min(2.0 * self.delay, self.cap)
-        return wait
-
-    def ended(self, lasted: float) -> float:
-        """A connection that was up for `lasted` seconds ended: the wait before redialling."""
-        self.delay = self.retry
-        return 0.0 if lasted >= self.retry else self.retry
-
-
-async def keep_connecting(
-    connect: Callable[[], Awaitable[None]],
-    backoff: Backoff,
-    *,
-    failed: Callable[[TransportError], None],
-    ended: Callable[[], None],
-) -> None:
-    """Call `connect` again and again until cancelled, waiting as `backoff` says: the one
-    reconnect loop (`Source`'s, and a dialling simulator's). `connect` raises TransportError
-    when it cannot connect (`failed` is told) and returns once its connection has ended
-    (`ended` is told); any other error ends the loop."""
-    while True:
-        began = monotonic()
-        try:
-            await connect()
-        except TransportError as exc:
-            failed(exc)
-            wait = backoff.failed(monotonic() - began)
-        else:
-            ended()
-            wait = backoff.ended(monotonic() - began)
-        if wait > 0.0:
-            await asyncio.sleep(wait)
 
 
 class Source(Service):

@@ -16,7 +16,8 @@ from robowire import service
 from robowire.capture import Record, batches
 from robowire.endpoints import parse_endpoint
 from robowire.errors import DecodeError, RobowireError, TransportError
-from robowire.service import Backoff, CaptureSource, Sim, Sink, Source, step_time
+from robowire.service import CaptureSource, Sim, Sink, Source, step_time
+from robowire.transport.reconnect import Backoff
 from robowire.wire import PacketDropped
 from robowire.world import LogEvent, Update, World
 

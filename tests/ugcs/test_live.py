@@ -13,7 +13,8 @@ from robowire.endpoints import parse_endpoint
 from robowire.protocols.ugcs import services
 from robowire.protocols.ugcs.proto import ucs_vsm_pb2 as pb
 from robowire.protocols.ugcs.services import UgcsSim, UgcsSink
-from robowire.service import Backoff, SimOptions
+from robowire.service import SimOptions
+from robowire.transport.reconnect import Backoff
 from robowire.world import World
 from support import free_port, until
 

@@ -49,6 +49,8 @@ from robowire.world import LogEvent, Update, World
 
 DEFAULT_PORT = 7870  # robowire's own choice: SpyGlass itself has no network listener
 ADVANCE_PERIOD = 0.1  # seconds between moves of trajectory objects
+SIM_STEP = 0.02  # seconds at least between the simulator's steps: what falls due meanwhile
+# goes out together (1,000 nodes send 1,500 packets/s: one write each would cost the viewers)
 MAX_BUFFERED = 1 << 20  # bytes a slow viewer may have pending before its packets are dropped
 
 SINK_OPTIONS = frozenset({"profile", "scale", "offset"})
@@ -328,6 +330,7 @@ class SpyglassSim(Sim):
         self.viewers: set[StreamDriver] = set()
         self.clock = WallClock()
         self.ahead = config.clock_offset  # `--set clock_offset=S`: a sender's clock off
+        self._stepped = 0.0  # the last step's time
 
     async def serve(self) -> None:
         await _serve_viewers(self, self.host, self.port, self.viewers)
@@ -335,10 +338,15 @@ class SpyglassSim(Sim):
     def step(self, now: float) -> None:
         """Move the model to `now` and send the packets due (its times are wall-clock
         times, `clock_offset` ahead)."""
+        self._stepped = now
         packets = self.model.step(self.clock.wall(now) + self.ahead)
         self.stats.messages_out += len(packets)
         _send(self.viewers, packets, self.stats)
 
     def next_deadline(self) -> float | None:
+        """When the model's next packet falls due, but `SIM_STEP` after this step at the
+        earliest."""
         deadline = self.model.next_deadline()
-        return None if deadline is None else self.clock.monotonic(deadline - self.ahead)
+        if deadline is None:
+            return None
+        return max(self.clock.monotonic(deadline - self.ahead), self._stepped + SIM_STEP)

@@ -87,16 +87,9 @@ from robowire.protocols.ugcs.proto import ucs_vsm_defs_pb2 as defs
 from robowire.protocols.ugcs.session_ucs import UcsDevice, UcsSession
 from robowire.protocols.ugcs.session_vsm import VsmLink, VsmSession
 from robowire.protocols.ugcs.vehicle import Member, vehicle_spec
-from robowire.service import (
-    Backoff,
-    CaptureSource,
-    Sim,
-    SimOptions,
-    Sink,
-    Source,
-    keep_connecting,
-)
+from robowire.service import CaptureSource, Sim, SimOptions, Sink, Source
 from robowire.timebase import WallClock, monotonic
+from robowire.transport.reconnect import Backoff, keep_connecting
 from robowire.transport.tcp import StreamDriver, connect_stream, serve_stream
 from robowire.wire import Address, ConnectionLost, PacketDropped
 from robowire.world import LogEvent, Update, World
@@ -216,7 +209,7 @@ class VsmServer:
         self, host: str, port: int, on_connected: Callable[[], None] | None = None
     ) -> None:
         """Reverse mode: connect to the UCS, and again after each failure or loss, on the
-        `Source` template's backoff (`service.keep_connecting` with `self.backoff`)."""
+        `Source` template's backoff (`transport.reconnect.keep_connecting`, `self.backoff`)."""
         await keep_connecting(
             lambda: self._dial_once(host, port, on_connected),
             self.backoff,
