@@ -163,7 +163,7 @@ async def _measure(count: Any, seconds: float) -> tuple[float, float, int]:
 
 
 async def _receive_vrpn(seconds: float) -> tuple[float, float, int, int]:
-    from robowire.endpoints import parse_endpoint
+    from robowire.addresses import parse_endpoint
     from robowire.protocols.vrpn.services import VrpnSource
     from robowire.world import World
 

@@ -152,7 +152,7 @@ async def _in_process(source_port: int) -> list[float]:
     """The gateway in this process: per update, the time its datagram was read by the source
     (the world update's `receive_time`) to the moment the VRPN sink's `write` has handed it
     to the reader's connection. The reader (part 1's) runs on the same loop."""
-    from robowire.endpoints import parse_endpoint
+    from robowire.addresses import parse_endpoint
     from robowire.gateway import Gateway, open_source
     from robowire.protocols.vrpn.services import VrpnSink
     from robowire.timebase import monotonic

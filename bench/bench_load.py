@@ -91,7 +91,7 @@ def _vrpn_sender(port_queue: Any, done: Any, load: int, seconds: float) -> None:
 
 
 async def _vrpn_level(load: int, window: float) -> dict[str, float]:
-    from robowire.endpoints import parse_endpoint
+    from robowire.addresses import parse_endpoint
     from robowire.protocols.vrpn.events import TrackerReports
     from robowire.protocols.vrpn.services import VrpnSource
     from robowire.world import World
@@ -175,7 +175,7 @@ def _vrsp_sender(target: tuple[str, int], done: Any, drones: int, seconds: float
 
 
 async def _vrsp_level(drones: int, window: float) -> dict[str, float]:
-    from robowire.endpoints import parse_endpoint
+    from robowire.addresses import parse_endpoint
     from robowire.protocols.vrsp.events import SwarmFrame
     from robowire.protocols.vrsp.services import VrspSource
     from robowire.world import World

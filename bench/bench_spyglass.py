@@ -133,7 +133,7 @@ def _sim(pipe: Connection, count: int) -> None:
 
 
 async def _ingest(seconds: float) -> dict[str, float]:
-    from robowire.endpoints import parse_endpoint
+    from robowire.addresses import parse_endpoint
     from robowire.protocols.spyglass.services import SpyglassSource
     from robowire.world import World
 

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 import bench
-from robowire.endpoints import parse_endpoint
+from robowire.addresses import parse_endpoint
 from robowire.protocols.ugcs import codec
 from robowire.protocols.ugcs.codec import FrameReader, pb
 from robowire.protocols.ugcs.events import TelemetryReceived
@@ -58,9 +58,9 @@ RECORD = 4.0  # s of received bytes kept for the decode benchmark
 
 def _params(name: str, given: dict[str, Any]) -> dict[str, Any]:
     """Every parameter of model command `name` (None = NA), `given` ones set (wire units)."""
-    from robowire.protocols.ugcs import model
+    from robowire.protocols.ugcs import definitions
 
-    return {p.name: given.get(p.name) for p in model.COMMAND_BY_NAME[name].parameters}
+    return {p.name: given.get(p.name) for p in definitions.COMMAND_BY_NAME[name].parameters}
 
 
 def _fly(sim: Any) -> None:

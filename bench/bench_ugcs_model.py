@@ -13,7 +13,8 @@ import statistics
 import time
 from collections.abc import Callable
 
-from robowire.protocols.ugcs.model import COMMANDS, FIELDS, Fleet
+from robowire.protocols.ugcs.definitions import COMMANDS, FIELDS
+from robowire.protocols.ugcs.model import Fleet
 
 VEHICLES = 1000
 STEPS = 300

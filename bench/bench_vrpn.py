@@ -292,7 +292,7 @@ def serve_bench() -> dict[str, float]:
 def _sink_process(port_queue: Any, result_queue: Any, seconds: float) -> None:
     """A world of one VRPN source, 10 tracker sensors written at 1 kHz (pose, velocity and
     acceleration, as `listen vrpn://` writes them), served by `VrpnSink` (`serve vrpn://`)."""
-    from robowire.endpoints import parse_endpoint
+    from robowire.addresses import parse_endpoint
     from robowire.protocols.vrpn.services import VrpnSink
     from robowire.transport import run
     from robowire.world import World

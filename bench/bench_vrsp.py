@@ -188,7 +188,7 @@ def decode() -> dict[str, float]:
 
 RECEIVER = r"""
 import asyncio, json, os, sys
-from robowire.endpoints import parse_endpoint
+from robowire.addresses import parse_endpoint
 from robowire.protocols.vrsp.services import VrspSource
 from robowire.transport import new_event_loop
 from robowire.world import World

@@ -10,6 +10,11 @@ session, so that decoding a capture and listening live go through the same code:
 
 Records of one TCP direction carry that direction's id in `flow`, so a decoder keeps one
 buffer per flow.
+
+Protocols with a file format of their own (VRPN's log, SpyGlass's `.rec`) declare it as a
+`CaptureFormat` (suffixes, a sniffer of the first bytes, a reader) in their `WireProtocol`;
+`reader_for` picks a file's reader from those, python-can style (suffix, then first bytes),
+else the protocol's own `read_capture` (pcap/pcapng, streams, text captures).
 """
 
 from __future__ import annotations
@@ -282,6 +287,47 @@ def read_pcap(path: str) -> Iterator[Record]:
     finally:
         if f is not sys.stdin.buffer:
             f.close()
+
+
+CaptureReader = Callable[[str], Iterator[Record]]
+"""A capture reader: a file name ("-": stdin) -> its records."""
+
+SNIFF_BYTES = 64  # what a sniffer is shown of a file's start
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CaptureFormat:
+    """A protocol's own file format: the suffixes that name it, a sniffer that tells it from
+    a file's first `SNIFF_BYTES` bytes (True: this format), and its reader."""
+
+    name: str
+    suffixes: tuple[str, ...]
+    sniff: Callable[[bytes], bool]
+    read: CaptureReader
+
+
+def sniff_format(path: str, formats: Iterable[CaptureFormat]) -> CaptureFormat | None:
+    """The format a file is in: by its suffix, else by its first bytes; None for neither
+    (stdin is never read here: its bytes could not be put back)."""
+    formats = tuple(formats)
+    suffix = Path(path).suffix.lower()
+    named = next((f for f in formats if suffix in f.suffixes), None)
+    if named is not None or path == "-" or not formats:
+        return named
+    try:
+        with open(path, "rb") as f:
+            head = f.read(SNIFF_BYTES)
+    except OSError:
+        return None  # the reader says what is wrong with it
+    return next((f for f in formats if f.sniff(head)), None)
+
+
+def reader_for(
+    path: str, formats: Iterable[CaptureFormat], default: CaptureReader
+) -> CaptureReader:
+    """The reader of `path`: its format's (`sniff_format`), else `default`."""
+    found = sniff_format(path, formats)
+    return default if found is None else found.read
 
 
 def read_capture(path: str) -> Iterator[Record]:

@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
+from robowire.addresses import parse_endpoint
 from robowire.errors import ConfigError, RobowireError
-from robowire.projection import ProjectedSink, Rules, Transform, yaw_quaternion
-from robowire.service import Service, Sim, SimOptions, Sink, Source
+from robowire.projection import Rules, Transform, yaw_quaternion
+from robowire.service import SimOptions
 from robowire.timebase import TIME_MODES
 
 
@@ -180,7 +181,6 @@ class _Checker:
 
 
 def _url(check: _Checker, key: str) -> str:
-    from robowire.endpoints import parse_endpoint
 
     url = check.string(key, required=True)
     assert url is not None
@@ -370,9 +370,8 @@ def load(path: str | Path, env: Mapping[str, str] | None = None) -> Site:
     return parse(text, file.name, env)
 
 
-def _with_time(where: str, url: str, time: str) -> str:
+def with_time(where: str, url: str, time: str) -> str:
     """The source URL with the `time` option every source takes (`?time=`)."""
-    from robowire.endpoints import parse_endpoint
 
     endpoint = parse_endpoint(url)
     if endpoint.option("time", time) != time:
@@ -380,47 +379,3 @@ def _with_time(where: str, url: str, time: str) -> str:
     if "time" in endpoint.options:
         return url
     return f"{url}{'&' if '?' in url else '?'}time={time}"
-
-
-def services(site: Site, worker: str | None = None) -> list[Service]:
-    """The services of the site that the gateway (`worker` None) or one worker process runs,
-    opened (simulators, sinks, then sources); raises the ConfigError of the first that cannot
-    be opened, naming its key, before anything runs. The bus between them is
-    `robowire.workers`' business."""
-    from robowire.gateway import open_sim, open_sink, open_source
-
-    out: list[Service] = []
-
-    def opened(where: str, make: Any) -> Any:
-        try:
-            return make()
-        except RobowireError as exc:
-            raise ConfigError(f"{site.path}: {where}: {exc}") from None
-
-    if worker is None:
-        for i, sim in enumerate(site.sims, 1):
-            simulator: Sim = opened(f"sim[{i}]", lambda s=sim: open_sim(s.protocol, s.options))
-            out.append(simulator)
-    for i, sink_config in enumerate(site.sinks, 1):
-        if sink_config.worker != worker:
-            continue
-        if sink_config.record:
-            from robowire.recording import McapRecorder
-
-            sink: Sink = McapRecorder(sink_config.url)
-        else:
-            sink = opened(f"sink[{i}].url", lambda c=sink_config: open_sink(c.url))
-        if sink_config.rate is not None:
-            sink.max_rate = sink_config.rate
-        out.append(sink if sink_config.rules.empty else ProjectedSink(sink, sink_config.rules))
-    for i, source_config in enumerate(site.sources, 1):
-        if source_config.worker != worker:
-            continue
-        url = source_config.url
-        if source_config.time is not None:
-            url = _with_time(f"{site.path}: source[{i}]", url, source_config.time)
-        source: Source = opened(f"source[{i}].url", lambda u=url: open_source(u))
-        if source_config.name is not None:
-            source.name = source_config.name
-        out.append(source)
-    return out

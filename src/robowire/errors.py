@@ -3,10 +3,13 @@
     RobowireError
     ├── DecodeError      bytes that are not a valid message (protocol, offset, reason)
     ├── SessionError     a peer broke the session's rules (bad order, version mismatch, ...)
+    │   └── LocalProtocolError  our side did: a send in a state that does not allow it
     ├── TransportError   a socket could not be opened, or a peer went away
     └── ConfigError      a bad URL, option or file given by the user
 
-Codecs raise DecodeError only; sessions never raise on bad bytes (they count and drop);
+Codecs raise DecodeError only; sessions never raise on bad bytes (they count and drop), but a
+send the session's state does not allow raises LocalProtocolError at once (h11's rule: a
+silent no-op would hide the caller's bug; callers check the state first, or catch it);
 the CLI turns any RobowireError into one line on stderr and a non-zero exit.
 """
 
@@ -33,6 +36,18 @@ class DecodeError(RobowireError, ValueError):
 
 class SessionError(RobowireError):
     """A peer broke the rules of the protocol's session."""
+
+
+class LocalProtocolError(SessionError):
+    """Our own side broke the session's rules: it asked `protocol`'s session to `action` in a
+    `state` that does not allow it (e.g. send before the handshake). A bug in the caller,
+    never caused by the peer's bytes."""
+
+    def __init__(self, protocol: str, action: str, state: str) -> None:
+        super().__init__(f"{protocol}: cannot {action} in state {state}")
+        self.protocol = protocol
+        self.action = action
+        self.state = state
 
 
 class TransportError(RobowireError, OSError):

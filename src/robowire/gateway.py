@@ -12,18 +12,22 @@ The run ends on `stop()`, when `duration` has passed, or when every source has f
 from __future__ import annotations
 
 import asyncio
-import importlib
+import dataclasses
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from robowire import protocols
-from robowire.endpoints import Endpoint, parse_endpoint
+from robowire import protocols, sinks
+from robowire.addresses import FILE_SOURCES, parse_endpoint, source_target
+from robowire.config import Site, with_time
+from robowire.endpoints import Endpoint
 from robowire.errors import ConfigError, RobowireError
-from robowire.protocols.base import WireProtocol
-from robowire.service import Service, Sim, SimOptions, Sink, Source, time_option
+from robowire.projection import ProjectedSink, Rules
+from robowire.recording import McapRecorder, RawEmitter, contents, raw_sources
+from robowire.recording.writer import FOXGLOVE_RATE
+from robowire.service import CaptureSource, Service, Sim, SimOptions, Sink, Source, time_option
 from robowire.status import RateMeter, ServiceStatus, service_status
 from robowire.timebase import monotonic
 from robowire.world import World
@@ -47,50 +51,34 @@ def open_source(url: str | Endpoint) -> Source:
 def _open_source(endpoint: Endpoint) -> Source:
     if endpoint.is_file and endpoint.path != "-" and not Path(str(endpoint.path)).is_file():
         raise ConfigError(f"no such file: {endpoint.path}")  # said before anything starts
-    target = protocols.SOURCE_SCHEMES.get(endpoint.protocol)
-    if target is not None and not endpoint.is_file:  # a source that is not a wire protocol
-        source: Source = _load(target)(endpoint)
-        return source
-    if endpoint.protocol in protocols.SINK_SCHEMES:
+    target = source_target(endpoint.protocol)
+    if target is not None:  # a source that is not a wire protocol (Zenoh, a recording)
+        opened: Source = sinks.load(target)(endpoint)
+        return opened
+    if endpoint.protocol in sinks.names():
         raise ConfigError(f"{endpoint.raw}: {endpoint.scheme}:// can only be served to, not read")
-    if endpoint.protocol == "mcap":
-        from robowire.recording import McapSource
-
-        endpoint.check_options({"speed", *EVERY_SOURCE}, "a recording")
-        return McapSource(endpoint)
     protocol = protocols.get(endpoint.protocol)
     if endpoint.is_file:
         endpoint.check_options(protocol.file_options | EVERY_SOURCE, f"{protocol.title} files")
     else:
-        _check_scheme(protocol, endpoint)
+        sinks.check_scheme(protocol, endpoint)
         known = protocol.source_options | EVERY_SOURCE
         endpoint.check_options(known, f"a {protocol.title} source")
-    source = protocol.open_source(endpoint)
+    source = protocol.source(endpoint)
     source.protocol = protocol.name
     return source
 
 
 def open_sink(url: str | Endpoint) -> Sink:
-    """A protocol server offering the world (`robowire serve URL`)."""
-    endpoint = parse_endpoint(url) if isinstance(url, str) else url
-    if endpoint.is_file:
-        raise ConfigError(f"{endpoint.raw}: serve needs a URL like {endpoint.protocol}://host:port")
-    target = protocols.SINK_SCHEMES.get(endpoint.protocol)
-    if target is not None:  # a sink that is not a wire protocol (Foxglove, Zenoh)
-        opened: Sink = _load(target)(endpoint)
-        return opened
-    protocol = protocols.get(endpoint.protocol)
-    if protocol.open_sink is None:
-        raise ConfigError(f"{protocol.name}: serving is not available in robowire yet")
-    _check_scheme(protocol, endpoint)
-    endpoint.check_options(protocol.sink_options, f"a {protocol.title} server")
-    return protocol.open_sink(endpoint)
+    """The sink an address names (`robowire serve URL`; see `robowire.sinks`)."""
+    return sinks.open_sink(parse_endpoint(url) if isinstance(url, str) else url)
 
 
-def _load(target: str) -> Any:
-    """The function a `"module:function"` registry entry names."""
-    module_name, _, function = target.partition(":")
-    return getattr(importlib.import_module(module_name), function)
+def project(sink: Sink, rules: Rules | None, rate: float | None = None) -> Service:
+    """`sink` at most `rate` times a second, under `rules` unless they keep everything."""
+    if rate:
+        sink.max_rate = rate
+    return sink if rules is None or rules.empty else ProjectedSink(sink, rules)
 
 
 def open_sim(name: str, options: SimOptions) -> Sim:
@@ -103,12 +91,6 @@ def open_sim(name: str, options: SimOptions) -> Sim:
             known = ", ".join(sorted(protocol.sim_settings)) or "none"
             raise ConfigError(f"{name} sim: unknown setting {key!r} (known: {known})")
     return protocol.open_sim(options)
-
-
-def _check_scheme(protocol: WireProtocol, endpoint: Endpoint) -> None:
-    if endpoint.scheme not in protocol.schemes:
-        known = ", ".join(f"{s}://" for s in protocol.schemes)
-        raise ConfigError(f"{endpoint.raw}: {protocol.title} speaks {known}")
 
 
 @dataclass
@@ -229,3 +211,97 @@ class Gateway:
         if not any(isinstance(s, Source) for s in self._tasks.values()):
             # every source has finished (files read): give sinks a moment to drain, then end
             asyncio.get_running_loop().call_later(self.drain_seconds, self.stop)
+
+
+# -- pipelines: what a command or a site file runs, assembled ---------------------------------
+
+
+def open_site(site: Site, worker: str | None = None) -> list[Service]:
+    """The services of the site that the gateway (`worker` None) or one worker process runs,
+    opened (simulators, sinks, then sources); raises the ConfigError of the first that cannot
+    be opened, naming its key, before anything runs. The bus between them is
+    `robowire.workers`' business."""
+    out: list[Service] = []
+
+    def opened(where: str, make: Any) -> Any:
+        try:
+            return make()
+        except RobowireError as exc:
+            raise ConfigError(f"{site.path}: {where}: {exc}") from None
+
+    if worker is None:
+        for i, sim in enumerate(site.sims, 1):
+            simulator: Sim = opened(f"sim[{i}]", lambda s=sim: open_sim(s.protocol, s.options))
+            out.append(simulator)
+    for i, sink_config in enumerate(site.sinks, 1):
+        if sink_config.worker != worker:
+            continue
+        if sink_config.record:
+            sink = sinks.open_recorder(sink_config.url)
+        else:
+            sink = opened(f"sink[{i}].url", lambda c=sink_config: open_sink(c.url))
+        out.append(project(sink, sink_config.rules, sink_config.rate))
+    for i, source_config in enumerate(site.sources, 1):
+        if source_config.worker != worker:
+            continue
+        url = source_config.url
+        if source_config.time is not None:
+            url = with_time(f"{site.path}: source[{i}]", url, source_config.time)
+        source: Source = opened(f"source[{i}].url", lambda u=url: open_source(u))
+        if source_config.name is not None:
+            source.name = source_config.name
+        out.append(source)
+    return out
+
+
+def open_recorder(
+    output: str,
+    urls: Sequence[str],
+    sources: Sequence[Source],
+    foxglove_rate: float = FOXGLOVE_RATE,
+) -> Sink:
+    """`robowire record URL... -o FILE`: the sink writing FILE (`sinks.open_recorder`); an
+    MCAP recorder takes every raw message the `sources` (opened from `urls`) receive too."""
+    recorder = sinks.open_recorder(output, foxglove_rate)
+    if isinstance(recorder, McapRecorder):
+        for url, source in zip(urls, sources, strict=True):
+            recorder.tap_source(source, parse_endpoint(url).protocol, url)
+    return recorder
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """What `robowire replay` runs: the sources of a file (and where it goes), or, for an
+    MCAP recording served in a protocol it recorded, the raw re-emission (`emitter`)."""
+
+    sources: list[Source]
+    emitter: RawEmitter | None = None
+
+
+def open_replay(
+    file: str, target: str | None, speed: float, level: str = "world", loop: bool = False
+) -> Replay:
+    """The replay of `file` at `speed`: an MCAP recording's world updates (`level` "world")
+    or raw messages through the protocols' sessions ("raw"), or a capture or protocol file
+    through its protocol's file source; with `loop`, files start again at their end."""
+    endpoint = parse_endpoint(file)
+    if not endpoint.is_file:
+        raise ConfigError(f"{file}: replay reads files (.mcap, .rec, PROTOCOL:capture.pcap)")
+    endpoint = dataclasses.replace(endpoint, options={**endpoint.options, "speed": str(speed)})
+    recording = endpoint.protocol == FILE_SOURCES[".mcap"]
+    if recording and target is not None:
+        assert endpoint.path is not None
+        if not Path(endpoint.path).is_file():
+            raise ConfigError(f"no such file: {endpoint.path}")
+        to = parse_endpoint(target)
+        if to.protocol in contents(endpoint.path).protocols():
+            return Replay([], RawEmitter(endpoint.path, to, speed, loop))
+    sources: list[Source]
+    if recording and level == "raw":
+        sources = list(raw_sources(endpoint, speed))
+    else:  # every file source paces itself by its recorded times when given a speed
+        sources = [open_source(endpoint)]
+    for source in sources:
+        if loop and isinstance(source, CaptureSource):
+            source.loop = True
+    return Replay(sources)

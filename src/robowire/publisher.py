@@ -25,8 +25,9 @@ import numpy as np
 import numpy.typing as npt
 
 from robowire import protocols
+from robowire.addresses import parse_endpoint
 from robowire.background import Running
-from robowire.endpoints import Endpoint, parse_endpoint
+from robowire.endpoints import Endpoint
 from robowire.gateway import open_sink
 from robowire.status import ServiceStatus
 

@@ -40,9 +40,11 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from robowire.config import Site, services
-from robowire.endpoints import Endpoint, parse_endpoint
+from robowire.addresses import parse_endpoint
+from robowire.config import Site
+from robowire.endpoints import Endpoint
 from robowire.errors import ConfigError, RobowireError
+from robowire.gateway import open_site
 from robowire.service import MAX_RETRY_SECONDS, RETRY_SECONDS, Service, Sink, Source
 from robowire.status_client import fetch_status
 from robowire.timebase import monotonic
@@ -81,7 +83,7 @@ def site_services(site: Site, path: str, worker: str | None = None) -> list[Serv
         known = ", ".join(site.worker_names) or "none"
         said = f"no source or sink has worker = {worker!r} (workers: {known})"
         raise ConfigError(f"{site.path}: {said}")
-    out = services(site, worker)
+    out = open_site(site, worker)
     if site.workers is None:
         return out
     bus = parse_endpoint(site.workers.bus)

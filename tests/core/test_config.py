@@ -8,6 +8,7 @@ import pytest
 
 from robowire import config
 from robowire.errors import ConfigError
+from robowire.gateway import open_site
 from robowire.projection import ProjectedSink
 from robowire.service import Sim, Source
 
@@ -153,10 +154,10 @@ def test_a_url_a_protocol_refuses_names_its_key_before_anything_runs() -> None:
         GOOD_SOURCE + GOOD_SINK + "[[sink]]\nurl = 'vrpn://127.0.0.1:1?bogus=1'\n", "site.toml", {}
     )
     with pytest.raises(ConfigError, match=r"^site\.toml: sink\[2\]\.url: .*bogus"):
-        config.services(site)
+        open_site(site)
     sim = config.parse(GOOD_SOURCE + GOOD_SINK + "[[sim]]\nprotocol = 'robot'\n", "site.toml", {})
     with pytest.raises(ConfigError, match=r"^site\.toml: sim\[1\]: unknown protocol 'robot'"):
-        config.services(sim)
+        open_site(sim)
 
 
 def test_variables_fill_strings_with_their_defaults() -> None:
@@ -186,7 +187,7 @@ def test_the_example_site_file_loads_into_services() -> None:
     assert foxglove.rules.transform is not None
     assert foxglove.rules.transform.origin == (47.3977, 8.5456, 488.0)
     assert [(s.protocol, s.options.port, s.options.count) for s in site.sims] == [("vrpn", 3883, 4)]
-    services = config.services(site)
+    services = open_site(site)
     assert [type(s).__name__ for s in services if isinstance(s, Sim)] == ["VrpnSim"]
     assert [s.name for s in services if isinstance(s, Source)] == ["mocap"]
     projected = [s for s in services if isinstance(s, ProjectedSink)]
@@ -196,14 +197,14 @@ def test_the_example_site_file_loads_into_services() -> None:
 
 def test_time_is_passed_to_the_source() -> None:
     site = config.parse(GOOD_SOURCE + "time = 'receive'\n" + GOOD_SINK, "site.toml", {})
-    (source,) = [s for s in config.services(site) if isinstance(s, Source)]
+    (source,) = [s for s in open_site(site) if isinstance(s, Source)]
     assert source.time.mode == "receive"
     spyglass = config.parse(  # every source takes it (the Source template's `?time=`)
         "[[source]]\nurl = 'spyglass://127.0.0.1:7870'\ntime = 'corrected'\n" + GOOD_SINK,
         "site.toml",
         {},
     )
-    (source,) = [s for s in config.services(spyglass) if isinstance(s, Source)]
+    (source,) = [s for s in open_site(spyglass) if isinstance(s, Source)]
     assert source.time.mode == "corrected"
     clash = config.parse(
         "[[source]]\nurl = 'spyglass://127.0.0.1:7870?time=sender'\ntime = 'receive'\n" + GOOD_SINK,
@@ -211,4 +212,4 @@ def test_time_is_passed_to_the_source() -> None:
         {},
     )
     with pytest.raises(ConfigError, match=r"^site\.toml: source\[1\]\.time: the URL says"):
-        config.services(clash)
+        open_site(clash)

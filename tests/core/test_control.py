@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from websockets.asyncio.client import connect
 from websockets.typing import Subprotocol
 
+from robowire.addresses import parse_endpoint
 from robowire.control import CommandSpec, CommandStatus, Controller, ParamSpec
-from robowire.endpoints import parse_endpoint
 from robowire.errors import TransportError
 from robowire.protocols.ugcs import services as ugcs_services
 from robowire.protocols.ugcs.events import CommandTimedOut, ResponseReceived

@@ -1,7 +1,8 @@
 import pytest
 
 from robowire import protocols
-from robowire.endpoints import parse_endpoint, split_host_port
+from robowire.addresses import parse_endpoint
+from robowire.endpoints import split_host_port
 from robowire.errors import ConfigError
 
 

@@ -264,7 +264,7 @@ async def test_a_source_out_of_credit_holds_its_events_then_writes_them_as_one_d
 
 
 async def test_a_capture_file_sheds_nothing():
-    from robowire.endpoints import parse_endpoint
+    from robowire.addresses import parse_endpoint
     from robowire.service import CaptureSource
 
     source = CaptureSource("vrsp", parse_endpoint("vrsp:x.pcap"), read=None)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from robowire.endpoints import parse_endpoint
+from robowire.addresses import parse_endpoint
 from robowire.errors import ConfigError, DecodeError
 from robowire.gateway import Gateway
 from robowire.recording import (

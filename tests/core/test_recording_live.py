@@ -27,7 +27,7 @@ from mcap.exceptions import McapError
 from mcap.reader import NonSeekingReader, make_reader
 
 from npm_consumers import run_node_sync
-from robowire.endpoints import parse_endpoint
+from robowire.addresses import parse_endpoint
 from robowire.gateway import Gateway
 from robowire.recording import McapSource, contents, raw_sources
 from support import free_port

@@ -13,8 +13,8 @@ from collections.abc import Iterator, Sequence
 import pytest
 
 from robowire import service
+from robowire.addresses import parse_endpoint
 from robowire.capture import Record, batches
-from robowire.endpoints import parse_endpoint
 from robowire.errors import DecodeError, RobowireError, TransportError
 from robowire.service import CaptureSource, Sim, Sink, Source, step_time
 from robowire.transport.reconnect import Backoff

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from robowire.endpoints import parse_endpoint
+from robowire.addresses import parse_endpoint
 from robowire.errors import ConfigError
 from robowire.gateway import Gateway, open_source
 from robowire.protocols.vrpn.services import VrpnSim

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from spyglass_strategies import DEMO, cut_recording
 
-from robowire.endpoints import parse_endpoint
+from robowire.addresses import parse_endpoint
 from robowire.errors import ConfigError
 from robowire.gateway import Gateway, open_sim, open_sink, open_source
 from robowire.protocols.spyglass import DEFAULT_PORT, PROTOCOL, read_rec

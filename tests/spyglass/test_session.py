@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from spyglass_strategies import DATA, DEMO, PROFILE, packets
 
+from robowire.errors import LocalProtocolError
 from robowire.protocols.spyglass import codec as c
 from robowire.protocols.spyglass import rec
 from robowire.protocols.spyglass.codec import frame
@@ -117,6 +119,14 @@ def test_sending_side() -> None:
         assert "limit of 30" in str(exc)
     else:
         raise AssertionError("expected ValueError")
+
+
+def test_a_send_once_closed_raises() -> None:
+    session = SpyglassSession()
+    session.feed_eof(0.0)
+    with pytest.raises(LocalProtocolError, match="CLOSED"):
+        session.send(DATA)
+    assert session.data_to_send() == b""
 
 
 @given(st.lists(packets(), max_size=15), st.data())

@@ -197,13 +197,13 @@ def test_orientation_from_ugcs_angles(
 async def test_the_golden_capture_replays_into_the_world() -> None:
     from pathlib import Path
 
-    from robowire.endpoints import parse_endpoint
+    from robowire.addresses import parse_endpoint
     from robowire.protocols.ugcs import PROTOCOL
 
     capture = Path(__file__).parents[1] / "data" / "captures" / "ugcs" / "capture_hello_basic.jsonl"
     assert capture.is_file()
     world = World()
-    source = PROTOCOL.open_source(parse_endpoint(f"ugcs:{capture}"))
+    source = PROTOCOL.source(parse_endpoint(f"ugcs:{capture}"))
     await source.run(world)
     device = world.device(source.name, "asd123456")  # the hello world's serial_number
     t = device.telemetry

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from robowire.endpoints import parse_endpoint
+from robowire.addresses import parse_endpoint
 from robowire.errors import TransportError
 from robowire.protocols.ugcs.client import Mission, UcsClient
 from robowire.protocols.ugcs.codec import defs

@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from robowire.endpoints import parse_endpoint
+from robowire.addresses import parse_endpoint
 from robowire.protocols.ugcs import services
 from robowire.protocols.ugcs.proto import ucs_vsm_pb2 as pb
 from robowire.protocols.ugcs.services import UgcsSim, UgcsSink

@@ -18,14 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from robowire.errors import ConfigError
-from robowire.protocols.ugcs.model import (
-    COMMANDS,
-    FIELDS,
-    MISSION_ITEMS,
-    Activity,
-    Fleet,
-    Params,
-)
+from robowire.protocols.ugcs.definitions import COMMANDS, FIELDS, MISSION_ITEMS, Params
+from robowire.protocols.ugcs.model import Activity, Fleet
 
 R = 6_378_137.0  # m; the test's own Earth radius for metres <-> radians
 ORIGIN = (56.9496, 24.1052, 10.0)

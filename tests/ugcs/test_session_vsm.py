@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from robowire.errors import LocalProtocolError
 from robowire.protocols.ugcs import codec
 from robowire.protocols.ugcs.codec import Value, defs, pb
 from robowire.protocols.ugcs.device import CommandSpec, DeviceSpec, FieldSpec, SubsystemSpec
@@ -375,7 +376,7 @@ def test_a_good_command_becomes_an_event_and_the_reply_echoes_its_message_id() -
     assert event.command.name == "takeoff_command"
     assert event.command.parameters == {"relative_altitude": 10.0}
     assert (event.device_id, event.message_id, event.response_required) == (DEVICE, 42, True)
-    assert session.respond(event.conn, DEVICE, 42, S.STATUS_OK)
+    session.respond(event.conn, DEVICE, 42, S.STATUS_OK)
     (reply,) = frames(link.data_to_send())
     assert (reply.device_id, reply.message_id, reply.device_response.code) == (
         DEVICE,
@@ -481,8 +482,20 @@ def test_no_reply_without_response_required_or_before_the_ack() -> None:
     unacked.data_to_send()
     (event,) = unacked.feed(command(DEVICE, 14, ARM), 1.0)
     assert isinstance(event, CommandReceived)  # the SDK executes it...
-    assert not session.respond(unacked.conn, DEVICE, 14, S.STATUS_OK)  # ...but cannot reply
+    assert not session.can_respond(unacked.conn, DEVICE)  # ...but cannot reply
+    with pytest.raises(LocalProtocolError, match="not ACKed"):
+        session.respond(unacked.conn, DEVICE, 14, S.STATUS_OK)
     assert unacked.data_to_send() == b""
+
+
+def test_a_reply_after_the_link_closed_raises() -> None:
+    session = new_session()
+    link = handshake(session)
+    link.feed(command(DEVICE, 16, ARM), 1.0)
+    link.feed_eof(2.0)
+    assert not session.can_respond(link.conn, DEVICE)
+    with pytest.raises(LocalProtocolError, match="CLOSED"):
+        session.respond(link.conn, DEVICE, 16, S.STATUS_OK)
 
 
 def test_progress_reports_then_the_final_reply() -> None:

@@ -11,8 +11,8 @@ from pathlib import Path
 import dpkt
 import numpy as np
 
+from robowire.addresses import parse_endpoint
 from robowire.capture import read_capture
-from robowire.endpoints import parse_endpoint
 from robowire.gateway import Gateway, open_source
 from robowire.protocols.vrpn.session import Role, VrpnSession
 from robowire.world import Update

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from robowire.endpoints import parse_endpoint
+from robowire.addresses import parse_endpoint
 from robowire.protocols.vrpn.services import open_sim, open_sink
 from robowire.service import SimOptions
 from robowire.world import World

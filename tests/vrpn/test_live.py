@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from robowire.addresses import parse_endpoint
 from robowire.capture import read_pcap
-from robowire.endpoints import parse_endpoint
 from robowire.gateway import Gateway
 from robowire.protocols.vrpn import Role, VrpnSession
 from robowire.protocols.vrpn.dissect import decode_capture
@@ -25,7 +25,6 @@ from robowire.protocols.vrpn.services import (
     VrpnSource,
     open_sim,
     open_sink,
-    open_source,
 )
 from robowire.service import Service, SimOptions
 from robowire.wire import Address
@@ -113,7 +112,7 @@ async def test_golden_replay_through_a_real_socket(captures: Path) -> None:
 async def test_client_reads_simulator(sim: VrpnSim, scheme: str) -> None:
     host, port = sim.address  # type: ignore[misc]
     world = World()
-    source = open_source(parse_endpoint(f"{scheme}://Tracker0,Analog0,Button0,Dial0@{host}:{port}"))
+    source = VrpnSource(parse_endpoint(f"{scheme}://Tracker0,Analog0,Button0,Dial0@{host}:{port}"))
     assert isinstance(source, VrpnSource)
     task = await started(source, world)
     try:
@@ -147,7 +146,7 @@ async def test_many_clients_and_a_bad_one(sim: VrpnSim) -> None:
     lob.sendto(b"\xff" * 40, (host, port))
     worlds = [World() for _ in range(4)]
     sources = [
-        open_source(parse_endpoint(f"vrpn{'' if i % 2 else '+tcp'}://Tracker0@{host}:{port}"))
+        VrpnSource(parse_endpoint(f"vrpn{'' if i % 2 else '+tcp'}://Tracker0@{host}:{port}"))
         for i in range(4)
     ]
     tasks = [await started(s, w) for s, w in zip(sources, worlds, strict=True)]
@@ -169,7 +168,7 @@ async def test_client_reconnects_when_the_server_restarts() -> None:
     first = open_sim(SimOptions(port=0, rate=100))
     task = await started(first)
     host, port = first.address  # type: ignore[misc]
-    source = open_source(parse_endpoint(f"vrpn+tcp://Tracker0@{host}:{port}?retry=0.2"))
+    source = VrpnSource(parse_endpoint(f"vrpn+tcp://Tracker0@{host}:{port}?retry=0.2"))
     assert isinstance(source, VrpnSource)
     source_task = await started(source)
     try:
@@ -210,7 +209,7 @@ async def test_sink_serves_world_devices(scheme: str) -> None:
     sink_task = await started(sink, world)
     host, port = sink.address  # type: ignore[misc]
     client_world = World()
-    source = open_source(parse_endpoint(f"{scheme}://drone_1@{host}:{port}"))
+    source = VrpnSource(parse_endpoint(f"{scheme}://drone_1@{host}:{port}"))
     source_task = await started(source, client_world)
     feeder = asyncio.create_task(feed_world(world))
     try:
@@ -246,12 +245,12 @@ async def test_gateway_sim_to_sink_to_client() -> None:
     host, port = sim.address  # type: ignore[misc]
     gateway = Gateway()
     sink = open_sink(parse_endpoint("vrpn://127.0.0.1:0"))
-    gateway.add(sink, open_source(parse_endpoint(f"vrpn://Tracker0@{host}:{port}")))
+    gateway.add(sink, VrpnSource(parse_endpoint(f"vrpn://Tracker0@{host}:{port}")))
     run = asyncio.create_task(gateway.run())
     await asyncio.wait_for(sink.ready.wait(), 5.0)
     sink_host, sink_port = sink.address  # type: ignore[misc]
     out = World()
-    client = open_source(parse_endpoint(f"vrpn+tcp://Tracker0_1@{sink_host}:{sink_port}"))
+    client = VrpnSource(parse_endpoint(f"vrpn+tcp://Tracker0_1@{sink_host}:{sink_port}"))
     client_task = await started(client, out)
     try:
         await wait_for(lambda: "Tracker0_1/0" in out.table(client.name).ids)
@@ -335,7 +334,7 @@ def test_on_uvloop(scheme: str) -> None:
         sim = open_sim(SimOptions(port=0, rate=100))
         sim_task = await started(sim)
         host, port = sim.address  # type: ignore[misc]
-        source = open_source(parse_endpoint(f"{scheme}://Tracker0@{host}:{port}"))
+        source = VrpnSource(parse_endpoint(f"{scheme}://Tracker0@{host}:{port}"))
         source_task = await started(source)
         try:
             await wait_for(lambda: source.stats.messages_in > 20)
@@ -357,7 +356,7 @@ async def test_source_stops_with_one_line_on_a_major_version_mismatch() -> None:
 
     server = await asyncio.start_server(future_server, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
-    source = open_source(parse_endpoint(f"vrpn+tcp://Tracker0@127.0.0.1:{port}"))
+    source = VrpnSource(parse_endpoint(f"vrpn+tcp://Tracker0@127.0.0.1:{port}"))
     with pytest.raises(SessionError) as error:
         await asyncio.wait_for(source.run(World()), 5.0)
     server.close()
@@ -376,7 +375,7 @@ async def test_silent_peer_is_dropped_and_others_served(
     data = await asyncio.wait_for(reader.read(), 3.0)  # until the server closes
     writer.close()
     assert data == b"vrpn: ver. 07.38  0" + bytes(5)  # our cookie, then a clean close
-    source = open_source(parse_endpoint(f"vrpn+tcp://Tracker0@{host}:{port}"))
+    source = VrpnSource(parse_endpoint(f"vrpn+tcp://Tracker0@{host}:{port}"))
     task = await started(source)
     try:
         await wait_for(lambda: source.stats.messages_in > 10)
@@ -458,7 +457,7 @@ async def test_sink_single_tracker_mode() -> None:
     sink_task = await started(sink, world)
     host, port = sink.address  # type: ignore[misc]
     out = World()
-    source = open_source(parse_endpoint(f"vrpn+tcp://All@{host}:{port}"))
+    source = VrpnSource(parse_endpoint(f"vrpn+tcp://All@{host}:{port}"))
     source_task = await started(source, out)
     feeder = asyncio.create_task(feed_world(world))
     try:
@@ -472,7 +471,7 @@ async def test_sink_single_tracker_mode() -> None:
 async def test_client_asks_for_an_update_rate(sim: VrpnSim) -> None:
     host, port = sim.address  # type: ignore[misc]
     assert sim.rate == 200
-    source = open_source(parse_endpoint(f"vrpn+tcp://Tracker0@{host}:{port}?rate=50"))
+    source = VrpnSource(parse_endpoint(f"vrpn+tcp://Tracker0@{host}:{port}?rate=50"))
     task = await started(source)
     try:
         await wait_for(lambda: sim.rate == 50)

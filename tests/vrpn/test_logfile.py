@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from robowire.endpoints import parse_endpoint
+from robowire.addresses import parse_endpoint
 from robowire.errors import DecodeError
 from robowire.gateway import Gateway, open_source
 from robowire.protocols.vrpn import (

@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 
 from mainline import PRINT_DEVICES, SERVER, needs_client, needs_server
-from robowire.endpoints import parse_endpoint
+from robowire.addresses import parse_endpoint
 from robowire.gateway import Gateway, open_sink
 from robowire.gateway import open_source as open_url
 from robowire.protocols.vrpn.dissect import decode_log
-from robowire.protocols.vrpn.services import VrpnLogSink, VrpnSink, open_sim, open_source
+from robowire.protocols.vrpn.services import VrpnLogSink, VrpnSink, VrpnSource, open_sim
 from robowire.service import SimOptions
 from robowire.world import World
 from support import free_port, free_udp_port, until
@@ -117,7 +117,7 @@ async def test_our_client_reads_the_mainline_server(scheme: str, tmp_path: Path)
         stderr=asyncio.subprocess.DEVNULL,
     )
     world = World()
-    source = open_source(parse_endpoint(f"{scheme}://Tracker0,Button0,Dial0@127.0.0.1:{port}"))
+    source = VrpnSource(parse_endpoint(f"{scheme}://Tracker0,Button0,Dial0@127.0.0.1:{port}"))
     await asyncio.sleep(0.5)
     task = await started(source, world)
     try:

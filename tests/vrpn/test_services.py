@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from robowire import protocols
-from robowire.endpoints import parse_endpoint
+from robowire.addresses import parse_endpoint
 from robowire.errors import ConfigError
 from robowire.gateway import open_source
 from robowire.protocols.vrpn import services
@@ -15,13 +15,13 @@ from robowire.service import SimOptions
 
 def test_glue_names() -> None:
     vrpn = protocols.get("vrpn")
-    assert vrpn.open_source is services.open_source
+    assert vrpn.open_source is services.VrpnSource
     assert vrpn.name == "vrpn" and vrpn.default_port == 3883
     assert vrpn.command is None
 
 
 def test_source_urls() -> None:
-    udp = services.open_source(parse_endpoint("vrpn://Tracker0,Analog0@example.org"))
+    udp = protocols.get("vrpn").source(parse_endpoint("vrpn://Tracker0,Analog0@example.org"))
     assert isinstance(udp, VrpnSource)
     assert udp.udp and udp.port == 3883 and udp.devices == ["Tracker0", "Analog0"]
     assert udp.name == "vrpn@example.org:3883"

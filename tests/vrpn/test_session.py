@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from robowire.errors import LocalProtocolError
 from robowire.protocols.vrpn import (
     ButtonChange,
     ButtonStates,
@@ -93,7 +94,7 @@ def test_tcp_only_handshake_and_poses(byte_by_byte: bool) -> None:
     assert client.peer_udp is None and server.peer_udp is None
     positions = np.arange(6.0).reshape(2, 3)
     quats = np.tile([0.0, 0.0, 0.0, 1.0], (2, 1))
-    assert server.send_poses("Tracker0", [0, 1], positions, quats, time=1700000000.25)
+    server.send_poses("Tracker0", [0, 1], positions, quats, time=1700000000.25)
     assert server.datagrams_to_send() == []  # TCP-only: everything on TCP
     client_events, _ = pump(client, server, byte_by_byte=byte_by_byte)
     batches = reports(client_events)
@@ -143,10 +144,23 @@ def test_truncated_datagram_is_dropped_not_fatal() -> None:
     assert client.state is State.CONNECTED
 
 
-def test_messages_before_connect_are_discarded() -> None:
+def test_a_send_before_connect_raises_and_sends_nothing() -> None:
     _client, server = pair()
-    assert not server.send("Tracker0", TrackerWorkspace())
+    for send in (
+        lambda: server.send("Tracker0", TrackerWorkspace()),
+        lambda: server.send_poses("Tracker0", [0], [[1.0, 2.0, 3.0]], [[0.0, 0.0, 0.0, 1.0]]),
+    ):
+        with pytest.raises(LocalProtocolError, match="AWAIT_COOKIE"):
+            send()
     assert server.data_to_send() == encode_cookie()  # only the cookie
+
+
+def test_a_send_after_the_close_raises() -> None:
+    client, server = pair()
+    pump(client, server)
+    server.feed_eof(1.0)
+    with pytest.raises(LocalProtocolError, match="CLOSED"):
+        server.send("Tracker0", TrackerWorkspace())
 
 
 def test_ping_pong_and_liveness() -> None:

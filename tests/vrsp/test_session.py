@@ -8,6 +8,7 @@ import random
 import numpy as np
 import pytest
 
+from robowire.errors import LocalProtocolError
 from robowire.protocols.vrsp.codec import (
     DefinitionTable,
     encode_data,
@@ -189,6 +190,13 @@ def test_sender_sends_def_at_once_and_then_every_second() -> None:
     assert [d for d, _ in s.datagrams_to_send() if d.startswith(b"\x08VRSP_DEF")] == [
         d for d, _ in first
     ]
+
+
+def test_sending_data_before_the_definition_raises() -> None:
+    s = sender()
+    with pytest.raises(LocalProtocolError, match="IDLE"):
+        s.send(swarm_of(IDS))
+    assert s.datagrams_to_send() == []
 
 
 def test_sender_makes_a_fresh_instance_only_when_the_definition_changes() -> None:

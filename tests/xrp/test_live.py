@@ -9,7 +9,7 @@ import socket
 
 import pytest
 
-from robowire.endpoints import parse_endpoint
+from robowire.addresses import parse_endpoint
 from robowire.gateway import Gateway, open_sink, open_source
 from robowire.protocols.xrp import services
 from robowire.protocols.xrp.client import XrpClient

@@ -10,14 +10,17 @@
     protocols/<name>/dissect.py    `robowire decode <name> FILE`
     protocols/<name>/__init__.py   exports `PROTOCOL`, the package's `WireProtocol`
 
-A new protocol is one package plus one line in `REGISTRY`. Packages are imported only when
-their protocol is used; more can come from other distributions through the
-`robowire.protocols` entry point group (`name = "module:attribute"`).
+A new protocol is one package plus one line in `REGISTRY` (docs/architecture.md, "Add a
+protocol"). Each declares its capture formats (suffixes, sniffers) and its native address form
+in its `WireProtocol`, so the core names no protocol: `of_file` and `native_url` ask them.
+Packages are imported only when their protocol is used; more can come from other
+distributions through the `robowire.protocols` entry point group (`name = "module:attribute"`).
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator
 from importlib.metadata import entry_points
 
 from robowire.errors import ConfigError
@@ -32,21 +35,6 @@ REGISTRY: dict[str, str] = {
 }
 """Protocol name -> "module:attribute" of its `WireProtocol`."""
 
-SINK_SCHEMES: dict[str, str] = {
-    "foxglove": "robowire.sinks.foxglove:open_sink",
-    "http": "robowire.viewer.server:open_sink",
-    "zenoh": "robowire.zenoh:open_sink",
-}
-"""URL schemes that name a sink, not a wire protocol (`serve foxglove://…`, and the web
-viewer's `serve http://…`): scheme -> "module:function" taking the `Endpoint` and returning
-the `Sink`."""
-
-SOURCE_SCHEMES: dict[str, str] = {
-    "zenoh": "robowire.zenoh:open_source",
-}
-"""URL schemes that name a source that is not a wire protocol (`listen zenoh://…`): scheme ->
-"module:function" taking the `Endpoint` and returning the `Source`."""
-
 
 def names() -> list[str]:
     """Every protocol robowire knows of, landed or not, in a stable order."""
@@ -57,8 +45,7 @@ def names() -> list[str]:
 def protocol_of_scheme(scheme: str) -> str | None:
     """The protocol a URL scheme names: `vrpn` and `vrpn+tcp` are both VRPN's."""
     name = scheme.lower().partition("+")[0]
-    known = name in names() or name in SINK_SCHEMES or name in SOURCE_SCHEMES
-    return name if known else None
+    return name if name in names() else None
 
 
 def get(name: str) -> WireProtocol:
@@ -83,12 +70,29 @@ def get(name: str) -> WireProtocol:
     return protocol
 
 
+def of_file(path: str) -> WireProtocol | None:
+    """The protocol whose own file format `path` is in (`.rec`, a VRPN log; by its suffix,
+    else its first bytes), or None (a pcap or raw capture needs a `PROTOCOL:` prefix)."""
+    return next((p for p in _each() if p.claims(path)), None)
+
+
+def native_url(text: str) -> str | None:
+    """The robowire URL of a protocol's own address form (VRPN's `Tracker0@host`), or None."""
+    for protocol in _each():
+        if protocol.native_address is not None and (url := protocol.native_address(text)):
+            return url
+    return None
+
+
 def landed() -> list[WireProtocol]:
     """Every protocol that can be used now (for help texts and the demo)."""
-    found = []
+    return list(_each())
+
+
+def _each() -> Iterator[WireProtocol]:
+    """Every protocol that can be used now, each imported only when the caller gets to it."""
     for name in names():
         try:
-            found.append(get(name))
+            yield get(name)
         except ConfigError:
             continue
-    return found

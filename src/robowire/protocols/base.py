@@ -1,7 +1,8 @@
 """The protocol contract: each protocol package's `__init__` exports one `WireProtocol`, the
 object the registry (`robowire.protocols`) hands to the gateway and the CLI: its name, default
-port, URL schemes, the options each role accepts, and the functions that open a source, a sink
-or a simulator, dissect a capture and read a capture's records.
+port, URL schemes, its native address syntax, its capture formats, the options each role
+accepts, and the functions that open a source, a file source, a sink or a simulator and
+dissect a capture.
 
 It sits above the templates (`robowire.service`); the session contract every session shares is
 the low-level `robowire.wire`.
@@ -11,23 +12,35 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    import click
+import click
 
-    from robowire.capture import Record
-    from robowire.endpoints import Endpoint
-    from robowire.service import Sim, SimOptions, Sink, Source
+from robowire.capture import CaptureFormat, CaptureReader, Record, reader_for, sniff_format
+from robowire.endpoints import Endpoint
+from robowire.service import Sim, SimOptions, Sink, Source
+
+ROLES = ("source", "file", "sink", "sim", "dissect", "capture")
+"""What a protocol can do; `WireProtocol.roles()` says which of them it does."""
+
+MODULES = ("codec", "events", "session", "adapter", "model", "services", "dissect")
+"""The modules every protocol package has (a `session_<role>` per side counts as `session`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WireProtocol:
     """One protocol as the gateway and the CLI see it (see the module docstring).
 
-    `open_sink` / `open_sim` are None where the protocol has no such role yet; the `*_options`
-    sets name every URL query option (or `--set` key) the role accepts, so a typo is one clear
-    error instead of a silently ignored setting.
+    `open_source` opens the live source of a URL and `open_file` the source of a capture file,
+    given the reader `reader(path)` picked for it (`source` chooses between them: the one
+    "file or live" dispatch). `read_capture` reads pcap/pcapng and the protocol's text or raw
+    captures; `formats` are the file formats of its own (`.rec`, VRPN logs), told by suffix or
+    first bytes. `native_address` turns the protocol's own address syntax into a robowire URL
+    (VRPN's `Tracker0@host` -> `vrpn://Tracker0@host`), None where it is not one.
+
+    `open_sink` / `open_sim` / `record` are None where the protocol has no such role; the
+    `*_options` sets name every URL query option (or `--set` key) the role accepts, so a typo
+    is one clear error instead of a silently ignored setting.
     """
 
     name: str
@@ -35,12 +48,42 @@ class WireProtocol:
     default_port: int
     schemes: tuple[str, ...]
     open_source: Callable[[Endpoint], Source]
+    open_file: Callable[[Endpoint, CaptureReader], Source]
     dissect: Callable[[str], Iterator[dict[str, Any]]]
-    read_capture: Callable[[str], Iterator[Record]]
+    read_capture: CaptureReader
+    formats: tuple[CaptureFormat, ...] = ()
+    native_address: Callable[[str], str | None] | None = None
     open_sink: Callable[[Endpoint], Sink] | None = None
+    record: Callable[[str], Sink] | None = None  # `record -o FILE` in one of `formats`
     open_sim: Callable[[SimOptions], Sim] | None = None
     source_options: frozenset[str] = frozenset()
     file_options: frozenset[str] = frozenset({"speed"})
     sink_options: frozenset[str] = frozenset()
     sim_settings: frozenset[str] = frozenset()
     command: click.Command | None = None
+
+    def source(self, endpoint: Endpoint) -> Source:
+        """The source of `endpoint`: its capture file through `open_file`, else live."""
+        if endpoint.path is not None:
+            return self.open_file(endpoint, self.reader(endpoint.path))
+        return self.open_source(endpoint)
+
+    def reader(self, path: str) -> CaptureReader:
+        """The reader of the capture `path`: its own format's, else `read_capture`."""
+        return reader_for(path, self.formats, self.read_capture)
+
+    def records(self, path: str) -> Iterator[Record]:
+        """The records of the capture `path`, as a live driver would feed them."""
+        return self.reader(path)(path)
+
+    def claims(self, path: str) -> bool:
+        """Whether `path` is in a file format of this protocol's own (suffix or first bytes)."""
+        return sniff_format(path, self.formats) is not None
+
+    def suffixes(self) -> tuple[str, ...]:
+        return tuple(s for f in self.formats for s in f.suffixes)
+
+    def roles(self) -> tuple[str, ...]:
+        """The `ROLES` it declares (a source, a file source, dissect and capture always)."""
+        optional = {"sink": self.open_sink, "sim": self.open_sim}
+        return tuple(r for r in ROLES if optional.get(r, True) is not None)

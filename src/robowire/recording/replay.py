@@ -208,7 +208,7 @@ def raw_sources(endpoint: Endpoint, speed: float) -> list[CaptureSource]:
             path=path,
             options={"speed": str(speed)},
         )
-        opened = protocol.open_source(file_endpoint)
+        opened = protocol.source(file_endpoint)
         assert isinstance(opened, CaptureSource)
         opened.name = source
         port = protocol.default_port

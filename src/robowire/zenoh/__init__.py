@@ -7,8 +7,9 @@ subscribes into one (docs/zenoh.md).
     sink.py     the publishing sink (one writer thread, a queryable for late joiners)
     source.py   the subscribing source and its adapter (frames -> world)
 
-Not a wire protocol of the registry: the `zenoh` scheme is in `SINK_SCHEMES` and
-`SOURCE_SCHEMES`. The sink and source modules import `zenoh` (eclipse-zenoh) only when used.
+Not a wire protocol of the registry: the `zenoh` scheme is in the sink registry
+(`robowire.sinks.SINKS`) and in `robowire.addresses.SOURCES`. The sink and source modules
+import `zenoh` (eclipse-zenoh) only when used.
 """
 
 from __future__ import annotations

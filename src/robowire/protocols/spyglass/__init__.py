@@ -24,6 +24,7 @@ Transport (robowire's choice, see docs/spyglass.md): packets back to back over T
 delimited by its own uint16 length field; default port `DEFAULT_PORT` = 7870.
 """
 
+from robowire.capture import CaptureFormat
 from robowire.protocols.base import WireProtocol
 from robowire.protocols.spyglass.adapter import (
     NODE_KIND,
@@ -75,6 +76,7 @@ from robowire.protocols.spyglass.rec import (
     RecordTooLarge,
     RecWriter,
     iter_rec,
+    looks_like_rec,
     read_capture,
     read_rec,
     rec_record,
@@ -87,6 +89,7 @@ from robowire.protocols.spyglass.services import (
     FILE_OPTIONS,
     SINK_OPTIONS,
     SOURCE_OPTIONS,
+    RecSink,
     Settings,
     SpyglassFileSource,
     SpyglassSim,
@@ -94,7 +97,6 @@ from robowire.protocols.spyglass.services import (
     SpyglassSource,
     open_sim,
     open_sink,
-    open_source,
 )
 from robowire.protocols.spyglass.session import SpyglassSession
 
@@ -103,7 +105,14 @@ PROTOCOL = WireProtocol(
     title="SpyGlass",
     default_port=DEFAULT_PORT,
     schemes=(NAME,),
-    open_source=open_source,
+    open_source=SpyglassSource,
+    open_file=SpyglassFileSource,
+    formats=(
+        CaptureFormat(
+            name="SpyGlass recording", suffixes=(".rec",), sniff=looks_like_rec, read=rec_records
+        ),
+    ),
+    record=RecSink,
     open_sink=open_sink,
     open_sim=open_sim,
     dissect=decode_capture,

@@ -30,6 +30,11 @@ Frame: SpyGlass coordinates are unitless int16s. By default 1 unit = 1 metre wit
 y North, z Up (ENU); `scale` (metres per unit, per axis) and `offset` (metres, added after
 scaling) change that, like SpyGlass's own "metrics" settings. Payload coordinates (polylines,
 trajectories) are converted the same way as header positions, so that they share one frame.
+
+Size: one module over 600 lines: the mapping between SpyGlass and the world both ways, as
+every protocol's `adapter.py` has it (STYLE: one role per module, the same module names in
+each protocol); the frame conversion, the geometry and the payload decoding it needs are read
+by both directions.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from __future__ import annotations
 import math
 import re
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -611,15 +616,14 @@ class WorldEncoder:
             attributes = table.attributes[slot]
 
             def new(key: str, value: object, sent: dict[str, object] = sent) -> bool:
-                if not fresh and sent.get(key) is value:
-                    return False
-                if not fresh:
-                    sent[key] = value
-                return True
+                if fresh:
+                    return True
+                changed = sent.get(key) is not value
+                sent[key] = value
+                return changed
 
             time = float(table.source_time[slot] if times is None else times[row])
-            if math.isnan(time):
-                time = float(table.receive_time[slot])
+            time = float(table.receive_time[slot]) if math.isnan(time) else time
             seconds, millis = time_fields(time)
             if table.kinds[slot] == OBJECT_KIND:
                 path = attributes.get("path")
@@ -632,14 +636,7 @@ class WorldEncoder:
             if sender is None:
                 continue
             x, y, z = heads[row].tolist()
-            head = {
-                "sender": sender,
-                "seconds": seconds,
-                "milliseconds": millis,
-                "x": x,
-                "y": y,
-                "z": z,
-            }
+            head = dict(sender=sender, seconds=seconds, milliseconds=millis, x=x, y=y, z=z)
             packets: list[Packet] = []
             links = table.links[slot]
             if LINKS in fields or (fresh and links):
@@ -651,48 +648,47 @@ class WorldEncoder:
                 )
             types = attributes.get(VALUE_TYPES, {})
             for key, value in attributes.items():
-                if key == VALUE_TYPES or not new(key, value):
-                    continue
-                kind, _, number = key.rpartition(".")
-                semantic = int(number) if number.isdecimal() else self.semantic_types(key)
-                if key in types and semantic is not None:
-                    packets.append(_data_packet(semantic, value, types[key], head))
-                elif kind == "raw" and semantic is not None:
-                    packets.append(
-                        StdPacket(semantic_type=semantic, payload=bytes.fromhex(value), **head)
-                    )
-                elif kind == "link" and semantic is not None:
-                    to = self.numbers.of(table, value["to"])
-                    if to is not None:
-                        packets.append(
-                            NodeLinkPacket(
-                                semantic_type=semantic,
-                                destination=to,
-                                values=tuple(value["values"]),
-                                **head,
-                            )
-                        )
-                elif kind == "polyline" and semantic is not None:
-                    points = self.frame.to_units(np.asarray(value, dtype=np.float64).reshape(-1, 3))
-                    if points[:, 2].any():
-                        packets.append(
-                            CoordinatesList3Packet(
-                                semantic_type=semantic,
-                                points=tuple(map(tuple, points.tolist())),
-                                **head,
-                            )
-                        )
-                    else:
-                        packets.append(
-                            CoordinatesList2Packet(
-                                semantic_type=semantic,
-                                points=tuple((p[0], p[1]) for p in points.tolist()),
-                                **head,
-                            )
-                        )
+                if key != VALUE_TYPES and new(key, value):
+                    packet = self._attribute(table, key, value, types, head)
+                    if packet is not None:
+                        packets.append(packet)
             out += [(time, encode(packet)) for packet in packets]
         out.sort(key=lambda item: item[0])  # a pull holds many nodes: their packets in time order
         return [packet for _, packet in out]
+
+    def _attribute(
+        self,
+        table: SourceTable,
+        key: str,
+        value: Any,
+        types: Mapping[str, Any],
+        head: dict[str, Any],
+    ) -> Packet | None:
+        """The packet a SpyGlass device's attribute `key` came from (a data value of its own
+        syntax, a raw packet, a node link or a polyline), with header `head`; None for an
+        attribute that is none of those."""
+        kind, _, number = key.rpartition(".")
+        semantic = int(number) if number.isdecimal() else self.semantic_types(key)
+        if semantic is None:
+            return None
+        if key in types:
+            return _data_packet(semantic, value, types[key], head)
+        if kind == "raw":
+            return StdPacket(semantic_type=semantic, payload=bytes.fromhex(value), **head)
+        if kind == "link":
+            to = self.numbers.of(table, value["to"])
+            if to is None:
+                return None
+            values = tuple(value["values"])
+            return NodeLinkPacket(semantic_type=semantic, destination=to, values=values, **head)
+        if kind != "polyline":
+            return None
+        points = self.frame.to_units(np.asarray(value, dtype=np.float64).reshape(-1, 3))
+        if points[:, 2].any():
+            triples = tuple(map(tuple, points.tolist()))
+            return CoordinatesList3Packet(semantic_type=semantic, points=triples, **head)
+        pairs = tuple((p[0], p[1]) for p in points.tolist())
+        return CoordinatesList2Packet(semantic_type=semantic, points=pairs, **head)
 
     def _trajectory(
         self,

@@ -23,6 +23,9 @@ Entry points:
   checking each header before trusting its length; `decode_batch` decodes many at once with
   vectorised numpy reads; `next_packet(buf, offset)` is the one-at-a-time form.
 Only `DecodeError` is raised for bad bytes; `encode` raises `ValueError` for unencodable values.
+
+Size: one module over 600 lines because it is one thing, the codec: the header, every
+syntax type and the batch/column decoders share one packet layout.
 """
 
 from __future__ import annotations
@@ -420,7 +423,6 @@ def decode_batch(
     key = syntax * 0x20000 + sizes
     order = np.argsort(key, kind="stable")
     cuts = np.flatnonzero(np.diff(key[order])) + 1
-    table = profile._table
     out: list[Packet | DecodeError | None] = [None] * count
     for group in np.split(order, cuts):
         indices = group.tolist()
@@ -433,42 +435,58 @@ def decode_batch(
                 out[i] = _decode_one(code, heads[i], payload, profile, starts[i])
             continue
         block = raw[begin[group][:, None] + (HEADER_SIZE + np.arange(size))]
-        syntax_type = _SYNTAX_OF[code]
-        neighborhood_ok = code == SyntaxType.UINT16_LIST
-        for i, row in zip(indices, block.view(dtype).tolist(), strict=True):
-            head = heads[i]
-            semantic, sender, seconds, millis, x, y, z = head
-            meaning = table[semantic]
-            # The two common cases inline; the rest (and every error) through _build.
-            if meaning is Interpretation.NEIGHBORHOOD and neighborhood_ok:
-                out[i] = NeighborhoodPacket(
-                    semantic_type=semantic,
-                    sender=sender,
-                    seconds=seconds,
-                    milliseconds=millis,
-                    x=x,
-                    y=y,
-                    z=z,
-                    neighbors=tuple(row),
-                )
-            elif meaning is Interpretation.DATA or REQUIRED_SYNTAX[meaning] != code:
-                out[i] = DataPacket(
-                    semantic_type=semantic,
-                    sender=sender,
-                    seconds=seconds,
-                    milliseconds=millis,
-                    x=x,
-                    y=y,
-                    z=z,
-                    syntax_type=syntax_type,
-                    values=tuple(row),
-                )
-            else:
-                try:
-                    out[i] = _build(code, head, b"", row, profile)
-                except DecodeError as exc:
-                    out[i] = exc.shifted(starts[i])
+        rows = block.view(dtype).tolist()
+        _decode_rows(code, indices, rows, heads, starts, profile, out)
     return out  # type: ignore[return-value]  # every slot was filled above
+
+
+def _decode_rows(
+    code: int,
+    indices: list[int],
+    rows: list[Any],
+    heads: list[Head],
+    starts: Sequence[int],
+    profile: SemanticProfile,
+    out: list[Packet | DecodeError | None],
+) -> None:
+    """Packets `indices` of one syntax `code` and payload size, their payloads already read as
+    `rows` of numbers, into `out`: the two common cases inline, the rest through `_build`."""
+    table = profile._table
+    syntax_type = _SYNTAX_OF[code]
+    neighborhood_ok = code == SyntaxType.UINT16_LIST
+    for i, row in zip(indices, rows, strict=True):
+        head = heads[i]
+        semantic, sender, seconds, millis, x, y, z = head
+        meaning = table[semantic]
+        # The two common cases inline; the rest (and every error) through _build.
+        if meaning is Interpretation.NEIGHBORHOOD and neighborhood_ok:
+            out[i] = NeighborhoodPacket(
+                semantic_type=semantic,
+                sender=sender,
+                seconds=seconds,
+                milliseconds=millis,
+                x=x,
+                y=y,
+                z=z,
+                neighbors=tuple(row),
+            )
+        elif meaning is Interpretation.DATA or REQUIRED_SYNTAX[meaning] != code:
+            out[i] = DataPacket(
+                semantic_type=semantic,
+                sender=sender,
+                seconds=seconds,
+                milliseconds=millis,
+                x=x,
+                y=y,
+                z=z,
+                syntax_type=syntax_type,
+                values=tuple(row),
+            )
+        else:
+            try:
+                out[i] = _build(code, head, b"", row, profile)
+            except DecodeError as exc:
+                out[i] = exc.shifted(starts[i])
 
 
 # -- the columnar decoder (the hot path: no object per packet) ---------------------------------

@@ -184,72 +184,84 @@ class SensorNetworkSim:
         seconds, millis = time_fields(now)
         grid = np.rint(self.positions).astype(np.int64)
         header = {"seconds": seconds, "milliseconds": millis, "z": 0}
-        out: list[bytes] = []
-
-        due = np.flatnonzero(self._next_neighborhood <= t)
-        if due.size:
-            adjacent = self.neighbors(due)
-            for k, i in enumerate(due.tolist()):
-                out.append(
-                    encode(
-                        NeighborhoodPacket(
-                            semantic_type=NEIGHBORHOOD,
-                            sender=int(self.ids[i]),
-                            x=int(grid[i, 0]),
-                            y=int(grid[i, 1]),
-                            neighbors=tuple(self.ids[adjacent[k]].tolist()),
-                            **header,
-                        )
-                    )
-                )
-            self._next_neighborhood[due] = _next(
-                self._next_neighborhood[due], cfg.neighborhood_period, t
-            )
-
-        due = np.flatnonzero(self._next_data <= t)
-        if due.size:
-            noise = self.rng.normal(0.0, 0.3, due.size)
-            readings = np.clip(np.rint(self.temperature(self.positions[due]) + noise), 0, 255)
-            for i, value in zip(due.tolist(), readings.astype(int).tolist(), strict=True):
-                out.append(
-                    encode(
-                        DataPacket(
-                            semantic_type=DATA,
-                            sender=int(self.ids[i]),
-                            x=int(grid[i, 0]),
-                            y=int(grid[i, 1]),
-                            syntax_type=SyntaxType.UINT8_LIST,
-                            values=(value,),
-                            **header,
-                        )
-                    )
-                )
-            self._next_data[due] = _next(self._next_data[due], cfg.data_period, t)
-
+        out = self._neighborhoods(t, grid, header)
+        out += self._readings(t, grid, header)
         for k in np.flatnonzero(self._next_trajectory <= t).tolist():
             out.append(self._trajectory(k, grid, header))
-
         if self._next_coordinates <= t:
-            low = np.floor(self.positions.min(axis=0)).astype(int).tolist()
-            high = np.ceil(self.positions.max(axis=0)).astype(int).tolist()
-            box = ((low[0], low[1]), (high[0], low[1]), (high[0], high[1]), (low[0], high[1]))
-            reporter = len(self.ids) - 1
-            out.append(
-                encode(
-                    CoordinatesList2Packet(
-                        semantic_type=COORDINATES,
-                        sender=int(self.ids[reporter]),
-                        x=int(grid[reporter, 0]),
-                        y=int(grid[reporter, 1]),
-                        points=(*box, box[0]),
-                        **header,
-                    )
-                )
-            )
+            out.append(self._bounding_box(grid, header))
             self._next_coordinates = _next(
                 np.array([self._next_coordinates]), cfg.coordinates_period, t
             )[0]
         return out
+
+    def _neighborhoods(
+        self, t: float, grid: npt.NDArray[np.int64], header: dict[str, int]
+    ) -> list[bytes]:
+        """The neighbourhood packets due at `t` (each node's current neighbours)."""
+        due = np.flatnonzero(self._next_neighborhood <= t)
+        if not due.size:
+            return []
+        adjacent = self.neighbors(due)
+        out = [
+            encode(
+                NeighborhoodPacket(
+                    semantic_type=NEIGHBORHOOD,
+                    sender=int(self.ids[i]),
+                    x=int(grid[i, 0]),
+                    y=int(grid[i, 1]),
+                    neighbors=tuple(self.ids[adjacent[k]].tolist()),
+                    **header,
+                )
+            )
+            for k, i in enumerate(due.tolist())
+        ]
+        period = self.config.neighborhood_period
+        self._next_neighborhood[due] = _next(self._next_neighborhood[due], period, t)
+        return out
+
+    def _readings(
+        self, t: float, grid: npt.NDArray[np.int64], header: dict[str, int]
+    ) -> list[bytes]:
+        """The temperature data packets due at `t` (the field plus noise, one byte, degC)."""
+        due = np.flatnonzero(self._next_data <= t)
+        if not due.size:
+            return []
+        noise = self.rng.normal(0.0, 0.3, due.size)
+        readings = np.clip(np.rint(self.temperature(self.positions[due]) + noise), 0, 255)
+        out = [
+            encode(
+                DataPacket(
+                    semantic_type=DATA,
+                    sender=int(self.ids[i]),
+                    x=int(grid[i, 0]),
+                    y=int(grid[i, 1]),
+                    syntax_type=SyntaxType.UINT8_LIST,
+                    values=(value,),
+                    **header,
+                )
+            )
+            for i, value in zip(due.tolist(), readings.astype(int).tolist(), strict=True)
+        ]
+        self._next_data[due] = _next(self._next_data[due], self.config.data_period, t)
+        return out
+
+    def _bounding_box(self, grid: npt.NDArray[np.int64], header: dict[str, int]) -> bytes:
+        """The swarm's bounding box as a closed polygon, sent by the last node."""
+        low = np.floor(self.positions.min(axis=0)).astype(int).tolist()
+        high = np.ceil(self.positions.max(axis=0)).astype(int).tolist()
+        box = ((low[0], low[1]), (high[0], low[1]), (high[0], high[1]), (low[0], high[1]))
+        reporter = len(self.ids) - 1
+        return encode(
+            CoordinatesList2Packet(
+                semantic_type=COORDINATES,
+                sender=int(self.ids[reporter]),
+                x=int(grid[reporter, 0]),
+                y=int(grid[reporter, 1]),
+                points=(*box, box[0]),
+                **header,
+            )
+        )
 
     def next_deadline(self) -> float | None:
         """The `now` at which the next packet falls due (None before the first step): a server

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from robowire.capture import Record
+from robowire.capture import CaptureReader, Record
 from robowire.endpoints import Endpoint
 from robowire.errors import ConfigError
 from robowire.protocols.spyglass.adapter import Frame, SpyglassAdapter, WorldEncoder
@@ -31,8 +31,8 @@ from robowire.protocols.spyglass.codec import (
     SemanticProfile,
 )
 from robowire.protocols.spyglass.model import SensorNetworkSim, SimConfig
-from robowire.protocols.spyglass.rec import RecordTooLarge, read_capture, rec_record
-from robowire.protocols.spyglass.session import SpyglassSession
+from robowire.protocols.spyglass.rec import RecordTooLarge, rec_record
+from robowire.protocols.spyglass.session import SpyglassSession, State
 from robowire.service import (
     RETRY_SECONDS,
     CaptureSource,
@@ -90,14 +90,6 @@ class Settings:
     def adapter(self, world: World, source: str) -> SpyglassAdapter:
         scale, offset = self.frame.scale.tolist(), self.frame.offset.tolist()
         return SpyglassAdapter(world, source, profile=self.profile, scale=scale, offset=offset)
-
-
-def open_source(endpoint: Endpoint) -> Source:
-    """`spyglass://host:7870` (TCP client, reconnects) or a file: `recording.rec`,
-    `spyglass:capture.pcap`, `spyglass:-` (stdin)."""
-    if endpoint.is_file:
-        return SpyglassFileSource(endpoint)
-    return SpyglassSource(endpoint)
 
 
 def open_sink(endpoint: Endpoint) -> Sink:
@@ -160,8 +152,8 @@ class SpyglassFileSource(CaptureSource):
 
     tick_every = ADVANCE_PERIOD
 
-    def __init__(self, endpoint: Endpoint) -> None:
-        super().__init__(NAME, endpoint, read_capture)
+    def __init__(self, endpoint: Endpoint, read: CaptureReader) -> None:
+        super().__init__(NAME, endpoint, read)
         self.settings = Settings.parse(endpoint.options)
 
     def new_adapter(self, world: World) -> SpyglassAdapter:
@@ -209,7 +201,7 @@ def _send(viewers: Iterable[StreamDriver], packets: Sequence[bytes], stats: Sess
     pieces = list(_pieces(packets))
     for driver in list(viewers):
         session = driver.session
-        if not isinstance(session, SpyglassSession):
+        if not isinstance(session, SpyglassSession) or session.state is not State.OPEN:
             continue
         for piece in pieces:
             if driver.write_buffer_size() > MAX_BUFFERED:

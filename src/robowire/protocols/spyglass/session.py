@@ -10,8 +10,8 @@ its own uint16 length field. Both roles use the same `SpyglassSession`:
   turns True. A packet whose header is fine but whose payload does not fit its syntax or
   semantic type is dropped on its own (`PacketDropped`) and the stream goes on.
 * sending (a server / sink / simulator): `send(packet)` or `send_encoded(data)`, then the
-  driver writes `data_to_send()`. Peers never answer, so whatever they send is decoded and
-  can be ignored.
+  driver writes `data_to_send()`; a send once CLOSED raises `LocalProtocolError`. Peers
+  never answer, so whatever they send is decoded and can be ignored.
 
 States (all state logic is here, in `TRANSITIONS`; every change goes through `_move`):
 
@@ -27,7 +27,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 
-from robowire.errors import SessionError
+from robowire.errors import LocalProtocolError, SessionError
 from robowire.protocols.spyglass.codec import (
     DEFAULT_PROFILE,
     HEADER_SIZE,
@@ -176,6 +176,8 @@ class SpyglassSession:
         self._queue(data)
 
     def _queue(self, data: bytes) -> None:
+        if self.state is not State.OPEN:  # the driver is closing the socket: a caller's bug
+            raise LocalProtocolError(NAME, "send", self.state.name)
         self._out.append(data)
         self.stats.messages_out += 1
         self.stats.bytes_out += len(data)

@@ -24,7 +24,6 @@ client          `UcsClient` (the UCS side as a Python object) and the `robowire 
                 without UgCS.
 """
 
-from robowire.endpoints import Endpoint
 from robowire.protocols.base import WireProtocol
 from robowire.protocols.ugcs.client import Mission, UcsClient
 from robowire.protocols.ugcs.client import command as _command
@@ -59,17 +58,13 @@ __all__ = [
 ]
 
 
-def _open_source(endpoint: Endpoint) -> UcsSource | UcsFileSource:
-    """A URL makes us the UgCS server (UCS side) of a VSM; a capture replays what a UCS saw."""
-    return UcsFileSource(endpoint) if endpoint.is_file else UcsSource(endpoint)
-
-
 PROTOCOL = WireProtocol(
     name="ugcs",
     title="UgCS VSM",
     default_port=DEFAULT_PORT,
     schemes=("ugcs",),
-    open_source=_open_source,
+    open_source=UcsSource,
+    open_file=UcsFileSource,
     open_sink=UgcsSink,
     open_sim=UgcsSim,
     dissect=dissect,

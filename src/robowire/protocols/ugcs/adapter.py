@@ -35,6 +35,9 @@ fix), by pymap3d; `orientation` from heading (clockwise from north), pitch (nose
 
 One read's worth of events (a thousand vehicles' Device_status) is one world update: values are
 grouped per field and written as columns.
+
+Size: one module over 600 lines: the mapping between UgCS and the world both ways, as every
+protocol's `adapter.py` has it; both directions share the unit and frame conversions.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ import numpy.typing as npt
 import pymap3d
 
 from robowire import units
-from robowire.protocols.ugcs import model
+from robowire.protocols.ugcs import definitions
 from robowire.protocols.ugcs.codec import Value, defs
 from robowire.protocols.ugcs.device import DeviceInfo, DeviceSpec
 from robowire.protocols.ugcs.events import (
@@ -85,7 +88,7 @@ DEFAULT_ORIGIN = SITE
 """Where ENU devices are placed without `?origin=` (lat deg, lon deg, alt m): the simulator's."""
 
 FloatArray = npt.NDArray[np.float64]
-_FIELD_NAMES = frozenset(model.FIELD_NAMES)
+_FIELD_NAMES = frozenset(definitions.FIELD_NAMES)
 
 
 def heading_of_quaternions(q: FloatArray) -> FloatArray:
@@ -441,28 +444,35 @@ class UcsAdapter:
                     self._keys.pop((conn, device_id), None)
                     if label is not None:
                         self._attributes(label, {"registered": False}, receive_time)
-                case AvailabilityChanged(conn=conn, device_id=device_id, commands=commands):
+                case AvailabilityChanged():
                     taken += 1
-                    label = labels.get((conn, device_id))
-                    if label is not None:
-                        enabled = self._enabled.setdefault(label, {})
-                        for state in commands:
-                            enabled[state.name] = state.available and state.enabled
-                        names = sorted(n for n, on in enabled.items() if on and n)
-                        self._attributes(label, {"commands_enabled": names}, receive_time)
-                case StatusMessages(conn=conn, device_id=device_id, messages=messages):
+                    self._availability(event, receive_time)
+                case StatusMessages():
                     taken += 1
-                    label = labels.get((conn, device_id), f"device{device_id}")
-                    for message in messages:
-                        level = _LEVELS.get(message.severity, "info")
-                        self.world.log(
-                            self.source, label, message.text, time=receive_time, level=level
-                        )
+                    self._status_messages(event, receive_time)
                 case PacketDropped():
                     self.dropped += 1
         if changes or mission:
             self._write(changes, newest, mission, receive_time)
         return taken
+
+    def _availability(self, event: AvailabilityChanged, receive_time: float) -> None:
+        """The commands a vehicle has enabled now, as its `commands_enabled` attribute."""
+        label = self._labels.get((event.conn, event.device_id))
+        if label is None:
+            return
+        enabled = self._enabled.setdefault(label, {})
+        for state in event.commands:
+            enabled[state.name] = state.available and state.enabled
+        names = sorted(n for n, on in enabled.items() if on and n)
+        self._attributes(label, {"commands_enabled": names}, receive_time)
+
+    def _status_messages(self, event: StatusMessages, receive_time: float) -> None:
+        """A vehicle's status messages as log events (their severity as the level)."""
+        label = self._labels.get((event.conn, event.device_id), f"device{event.device_id}")
+        for message in event.messages:
+            level = _LEVELS.get(message.severity, "info")
+            self.world.log(self.source, label, message.text, time=receive_time, level=level)
 
     # -- registration -------------------------------------------------------------------------
 
@@ -517,40 +527,7 @@ class UcsAdapter:
             dtype=np.intp,
             count=len(labels),
         )
-        # group the values per field: field -> (row indexes into `slots`, values)
-        grouped: dict[str, tuple[_Column, list[int], list[float]]] = {}
-        attributes: dict[int, dict[str, Any]] = {}
-        for row, label in enumerate(labels):
-            columns = self._columns.get(label, {})
-            for name, value in changes.get(label, {}).items():
-                column = columns.get(name)
-                if column is None:
-                    continue
-                if column.text:
-                    attributes.setdefault(row, {})[name] = (
-                        value if not isinstance(value, bytes) else value.hex()
-                    )
-                    continue
-                entry = grouped.get(name)
-                if entry is None:
-                    entry = grouped[name] = (column, [], [])
-                entry[1].append(row)
-                entry[2].append(_number(value) * column.scale)
-                if column.enum is not None:
-                    names = column.enum
-                    attributes.setdefault(row, {})[name] = (
-                        names.Name(value).removeprefix(names.DESCRIPTOR.name.upper() + "_")
-                        if isinstance(value, int) and value in names.values()
-                        else None
-                    )
-        for row, label in enumerate(labels):
-            if label in mission:
-                entry = grouped.get("mission_item")
-                if entry is None:
-                    entry = grouped["mission_item"] = (_Column("mission_item", -1), [], [])
-                item = mission[label]
-                entry[1].append(row)
-                entry[2].append(math.nan if item is None else float(item))
+        grouped, attributes = self._group(labels, changes, mission)
         changed: set[str] = set()
         for name, (column, rows, values) in grouped.items():
             target = table.column(name, column.unit)
@@ -592,6 +569,49 @@ class UcsAdapter:
             velocity=velocity,
             changed=changed,
         )
+
+    def _group(
+        self,
+        labels: list[str],
+        changes: dict[str, dict[str, Value]],
+        mission: dict[str, int | None],
+    ) -> tuple[dict[str, tuple[_Column, list[int], list[float]]], dict[int, dict[str, Any]]]:
+        """The values per field, field -> (its column, rows of `labels`, values in world
+        units), and the text attributes per row (strings, enumeration names)."""
+        grouped: dict[str, tuple[_Column, list[int], list[float]]] = {}
+        attributes: dict[int, dict[str, Any]] = {}
+        for row, label in enumerate(labels):
+            columns = self._columns.get(label, {})
+            for name, value in changes.get(label, {}).items():
+                column = columns.get(name)
+                if column is None:
+                    continue
+                if column.text:
+                    attributes.setdefault(row, {})[name] = (
+                        value if not isinstance(value, bytes) else value.hex()
+                    )
+                    continue
+                entry = grouped.get(name)
+                if entry is None:
+                    entry = grouped[name] = (column, [], [])
+                entry[1].append(row)
+                entry[2].append(_number(value) * column.scale)
+                if column.enum is not None:
+                    names = column.enum
+                    attributes.setdefault(row, {})[name] = (
+                        names.Name(value).removeprefix(names.DESCRIPTOR.name.upper() + "_")
+                        if isinstance(value, int) and value in names.values()
+                        else None
+                    )
+        for row, label in enumerate(labels):
+            if label in mission:
+                entry = grouped.get("mission_item")
+                if entry is None:
+                    entry = grouped["mission_item"] = (_Column("mission_item", -1), [], [])
+                item = mission[label]
+                entry[1].append(row)
+                entry[2].append(math.nan if item is None else float(item))
+        return grouped, attributes
 
     @staticmethod
     def _held(table: Any, name: str, slots: Any, scale: float = 1.0) -> FloatArray:

@@ -1,14 +1,8 @@
 """The UgCS simulator: a fleet of multicopters that really fly (numpy, one row per vehicle).
 Pure: no clocks (time is an argument), no sockets, no protobuf, no asyncio.
 
-The VSM session registers what this module declares and drives a `Fleet`:
+The VSM session registers the vocabulary of `definitions.py` and drives a `Fleet`:
 
-* `FIELDS` -- the telemetry fields (flight-controller subsystem) with their UgCS names,
-  semantics (enum names of `Field_semantic` as strings, e.g. "FIELD_SEMANTIC_LATITUDE"),
-  units and the value member the SDK sends them in (`FieldSpec.kind`).
-* `COMMANDS` -- the commands with their parameters (`CommandSpec`, `ParamSpec`), and which
-  are mission items (`available_in_mission`). `COMMAND_NAMES`, `MISSION_ITEMS` for lookups.
-* `PROPERTIES` / `AUTOPILOT_TYPE` -- the device and flight-controller properties.
 * `Fleet(count, *, origin=(lat_deg, lon_deg, alt_amsl_m), seed=0, ...)`, or
   `Fleet.from_settings(count, settings, seed=...)` from `--set k=v` text (`SETTINGS`):
   - `step(now)` integrates every vehicle to `now` (seconds, any monotonic origin);
@@ -25,12 +19,7 @@ The VSM session registers what this module declares and drives a `Fleet`:
   - `availability() -> dict[str, NDArray[bool]]`: `is_enabled` per command per vehicle
     (every command of `COMMANDS` is `is_available`);
   - `serial(index)` -- the vehicle's serial number.
-* `Result(code, text, mission_id, command_map)`: `code` is a `Status_code` enum name
-  ("STATUS_OK", "STATUS_FAILED" = the vehicle refused, "STATUS_INVALID_COMMAND" = unknown
-  command, missing/bad parameter, item not allowed in a mission; "STATUS_INVALID_SESSION_ID"
-  for an index out of range); `text` goes in
-  `Device_response.status`; for `mission_upload`, `mission_id` (CRC32 of the mission's
-  content) and `command_map` as (vehicle_command_id, mission_command_idx) pairs.
+* `Result` (from `definitions.py`): what a command did.
 
 Facts from `shared/protocols/ugcs.md` (sections 3.3-3.6) and the SDK's `Vehicle` class (command
 and parameter names, which are mission items, the semantic a name gets by default). Units on
@@ -76,6 +65,10 @@ Our own choices (not from any source):
   square of side SIDE whose south-west corner is its home, and starts the square again at its
   end. Landed (low battery: return home), it gets a fresh battery and starts again. Any command
   to a vehicle ends its patrol: the pilot has taken over.
+
+Size: one module over 600 lines because it is one thing, `Fleet`: every command handler,
+the mission runner and the integrator read and write the same per-vehicle arrays, so they stay
+methods of the one class (the vocabulary and the command checker are `definitions.py`).
 """
 
 from __future__ import annotations
@@ -86,26 +79,31 @@ import math
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from robowire.errors import ConfigError
+from robowire.protocols.ugcs.definitions import (
+    COMMAND_BY_NAME,
+    COMMAND_NAMES,
+    MISSION_ITEMS,
+    OK,
+    InvalidCommand,
+    MissionItem,
+    Params,
+    Result,
+    all_params,
+    failed,
+    invalid,
+    parse_params,
+)
 from robowire.wire import SITE
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 AnyFloats = npt.NDArray[np.floating[Any]]
-
-ParamValue = float | int | bool | str | None
-"""A command parameter's value in wire units; None is META_VALUE_NA."""
-Params = Mapping[str, ParamValue]
-MissionItem = tuple[str, Params]
-"""A `mission_upload` sub-command: (command name, its parameters)."""
-
-ValueKind = Literal["double", "float", "int", "bool", "string"]
-"""The `Field_value` member a value travels in, without its `_value` suffix (enums: int)."""
 
 EARTH_RADIUS = 6_378_137.0  # m, WGS84 equatorial
 ALT_TOLERANCE = 0.1  # m, vertical distance that counts as "at the target altitude"
@@ -119,232 +117,6 @@ FIRST_COMMAND_ID = 1  # vehicle command id of mission item 0
 MAX_SUBSTEPS = 400  # per `step` call (100 s of flight at the default max_step)
 MIN_HEIGHT = 1.0  # m above the ground: lower targets in the air are raised to it
 PATROL_HEIGHT = 20.0  # m above home of the first vehicle's patrol
-
-# -- the vocabulary the VSM registers --------------------------------------------------------
-
-FC = "SUBSYSTEM_TYPE_FLIGHT_CONTROLLER"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FieldSpec:
-    """One telemetry field: UgCS name, semantic (`Field_semantic` enum name), unit, value
-    member (`kind`), and the enumeration the SDK registers with it ((id, description))."""
-
-    name: str
-    semantic: str
-    unit: str
-    kind: ValueKind
-    enumeration: tuple[tuple[int, str], ...] = ()
-    subsystem: str = FC
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ParamSpec:
-    """One command parameter. `required`: the model refuses NA (None) for it
-    (INVALID_COMMAND); `minimum`/`maximum` are registered as the field's min/max values."""
-
-    name: str
-    semantic: str
-    unit: str
-    kind: ValueKind
-    required: bool = False
-    enumeration: tuple[tuple[int, str], ...] = ()
-    minimum: float | None = None
-    maximum: float | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CommandSpec:
-    """One command: UgCS name, parameters, whether it may be a mission item."""
-
-    name: str
-    parameters: tuple[ParamSpec, ...] = ()
-    available_in_mission: bool = False
-    subsystem: str = FC
-
-
-def _f(name: str, semantic: str, unit: str, kind: ValueKind, **more: Any) -> FieldSpec:
-    return FieldSpec(name=name, semantic="FIELD_SEMANTIC_" + semantic, unit=unit, kind=kind,
-                     **more)  # fmt: skip
-
-
-CONTROL_MODES = ((0, "CONTROL_MODE_MANUAL"), (1, "CONTROL_MODE_AUTO"),
-                 (2, "CONTROL_MODE_CLICK_GO"), (3, "CONTROL_MODE_JOYSTICK"))  # fmt: skip
-"""The enumeration the SDK registers with every CONTROL_MODE field."""
-
-FIELDS: tuple[FieldSpec, ...] = (
-    _f("latitude", "LATITUDE", "rad", "double"),
-    _f("longitude", "LONGITUDE", "rad", "double"),
-    _f("altitude_amsl", "ALTITUDE_AMSL", "m", "float"),
-    _f("altitude_agl", "ALTITUDE_AGL", "m", "float"),
-    _f("altitude_raw", "ALTITUDE_RAW", "m", "float"),
-    _f("altitude_origin", "ALTITUDE_AMSL", "m", "float"),
-    _f("heading", "HEADING", "rad", "float"),
-    _f("course", "HEADING", "rad", "float"),
-    _f("ground_speed", "GROUND_SPEED", "m/s", "float"),
-    _f("air_speed", "AIR_SPEED", "m/s", "float"),
-    _f("vertical_speed", "VERTICAL_SPEED", "m/s", "float"),
-    _f("roll", "ROLL", "rad", "float"),
-    _f("pitch", "PITCH", "rad", "float"),
-    _f("main_voltage", "VOLTAGE", "V", "float"),
-    _f("main_current", "CURRENT", "A", "float"),
-    _f("remaining_power_level", "CAPACITY_LEVEL", "1", "float"),
-    _f("satellite_count", "SATELLITE_COUNT", "", "int"),
-    _f("gps_fix", "GPS_FIX_TYPE", "", "int"),
-    _f("rc_link_quality", "RC_LINK_QUALITY", "1", "float"),
-    _f("gcs_link_quality", "GCS_LINK_QUALITY", "1", "float"),
-    _f("downlink_present", "BOOL", "", "bool"),
-    _f("uplink_present", "BOOL", "", "bool"),
-    _f("is_armed", "BOOL", "", "bool"),
-    _f("fence_enabled", "BOOL", "", "bool"),
-    _f("control_mode", "CONTROL_MODE", "", "int", enumeration=CONTROL_MODES),
-    _f("flight_mode", "FLIGHT_MODE", "", "int"),
-    _f("native_flight_mode", "STRING", "", "string"),
-    _f("autopilot_status", "AUTOPILOT_STATUS", "", "int"),
-    _f("home_latitude", "LATITUDE", "rad", "double"),
-    _f("home_longitude", "LONGITUDE", "rad", "double"),
-    _f("home_altitude_amsl", "ALTITUDE_AMSL", "m", "float"),
-    _f("home_altitude_raw", "ALTITUDE_RAW", "m", "float"),
-    _f("target_latitude", "LATITUDE", "rad", "double"),
-    _f("target_longitude", "LONGITUDE", "rad", "double"),
-    _f("target_altitude_amsl", "ALTITUDE_AMSL", "m", "float"),
-    _f("target_altitude_raw", "ALTITUDE_RAW", "m", "float"),
-    _f("current_command", "NUMERIC", "", "int"),
-    _f("current_mission_id", "NUMERIC", "", "int"),
-)
-FIELD_NAMES = tuple(spec.name for spec in FIELDS)
-
-
-def _p(name: str, semantic: str, unit: str, kind: ValueKind, **more: Any) -> ParamSpec:
-    return ParamSpec(name=name, semantic="FIELD_SEMANTIC_" + semantic, unit=unit, kind=kind,
-                     **more)  # fmt: skip
-
-
-def _lat(required: bool = False) -> ParamSpec:
-    return _p("latitude", "LATITUDE", "rad", "double", required=required)
-
-
-def _lon(required: bool = False) -> ParamSpec:
-    return _p("longitude", "LONGITUDE", "rad", "double", required=required)
-
-
-def _alt(required: bool = False, name: str = "altitude_amsl") -> ParamSpec:
-    return _p(name, "ALTITUDE_AMSL", "m", "float", required=required)
-
-
-_RADIUS = _p("acceptance_radius", "ACCEPTANCE_RADIUS", "m", "float")
-_HEADING = _p("heading", "HEADING", "rad", "float")
-_ELEVATION = _p("ground_elevation", "GROUND_ELEVATION", "m", "float")
-_TERRAIN = _p("follow_terrain", "BOOL", "", "bool")
-
-
-def _stick(axis: str) -> ParamSpec:
-    return _p(axis, "NUMERIC", "1", "float", minimum=-1.0, maximum=1.0)
-
-
-FAILSAFE_ACTIONS = ((0, "rth"), (1, "land"))  # Failsafe_action RTH, LAND
-RTH_ACTIONS = ((0, "land"), (1, "wait"))  # Rth_action LAND, WAIT
-TURN_TYPES = ((0, "stop_and_turn"), (1, "straight"), (2, "spline"), (3, "bank_turn"))
-
-
-def _c(name: str, *parameters: ParamSpec, mission: bool = False) -> CommandSpec:
-    return CommandSpec(name=name, parameters=parameters, available_in_mission=mission)
-
-
-COMMANDS: tuple[CommandSpec, ...] = (
-    _c("arm"),
-    _c("disarm"),
-    _c("auto"),
-    _c("manual"),
-    _c("guided"),
-    _c("joystick"),
-    _c("direct_vehicle_control",
-       *(_stick(axis) for axis in ("pitch", "roll", "yaw", "throttle"))),
-    _c("emergency_land"),
-    _c("land_command"),
-    _c("takeoff_command", _p("relative_altitude", "ALTITUDE_RAW", "m", "float", required=True)),
-    _c("return_to_home"),
-    _c("mission_upload",
-       _alt(True, "altitude_origin"),
-       _p("name", "STRING", "", "string"),
-       _alt(False, "safe_altitude"),
-       _alt(False, "rth_wait_altitude"),
-       _p("rc_loss_action", "ENUM", "", "int", enumeration=FAILSAFE_ACTIONS),
-       _p("gps_loss_action", "ENUM", "", "int", enumeration=FAILSAFE_ACTIONS),
-       _p("low_battery_action", "ENUM", "", "int", enumeration=FAILSAFE_ACTIONS),
-       _p("rth_action", "ENUM", "", "int", enumeration=RTH_ACTIONS)),
-    _c("mission_clear"),
-    _c("mission_pause", _p("additional_altitude", "NUMERIC", "m", "float"), mission=True),
-    _c("mission_resume"),
-    _c("waypoint", _lat(True), _lon(True), _alt(True), _RADIUS, _alt(False, "altitude_origin"),
-       _p("ground_speed", "GROUND_SPEED", "m/s", "float"),
-       _p("vertical_speed", "VERTICAL_SPEED", "m/s", "float"),
-       _HEADING),
-    _c("move",
-       _p("turn_type", "ENUM", "", "int", enumeration=TURN_TYPES),
-       _lat(True), _lon(True), _alt(True), _RADIUS,
-       _p("loiter_radius", "NUMERIC", "m", "float"),
-       _p("wait_time", "NUMERIC", "s", "float"),
-       _HEADING, _ELEVATION, _TERRAIN, mission=True),
-    _c("wait", _p("time", "NUMERIC", "s", "float"), mission=True),
-    _c("set_speed", _p("ground_speed", "GROUND_SPEED", "m/s", "float"),
-       _p("vertical_speed", "VERTICAL_SPEED", "m/s", "float"), mission=True),
-    _c("set_home", _lat(True), _lon(True), _alt(True), _ELEVATION, mission=True),
-    _c("set_heading", _p("heading", "HEADING", "rad", "float", required=True), mission=True),
-    _c("takeoff_mission", _lat(), _lon(), _alt(True), _RADIUS, _HEADING,
-       _p("climb_rate", "VERTICAL_SPEED", "m/s", "float"), _ELEVATION, mission=True),
-    _c("land_mission", _lat(), _lon(), _alt(), _RADIUS, _HEADING,
-       _p("descent_rate", "VERTICAL_SPEED", "m/s", "float"), _ELEVATION, _TERRAIN,
-       mission=True),
-)  # fmt: skip
-COMMAND_BY_NAME: dict[str, CommandSpec] = {spec.name: spec for spec in COMMANDS}
-COMMAND_NAMES = tuple(COMMAND_BY_NAME)
-MISSION_ITEMS = tuple(spec.name for spec in COMMANDS if spec.available_in_mission)
-
-AUTOPILOT_TYPE = "emulator"
-"""The flight controller's `autopilot_type` property."""
-PROPERTIES: Mapping[str, str] = {
-    "vehicle_type": "VEHICLE_TYPE_MULTICOPTER",  # int_value of enum Vehicle_type, sem ENUM
-    "vehicle_name": "robowire sim",
-    "frame_type": "generic_quad_x",
-    "port_name": "sim",
-}
-"""Device properties (vehicle_serial comes from `Fleet.serial`)."""
-
-
-# -- results ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Result:
-    """What a command did: a `Status_code` name and the text for `Device_response.status`;
-    for a mission_upload also the mission id and (vehicle_command_id, mission_command_idx)."""
-
-    code: str = "STATUS_OK"
-    text: str = ""
-    mission_id: int | None = None
-    command_map: tuple[tuple[int, int], ...] = ()
-    progress: float | None = None  # STATUS_IN_PROGRESS: how far (0..1)
-
-    @property
-    def ok(self) -> bool:
-        return self.code == "STATUS_OK"
-
-
-OK = Result()
-
-
-def _failed(text: str) -> Result:
-    return Result(code="STATUS_FAILED", text=text)
-
-
-def _invalid(text: str) -> Result:
-    return Result(code="STATUS_INVALID_COMMAND", text=text)
-
-
-class _Invalid(Exception):
-    """A command or mission item that does not parse (-> STATUS_INVALID_COMMAND)."""
-
 
 # -- vehicle state ----------------------------------------------------------------------------
 
@@ -458,6 +230,17 @@ class Fleet:
         self.velocity = np.zeros((n, 3))  # east, north, up m/s over the last step
         self.heading = np.zeros(n)  # rad, clockwise from north
         self.heading_hold = np.full(n, math.nan)  # commanded heading, NaN = along the motion
+        self._allocate(n)
+        # power and GPS
+        self.charge = np.ones(n)  # 0..1
+        self.current = np.full(n, 0.4)  # A
+        self.satellites_max = rng.integers(10, 17, size=n).astype(np.float64)
+        low, high = gps_warmup
+        self.gps_warmup = rng.uniform(low, high, size=n) if high > low else np.full(n, low)
+
+    def _allocate(self, n: int) -> None:
+        """The per-vehicle state arrays, every vehicle parked, idle and without a mission."""
+        cruise_speed, climb_rate = self.cruise_speed, self.climb_rate
         # state
         self.armed = np.zeros(n, dtype=bool)
         self.airborne = np.zeros(n, dtype=bool)
@@ -470,7 +253,7 @@ class Fleet:
         self.pending = np.zeros(n, dtype=bool)  # an arrival at `target` is awaited
         self.speed = np.full(n, cruise_speed)  # horizontal, m/s
         self.vspeed = np.full(n, climb_rate)  # vertical, m/s
-        self.radius = np.full(n, acceptance_radius)
+        self.radius = np.full(n, self.acceptance_radius)
         # direct control: body-frame sticks (forward, right, yaw, throttle) and their deadline
         self.sticks = np.zeros((n, 4))
         self.sticks_until = np.zeros(n)
@@ -485,12 +268,6 @@ class Fleet:
         self.current_command = np.full(n, math.nan)
         self.mission_id = np.full(n, math.nan)
         self.altitude_origin = np.full(n, math.nan)
-        # power and GPS
-        self.charge = np.ones(n)  # 0..1
-        self.current = np.full(n, 0.4)  # A
-        self.satellites_max = rng.integers(10, 17, size=n).astype(np.float64)
-        low, high = gps_warmup
-        self.gps_warmup = rng.uniform(low, high, size=n) if high > low else np.full(n, low)
 
     @classmethod
     def from_settings(
@@ -565,25 +342,25 @@ class Fleet:
     ) -> Result:
         spec = COMMAND_BY_NAME.get(name)
         if spec is None:
-            return _invalid(f"unknown command {name!r}")
+            return invalid(f"unknown command {name!r}")
         mission: Mission | None = None
         try:
-            values = _parse(spec, params or {})
+            values = parse_params(spec, params or {})
             if name == "mission_upload":
                 mission = self._parse_mission(values, items)
             elif items:
-                raise _Invalid(f"{name}: only mission_upload takes mission items")
-        except _Invalid as error:
-            return _invalid(str(error))
+                raise InvalidCommand(f"{name}: only mission_upload takes mission items")
+        except InvalidCommand as error:
+            return invalid(str(error))
         if mission is not None:
             return self._upload(index, mission)
         handler = getattr(self, "_do_" + name, None)
         if handler is None:  # a mission item sent as a command
-            return _invalid(f"{name} is a mission item, not a command")
+            return invalid(f"{name} is a mission item, not a command")
         try:
             result: Result = handler(index, values)
-        except _Invalid as error:
-            return _invalid(str(error))
+        except InvalidCommand as error:
+            return invalid(str(error))
         return result
 
     def mission_upload(self, index: int, params: Params, items: Sequence[MissionItem]) -> Result:
@@ -716,14 +493,14 @@ class Fleet:
         side, height = self.patrol, PATROL_HEIGHT + 2.0 * (i % 10)
         corners = ((side, 0.0), (side, side), (0.0, side), (0.0, 0.0))
         items: list[MissionItem] = [
-            ("takeoff_mission", _all_params("takeoff_mission", altitude_amsl=home + height))
+            ("takeoff_mission", all_params("takeoff_mission", altitude_amsl=home + height))
         ]
         for de, dn in corners:
             lat, lon = self._geodetic(np.array(east + de), np.array(north + dn))
-            items.append(("move", _all_params(
+            items.append(("move", all_params(
                 "move", latitude=float(lat), longitude=float(lon), altitude_amsl=home + height
             )))  # fmt: skip
-        return _all_params("mission_upload", altitude_origin=home, name="patrol"), items
+        return all_params("mission_upload", altitude_origin=home, name="patrol"), items
 
     # -- geometry -----------------------------------------------------------------------------
 
@@ -769,20 +546,8 @@ class Fleet:
         turning = nav & (reach > 1e-3)
         self.heading = np.where(turning, np.mod(np.arctan2(de, dn), math.tau), self.heading)
 
-        # direct control: body-frame sticks
         if direct.any():
-            live = direct & (now <= self.sticks_until)
-            sticks = np.where(live[:, None], self.sticks, 0.0)
-            self.heading = np.where(
-                direct, np.mod(self.heading + sticks[:, 2] * MAX_YAW_RATE * dt, math.tau),
-                self.heading)  # fmt: skip
-            fwd, right = sticks[:, 0] * self.cruise_speed, sticks[:, 1] * self.cruise_speed
-            s, c = np.sin(self.heading), np.cos(self.heading)
-            up = np.where(sticks[:, 3] >= 0, sticks[:, 3] * self.climb_rate,
-                          sticks[:, 3] * self.descent_rate)  # fmt: skip
-            self.east += np.where(direct, (fwd * s + right * c) * dt, 0.0)
-            self.north += np.where(direct, (fwd * c - right * s) * dt, 0.0)
-            self.alt = np.where(direct, np.maximum(self.alt + up * dt, self.ground), self.alt)
+            self._fly_direct(direct, now, dt)
 
         self.heading = np.where(flying & ~np.isnan(self.heading_hold) & ~direct,
                                 self.heading_hold, self.heading)  # fmt: skip
@@ -813,6 +578,22 @@ class Fleet:
         for i in np.flatnonzero(low).tolist():
             self.low_battery_done[i] = True
             self._low_battery(i)
+
+    def _fly_direct(self, direct: BoolArray, now: float, dt: float) -> None:
+        """`direct_vehicle_control`: the sticks of the vehicles in `direct` fly them in the body
+        frame for `dt` s (sticks older than `DIRECT_TIMEOUT` are back at 0)."""
+        live = direct & (now <= self.sticks_until)
+        sticks = np.where(live[:, None], self.sticks, 0.0)
+        self.heading = np.where(
+            direct, np.mod(self.heading + sticks[:, 2] * MAX_YAW_RATE * dt, math.tau),
+            self.heading)  # fmt: skip
+        fwd, right = sticks[:, 0] * self.cruise_speed, sticks[:, 1] * self.cruise_speed
+        s, c = np.sin(self.heading), np.cos(self.heading)
+        up = np.where(sticks[:, 3] >= 0, sticks[:, 3] * self.climb_rate,
+                      sticks[:, 3] * self.descent_rate)  # fmt: skip
+        self.east += np.where(direct, (fwd * s + right * c) * dt, 0.0)
+        self.north += np.where(direct, (fwd * c - right * s) * dt, 0.0)
+        self.alt = np.where(direct, np.maximum(self.alt + up * dt, self.ground), self.alt)
 
     def _landings(self) -> None:
         """Vehicles descending onto the ground touch down and disarm."""
@@ -916,10 +697,12 @@ class Fleet:
         """(east, north) of a command's latitude/longitude, refused when out of range."""
         lat, lon = values["latitude"], values["longitude"]
         if not (-math.pi / 2 <= lat <= math.pi / 2 and -math.pi <= lon <= math.pi):
-            raise _Invalid("latitude/longitude out of range (radians expected)")
+            raise InvalidCommand("latitude/longitude out of range (radians expected)")
         east, north = self._local(lat, lon)
         if math.hypot(east, north) > MAX_DISTANCE:
-            raise _Invalid(f"point {math.hypot(east, north) / 1000:.0f} km away is out of reach")
+            raise InvalidCommand(
+                f"point {math.hypot(east, north) / 1000:.0f} km away is out of reach"
+            )
         return east, north
 
     # -- missions -----------------------------------------------------------------------------
@@ -930,18 +713,18 @@ class Fleet:
             try:
                 name, params = item
             except (TypeError, ValueError):
-                raise _Invalid(f"mission item {k} is not (name, params)") from None
+                raise InvalidCommand(f"mission item {k} is not (name, params)") from None
             spec = COMMAND_BY_NAME.get(name) if isinstance(name, str) else None
             if spec is None:
-                raise _Invalid(f"unregistered mission item {name!r} at {k}")
+                raise InvalidCommand(f"unregistered mission item {name!r} at {k}")
             if not spec.available_in_mission:
-                raise _Invalid(f"command not allowed in mission: {name} at {k}")
+                raise InvalidCommand(f"command not allowed in mission: {name} at {k}")
             if not isinstance(params, Mapping):
-                raise _Invalid(f"mission item {k} ({name}): parameters are not a mapping")
-            item_values = _parse(spec, params)
+                raise InvalidCommand(f"mission item {k} ({name}): parameters are not a mapping")
+            item_values = parse_params(spec, params)
             if "latitude" in item_values and not math.isnan(item_values["latitude"]):
                 if math.isnan(item_values["longitude"]):
-                    raise _Invalid(f"mission item {k} ({name}): latitude without longitude")
+                    raise InvalidCommand(f"mission item {k} ({name}): latitude without longitude")
                 self._point(item_values)
             parsed.append((name, item_values))
         origin = values["altitude_origin"]
@@ -1082,20 +865,20 @@ class Fleet:
 
     def _do_arm(self, i: int, _: Params) -> Result:
         if self.armed[i]:
-            return _failed("already armed")
+            return failed("already armed")
         if self._satellites()[i] < 6:
-            return _failed("no 3D GPS fix")
+            return failed("no 3D GPS fix")
         if self.charge[i] <= 0.0:
-            return _failed("battery empty")
+            return failed("battery empty")
         self.armed[i] = True
         self.low_battery_done[i] = False
         return OK
 
     def _do_disarm(self, i: int, _: Params) -> Result:
         if not self.armed[i]:
-            return _failed("not armed")
+            return failed("not armed")
         if self.airborne[i]:
-            return _failed("cannot disarm in flight")
+            return failed("cannot disarm in flight")
         self.armed[i] = False
         self.activity[i] = Activity.IDLE
         self.control_mode[i] = MANUAL
@@ -1104,11 +887,11 @@ class Fleet:
     def _do_takeoff_command(self, i: int, v: Mapping[str, Any]) -> Result:
         height = v["relative_altitude"]
         if height <= 0:
-            return _invalid("takeoff_command: relative_altitude must be positive")
+            return invalid("takeoff_command: relative_altitude must be positive")
         if not self.armed[i]:
-            return _failed("not armed")
+            return failed("not armed")
         if self.airborne[i]:
-            return _failed("already flying")
+            return failed("already flying")
         self.airborne[i] = True
         self.activity[i] = Activity.TAKEOFF
         self.control_mode[i] = AUTO
@@ -1118,13 +901,13 @@ class Fleet:
         return OK
 
     def _need_airborne(self, i: int) -> Result | None:
-        return None if self.airborne[i] else _failed("not flying")
+        return None if self.airborne[i] else failed("not flying")
 
     def _do_land_command(self, i: int, _: Params) -> Result:
         if (refused := self._need_airborne(i)) is not None:
             return refused
         if self.activity[i] in _LANDING:
-            return _failed("already landing")
+            return failed("already landing")
         self.paused[i] = self.activity[i] == Activity.MISSION or bool(self.paused[i])
         self.control_mode[i] = AUTO
         self._land(i, Activity.LAND)
@@ -1134,7 +917,7 @@ class Fleet:
         if (refused := self._need_airborne(i)) is not None:
             return refused
         if self.activity[i] == Activity.EMERGENCY:
-            return _failed("already landing")
+            return failed("already landing")
         self.emergency[i] = True
         self.control_mode[i] = AUTO
         self._land(i, Activity.EMERGENCY, rate=2.0 * self.descent_rate)
@@ -1145,22 +928,22 @@ class Fleet:
             return refused
         activity = self.activity[i]
         if activity in (Activity.RTH_CLIMB, Activity.RTH_FLY, Activity.RTH_LAND):
-            return _failed("already returning home")
+            return failed("already returning home")
         if activity == Activity.EMERGENCY:
-            return _failed("emergency landing")
+            return failed("emergency landing")
         self._start_rth(i)
         return OK
 
     def _do_auto(self, i: int, _: Params) -> Result:
         mission = self.missions[i]
         if mission is None:
-            return _failed("no mission")
+            return failed("no mission")
         if not self.armed[i]:
-            return _failed("not armed")
+            return failed("not armed")
         if self.activity[i] == Activity.MISSION:
-            return _failed("mission already running")
+            return failed("mission already running")
         if self.activity[i] in _LANDING:
-            return _failed("landing")
+            return failed("landing")
         item = int(self.item[i])
         if self.paused[i] or 0 <= item < len(mission.items):
             return self._resume(i)
@@ -1183,9 +966,9 @@ class Fleet:
 
     def _set_mode(self, i: int, mode: int, need_airborne: bool) -> Result:
         if not self.armed[i]:
-            return _failed("not armed")
+            return failed("not armed")
         if need_airborne and not self.airborne[i]:
-            return _failed("not flying")
+            return failed("not flying")
         self.control_mode[i] = mode
         self.emergency[i] = False  # the pilot took over
         if self.airborne[i]:
@@ -1207,7 +990,7 @@ class Fleet:
         if (refused := self._need_airborne(i)) is not None:
             return refused
         if self.activity[i] == Activity.EMERGENCY:
-            return _failed("emergency landing")
+            return failed("emergency landing")
         if self.activity[i] == Activity.MISSION:
             self.paused[i] = True
         self.activity[i] = Activity.DIRECT
@@ -1223,7 +1006,7 @@ class Fleet:
         if (refused := self._need_airborne(i)) is not None:
             return refused
         if self.activity[i] == Activity.EMERGENCY:
-            return _failed("emergency landing")
+            return failed("emergency landing")
         east, north = self._point(v)
         alt = max(self._altitude(i, v["altitude_amsl"], v["altitude_origin"]),
                   float(self.ground[i]) + MIN_HEIGHT)  # fmt: skip
@@ -1241,7 +1024,7 @@ class Fleet:
 
     def _do_mission_pause(self, i: int, v: Mapping[str, Any]) -> Result:
         if self.activity[i] != Activity.MISSION:
-            return _failed("no mission running")
+            return failed("no mission running")
         self._hold(i)
         self.paused[i] = True
         extra = v["additional_altitude"]
@@ -1254,18 +1037,18 @@ class Fleet:
 
     def _do_mission_resume(self, i: int, _: Params) -> Result:
         if self.missions[i] is None:
-            return _failed("no mission")
+            return failed("no mission")
         if not self.paused[i]:
-            return _failed("mission not paused")
+            return failed("mission not paused")
         if not self.airborne[i]:
-            return _failed("not flying")
+            return failed("not flying")
         return self._resume(i)
 
     def _do_mission_clear(self, i: int, _: Params) -> Result:
         if self.missions[i] is None:
-            return _failed("no mission")
+            return failed("no mission")
         if self.activity[i] == Activity.MISSION:
-            return _failed("mission running")
+            return failed("mission running")
         self.missions[i] = None
         self.item[i] = -1
         self.paused[i] = False
@@ -1280,11 +1063,6 @@ SETTINGS = ("origin", "patrol", "spacing", "gps_warmup", "cruise_speed", "climb_
 """The `Fleet` options a user can set (`Fleet.from_settings`)."""
 
 
-def _all_params(command: str, **given: ParamValue) -> dict[str, ParamValue]:
-    """Every parameter of `command`: those `given`, the rest not available."""
-    return {p.name: given.get(p.name) for p in COMMAND_BY_NAME[command].parameters}
-
-
 def _numbers(text: str, key: str, where: str) -> list[float]:
     try:
         numbers = [float(part) for part in text.split(",")]
@@ -1293,67 +1071,6 @@ def _numbers(text: str, key: str, where: str) -> list[float]:
     if not all(math.isfinite(x) for x in numbers):
         raise ConfigError(f"{where}: {key} must be finite, not {text!r}")
     return numbers
-
-
-# -- parameters -------------------------------------------------------------------------------
-
-
-def _parse(spec: CommandSpec, params: Params) -> dict[str, Any]:
-    """Check `params` against `spec`: every registered parameter present, of its kind, in
-    range; NA only where allowed. Numbers come back as float (NaN = NA), enums as int or None,
-    bools as bool or None, strings as str or None."""
-    if not isinstance(params, Mapping):
-        raise _Invalid(f"{spec.name}: parameters are not a mapping")
-    for name in params:
-        if not any(p.name == name for p in spec.parameters):
-            raise _Invalid(f"{spec.name}: unknown parameter {name!r}")
-    values: dict[str, Any] = {}
-    for p in spec.parameters:
-        if p.name not in params:
-            raise _Invalid(f"{spec.name}: missing parameter {p.name}")
-        value = params[p.name]
-        if value is None:
-            if p.required:
-                raise _Invalid(f"{spec.name}: {p.name} is not available")
-            numeric = p.kind in ("double", "float", "int") and not p.enumeration
-            values[p.name] = math.nan if numeric else None
-            continue
-        values[p.name] = _check(spec.name, p, value)
-    return values
-
-
-def _check(command: str, p: ParamSpec, value: object) -> object:
-    where = f"{command}: {p.name}"
-    if p.semantic == "FIELD_SEMANTIC_ENUM":
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise _Invalid(f"{where} must be an enum id, not {value!r}")
-        if all(value != id_ for id_, _ in p.enumeration):
-            raise _Invalid(f"{where}: {value} is not one of its enumeration")
-        return value
-    if p.kind in ("double", "float", "int"):  # numbers: the SDK takes any numeric member
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise _Invalid(f"{where} must be a number, not {value!r}")
-        number = float(value)
-        if not math.isfinite(number):
-            raise _Invalid(f"{where} must be finite, not {value!r}")
-        if p.minimum is not None and number < p.minimum:
-            raise _Invalid(f"{where}: {number:g} is below the minimum {p.minimum:g}")
-        if p.maximum is not None and number > p.maximum:
-            raise _Invalid(f"{where}: {number:g} exceeds the maximum {p.maximum:g}")
-        if p.semantic in _NOT_NEGATIVE and number < 0:
-            raise _Invalid(f"{where} must not be negative, not {number:g}")
-        return number
-    if p.kind == "bool":
-        if not isinstance(value, bool):
-            raise _Invalid(f"{where} must be true or false, not {value!r}")
-        return value
-    if not isinstance(value, str):
-        raise _Invalid(f"{where} must be a string, not {value!r}")
-    return value
-
-
-_NOT_NEGATIVE = frozenset({"FIELD_SEMANTIC_ACCEPTANCE_RADIUS", "FIELD_SEMANTIC_GROUND_SPEED",
-                           "FIELD_SEMANTIC_VERTICAL_SPEED"})  # fmt: skip
 
 
 def _int_or(value: object, default: int) -> int:

@@ -39,7 +39,7 @@ import random
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from robowire.capture import Record
+from robowire.capture import CaptureReader, Record
 from robowire.control import (
     FAILED,
     IN_PROGRESS,
@@ -50,7 +50,7 @@ from robowire.control import (
     CommandStatus,
     ParamSpec,
 )
-from robowire.endpoints import Endpoint, split_host_port
+from robowire.endpoints import Endpoint, number, split_host_port
 from robowire.errors import ConfigError, TransportError
 from robowire.protocols.ugcs import model
 from robowire.protocols.ugcs.adapter import (
@@ -70,8 +70,9 @@ from robowire.protocols.ugcs.client import (
     status_name,
 )
 from robowire.protocols.ugcs.codec import DEFAULT_PORT, NAME, Value, ValueKind
+from robowire.protocols.ugcs.definitions import MissionItem, Params, ParamValue, Result
 from robowire.protocols.ugcs.device import CommandInfo, DeviceSpec
-from robowire.protocols.ugcs.dissect import TO_UCS, direction_of, read_capture
+from robowire.protocols.ugcs.dissect import TO_UCS, direction_of
 from robowire.protocols.ugcs.events import (
     CommandReceived,
     CommandTimedOut,
@@ -250,16 +251,8 @@ class VsmServer:
 
 
 def _options(settings: dict[str, str], where: str) -> tuple[float | None, str]:
-    keep_alive: float | None = None
-    text = settings.get("keep_alive")
-    if text is not None:
-        try:
-            keep_alive = float(text)
-        except ValueError:
-            raise ConfigError(f"{where}: keep_alive must be seconds, not {text!r}") from None
-        if keep_alive <= 0:
-            raise ConfigError(f"{where}: keep_alive must be positive, not {text!r}")
-    return keep_alive, settings.get("name", "robowire")
+    keep_alive = number(settings, "keep_alive", math.nan, where, sign="positive")
+    return (None if math.isnan(keep_alive) else keep_alive), settings.get("name", "robowire")
 
 
 class FleetMember:
@@ -286,12 +279,10 @@ class FleetMember:
     def availability(self) -> Mapping[str, Any]:
         return self.fleet.availability()
 
-    def handle(
-        self, row: int, name: str, params: model.Params, items: Sequence[model.MissionItem]
-    ) -> model.Result:
+    def handle(self, row: int, name: str, params: Params, items: Sequence[MissionItem]) -> Result:
         return self.fleet.command(row, name, params, items)
 
-    def outbox(self) -> list[tuple[int, str, model.Result | str]]:
+    def outbox(self) -> list[tuple[int, str, Result | str]]:
         return []
 
 
@@ -354,7 +345,7 @@ class VsmSim(Sim):
             result = member.handle(row, command.name, _plain(command.parameters), items)
         except Exception as exc:  # the integrator's handler broke: the operator is told
             log.exception("ugcs: %s handler of device %d raised", command.name, event.device_id)
-            result = model.Result(code="STATUS_FAILED", text=f"{type(exc).__name__}: {exc}")
+            result = Result(code="STATUS_FAILED", text=f"{type(exc).__name__}: {exc}")
         log.info("ugcs: device %d %s: %s %s", row, command.name, result.code, result.text)
         request = (event.conn, event.device_id, event.message_id)
         if result.code == "STATUS_IN_PROGRESS":
@@ -362,9 +353,10 @@ class VsmSim(Sim):
         self._reply(request, command.name, result, event.response_required)
 
     def _reply(
-        self, request: tuple[int, int, int], name: str, result: model.Result, required: bool
+        self, request: tuple[int, int, int], name: str, result: Result, required: bool
     ) -> None:
         conn, device_id, message_id = request
+        required = required and self.session.can_respond(conn, device_id)  # (the link may be gone)
         if result.code == "STATUS_IN_PROGRESS":
             if required:
                 self.session.progress(conn, device_id, message_id, result.progress or 0.0,
@@ -508,7 +500,8 @@ class UgcsSink(Sink):
         self.server = VsmServer(self.session, self._command, self)
 
     def _command(self, event: CommandReceived) -> None:
-        if event.response_required:  # world devices are not ours to fly
+        if event.response_required and self.session.can_respond(event.conn, event.device_id):
+            # world devices are not ours to fly
             self.session.respond(
                 event.conn,
                 event.device_id,
@@ -533,7 +526,7 @@ class UgcsSink(Sink):
         self.server.shutdown()
 
 
-def _plain(params: Mapping[str, Value]) -> dict[str, model.ParamValue]:
+def _plain(params: Mapping[str, Value]) -> dict[str, ParamValue]:
     """Parameters as the model takes them (no list or bytes value is registered for it)."""
     return {k: None if isinstance(v, bytes | list) else v for k, v in params.items()}
 
@@ -918,8 +911,8 @@ class UcsFileSource(CaptureSource):
     connection goes through a UCS session and the adapter as a live VSM's would; what the UCS
     side sent is not needed (our session's own replies are discarded). `?origin=` as live."""
 
-    def __init__(self, endpoint: Endpoint) -> None:
-        super().__init__(NAME, endpoint, read_capture)
+    def __init__(self, endpoint: Endpoint, read: CaptureReader) -> None:
+        super().__init__(NAME, endpoint, read)
         self.origin = parse_origin(endpoint)
         self._conn_ids = itertools.count(1)
 

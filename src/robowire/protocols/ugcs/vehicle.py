@@ -26,7 +26,7 @@ ugcs`) run on the same VSM runner (`services.VsmSim`), a `model.Fleet` in place 
 `vehicle_spec(serial)` is the `DeviceSpec` of one vehicle: device properties `vehicle_type`
 (ENUM, a `Vehicle_type`), `vehicle_name`, `vehicle_serial`, `frame_type`, `port_name`; a flight
 controller subsystem with `autopilot_type` (`emulator` for the simulator), the telemetry fields
-of `model.FIELDS` and the commands of `model.COMMANDS` (with their parameters and
+of `definitions.FIELDS` and the commands of `definitions.COMMANDS` (with their parameters and
 `available_in_mission`); optionally a camera (`video_stream_uri`) and a gimbal (`roll`,
 `pitch`, `heading`), as the SDK's `Vehicle` class has them.
 """
@@ -38,7 +38,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from robowire.protocols.ugcs import model
+from robowire.protocols.ugcs import definitions
 from robowire.protocols.ugcs.codec import Value, ValueKind
 from robowire.protocols.ugcs.device import CommandSpec, DeviceSpec, FieldSpec, SubsystemSpec
 from robowire.protocols.ugcs.proto import ucs_vsm_defs_pb2 as defs
@@ -59,7 +59,7 @@ __all__ = [
     "vehicle_spec",
 ]
 
-Result = model.Result
+Result = definitions.Result
 
 _KINDS: dict[str, ValueKind] = {
     "double": ValueKind.DOUBLE,
@@ -76,7 +76,7 @@ def semantic(name: str) -> int:
     return int(defs.Field_semantic.Value(name))
 
 
-def _field(f: model.FieldSpec) -> FieldSpec:
+def _field(f: definitions.FieldSpec) -> FieldSpec:
     return FieldSpec(
         name=f.name,
         semantic=semantic(f.semantic),
@@ -85,7 +85,7 @@ def _field(f: model.FieldSpec) -> FieldSpec:
     )
 
 
-def _parameter(p: model.ParamSpec) -> FieldSpec:
+def _parameter(p: definitions.ParamSpec) -> FieldSpec:
     return FieldSpec(
         name=p.name,
         semantic=semantic(p.semantic),
@@ -96,7 +96,7 @@ def _parameter(p: model.ParamSpec) -> FieldSpec:
     )
 
 
-def _command(c: model.CommandSpec) -> CommandSpec:
+def _command(c: definitions.CommandSpec) -> CommandSpec:
     return CommandSpec(
         name=c.name,
         parameters=tuple(_parameter(p) for p in c.parameters),
@@ -122,13 +122,13 @@ GIMBAL = SubsystemSpec(
 def vehicle_spec(
     serial: str,
     *,
-    name: str = str(model.PROPERTIES.get("vehicle_name", "robowire sim")),
-    fields: Sequence[model.FieldSpec] = model.FIELDS,
-    commands: Sequence[model.CommandSpec] = model.COMMANDS,
-    autopilot_type: str = model.AUTOPILOT_TYPE,
+    name: str = str(definitions.PROPERTIES.get("vehicle_name", "robowire sim")),
+    fields: Sequence[definitions.FieldSpec] = definitions.FIELDS,
+    commands: Sequence[definitions.CommandSpec] = definitions.COMMANDS,
+    autopilot_type: str = definitions.AUTOPILOT_TYPE,
     vehicle_type: int = defs.VEHICLE_TYPE_MULTICOPTER,
-    frame_type: str = str(model.PROPERTIES.get("frame_type", "generic_quad_x")),
-    port_name: str = str(model.PROPERTIES.get("port_name", "sim")),
+    frame_type: str = str(definitions.PROPERTIES.get("frame_type", "generic_quad_x")),
+    port_name: str = str(definitions.PROPERTIES.get("port_name", "sim")),
     camera: bool = True,
     gimbal: bool = True,
     properties: Mapping[str, tuple[Value, int]] | None = None,
@@ -182,25 +182,27 @@ def progress(fraction: float, text: str = "") -> Result:
 
 
 def field(
-    name: str, semantic: str = "NUMERIC", unit: str = "", kind: model.ValueKind = "float"
-) -> model.FieldSpec:
+    name: str, semantic: str = "NUMERIC", unit: str = "", kind: definitions.ValueKind = "float"
+) -> definitions.FieldSpec:
     """A telemetry field of your own: `semantic` names a `Field_semantic` without its prefix
     (`"NUMERIC"`, `"BOOL"`, `"STRING"`, `"VOLTAGE"`, ...)."""
-    return model.FieldSpec(name=name, semantic="FIELD_SEMANTIC_" + semantic, unit=unit, kind=kind)
+    return definitions.FieldSpec(
+        name=name, semantic="FIELD_SEMANTIC_" + semantic, unit=unit, kind=kind
+    )
 
 
 def param(
     name: str,
     semantic: str = "NUMERIC",
     unit: str = "",
-    kind: model.ValueKind = "float",
+    kind: definitions.ValueKind = "float",
     *,
     required: bool = False,
     minimum: float | None = None,
     maximum: float | None = None,
-) -> model.ParamSpec:
+) -> definitions.ParamSpec:
     """A command parameter of your own (see `field`)."""
-    return model.ParamSpec(
+    return definitions.ParamSpec(
         name=name,
         semantic="FIELD_SEMANTIC_" + semantic,
         unit=unit,
@@ -211,9 +213,9 @@ def param(
     )
 
 
-_COMMANDS = model.COMMAND_BY_NAME
-_KNOWN_FIELDS = {f.name: f for f in model.FIELDS}
-_KNOWN_PARAMS = {p.name: p for c in model.COMMANDS for p in c.parameters}
+_COMMANDS = definitions.COMMAND_BY_NAME
+_KNOWN_FIELDS = {f.name: f for f in definitions.FIELDS}
+_KNOWN_PARAMS = {p.name: p for c in definitions.COMMANDS for p in c.parameters}
 DEFAULT_FIELDS = (
     "latitude",
     "longitude",
@@ -229,14 +231,14 @@ DEFAULT_FIELDS = (
     "downlink_present",
     "uplink_present",
 )
-"""The telemetry a `Vehicle` registers unless told otherwise (names of `model.FIELDS`)."""
+"""The telemetry a `Vehicle` registers unless told otherwise (names of `definitions.FIELDS`)."""
 
 Handler = Callable[[dict[str, Any]], Result | None]
 """A command handler: parameters by name in user units -> ok, failed or progress (None: ok)."""
 
 
-def _field_of(item: str | model.FieldSpec) -> model.FieldSpec:
-    if isinstance(item, model.FieldSpec):
+def _field_of(item: str | definitions.FieldSpec) -> definitions.FieldSpec:
+    if isinstance(item, definitions.FieldSpec):
         return item
     known = _KNOWN_FIELDS.get(item)
     if known is None:
@@ -244,8 +246,8 @@ def _field_of(item: str | model.FieldSpec) -> model.FieldSpec:
     return known
 
 
-def _param_of(item: str | model.ParamSpec) -> model.ParamSpec:
-    if isinstance(item, model.ParamSpec):
+def _param_of(item: str | definitions.ParamSpec) -> definitions.ParamSpec:
+    if isinstance(item, definitions.ParamSpec):
         return item
     known = _KNOWN_PARAMS.get(item)
     if known is None:
@@ -266,11 +268,11 @@ def _wire(unit: str, value: Any) -> Any:
     return value
 
 
-_FieldSpec = model.FieldSpec
-_ParamSpec = model.ParamSpec
-_CommandSpec = model.CommandSpec
-_Params = model.Params
-_MissionItem = model.MissionItem
+_FieldSpec = definitions.FieldSpec
+_ParamSpec = definitions.ParamSpec
+_CommandSpec = definitions.CommandSpec
+_Params = definitions.Params
+_MissionItem = definitions.MissionItem
 
 
 class Member(Protocol):
@@ -293,7 +295,11 @@ class Member(Protocol):
         ...
 
     def handle(
-        self, row: int, name: str, params: model.Params, items: Sequence[model.MissionItem]
+        self,
+        row: int,
+        name: str,
+        params: definitions.Params,
+        items: Sequence[definitions.MissionItem],
     ) -> Result:
         """Handle command `name` for `row` (parameters in wire units)."""
         ...

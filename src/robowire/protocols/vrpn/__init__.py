@@ -186,25 +186,52 @@ __all__ = [
     "scan",
 ]
 
+import re
+
+from robowire.capture import CaptureFormat
 from robowire.capture import read_capture as _read_capture
 from robowire.protocols.base import WireProtocol
 from robowire.protocols.vrpn.dissect import decode_capture
+from robowire.protocols.vrpn.logfile import LOG_SUFFIX, is_log, read_log
 from robowire.protocols.vrpn.services import (
     FILE_OPTIONS,
     SIM_SETTINGS,
     SINK_OPTIONS,
     SOURCE_OPTIONS,
+    VrpnFileSource,
+    VrpnLogSink,
+    VrpnSource,
     open_sim,
     open_sink,
-    open_source,
 )
+
+NATIVE_NAME = re.compile(r"^(?P<device>[^@/:?]+)@(?:(?P<scheme>tcp|x-vrpn|file)://)?(?P<rest>.+)$")
+"""VRPN's `Device@[tcp://|x-vrpn://|file://]host[:port]` (vrpn_get_connection_by_name)."""
+NATIVE_SCHEMES = {None: "vrpn", "x-vrpn": "vrpn", "tcp": "vrpn+tcp"}
+
+
+def native_address(text: str) -> str | None:
+    """The robowire URL of a VRPN name (`Tracker0@host:3883` -> `vrpn://Tracker0@host:3883`,
+    `Tracker0@file://run.vrpn` -> `vrpn:run.vrpn`), or None if `text` is not one."""
+    match = NATIVE_NAME.match(text)
+    if match is None:
+        return None
+    device, scheme, rest = match["device"], match["scheme"], match["rest"]
+    if scheme == "file":
+        return f"vrpn:{rest}"
+    return f"{NATIVE_SCHEMES[scheme]}://{device}@{rest}"
+
 
 PROTOCOL = WireProtocol(
     name="vrpn",
     title="VRPN",
     default_port=DEFAULT_PORT,
     schemes=("vrpn", "vrpn+tcp"),
-    open_source=open_source,
+    open_source=VrpnSource,
+    open_file=VrpnFileSource,
+    formats=(CaptureFormat(name="VRPN log", suffixes=(LOG_SUFFIX,), sniff=is_log, read=read_log),),
+    native_address=native_address,
+    record=VrpnLogSink,
     open_sink=open_sink,
     open_sim=open_sim,
     dissect=decode_capture,

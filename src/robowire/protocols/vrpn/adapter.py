@@ -20,6 +20,9 @@ inverse of this mapping for devices of VRPN sources (one sender per VRPN device,
 sensors, every kind of message going out as itself), and for other devices a tracker named
 after each (sensor 0), its numeric telemetry the channels of an analog device of the same
 name; with `single` set, every device is one sensor of that one tracker instead.
+
+Size: one module over 600 lines: the mapping between VRPN and the world both ways, as every
+protocol's `adapter.py` has it; both directions share the device naming and field names.
 """
 
 from __future__ import annotations
@@ -152,27 +155,13 @@ class VrpnAdapter:
         shared: npt.NDArray[np.intp] | None = None  # the slots, while every batch has them
         simple = True  # one batch per kind, all of the same slots (a tracker's whole frame)
         for batch in batches:
-            n = len(batch)
-            if not n or (self.devices is not None and batch.sender not in self.devices):
+            if not len(batch) or (self.devices is not None and batch.sender not in self.devices):
                 continue
-            sensor = batch.sensor
-            # a tracker sends the same sensors frame after frame: their slots are looked up once
-            key = (batch.sender, sensor.dtype, sensor.tobytes())
-            slots = self._known.get(key)
-            if slots is None:
-                if int(sensor.min()) < 0 or int(sensor.max()) >= MAX_SENSOR:
-                    batch = _subset(batch, (sensor >= 0) & (sensor < MAX_SENSOR))
-                    n = len(batch)
-                    if not n:
-                        continue
-                    slots = self._sensor_slots(batch.sender, batch.sensor)
-                else:
-                    slots = self._sensor_slots(batch.sender, sensor)
-                    slots.setflags(write=False)
-                    if len(self._known) >= MAX_KNOWN:
-                        self._known.clear()
-                    self._known[key] = slots
-            self.reports += n
+            found = self._slots_of(batch)
+            if found is None:
+                continue
+            batch, slots = found
+            self.reports += len(batch)
             if shared is None:
                 shared = slots
             elif slots is not shared:
@@ -201,6 +190,33 @@ class VrpnAdapter:
             self._write(shared, receive_time, times, columns)
             return
         merged = {group: _merge(parts, self.use_sender_time) for group, parts in groups.items()}
+        self._write_merged(merged, receive_time)
+
+    def _slots_of(
+        self, batch: TrackerReports
+    ) -> tuple[TrackerReports, npt.NDArray[np.intp]] | None:
+        """The world slots of a batch's sensors (out-of-range sensors left out; None if none
+        is left). A tracker sends the same sensors frame after frame: their slots are looked
+        up once."""
+        sensor = batch.sensor
+        key = (batch.sender, sensor.dtype, sensor.tobytes())
+        slots = self._known.get(key)
+        if slots is not None:
+            return batch, slots
+        if int(sensor.min()) < 0 or int(sensor.max()) >= MAX_SENSOR:
+            batch = _subset(batch, (sensor >= 0) & (sensor < MAX_SENSOR))
+            if not len(batch):
+                return None
+            return batch, self._sensor_slots(batch.sender, batch.sensor)
+        slots = self._sensor_slots(batch.sender, sensor)
+        slots.setflags(write=False)
+        if len(self._known) >= MAX_KNOWN:
+            self._known.clear()
+        self._known[key] = slots
+        return batch, slots
+
+    def _write_merged(self, merged: dict[str, _Merged], receive_time: float) -> None:
+        """Reports of several kinds, each merged over its batches (see `trackers`)."""
         if len(merged) == 1:
             ((group, (slots, vector, quaternion, times)),) = merged.items()
             self._write(slots, receive_time, times, {group: (vector, quaternion)})
@@ -219,7 +235,7 @@ class VrpnAdapter:
                 self._write(slots, receive_time, times, {group: (vector, quaternion)})
             return
         table = self.world.table(self.source)
-        columns = {}
+        columns: dict[str, tuple[FloatArray, FloatArray]] = {}
         newest: FloatArray | None = None
         for group, (slots, vector, quaternion, times) in merged.items():
             at = np.searchsorted(union, slots)
@@ -319,9 +335,11 @@ class VrpnAdapter:
         )
 
 
-def _merge(
-    parts: list[tuple[npt.NDArray[np.intp], TrackerReports]], sender_time: bool
-) -> tuple[npt.NDArray[np.intp], FloatArray, FloatArray, FloatArray | None]:
+_Merged = tuple[npt.NDArray[np.intp], FloatArray, FloatArray, FloatArray | None]
+"""One kind's reports over a delivery: slots, vector, quaternion (wire order), header times."""
+
+
+def _merge(parts: list[tuple[npt.NDArray[np.intp], TrackerReports]], sender_time: bool) -> _Merged:
     """One kind's batches as one set of columns: slots, vector, quaternion (wire order) and
     header times (None when the receive time is the source time)."""
     if len(parts) == 1:

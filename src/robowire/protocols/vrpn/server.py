@@ -83,11 +83,7 @@ class VrpnServer:
                 link.flush()
 
     def connected(self) -> list[VrpnLink]:
-        return [
-            link
-            for link in self.links
-            if link.session is not None and link.session.peer_cookie is not None
-        ]
+        return [link for link in self.links if link.session is not None and link.session.connected]
 
     async def run(self, host: str, port: int, on_listening: Callable[[Address], None]) -> None:
         listener = VrpnListener(
@@ -116,7 +112,7 @@ class VrpnServer:
 
     def _message(self, link: VrpnLink, session: VrpnSession, event: MessageReceived) -> None:
         device = event.sender
-        match event.message:
+        match event.message if session.connected else None:  # (a read may end in a close)
             case TrackerRequestToRoom():
                 session.send(device, TrackerToRoom())
             case TrackerRequestUnitToSensor():

@@ -22,8 +22,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from robowire.capture import Record, read_capture
-from robowire.endpoints import Endpoint
+from robowire.capture import CaptureReader, Record
+from robowire.endpoints import Endpoint, number
 from robowire.errors import ConfigError, SessionError
 from robowire.protocols.vrpn.adapter import VrpnAdapter, WorldEncoder
 from robowire.protocols.vrpn.codec import (
@@ -37,12 +37,7 @@ from robowire.protocols.vrpn.codec import (
 from robowire.protocols.vrpn.dissect import looks_like_lob
 from robowire.protocols.vrpn.driver import VrpnLink, connect
 from robowire.protocols.vrpn.events import Connected, MessageReceived, PeerSilent, VrpnEvent
-from robowire.protocols.vrpn.logfile import (
-    encode_log_entry,
-    looks_like_log_file,
-    read_log,
-    stream_to_log,
-)
+from robowire.protocols.vrpn.logfile import encode_log_entry, stream_to_log
 from robowire.protocols.vrpn.messages import ButtonStates, Ping, Pong, TrackerSetUpdateRate
 from robowire.protocols.vrpn.model import MAX_RATE, MOTION_DEFAULTS, REPORTS, DeviceModel
 from robowire.protocols.vrpn.model import Frame as TrackerFrame
@@ -63,21 +58,6 @@ SIM_SETTINGS = frozenset({"tracker", "analog", "button", "dial", "reports", "clo
 FIRST_CONNECT_TIMEOUT = 5.0
 PONG_AFTER = 1.0  # seconds after a device's first log entry: its pong (`VrpnLogSink`)
 RECONNECT_TIMEOUT = 2.0
-
-
-def open_source(endpoint: Endpoint) -> Source:
-    """`vrpn://Tracker0@host:3883` (UDP+TCP) or `vrpn+tcp://Tracker0,Analog0@host` (TCP only),
-    or a capture file `vrpn:capture.pcap` (pcap/pcapng, or a raw stream from the server), or a
-    VRPN log file `run.vrpn` (replayed with its recorded times by `replay` or `?speed=X`).
-
-    Options: `?time=sender|receive|corrected` (every source's: which time becomes the source
-    time; sender by default, VRPN stamps every message), `?retry=SECONDS`,
-    `?rate=HZ` (ask the trackers for that update rate once connected), `?udp=0` (TCP only),
-    `?devices=a,b` (more device names).
-    """
-    if endpoint.is_file:
-        return VrpnFileSource(endpoint)
-    return VrpnSource(endpoint)
 
 
 def open_sink(endpoint: Endpoint) -> Sink:
@@ -105,13 +85,6 @@ def device_names(endpoint: Endpoint) -> list[str]:
     return names
 
 
-def _float_option(endpoint: Endpoint, name: str, default: float, what: str) -> float:
-    try:
-        return float(endpoint.option(name, str(default)))
-    except ValueError:
-        raise ConfigError(f"{endpoint.raw}: {name} must be {what}") from None
-
-
 # -- sources ---------------------------------------------------------------------------------
 
 
@@ -121,11 +94,11 @@ class VrpnSource(Source):
     def __init__(self, endpoint: Endpoint) -> None:
         self.host = endpoint.host
         self.port = endpoint.port_or(DEFAULT_PORT)
-        retry = _float_option(endpoint, "retry", RETRY_SECONDS, "seconds")
+        retry = endpoint.float_option("retry", RETRY_SECONDS)
         super().__init__(f"vrpn@{self.host}:{self.port}", retry=retry)
         self.devices = device_names(endpoint)
         self.udp = endpoint.scheme == "vrpn" and endpoint.option("udp", "1") != "0"
-        self.update_rate = _float_option(endpoint, "rate", 0.0, "updates per second")
+        self.update_rate = endpoint.float_option("rate", 0.0)
         self.link: VrpnLink | None = None
 
     def new_adapter(self, world: World) -> VrpnAdapter:
@@ -152,8 +125,10 @@ class VrpnSource(Source):
             for event in events:
                 match event:
                     case Connected() if self.update_rate > 0 and link.session is not None:
-                        for name in self.devices:  # as vrpn_Tracker_Remote can
-                            link.session.send(name, TrackerSetUpdateRate(rate=self.update_rate))
+                        if link.session.connected:  # (a read that connects may also close)
+                            rate = TrackerSetUpdateRate(rate=self.update_rate)
+                            for name in self.devices:  # as vrpn_Tracker_Remote can
+                                link.session.send(name, rate)
                         link.flush()
                     case PeerSilent(seconds=seconds):
                         log.warning("%s: no pong from the server for %.0f s", self.name, seconds)
@@ -194,10 +169,8 @@ class VrpnFileSource(CaptureSource):
     connection. Connection requests (lobs) carry no data and are skipped.
     """
 
-    def __init__(self, endpoint: Endpoint) -> None:
-        assert endpoint.path is not None
-        log_file = looks_like_log_file(endpoint.path)
-        super().__init__("vrpn", endpoint, read_log if log_file else read_capture)
+    def __init__(self, endpoint: Endpoint, read: CaptureReader) -> None:
+        super().__init__("vrpn", endpoint, read)
 
     def new_adapter(self, world: World) -> VrpnAdapter:
         return VrpnAdapter(
@@ -353,14 +326,15 @@ class VrpnSink(Sink):
         await self.server.run(self.host, self.port, self.listening)
 
     def _on_connect(self, link: VrpnLink) -> None:
-        if link.session is not None:
+        if link.session is not None and link.session.connected:
             for name, states in self.encoder.buttons.items():
                 link.session.send(name, ButtonStates(states=states))
 
     def _on_message(self, link: VrpnLink, event: MessageReceived) -> None:
         states = self.encoder.buttons.get(event.sender)
-        if link.session is not None and states is not None and isinstance(event.message, Ping):
-            link.session.send(event.sender, ButtonStates(states=states))
+        session = link.session
+        if session and session.connected and states is not None and isinstance(event.message, Ping):
+            session.send(event.sender, ButtonStates(states=states))
 
     def write(self, world: World, items: list[Update | LogEvent]) -> bool:
         out = self.encoder.encode(world, items)
@@ -415,10 +389,8 @@ class VrpnSim(Sim):
         self.model = DeviceModel(count, rate, pose_only=settings.get("reports", "all") == "pos")
         kinds = REPORTS[:1] if self.model.pose_only else REPORTS
         self.encoder = ReportEncoder(kinds, [None, MOTION_DEFAULTS, MOTION_DEFAULTS])
-        try:  # `--set clock_offset=SECONDS`: a sender whose clock is that far ahead of ours
-            self.clock_offset = float(settings.get("clock_offset", "0"))
-        except ValueError:
-            raise ConfigError("vrpn sim: clock_offset must be a number of seconds") from None
+        # `--set clock_offset=SECONDS`: a sender whose clock is that far ahead of ours
+        self.clock_offset = number(settings, "clock_offset", 0.0, "vrpn sim", sign="any")
         self.clock = WallClock()
         self.server = VrpnServer(
             [self.tracker, self.analog, self.button, self.dial],
@@ -442,7 +414,7 @@ class VrpnSim(Sim):
         return self.model.rate
 
     def _on_connect(self, link: VrpnLink) -> None:
-        if link.session is not None:  # what a Button_Filter does on Got_Connection
+        if link.session is not None and link.session.connected:  # Button_Filter: Got_Connection
             link.session.send(self.button, self.model.button_states())
 
     def _on_message(self, link: VrpnLink, event: MessageReceived) -> None:
@@ -450,7 +422,7 @@ class VrpnSim(Sim):
         if session is None:
             return
         match event.message:
-            case Ping() if event.sender == self.button:
+            case Ping() if event.sender == self.button and session.connected:
                 session.send(self.button, self.model.button_states())
             case TrackerSetUpdateRate(rate=rate) if event.sender == self.tracker:
                 self.model.set_rate(rate)

@@ -15,23 +15,28 @@ type descriptions, then data. Ids are per side: the session keeps our names -> i
 we send and the peer's ids -> names for what we receive. Descriptions are accepted at any
 time; a name we did not have is registered and announced back, as C++ peers do.
 
-Messages sent before CONNECTED are discarded (VRPN does the same). Reliable messages go on
-TCP; the others on UDP once the peer's UDP description told us where, on TCP until then.
+A send before CONNECTED (or after CLOSED) raises `LocalProtocolError` (VRPN drops it silently);
+check `connected` first, or catch it. Reliable messages go on TCP; the others on UDP once the
+peer's UDP description told us where, on TCP until then.
 Time: `now` is monotonic seconds; header timestamps are `now + clock_offset` unless given
 (the caller passes the offset in: the session reads no clock).
+
+Size: one module over 600 lines because it is one thing, the state machine of a VRPN
+connection: sending, receiving and the system messages all read and change the same id
+tables and state (the batch decoder, which does not, is `batch.py`).
 """
 
 from __future__ import annotations
 
-import struct
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from enum import Enum
 from itertools import accumulate
 
 import numpy as np
 import numpy.typing as npt
 
-from robowire.errors import DecodeError, SessionError
+from robowire.errors import DecodeError, LocalProtocolError, SessionError
+from robowire.protocols.vrpn.batch import ReportBatcher, count_undescribed
 from robowire.protocols.vrpn.codec import (
     COOKIE_SIZE,
     HEADER_SIZE,
@@ -56,7 +61,6 @@ from robowire.protocols.vrpn.events import (
     MessageReceived,
     PeerSilent,
     PongReceived,
-    TrackerReports,
     VrpnEvent,
 )
 from robowire.protocols.vrpn.messages import Body, Ping, Pong
@@ -65,12 +69,9 @@ from robowire.protocols.vrpn.registry import (
     CONNECTION_EVENT_TYPES,
     CONTROL_SENDER,
     POSE_FRAME,
-    REPORT_FRAMES,
-    REPORT_KINDS,
     FrameBatch,
     decode_body,
     encode_pose_frames,
-    gather_reports,
 )
 from robowire.protocols.vrpn.system import (
     SenderDescription,
@@ -101,81 +102,6 @@ PING_FAIL = 10.0
 COOKIE_TIMEOUT = 10.0
 VERSION_MISMATCH = "VRPN major version mismatch"
 PEER_CLOSED = "peer closed the connection"
-MAX_RUN = 64  # reads of at most this many report records are checked by one struct call
-
-_RUN_HEAD = struct.Struct(">I8xii")  # length, sender, type of one message
-_RUN_HEADS: dict[tuple[tuple[int, ...], int], struct.Struct] = {}  # (lengths, count) -> heads
-MAX_PERIOD = 16  # the most messages a repeating record of reports may have
-
-
-def _run_heads(lengths: tuple[int, ...], count: int) -> struct.Struct:
-    """A struct reading (length, sender, type) of every message of `count` back-to-back
-    records, each the unpadded messages of `lengths`."""
-    found = _RUN_HEADS.get((lengths, count))
-    if found is None:
-        record = "".join(f"I8xii{size - 20}x" for size in lengths)
-        if len(_RUN_HEADS) >= 256:
-            _RUN_HEADS.clear()
-        found = _RUN_HEADS[(lengths, count)] = struct.Struct(">" + record * count)
-    return found
-
-
-class _Record:
-    """A repeating pattern of unpadded tracker report messages (see `_report_run`): their
-    headers' (length, sender id, type id), names, and one numpy dtype for the whole record
-    (a `REPORT_FRAMES` dtype, or fields m0, m1, ... of them)."""
-
-    __slots__ = (
-        "bounds",
-        "by_type",
-        "checks",
-        "dtype",
-        "heads",
-        "kinds",
-        "lengths",
-        "pattern",
-        "period",
-        "senders",
-        "size",
-    )
-
-    def __init__(
-        self, pattern: list[tuple[int, int, int]], kinds: list[str], senders: list[str]
-    ) -> None:
-        self.pattern = tuple(pattern)
-        self.period = len(pattern)
-        self.heads = tuple(v for head in pattern for v in head)
-        self.lengths = tuple(length for length, _, _ in pattern)
-        self.bounds = frozenset(sum(self.lengths[:j]) for j in range(self.period))
-        self.kinds = kinds
-        self.senders = senders
-        # the general path's event order: by type id, then sender id
-        self.by_type = sorted(range(self.period), key=lambda j: (pattern[j][2], pattern[j][1]))
-        frames = [REPORT_FRAMES[kind] for kind in kinds]
-        if self.period == 1:
-            self.dtype = frames[0]
-        else:
-            offsets = [sum(self.lengths[:j]) for j in range(self.period)]
-            self.dtype = np.dtype(
-                {
-                    "names": [f"m{j}" for j in range(self.period)],
-                    "formats": frames,
-                    "offsets": offsets,
-                    "itemsize": sum(self.lengths),
-                }
-            )
-        self.size = int(self.dtype.itemsize)
-        # record count -> (unpack of all their headers, what it must give), see `check`
-        self.checks: dict[int, tuple[Callable[[bytes, int], tuple[int, ...]], tuple[int, ...]]]
-        self.checks = {}
-
-    def check(self, count: int) -> tuple[Callable[[bytes, int], tuple[int, ...]], tuple[int, ...]]:
-        """(unpack, expected): the headers of `count` records and what they must read."""
-        found = self.checks[count] = (
-            _run_heads(self.lengths, count).unpack_from,
-            self.heads * count,
-        )
-        return found
 
 
 class Role(Enum):
@@ -239,7 +165,7 @@ class VrpnSession:
         self._local_types: dict[str, int] = {}
         self._remote_senders: dict[int, str] = {}
         self._remote_types: dict[int, str] = {}
-        self._records: dict[tuple[int, int, int], _Record] = {}  # first header -> its record
+        self._batch = ReportBatcher(self._remote_senders, self._remote_types, self.stats)
         self._in = bytearray()
         self._need = 0  # bytes the buffered partial message needs before it is worth a scan
         self._tcp_out = bytearray()
@@ -312,6 +238,17 @@ class VrpnSession:
 
     # -- sending ----------------------------------------------------------------------------
 
+    @property
+    def connected(self) -> bool:
+        """True while sends are allowed: the peer's cookie accepted, not closed."""
+        return self.state is State.CONNECTED
+
+    def _check_connected(self, action: str) -> None:
+        """A send before the peer's cookie is accepted, or after the close, is the caller's
+        bug (h11's rule): VRPN would drop it silently; robowire says so at once."""
+        if self.state is not State.CONNECTED:
+            raise LocalProtocolError(PROTOCOL, action, self.state.name)
+
     def _header_time(self, time: float | None) -> tuple[int, int]:
         return split_time(self._now + self.clock_offset if time is None else time)
 
@@ -335,11 +272,9 @@ class VrpnSession:
         *,
         time: float | None = None,
         reliable: bool = True,
-    ) -> bool:
-        """Queue one message from our sender `sender`; False if not connected (discarded)."""
-        return self.send_raw(
-            sender, message.WIRE_NAME, message.encode(), time=time, reliable=reliable
-        )
+    ) -> None:
+        """Queue one message from our sender `sender` (LocalProtocolError unless CONNECTED)."""
+        self.send_raw(sender, message.WIRE_NAME, message.encode(), time=time, reliable=reliable)
 
     def send_raw(
         self,
@@ -349,14 +284,12 @@ class VrpnSession:
         *,
         time: float | None = None,
         reliable: bool = True,
-    ) -> bool:
+    ) -> None:
+        """Queue one message already encoded (`body`) of type `type_name`; the names are
+        registered (and described at connect) even when the send raises."""
         sender_id = self.register_sender(sender)
         type_id = self.register_type(type_name)
-        if self.state is not State.CONNECTED:
-            self.stats.extra["discarded_before_connect"] = (
-                self.stats.extra.get("discarded_before_connect", 0) + 1
-            )
-            return False
+        self._check_connected("send")
         sec, usec = self._header_time(time)
         if reliable or self.peer_udp is None:
             self._tcp_out += encode_frame(
@@ -370,7 +303,6 @@ class VrpnSession:
             self._udp_ends.append(len(self._udp_out))
             self._udp_seq += 1
         self.stats.messages_out += 1
-        return True
 
     def send_poses(
         self,
@@ -381,7 +313,7 @@ class VrpnSession:
         *,
         time: float | npt.ArrayLike | None = None,
         reliable: bool = False,
-    ) -> bool:
+    ) -> None:
         """Queue n Pos_Quat reports in one vectorised step (the server's hot path).
 
         `sender` is one name for all rows, or one name per row; `time` one or one per row.
@@ -391,8 +323,7 @@ class VrpnSession:
         else:
             sender_ids = [self.register_sender(name) for name in sender]
         type_id = self.register_type("vrpn_Tracker Pos_Quat")
-        if self.state is not State.CONNECTED:
-            return False
+        self._check_connected("send poses")
         udp = not reliable and self.peer_udp is not None
         seq = self._udp_seq if udp else self._tcp_seq
         if time is None or isinstance(time, float | int):
@@ -411,13 +342,11 @@ class VrpnSession:
             self._tcp_seq += n
             self._tcp_out += raw
         self.stats.messages_out += n
-        return True
 
-    def send_batch(self, batch: FrameBatch, *, reliable: bool = False) -> bool:
+    def send_batch(self, batch: FrameBatch, *, reliable: bool = False) -> None:
         """Queue messages encoded once for every session with the same ids (the server's hot
         path: one frame of tracker reports, see `ReportEncoder`), writing our seq into them."""
-        if self.state is not State.CONNECTED:
-            return False
+        self._check_connected("send a batch")
         n = len(batch)
         udp = not reliable and self.peer_udp is not None
         seq = self._udp_seq if udp else self._tcp_seq
@@ -431,7 +360,6 @@ class VrpnSession:
             self._tcp_out += batch.data.data
             self._tcp_seq += n
         self.stats.messages_out += n
-        return True
 
     def data_to_send(self) -> bytes:
         out = bytes(self._tcp_out)
@@ -636,112 +564,13 @@ class VrpnSession:
         events: list[VrpnEvent],
         whole: bool,
         cuts: Sequence[int] = (),
-        record: _Record | None = None,
     ) -> int:
-        """The fast path: from `start` on, unpadded tracker reports of described senders in a
-        repeating pattern (a record: one sender and kind, or e.g. the pose, velocity and
-        acceleration of one sensor, as a C++ tracker interleaves them), all of `work` if
-        `whole`. Their headers are checked at once (one struct call for a live-sized read, a
-        few numpy ones for a long read) and each kind's bodies are one zero-copy numpy view
-        (strided over the records). The events are those the general path gives: one batch
-        per kind and sender, by type id then sender id. Returns where the run ends (`start`:
-        no run). `cuts` are offsets that must fall between messages (where datagrams joined);
-        `record` is the pattern to try (else the one cached for the first header, or found)."""
-        rest = len(work) - start
-        cached = record is None
-        if record is None:
-            if rest < HEADER_SIZE:
-                return start
-            first = _RUN_HEAD.unpack_from(work, start)
-            record = self._records.get(first)
-            if record is None:
-                record = self._find_record(work, start, first)
-                if record is None:
-                    return start
-                cached = False
-        size = record.size
-        count = rest // size
-        if (
-            not count
-            or (whole and rest != count * size)
-            or (cuts and not all((cut - start) % size in record.bounds for cut in cuts))
-        ):
-            count = 0
-        elif count <= MAX_RUN:
-            if count > 1 or record.period > 1:
-                unpack, expected = record.checks.get(count) or record.check(count)
-                if unpack(work, start) != expected:
-                    count = 0
-        else:
-            rows = np.frombuffer(work, record.dtype, count, start)
-            same: npt.NDArray[np.bool_] | None = None
-            for j, (length, sender_id, type_id) in enumerate(record.pattern):
-                part = rows[f"m{j}"] if record.period > 1 else rows
-                ok = (
-                    (part["length"] == length)
-                    & (part["sender"] == sender_id)
-                    & (part["type"] == type_id)
-                )
-                same = ok if same is None else same & ok
-            assert same is not None
-            if not same.all():
-                # the run ends at the first other record
-                count = 0 if whole else int(same.argmin())
-        if not count:
-            if cached:  # the cached pattern did not hold: look again from here
-                found = self._find_record(work, start, _RUN_HEAD.unpack_from(work, start))
-                if found is not None and found.pattern != record.pattern:
-                    return self._report_run(work, start, events, whole, cuts, found)
-            return start
-        rows = np.frombuffer(work, record.dtype, count, start)
-        period, order = record.period, self._order
-        if period == 1:
-            events.append(TrackerReports.of_frames(record.senders[0], record.kinds[0], rows, order))
-        else:
-            for j in record.by_type:
-                events.append(
-                    TrackerReports.of_frames(
-                        record.senders[j], record.kinds[j], rows[f"m{j}"], order + j, period
-                    )
-                )
-        messages = count * period
+        """The batch decoder's fast path from `start` (see `ReportBatcher.run`): where the
+        run of tracker reports ends (`start`: no run)."""
+        end, messages = self._batch.run(work, start, events, self._order, whole, cuts)
         self._order += messages
         self.stats.messages_in += messages
-        return start + count * size
-
-    def _find_record(self, work: bytes, start: int, first: tuple[int, int, int]) -> _Record | None:
-        """The repeating pattern of report messages that starts at `start`: the messages up to
-        the next one with the same header as the first (at most MAX_PERIOD), each an unpadded
-        report of a described sender and type, no (sender, type) twice. Cached by `first`."""
-        pattern: list[tuple[int, int, int]] = []
-        offset, limit = start, len(work) - HEADER_SIZE
-        head = first
-        while True:
-            length, sender_id, type_id = head
-            frame = REPORT_FRAMES.get(self._remote_types.get(type_id, ""))
-            if frame is None or length != frame.itemsize:
-                return None
-            if self._remote_senders.get(sender_id) is None or head in pattern:
-                return None
-            pattern.append(head)
-            offset += length
-            if offset > limit or len(pattern) >= MAX_PERIOD:
-                closed = False  # the pattern may go on: a record for this read, not cached
-                break
-            head = _RUN_HEAD.unpack_from(work, offset)
-            if head == first:
-                closed = True
-                break
-        record = _Record(
-            pattern,
-            [self._remote_types[t] for _, _, t in pattern],
-            [self._remote_senders[s] for _, s, _ in pattern],
-        )
-        if closed:
-            if len(self._records) >= 64:
-                self._records.clear()
-            self._records[first] = record
-        return record
+        return end
 
     def _connect(self, now: float) -> None:
         self._move(Trigger.COOKIE_ACCEPTED)
@@ -782,69 +611,9 @@ class VrpnSession:
         channel: str,
         events: list[VrpnEvent],
     ) -> None:
-        types = index.type[first:stop]
-        handled = np.zeros(stop - first, dtype=bool)
-        for type_id in sorted(set(types.tolist())):  # (np.unique costs more on short runs)
-            name = self._remote_types.get(type_id)
-            if name is None or name not in REPORT_KINDS:
-                continue
-            mask = types == type_id
-            handled |= mask
-            size, _ = REPORT_KINDS[name]
-            rows = np.flatnonzero(mask) + first
-            short = index.lengths[rows] < HEADER_SIZE + size
-            if short.any():
-                bad = int(short.sum())
-                self.stats.drop(f"{name} body shorter than {size} bytes")
-                events.append(
-                    PacketDropped(
-                        protocol=PROTOCOL,
-                        reason=f"{bad} {name} bodies shorter than {size} bytes",
-                        offset=int(index.offsets[rows[short][0]]),
-                    )
-                )
-                rows = rows[~short]
-                if not rows.size:
-                    continue
-            # every report of this kind at once; then one batch per sender (views of these)
-            sensor, values = gather_reports(buf, index.offsets[rows], name)
-            time = index.sec[rows] + index.usec[rows] * 1e-6
-            order = rows.astype(np.int64) + self._order
-            senders = index.sender[rows]
-            ids = sorted(set(senders.tolist()))
-            parts: list[tuple[int, slice]] = [(ids[0], slice(None))]
-            if len(ids) > 1:  # group the rows by sender, each group in arrival order
-                by_sender = np.argsort(senders, kind="stable")
-                sensor, values = sensor[by_sender], values[by_sender]
-                time, order = time[by_sender], order[by_sender]
-                bounds = [*np.searchsorted(senders[by_sender], ids).tolist(), len(rows)]
-                parts = [
-                    (sender_id, slice(bounds[i], bounds[i + 1])) for i, sender_id in enumerate(ids)
-                ]
-            for sender_id, part in parts:
-                sender = self._remote_senders.get(sender_id)
-                if sender is None:
-                    self._ignored(len(sensor[part]))
-                    continue
-                part_values = values[part]
-                events.append(
-                    TrackerReports(
-                        sender=sender,
-                        kind=name,
-                        sensor=sensor[part],
-                        vector=part_values[:, 0:3],
-                        quaternion=part_values[:, 3:7],
-                        dt=part_values[:, 7] if values.shape[1] > 7 else None,
-                        time=time[part],
-                        order=order[part],
-                    )
-                )
+        handled = self._batch.gather(buf, index, first, stop, self._order, events)
         for row in np.flatnonzero(~handled).tolist():
             self._handle_one(buf, index, row + first, channel, events)
-
-    def _ignored(self, count: int) -> None:
-        # a type or sender never described: VRPN silently ignores such messages
-        self.stats.extra["undescribed"] = self.stats.extra.get("undescribed", 0) + count
 
     def _handle_one(
         self, buf: bytes, index: FrameIndex, row: int, channel: str, events: list[VrpnEvent]
@@ -852,7 +621,7 @@ class VrpnSession:
         type_name = self._remote_types.get(int(index.type[row]))
         sender = self._remote_senders.get(int(index.sender[row]))
         if type_name is None or sender is None:
-            self._ignored(1)
+            count_undescribed(self.stats, 1)
             return
         offset = int(index.offsets[row])
         body = buf[offset + HEADER_SIZE : offset + int(index.lengths[row])]
@@ -932,7 +701,7 @@ class VrpnSession:
                 table, kind = self._remote_types, "type"
             if table.get(message.id) != message.name:
                 table[message.id] = message.name
-                self._records.clear()
+                self._batch.forget()
                 events.append(Described(kind=kind, id=message.id, name=message.name))
             # like C++ peers: register names we did not have, which announces them back
             if isinstance(message, SenderDescription):
@@ -944,7 +713,7 @@ class VrpnSession:
         elif type_ == SystemType.DISCONNECT_MESSAGE:
             self._remote_senders.clear()
             self._remote_types.clear()
-            self._records.clear()
+            self._batch.forget()
         # LOG_DESCRIPTION: robowire does no remote logging (it asks a peer to log); ignored
 
 

@@ -20,7 +20,6 @@ share; one `session` module holds both sides (each is small); the receiver takes
 datagrams as one batch (`feed_datagrams`) so that a frame is decoded once, when whole.
 """
 
-from robowire.endpoints import Endpoint
 from robowire.protocols.base import WireProtocol
 from robowire.protocols.vrsp.codec import (
     DEFAULT_PORT,
@@ -79,17 +78,13 @@ __all__ = [
 ]
 
 
-def _open_source(endpoint: Endpoint) -> VrspSource | VrspFileSource:
-    """A capture file replays its datagrams; a URL is a UDP port to receive on."""
-    return VrspFileSource(endpoint) if endpoint.is_file else VrspSource(endpoint)
-
-
 PROTOCOL = WireProtocol(
     name="vrsp",
     title="VRSP (Verge Aero)",
     default_port=DEFAULT_PORT,
     schemes=("vrsp",),
-    open_source=_open_source,
+    open_source=VrspSource,
+    open_file=VrspFileSource,
     open_sink=VrspSink,
     open_sim=VrspSim,
     dissect=dissect,

@@ -21,6 +21,10 @@ no ids, every device in DEF order) decodes too (`DefinitionTable.decode_implicit
 
 DATA records are decoded in runs of the same layout (definition x flags): one numpy structured
 dtype per layout and one `frombuffer` per run, never a Python step per record.
+
+Size: one module over 600 lines because it is one thing, the codec: every message and the
+definition JSON share the framing, the layouts and the limits (the typed definitions are
+`definitions.py`).
 """
 
 from __future__ import annotations
@@ -687,28 +691,7 @@ class DefinitionTable:
             if room < 1:
                 raise DecodeError(PROTOCOL, offset + at, "record cut short")
             limit = room if count is None else min(room, count - done)
-            # how many records from here share this layout: look ahead in growing steps
-            n = 1
-            step = 16
-            while n < limit:
-                m = min(limit, n + step)
-                if ids:
-                    look = np.ndarray((m - n,), "<u2", body, at + n * size, (size,))
-                    defs = index_of[look]
-                else:
-                    defs = index_of[order[done + n : done + m]]
-                    if len(defs) < m - n:  # past the DEF's devices
-                        m = n + len(defs)
-                        if m == n:
-                            break
-                flag_look = np.ndarray((m - n,), "u1", body, at + n * size + flag_at, (size,))
-                same = (defs == definition) & (flag_look == flags)
-                if same.all():
-                    n = m
-                    step *= 4
-                    continue
-                n += int(np.argmin(same))
-                break
+            n = self._same_layout(body, at, size, limit, (definition, flags), ids, done)
             records = np.frombuffer(body, self.layout(definition, flags, ids), n, at)
             run_ids = None if ids else order[done : done + n]
             runs.append(_Run(records, definition, flags, run_ids))
@@ -717,6 +700,43 @@ class DefinitionTable:
         if count is not None and done != count:
             raise DecodeError(PROTOCOL, offset + at, f"{done} records, the header says {count}")
         return runs
+
+    def _same_layout(
+        self,
+        body: bytes,
+        at: int,
+        size: int,
+        limit: int,
+        layout: tuple[int, int],
+        ids: bool,
+        done: int,
+    ) -> int:
+        """How many records from `at` (at most `limit`, at least the first) have `layout`
+        (definition, flags): a look-ahead in growing steps, one numpy compare each."""
+        definition, flags = layout
+        index_of, order = self.index_of, self.order
+        flag_at = (2 if ids else 0) + 12
+        n = 1
+        step = 16
+        while n < limit:
+            m = min(limit, n + step)
+            if ids:
+                look = np.ndarray((m - n,), "<u2", body, at + n * size, (size,))
+                defs = index_of[look]
+            else:
+                defs = index_of[order[done + n : done + m]]
+                if len(defs) < m - n:  # past the DEF's devices
+                    m = n + len(defs)
+                    if m == n:
+                        break
+            flag_look = np.ndarray((m - n,), "u1", body, at + n * size + flag_at, (size,))
+            same = (defs == definition) & (flag_look == flags)
+            if same.all():
+                n = m
+                step *= 4
+                continue
+            return n + int(np.argmin(same))
+        return n
 
     def _columns(self, runs: list[_Run]) -> Swarm:
         n = sum(len(r.records) for r in runs)

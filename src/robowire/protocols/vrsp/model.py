@@ -20,8 +20,8 @@ The show (all our own choices):
   formation keeps its points at least `spacing` apart: the show keeps any two drones >=
   spacing/sqrt(2) apart (1.41 m for the default 2 m), for any number of drones: every pair
   is checked, through a k-d tree that lists the pairs that could come that close
-  (`candidate_pairs`, exact, a few per drone), all in numpy (`match`; 10,000 drones set up
-  in 1.5 s or so). The slot permutation that one loop applies is carried into the next
+  (`matching.py`: `candidate_pairs`, exact, a few per drone), all in numpy (`match`; 10,000
+  drones set up in 1.5 s or so). The slot permutation that one loop applies is carried into the next
   (drone i holds grid slot pi^L(i) in loop L), so the show never re-crosses at the loop's
   seam.
 * Colours: each formation has a palette (ocean, rainbow, gold, violet-fire) swept over it as a
@@ -40,6 +40,10 @@ The show (all our own choices):
 Frame: VRSP's, left-handed Y up, x = East, y = Up, z = North, metres from the root; the audience
 stands south (-z). Quaternions (w, x, y, z) compose and rotate with the usual Hamilton formulas
 applied to these coordinates (as Unity does).
+
+Size: one module over 600 lines because it is one thing, `LightShow`: the formations, the
+colours, the payloads and the cue plan all index the same drones (the collision-free matching
+is `matching.py`).
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ from robowire.protocols.vrsp.definitions import (
     Quaternion,
     Swarm,
 )
+from robowire.protocols.vrsp.matching import NEAR, Cycles, match, near_pairs
 
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
@@ -258,252 +263,6 @@ def ring_layout(n: int, spacing: float) -> tuple[F64, float]:
     return np.concatenate(xs)[:n], radius - spacing
 
 
-# -- matching ----------------------------------------------------------------------------------
-
-# Split directions for the k-d trees: the axes, the face and the body diagonals.
-_DIRECTIONS = np.array(
-    [(1, 0, 0), (0, 1, 0), (0, 0, 1), (1, 1, 0), (1, -1, 0), (0, 1, 1), (0, 1, -1), (1, 0, 1),
-     (1, 0, -1), (1, 1, 1), (1, 1, -1), (1, -1, 1), (1, -1, -1)], dtype=np.float64,
-)  # fmt: skip
-_DIRECTIONS /= np.linalg.norm(_DIRECTIONS, axis=1)[:, None]
-LEAF = 4  # k-d leaves: at most this many drones
-NEAR = 4.0  # the repair re-checks pairs within NEAR * limit of each other at start or end
-
-
-def _runs(node: Index) -> Index:
-    """Where the runs of equal values of the nondecreasing `node` start."""
-    return np.flatnonzero(np.r_[True, node[1:] != node[:-1]])
-
-
-def _directions(pa: F64, pb: F64, starts: Index) -> tuple[F64, F64, Index]:
-    """Per node (rows from `starts[k]`), the split direction along which both the starts (pa)
-    and the ends (pb) are spread widest (the least of the two spreads, then their sum); and
-    every row projected on every direction."""
-    qa, qb = pa @ _DIRECTIONS.T, pb @ _DIRECTIONS.T
-    sa = np.maximum.reduceat(qa, starts) - np.minimum.reduceat(qa, starts)
-    sb = np.maximum.reduceat(qb, starts) - np.minimum.reduceat(qb, starts)
-    return qa, qb, np.argmax(np.minimum(sa, sb) + 0.1 * (sa + sb), axis=1)
-
-
-def _kd_match(a: F64, b: F64) -> Index:
-    """A first assignment a[i] -> b[out[i]], built level by level (all nodes of a level at
-    once): split both sets at the same count along the node's direction (`_directions`);
-    leaves are matched in order along theirs. Pairs split apart keep their order along that
-    direction at both ends."""
-    n = len(a)
-    out = np.empty(n, dtype=np.intp)
-    oa, ob = np.arange(n), np.arange(n)
-    node = np.zeros(n, dtype=np.intp)
-    while len(oa):
-        starts = _runs(node)
-        sizes = np.diff(np.r_[starts, len(node)])
-        seg = np.repeat(np.arange(len(starts)), sizes)
-        qa, qb, direction = _directions(a[oa], b[ob], starts)
-        rows = np.arange(len(oa))
-        ax = direction[seg]
-        oa = oa[np.lexsort((qa[rows, ax], seg))]
-        ob = ob[np.lexsort((qb[rows, ax], seg))]
-        pos, size = rows - starts[seg], sizes[seg]
-        leaf = size <= LEAF
-        out[oa[leaf]] = ob[leaf]
-        node = (2 * seg + (pos >= size // 2))[~leaf]
-        oa, ob = oa[~leaf], ob[~leaf]
-    return out
-
-
-def _expand(first: Index, count: Index) -> Index:
-    """The runs first[k], first[k] + 1, ..., count[k] of them, concatenated."""
-    return np.repeat(first - np.cumsum(count) + count, count) + np.arange(int(count.sum()))
-
-
-def candidate_pairs(a: F64, b: F64, limit: float, *, moving: bool = True) -> Index:
-    """Every pair (i, j) that can come closer than `limit` during the straight-line morph
-    a[i] -> b[i] (all drones on one schedule), and some more: (m, 2), maybe repeated.
-
-    A k-d tree over the drones (split at the median of a along the node's direction u): at a
-    split, a drone i left and j right have (a_j - a_i).u >= 0. Their gap along u at morph
-    fraction s is (1 - s)(a_j - a_i).u + s(b_j - b_i).u >= min of the two, so they can come
-    closer than `limit` only if (a_j - a_i).u < limit or (b_j - b_i).u < limit: the two
-    sorted searches below list exactly those; leaves list all their pairs. No pair is missed,
-    so the check is exact for any assignment; the list stays short (a few pairs per drone) when
-    the assignment keeps order like `_kd_match`. `moving` False: a = b, the pairs nearer
-    than `limit` (and some more)."""
-    n = len(a)
-    width = 4.0 * float(max(np.abs(a).max(), np.abs(b).max())) + 4.0 * limit + 1.0
-    found: list[Index] = []
-    order = np.arange(n)
-    node = np.zeros(n, dtype=np.intp)
-    while len(order):
-        starts = _runs(node)
-        sizes = np.diff(np.r_[starts, len(node)])
-        seg = np.repeat(np.arange(len(starts)), sizes)
-        qa, qb, direction = _directions(a[order], b[order], starts)
-        rows = np.arange(len(order))
-        ax = direction[seg]
-        ka = qa[rows, ax]
-        by_a = np.lexsort((ka, seg))
-        order, ka, kb = order[by_a], ka[by_a], qb[by_a, ax]
-        pos, size = rows - starts[seg], sizes[seg]
-        small = size <= LEAF
-        for k in range(1, LEAF):  # all pairs within a leaf
-            p = np.flatnonzero(small & (pos + k < size))
-            found.append(np.stack([order[p], order[p + k]], axis=1))
-        right = pos >= size // 2
-        mid = starts[seg] + size // 2
-        left = np.flatnonzero(~small & ~right)
-        # near along u at the start: j right with ka_j < ka_i + limit (sorted by node, ka)
-        key = seg * width + ka
-        count = np.maximum(np.searchsorted(key, key[left] + limit) - mid[left], 0)
-        j = _expand(mid[left], count)
-        found.append(np.stack([order[np.repeat(left, count)], order[j]], axis=1))
-        if not moving:
-            node = (2 * seg + right)[~small]
-            order = order[~small]
-            continue
-        # near (or the wrong way round) along u at the end: j right with kb_j < kb_i + limit
-        key = (2 * seg + right) * width + kb
-        by_b = np.argsort(key, kind="stable")
-        end = np.searchsorted(key[by_b], (2 * seg[left] + 1) * width + kb[left] + limit)
-        count = np.maximum(end - mid[left], 0)
-        j = by_b[_expand(mid[left], count)]
-        found.append(np.stack([order[np.repeat(left, count)], order[j]], axis=1))
-        node = (2 * seg + right)[~small]
-        order = order[~small]
-    return np.concatenate(found)
-
-
-def crossing_pairs(ends: F64, pairs: Index, limit: float) -> tuple[Index, F64]:
-    """The `pairs` that come closer than `limit` while moving against each other
-    ((a_i - a_j) . (b_i - b_j) < 0; `ends` = a and b stacked as columns, (6, n)), and how
-    much swapping their targets shortens the total squared path length (> 0)."""
-    d = ends[:, pairs[:, 0]] - ends[:, pairs[:, 1]]
-    ab = d[0] * d[3] + d[1] * d[4] + d[2] * d[5]
-    against = np.flatnonzero(ab < -1e-9)
-    d, ab = d[:, against], ab[against]
-    aa = d[0] * d[0] + d[1] * d[1] + d[2] * d[2]
-    bb = d[3] * d[3] + d[4] * d[4] + d[5] * d[5]
-    # min over s of |(1 - s) da + s db|^2 = (aa bb - ab^2) / |da - db|^2 when ab < 0
-    bad = aa * bb - ab * ab < limit * limit * (aa + bb - 2.0 * ab)
-    return pairs[against[bad]], -2.0 * ab[bad]
-
-
-def near_pairs(p: F64, radius: float) -> Index:
-    """All pairs of rows of `p` closer than `radius` (each once)."""
-    found = candidate_pairs(p, p, radius, moving=False)
-    d = p[found[:, 0]] - p[found[:, 1]]
-    near: Index = found[np.einsum("ij,ij->i", d, d) < radius * radius]
-    return near
-
-
-def _neighbours(pairs: Index, n: int) -> tuple[Index, Index]:
-    """`pairs` as adjacency lists: row r's neighbours are nbrs[ptr[r]:ptr[r + 1]]."""
-    both = np.concatenate([pairs, pairs[:, ::-1]])
-    both = both[np.argsort(both[:, 0], kind="stable")]
-    ptr = np.zeros(n + 1, dtype=np.intp)
-    np.cumsum(np.bincount(both[:, 0], minlength=n), out=ptr[1:])
-    return ptr, both[:, 1]
-
-
-def _around(ptr: Index, nbrs: Index, rows: Index) -> tuple[Index, Index]:
-    count = ptr[rows + 1] - ptr[rows]
-    return np.repeat(rows, count), nbrs[_expand(ptr[rows], count)]
-
-
-def _swap_batch(bad: Index, gain: F64, out: Index) -> Index:
-    """Swap the targets of disjoint pairs of `bad` (the best-gaining pair of each drone
-    first, a few passes); the drones swapped."""
-    used = np.zeros(len(out), dtype=np.bool_)
-    for _ in range(4):
-        keep = ~(used[bad[:, 0]] | used[bad[:, 1]])
-        bad, gain = bad[keep], gain[keep]
-        if not len(bad):
-            break
-        rank = np.empty(len(bad), dtype=np.intp)
-        rank[np.argsort(-gain, kind="stable")] = np.arange(len(bad))
-        first = np.full(len(out), len(bad), dtype=np.intp)
-        np.minimum.at(first, bad[:, 0], rank)
-        np.minimum.at(first, bad[:, 1], rank)
-        take = (first[bad[:, 0]] == rank) & (first[bad[:, 1]] == rank)
-        i, j = bad[take, 0], bad[take, 1]
-        out[i], out[j] = out[j], out[i].copy()
-        used[i] = used[j] = True
-    return np.flatnonzero(used)
-
-
-def match(
-    a: F64, b: F64, limit: float, near_a: Index | None = None, near_b: Index | None = None
-) -> Index:
-    """Drone at a[i] flies to b[out[i]]; no pair comes closer than `limit` while moving
-    against each other (see the module docstring), for any number of drones.
-
-    `_kd_match`, then rounds of swaps in batches of disjoint pairs (each swap lowers the total
-    squared path length, so this ends). A round re-checks only the pairs of the drones just
-    swapped with their neighbours at the start (in a) and at the end (in b's slots), plus the
-    pairs still bad; when none is left, `candidate_pairs` checks every pair, exactly, and the
-    rounds go on with whatever it finds, until it finds nothing. `near_a`/`near_b`:
-    `near_pairs(a or b, NEAR * limit)` if known."""
-    n = len(a)
-    out = _kd_match(a, b)
-    radius = NEAR * limit
-    ptr_a, nbr_a = _neighbours(near_a if near_a is not None else near_pairs(a, radius), n)
-    ptr_b, nbr_b = _neighbours(near_b if near_b is not None else near_pairs(b, radius), n)
-    slot_owner = np.empty(n, dtype=np.intp)
-    rows = np.arange(n)
-    pending = np.empty((0, 2), dtype=np.intp)
-    ends = np.empty((6, n))
-    ends[:3] = a.T
-    moved = np.ones(n, dtype=np.bool_)
-    while True:
-        while True:
-            slot_owner[out] = np.arange(n)
-            ends[3:] = b[out].T
-            i1, j1 = _around(ptr_a, nbr_a, rows)
-            i2, j2 = slot_owner[np.stack(_around(ptr_b, nbr_b, out[rows]))]
-            i, j = np.concatenate([i1, i2]), np.concatenate([j1, j2])
-            once = ~moved[j] | (i < j)  # a pair of two moved drones: once is enough
-            pairs = np.concatenate([np.stack([i[once], j[once]], axis=1), pending])
-            bad, gain = crossing_pairs(ends, pairs, limit)
-            if not len(bad):
-                break
-            rows = _swap_batch(bad, gain, out)
-            moved[:] = False
-            moved[rows] = True
-            pending = bad[~(moved[bad[:, 0]] | moved[bad[:, 1]])]
-        ends[3:] = b[out].T
-        pending, _ = crossing_pairs(ends, candidate_pairs(a, b[out], limit), limit)
-        if not len(pending):
-            return out
-        rows = np.unique(pending)
-        moved[:] = False
-        moved[rows] = True
-
-
-class _Cycles:
-    """Powers of one permutation: `power(L)[i]` = perm applied L times to i (L may be < 0)."""
-
-    def __init__(self, perm: Index) -> None:
-        n = len(perm)
-        rounds = max(1, int(n).bit_length())  # pointer doubling: 2^rounds >= any cycle
-        label, jump = np.arange(n), perm.copy()
-        for _ in range(rounds):  # the least member of each drone's cycle
-            label = np.minimum(label, label[jump])
-            jump = jump[jump]
-        # cut each cycle before its least member; steps to the cut, by pointer doubling
-        last = perm == label
-        nxt = np.where(last, np.arange(n), perm)
-        steps = (~last).astype(np.intp)
-        for _ in range(rounds):
-            steps = steps + steps[nxt]
-            nxt = nxt[nxt]
-        self.length: Index = np.bincount(label, minlength=n)[label]
-        self.pos: Index = self.length - 1 - steps  # the least member is 0, then perm order
-        self.order: Index = np.lexsort((self.pos, label))
-        self.start: Index = np.searchsorted(label[self.order], label)
-
-    def power(self, times: int) -> Index:
-        return self.order[self.start + (self.pos + times) % self.length]
-
-
 # -- the show ----------------------------------------------------------------------------------
 
 
@@ -529,6 +288,50 @@ class _Morph:
     reach: F64  # (n,) horizontal path length, m
 
 
+def _check_options(
+    drones: int, *, spacing: float, altitude: float, hold: float, transition: float
+) -> None:
+    if not 1 <= drones <= MAX_DRONES:
+        raise ConfigError(f"vrsp show: drones must be 1..{MAX_DRONES}, not {drones}")
+    for name, value in (("spacing", spacing), ("hold", hold), ("transition", transition)):
+        if not value > 0 or not math.isfinite(value):
+            raise ConfigError(f"vrsp show: {name} must be > 0, not {value}")
+    if not math.isfinite(altitude) or altitude < 0:
+        raise ConfigError(f"vrsp show: altitude must be >= 0, not {altitude}")
+
+
+def _assign_definitions(
+    n: int, rng: np.random.Generator
+) -> tuple[npt.NDArray[np.int32], tuple[DeviceDefinition, ...]]:
+    """Who is who: each drone's index into the definitions in use (their `DEFINITIONS`
+    shares, at least one of each when there are enough drones, shuffled), and those."""
+    counts = [round(share * n) for _, share in DEFINITIONS]
+    if n >= len(DEFINITIONS):
+        counts = [max(1, c) for c in counts]
+    counts[0] = n - sum(counts[1:])
+    kinds = np.repeat(np.arange(len(DEFINITIONS)), counts)
+    used = [d for (d, _), c in zip(DEFINITIONS, counts, strict=True) if c]
+    position = np.cumsum(np.array(counts) > 0) - 1  # the kinds in use, renumbered 0..
+    definition_of = np.empty(n, dtype=np.int32)
+    definition_of[rng.permutation(n)] = position[kinds]
+    definition_of.setflags(write=False)
+    return definition_of, tuple(replace(d, definition_id=k) for k, d in enumerate(used))
+
+
+def _morphs(points: tuple[F64, ...], spacing: float) -> tuple[tuple[Index, ...], Cycles]:
+    """The morphs (slot of formation k -> slot of formation k + 1, no two drones closer than
+    allowed on the way) and the permutation one whole loop of the show makes."""
+    limit = spacing / math.sqrt(2.0) * 0.999
+    near = [near_pairs(p, NEAR * limit) for p in points]
+    following = tuple(
+        match(points[k], points[(k + 1) % 4], limit, near[k], near[(k + 1) % 4]) for k in range(4)
+    )
+    loop = np.arange(len(points[0]))
+    for k in range(4):
+        loop = following[k][loop]
+    return following, Cycles(loop)
+
+
 class LightShow:
     """A drone light show of `drones` drones (see the module docstring). `altitude` is the
     lowest point of the formations above the root (m); `text` is what the text formation
@@ -546,13 +349,7 @@ class LightShow:
         transition: float = 8.0,
         orientation: bool = True,
     ) -> None:
-        if not 1 <= drones <= MAX_DRONES:
-            raise ConfigError(f"vrsp show: drones must be 1..{MAX_DRONES}, not {drones}")
-        for name, value in (("spacing", spacing), ("hold", hold), ("transition", transition)):
-            if not value > 0 or not math.isfinite(value):
-                raise ConfigError(f"vrsp show: {name} must be > 0, not {value}")
-        if not math.isfinite(altitude) or altitude < 0:
-            raise ConfigError(f"vrsp show: altitude must be >= 0, not {altitude}")
+        _check_options(drones, spacing=spacing, altitude=altitude, hold=hold, transition=transition)
         n = drones
         self.drones = n
         self.spacing = spacing
@@ -560,26 +357,28 @@ class LightShow:
         self.transition = transition
         self.period = 4 * (hold + transition)
         self.orientation = orientation
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(seed)  # drawn from in this order: definitions, then cues
 
-        # who is who
         self.ids = np.arange(1, n + 1, dtype=np.uint16)
         self.ids.setflags(write=False)
-        counts = [round(share * n) for _, share in DEFINITIONS]
-        if n >= len(DEFINITIONS):
-            counts = [max(1, c) for c in counts]
-        counts[0] = n - sum(counts[1:])
-        kinds = np.repeat(np.arange(len(DEFINITIONS)), counts)
-        used = [d for (d, _), c in zip(DEFINITIONS, counts, strict=True) if c]
-        position = np.cumsum(np.array(counts) > 0) - 1  # the kinds in use, renumbered 0..
-        definition_of = np.empty(n, dtype=np.int32)
-        definition_of[rng.permutation(n)] = position[kinds]
-        definition_of.setflags(write=False)
-        self.definition_of = definition_of  # the drone's definition: definitions[it]
-        self.definitions = tuple(replace(d, definition_id=k) for k, d in enumerate(used))
+        self.definition_of, self.definitions = _assign_definitions(n, rng)
         self.slots = max((len(d.payloads) for d in self.definitions), default=0)
+        points = self._place_formations(altitude, text)
+        self._next, self._loop = _morphs(points, spacing)
+        self.volume = self._volume(points)
+        self._plan_cues(rng)
+        self._cache: dict[tuple[int, int], _Hold | _Morph] = {}
 
-        # formations
+        self._has_color = np.ones(n, dtype=np.bool_)
+        self._has_heading = np.ones(n, dtype=np.bool_)
+        self._has_orientation = np.full(n, orientation, dtype=np.bool_)
+        for flags in (self._has_color, self._has_heading, self._has_orientation):
+            flags.setflags(write=False)
+
+    def _place_formations(self, altitude: float, text: str) -> tuple[F64, F64, F64, F64]:
+        """The four formations (`self.formations`, their geometry and colour phases); returns
+        their points (grid, sphere, text, ring)."""
+        n, spacing, hold, transition = self.drones, self.spacing, self.hold, self.transition
         self.wave_amplitude = 1.5 * spacing
         radius = sphere_radius(n, spacing)
         ring_xy, ring_radius = ring_layout(n, spacing)
@@ -620,30 +419,25 @@ class LightShow:
             np.float32
         )
         self._palettes = tuple(_palette(p) for p in _PALETTES)
+        return points
 
-        # the morphs: slot of formation k -> slot of formation k + 1
-        limit = spacing / math.sqrt(2.0) * 0.999
-        near = [near_pairs(p, NEAR * limit) for p in points]
-        self._next = tuple(
-            match(points[k], points[(k + 1) % 4], limit, near[k], near[(k + 1) % 4])
-            for k in range(4)
-        )
-        loop = np.arange(n)
-        for k in range(4):
-            loop = self._next[k][loop]
-        self._loop = _Cycles(loop)
-
+    def _volume(self, points: tuple[F64, ...]) -> tuple[F64, F64]:
+        """(low, high) corners of the box every drone stays in (the grid's wave, the ring)."""
+        ring_top = float(self.ring_centre[1]) + self.ring_radius
+        grid_y = float(points[GRID][0, 1])
         lo = np.min([p.min(0) for p in points], axis=0)
         hi = np.max([p.max(0) for p in points], axis=0)
-        lo[1] = min(lo[1], grid[0, 1] - self.wave_amplitude)
-        hi[1] = max(hi[1], grid[0, 1] + self.wave_amplitude, ring_centre + ring_radius)
-        lo[0] = min(lo[0], -ring_radius)
-        hi[0] = max(hi[0], ring_radius)
-        self.volume = (lo, hi)
+        lo[1] = min(lo[1], grid_y - self.wave_amplitude)
+        hi[1] = max(hi[1], grid_y + self.wave_amplitude, ring_top)
+        lo[0] = min(lo[0], -self.ring_radius)
+        hi[0] = max(hi[0], self.ring_radius)
+        return lo, hi
 
-        # payload slots: (rows, slot k, payload) per definition with payloads
+    def _plan_cues(self, rng: np.random.Generator) -> None:
+        """Payload slots, (rows, slot k, payload) per definition with payloads, and when each
+        pyro drone fires each cue (`_CUE_SCRIPT`, staggered at random, never overlapping)."""
         self._groups = [
-            (np.flatnonzero(definition_of == d.definition_id), k, p)
+            (np.flatnonzero(self.definition_of == d.definition_id), k, p)
             for d in self.definitions
             for k, p in enumerate(d.payloads)
         ]
@@ -655,7 +449,7 @@ class LightShow:
             end = np.zeros(len(rows))
             for c in range(count):
                 where, offset, stagger = _CUE_SCRIPT[c + 1]
-                planned = self.formations[where].start + hold * (
+                planned = self.formations[where].start + self.hold * (
                     offset + stagger * rng.random(len(rows))
                 )
                 begin = np.maximum(planned, end + CUE_GAP * (c > 0))
@@ -664,13 +458,6 @@ class LightShow:
                 end = np.where(fits, begin + durations[c], end)
             self._cue_start.append(starts)
         self._cue_length = durations
-        self._cache: dict[tuple[int, int], _Hold | _Morph] = {}
-
-        self._has_color = np.ones(n, dtype=np.bool_)
-        self._has_heading = np.ones(n, dtype=np.bool_)
-        self._has_orientation = np.full(n, orientation, dtype=np.bool_)
-        for flags in (self._has_color, self._has_heading, self._has_orientation):
-            flags.setflags(write=False)
 
     # -- which slot each drone holds -------------------------------------------------------------
 
@@ -735,6 +522,26 @@ class LightShow:
         colours: F32 = self._palettes[formation][index]
         return colours
 
+    def _held_position(self, seg: _Hold, k: int, u: float) -> F32:
+        """Positions during formation `k`'s hold, `u` (0..1) into it: the grid's wave, the
+        sphere's and the ring's turn."""
+        position = seg.base.copy()
+        if k == GRID:
+            lift = self.wave_amplitude * math.sin(math.pi * u) ** 2
+            position[:, 1] += np.float32(lift) * np.sin(seg.wave - np.float32(2 * np.pi * u * 4))
+        elif k in (SPHERE, RING):
+            angle = 2 * math.pi * float(smootherstep(u))
+            c, s = np.float32(math.cos(angle)), np.float32(math.sin(angle))
+            centre = (self.sphere_centre if k == SPHERE else self.ring_centre).astype(np.float32)
+            rel = seg.base - centre
+            if k == SPHERE:  # about the vertical axis
+                position[:, 0] = centre[0] + c * rel[:, 0] + s * rel[:, 2]
+                position[:, 2] = centre[2] - s * rel[:, 0] + c * rel[:, 2]
+            else:  # in the ring's plane, about its axis (z)
+                position[:, 0] = centre[0] + c * rel[:, 0] - s * rel[:, 1]
+                position[:, 1] = centre[1] + s * rel[:, 0] + c * rel[:, 1]
+        return position
+
     def frame(self, t: float) -> Swarm:
         """The swarm at `t` seconds (t >= 0) as one DATA frame (row i = drone `ids[i]`)."""
         if not t >= 0 or not math.isfinite(t):
@@ -749,25 +556,7 @@ class LightShow:
         pitch = np.zeros(n)
         if isinstance(seg, _Hold):
             u = within / self.hold
-            position = seg.base.copy()
-            if k == GRID:
-                lift = self.wave_amplitude * math.sin(math.pi * u) ** 2
-                position[:, 1] += np.float32(lift) * np.sin(
-                    seg.wave - np.float32(2 * np.pi * u * 4)
-                )
-            elif k in (SPHERE, RING):
-                angle = 2 * math.pi * float(smootherstep(u))
-                c, s = np.float32(math.cos(angle)), np.float32(math.sin(angle))
-                centre = (self.sphere_centre if k == SPHERE else self.ring_centre).astype(
-                    np.float32
-                )
-                rel = seg.base - centre
-                if k == SPHERE:  # about the vertical axis
-                    position[:, 0] = centre[0] + c * rel[:, 0] + s * rel[:, 2]
-                    position[:, 2] = centre[2] - s * rel[:, 0] + c * rel[:, 2]
-                else:  # in the ring's plane, about its axis (z)
-                    position[:, 0] = centre[0] + c * rel[:, 0] - s * rel[:, 1]
-                    position[:, 1] = centre[1] + s * rel[:, 0] + c * rel[:, 1]
+            position = self._held_position(seg, k, u)
             colour = self._colour(k, seg.phase, t)
             turn = (seg.goes - seg.came + 180.0) % 360.0 - 180.0
             heading = seg.came + turn * smootherstep(u)

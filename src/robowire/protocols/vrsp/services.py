@@ -27,13 +27,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from robowire.capture import Record
-from robowire.endpoints import Endpoint, split_host_port
+from robowire.capture import CaptureReader, Record
+from robowire.endpoints import Endpoint, number, split_host_port
 from robowire.errors import ConfigError
 from robowire.protocols.vrsp.adapter import SwarmEncoder, VrspAdapter
 from robowire.protocols.vrsp.codec import DEFAULT_DATAGRAM, DEFAULT_PORT, MAX_DATAGRAM, PROTOCOL
 from robowire.protocols.vrsp.definitions import DeviceDefinition, Swarm
-from robowire.protocols.vrsp.dissect import read_capture
 from robowire.protocols.vrsp.events import FrameDue, VrspEvent
 from robowire.protocols.vrsp.model import LightShow
 from robowire.protocols.vrsp.session import FRAMINGS, Framing, ReceiverSession, SenderSession
@@ -71,16 +70,7 @@ def _framing(endpoint: Endpoint) -> Framing:
 
 
 def _number(settings: dict[str, str], name: str, default: float, where: str) -> float:
-    text = settings.get(name)
-    if text is None:
-        return default
-    try:
-        value = float(text)
-    except ValueError:
-        raise ConfigError(f"{where}: {name} must be a number, not {text!r}") from None
-    if not np.isfinite(value):
-        raise ConfigError(f"{where}: {name} must be finite")
-    return value
+    return number(settings, name, default, where, sign="any")
 
 
 def _size(settings: dict[str, str], where: str) -> int:
@@ -183,8 +173,8 @@ class VrspFileSource(CaptureSource):
 
     time_default = "receive"  # no timestamps on the wire: stamp on receipt
 
-    def __init__(self, endpoint: Endpoint) -> None:
-        super().__init__(PROTOCOL, endpoint, read_capture)
+    def __init__(self, endpoint: Endpoint, read: CaptureReader) -> None:
+        super().__init__(PROTOCOL, endpoint, read)
         self.framing = _framing(endpoint)
         self.rgba = _flag(endpoint, "rgba", "0")
 

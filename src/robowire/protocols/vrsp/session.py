@@ -29,7 +29,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from robowire.errors import DecodeError
+from robowire.errors import DecodeError, LocalProtocolError
 from robowire.protocols.vrsp.codec import (
     DATA_NAME,
     DEFAULT_DATAGRAM,
@@ -436,9 +436,10 @@ class SenderSession:
         return events
 
     def send(self, swarm: Swarm) -> int:
-        """Queue one DATA frame (the next frame number); returns how many datagrams."""
+        """Queue one DATA frame (the next frame number); returns how many datagrams.
+        LocalProtocolError before the swarm is defined (`define`)."""
         if self.table is None:
-            raise RuntimeError("vrsp sender: define the swarm before sending DATA")
+            raise LocalProtocolError(PROTOCOL, "send DATA", self.state.name)
         datagrams = encode_data(
             self.table, swarm, self.frame, max_size=self.max_size, identifier=self.identifier
         )

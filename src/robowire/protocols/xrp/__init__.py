@@ -18,7 +18,6 @@ client          `XrpClient` (the WPILib side as a Python object) and the `robowi
 session_<role>  two modules, one per side: each side is a whole state machine of its own.
 """
 
-from robowire.endpoints import Endpoint
 from robowire.protocols.base import WireProtocol
 from robowire.protocols.xrp.client import command as _command
 from robowire.protocols.xrp.codec import (
@@ -83,17 +82,13 @@ __all__ = [
 ]
 
 
-def _open_source(endpoint: Endpoint) -> XrpSource | XrpFileSource:
-    """A capture file replays what the WPILib side saw; a URL makes us the WPILib side."""
-    return XrpFileSource(endpoint) if endpoint.is_file else XrpSource(endpoint)
-
-
 PROTOCOL = WireProtocol(
     name="xrp",
     title="XRP",
     default_port=DEFAULT_PORT,
     schemes=("xrp",),
-    open_source=_open_source,
+    open_source=XrpSource,
+    open_file=XrpFileSource,
     open_sink=XrpSink,
     open_sim=XrpSim,
     dissect=dissect,

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from robowire.errors import ConfigError
+from robowire.endpoints import number
 from robowire.protocols.xrp.events import CommandReceived, EnabledChanged, Outputs, XrpEvent
 from robowire.protocols.xrp.robot import status_rows
 
@@ -82,20 +82,6 @@ ARENA_KEYS = {
     "line_width": "line_width",
 }
 """Arena setting a user can give -> `Arena` field (the rest are the robot's own figures)."""
-
-
-def number(settings: Mapping[str, str], name: str, default: float, where: str = "xrp") -> float:
-    """A non-negative number setting, or ConfigError naming it."""
-    text = settings.get(name)
-    if text is None:
-        return default
-    try:
-        value = float(text)
-    except ValueError:
-        raise ConfigError(f"{where}: {name} must be a number, not {text!r}") from None
-    if not value >= 0:
-        raise ConfigError(f"{where}: {name} must not be negative, not {text!r}")
-    return value
 
 
 class Fleet:

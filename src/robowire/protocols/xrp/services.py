@@ -42,14 +42,14 @@ from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from robowire.background import Running
-from robowire.capture import Record
+from robowire.capture import CaptureReader, Record
 from robowire.control import FAILED, OK, CommandSpec, CommandStatus, ParamSpec
-from robowire.endpoints import Endpoint
+from robowire.endpoints import Endpoint, number
 from robowire.errors import ConfigError, DecodeError
 from robowire.protocols.xrp.adapter import DeviceMirror, XrpAdapter
 from robowire.protocols.xrp.client import halsim_host, halsim_port, resolve, start_client
 from robowire.protocols.xrp.codec import DEFAULT_PORT, PROTOCOL
-from robowire.protocols.xrp.dissect import TO_ROBOT, TO_WPILIB, direction_of, read_capture
+from robowire.protocols.xrp.dissect import TO_ROBOT, TO_WPILIB, direction_of
 from robowire.protocols.xrp.events import (
     CommandReceived,
     EnabledChanged,
@@ -58,7 +58,7 @@ from robowire.protocols.xrp.events import (
     WpilibEvent,
     XrpEvent,
 )
-from robowire.protocols.xrp.model import MOTOR_LAG, Arena, Fleet, number
+from robowire.protocols.xrp.model import MOTOR_LAG, Arena, Fleet
 from robowire.protocols.xrp.robot import Robot, Robots
 from robowire.protocols.xrp.session_robot import RobotSession, StatusSource
 from robowire.protocols.xrp.session_wpilib import ClientSession, wheel_values
@@ -246,15 +246,15 @@ class XrpFileSource(CaptureSource):
 
     time_default = "receive"  # no timestamps on the wire: stamp on receipt
 
-    def __init__(self, endpoint: Endpoint) -> None:
-        super().__init__(PROTOCOL, endpoint, read_capture)
+    def __init__(self, endpoint: Endpoint, read: CaptureReader) -> None:
+        super().__init__(PROTOCOL, endpoint, read)
         self.session = ClientSession(ROBOT)
 
     def new_adapter(self, world: World) -> XrpAdapter:
         return XrpAdapter(world, self.name)
 
     def records(self) -> Iterator[Record]:
-        return read_capture(self.path, self._bad_line)
+        return self._read(self.path, self._bad_line)  # type: ignore[no-any-return]
 
     def _bad_line(self, error: DecodeError) -> None:
         self.stats.drop(error.reason)
