@@ -37,7 +37,7 @@ import bench
 from robowire.addresses import parse_endpoint
 from robowire.protocols.ugcs import codec
 from robowire.protocols.ugcs.codec import FrameReader, pb
-from robowire.protocols.ugcs.events import TelemetryReceived
+from robowire.protocols.ugcs.events import TelemetryColumns, TelemetryReceived
 from robowire.protocols.ugcs.services import UcsSource
 from robowire.protocols.ugcs.session_ucs import UcsSession
 from robowire.service import SimOptions
@@ -172,6 +172,11 @@ class _MeasuredSource(UcsSource):
                 newest = max(v.time_ms for v in event.values)
                 lags.append(applied - newest)
                 read_lags.append(read_at - newest)
+            elif type(event) is TelemetryColumns and len(event.frame):
+                starts = np.flatnonzero(np.diff(event.frame, prepend=-1))
+                newest_ms = np.maximum.reduceat(event.time_ms, starts)  # per Device_status
+                lags.extend((applied - newest_ms).tolist())
+                read_lags.extend((read_at - newest_ms).tolist())
 
 
 async def _fleet(seconds: float, count: int) -> tuple[_MeasuredSource, dict[str, float], World]:

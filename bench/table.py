@@ -167,7 +167,8 @@ ROWS = (
         },
         Peer("mcap", "steady_ratio", 1.5, True, "the mcap writer alone"),
     ),
-    # the Foxglove sink (bench/bench_foxglove.py): CPU = its pulls at 30 Hz, every drone moved
+    # the Foxglove sink (bench/bench_foxglove.py): CPU = serving the show at 30 Hz, every drone
+    # moved, to one client reading every channel (its pulls, the SDK server, the relay)
     Row("Foxglove", "10,000 drones at 30 Hz", {"cpu_share": ("foxglove", "cpu")}),
 )
 

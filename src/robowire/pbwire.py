@@ -72,6 +72,16 @@ def packed(number: int, values: np.ndarray, dtype: str) -> list[bytes]:
     return [header(number, len(data)), data]
 
 
+def as_range(slots: np.ndarray) -> np.ndarray | slice:
+    """`slots` as a slice when they are one ascending run (every device of a table, in
+    order), so that indexing with them gives a view instead of a gathered copy; else
+    `slots`."""
+    n = len(slots)
+    if not n or int(slots[-1]) - int(slots[0]) != n - 1 or not (np.diff(slots) == 1).all():
+        return slots
+    return slice(int(slots[0]), int(slots[0]) + n)
+
+
 class Layout:
     """A run of fixed-size fields, laid out as a structured dtype: each part is either
     constant bytes (keys, lengths) or a named double (`"x"`). `fill(n, x=..., ...)` gives n
@@ -89,17 +99,19 @@ class Layout:
                 fields.append((part, "<f8"))
         self.dtype = np.dtype(fields)  # packed: no alignment padding
         self.size = self.dtype.itemsize
-        self.template = np.zeros((), self.dtype)
+        template = np.zeros((), self.dtype)
         for name, value in constants.items():
-            self.template[name] = np.void(value)
+            template[name] = np.void(value)
+        self.template = np.frombuffer(template.tobytes(), np.uint8)  # one row's bytes
 
     def fill(self, n: int, **columns: np.ndarray | float) -> np.ndarray:
         """(n, size) uint8: the layout with each named double taken from its column."""
-        out = np.empty(n, self.dtype)
-        out[...] = self.template
+        out = np.empty((n, self.size), np.uint8)
+        out[:] = self.template  # as bytes: copying a structured row is many times slower
+        rows = out.view(self.dtype).reshape(n)
         for name, values in columns.items():
-            out[name] = values
-        return out.view(np.uint8).reshape(n, self.size)
+            rows[name] = values
+        return out
 
 
 class Heads:
@@ -145,11 +157,15 @@ class Heads:
             out = np.empty(int(ends[-1]), np.uint8)
             width = self._padded.shape[1]
             bounds = [0, *runs.tolist(), len(slots)]
+            pick = as_range(slots)
             for a, b in itertools.pairwise(bounds):
                 head = int(lengths[a])
                 start = int(ends[a - 1]) if a else 0
                 block = out[start : int(ends[b - 1])].reshape(b - a, head + tail)
-                block[:, :head] = self._padded[slots[a:b], width - head :]
+                rows = (
+                    slice(pick.start + a, pick.start + b) if isinstance(pick, slice) else slots[a:b]
+                )
+                block[:, :head] = self._padded[rows, width - head :]
                 block[:, head:] = tails[a:b]
             joined = out.tobytes()
         else:  # heads of many lengths: all padded alike, the padding masked out

@@ -207,9 +207,9 @@ async def foxglove_leg(front: Gateway) -> Leg:
                         o = obs(tf.child_frame_id)
                         o.position = (t.x, t.y, t.z)
                         o.orientation = (r.w, r.x, r.y, r.z)
-                elif topic == "/location":
-                    fix = parse.FromString(payload)
-                    obs(fix.frame_id).geodetic = (fix.latitude, fix.longitude, fix.altitude)
+                elif topic == "/location":  # foxglove.LocationFixes
+                    for fix in parse.FromString(payload).fixes:
+                        obs(fix.frame_id).geodetic = (fix.latitude, fix.longitude, fix.altitude)
                 elif topic.startswith("/telemetry/"):
                     source = topic.removeprefix("/telemetry/")
                     columns = json.loads(payload)

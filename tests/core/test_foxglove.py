@@ -134,7 +134,7 @@ def test_serve_foxglove_transforms_locations_and_telemetry() -> None:
     seen = {f for f, positions in moves.items() if positions}
     assert seen == frames
     assert any(len(positions) > 1 for positions in moves.values())  # they fly
-    for fix in got["/location"]:
+    for fix in (fix for message in got["/location"] for fix in message.fixes):
         assert fix.frame_id in frames
         assert abs(fix.latitude - 10) < 0.01 and abs(fix.longitude - 20) < 0.01
         assert fix.altitude > 5
@@ -175,6 +175,8 @@ def test_busy_port_is_one_line() -> None:
          "unknown option 'colour'"),
         (["serve", "foxglove://127.0.0.1:0?rate=fast", "--from", "vrsp://127.0.0.1:9"],
          "rate must be a number"),
+        (["serve", "foxglove://127.0.0.1:0?location=all", "--from", "vrsp://127.0.0.1:9"],
+         "location must be one of fixes, fix"),
     ],
 )  # fmt: skip
 def test_foxglove_url_mistakes_are_one_line(args: list[str], said: str) -> None:
@@ -241,7 +243,9 @@ async def test_foxglove_own_client_decodes_every_channel_offering_either_subprot
     subprotocol at a time, subscribes to every channel `serve foxglove://` advertises and
     decodes each message with the advertised schema (protobufjs from the FileDescriptorSet,
     JSON checked against its JSON schema). What it decodes is what the gateway read from a
-    real `robowire sim vrsp` show: every drone's position, orientation, fix and telemetry."""
+    real `robowire sim vrsp` show: every drone's position, orientation, fix and telemetry;
+    the fixes in one `LocationFixes` (the default) or one `LocationFix` each (`?location=fix`,
+    a second sink on the same world, read offering the protocol's first name)."""
     from npm_consumers import run_node
     from robowire.gateway import Gateway, open_sink, open_source
     from support import until
@@ -251,8 +255,10 @@ async def test_foxglove_own_client_decodes_every_channel_offering_either_subprot
     serving = Gateway(world=reading.world)  # the Foxglove sink's, on the same world
     source = open_source(f"vrsp://127.0.0.1:{udp}")
     sink = open_sink("foxglove://127.0.0.1:0?rate=20")
+    each = open_sink("foxglove://127.0.0.1:0?rate=20&location=fix")
     reading.add(source)
     serving.add(sink)
+    serving.add(each)
     runs = [asyncio.create_task(reading.run(90)), asyncio.create_task(serving.run(90))]
     sim = start(
         ["sim", "vrsp", "--drones", "6", "--to", f"127.0.0.1:{udp}", "--set", "lat=10",
@@ -266,13 +272,16 @@ async def test_foxglove_own_client_decodes_every_channel_offering_either_subprot
         )
         reading.stop()  # from here the world stands still: what the client gets is exact
         await runs[0]
-        assert sink.address is not None
+        assert sink.address is not None and each.address is not None
         url = f"ws://127.0.0.1:{sink.address[1]}"
-        counts = "1,/location=6"  # a message of each topic, a LocationFix of each drone
         got = {
-            subprotocol: await run_node("foxglove_client.mjs", url, subprotocol, counts, "60")
+            subprotocol: await run_node("foxglove_client.mjs", url, subprotocol, "1", "60")
             for subprotocol in ("foxglove.websocket.v1", "foxglove.sdk.v1")
-        }
+        }  # a message of each topic: a subscription sends every drone
+        got["location=fix"] = await run_node(
+            "foxglove_client.mjs", f"ws://127.0.0.1:{each.address[1]}",
+            "foxglove.websocket.v1", "1,/location=6", "60",
+        )  # fmt: skip
         refused = await run_node("foxglove_client.mjs", url, "foxglove.other.v1", "1", "60")
     finally:
         sim.kill()
@@ -284,23 +293,33 @@ async def test_foxglove_own_client_decodes_every_channel_offering_either_subprot
     table = world.tables[source.name]
     frames = [f"{source.name}/{d}" for d in table.ids]
     telemetry = f"/telemetry/{source.name}"
-    for subprotocol, result in got.items():
-        print(subprotocol, result["server"], result["errors"])
+    for name, result in got.items():
+        print(name, result["server"], result["errors"])
         for c in result["channels"]:
             print(f"  {c['topic']} {c['encoding']} {c['schemaName']}: {c['messages']} messages, "
                   f"{c['errors']} errors")  # fmt: skip
-        assert result["subprotocol"] == subprotocol and result["server"] == "robowire"
+        batched = name != "location=fix"
+        assert result["subprotocol"] == (name if batched else "foxglove.websocket.v1")
+        assert result["server"] == "robowire"
         assert result["complete"] and result["errors"] == [], result["errors"]
         schemas = {c["topic"]: (c["encoding"], c["schemaName"]) for c in result["channels"]}
         assert schemas == {
             "/tf": ("protobuf", "foxglove.FrameTransforms"),
             "/scene": ("protobuf", "foxglove.SceneUpdate"),
-            "/location": ("protobuf", "foxglove.LocationFix"),
+            "/location": (
+                "protobuf",
+                "foxglove.LocationFixes" if batched else "foxglove.LocationFix",
+            ),
             telemetry: ("json", "robowire.Telemetry"),
         }
         decoded = result["decoded"]
         transforms = {t["childFrameId"]: t for m in decoded["/tf"] for t in m["transforms"]}
-        fixes = {f["frameId"]: f for f in decoded["/location"]}
+        located = (
+            [f for m in decoded["/location"] for f in m["fixes"]]
+            if batched
+            else decoded["/location"]
+        )
+        fixes = {f["frameId"]: f for f in located}
         cubes = {e["frameId"] for m in decoded["/scene"] for e in m["entities"]}
         assert set(transforms) == set(fixes) == cubes == set(frames)
         for slot, frame in enumerate(frames):

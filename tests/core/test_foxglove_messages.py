@@ -113,6 +113,7 @@ def shows(draw: st.DrawFn) -> tuple[World, Update, bool]:
     kinds = draw(st.lists(st.sampled_from(["drone", "robot", "node"]), min_size=n, max_size=n))
     table = world.table("show@127.0.0.1:9742")
     slots = np.array([table.slot(i, k) for i, k in zip(ids, kinds, strict=True)], np.intp)
+    slots = slots[np.array(draw(st.permutations(range(n))), np.intp)]  # in order, or not
     column = hnp.arrays(np.float64, (n, 3), elements=element)
     led = hnp.arrays(np.float64, n, elements=st.one_of(st.floats(0, 300), st.just(float("nan"))))
     update = world.update(

@@ -45,7 +45,12 @@ def test_join_is_each_head_then_its_tail(heads: list[bytes], order, tail: int, r
 
 def check_join(heads: list[bytes], order, tail: int) -> None:
     joiner = Heads(lambda slot: heads[slot])
-    slots = np.array(order.sample(range(len(heads)), order.randint(1, len(heads))), np.intp)
+    count = order.randint(1, len(heads))
+    if order.random() < 0.3:  # a run of slots in order (a whole table): read as a slice
+        first = order.randint(0, len(heads) - count)
+        slots = np.arange(first, first + count, dtype=np.intp)
+    else:
+        slots = np.array(order.sample(range(len(heads)), count), np.intp)
     tails = np.arange(len(slots) * tail, dtype=np.uint8).reshape(len(slots), tail)
     for _ in range(2):  # (the second time from what it kept)
         joined, ends = joiner.join(slots, tails)

@@ -14,18 +14,19 @@ the SDK's server listens on a loopback port of its own, and the sink's port is a
     /scene               foxglove.SceneUpdate      a cube per device in its own frame (so it
                                                    moves with /tf), sent when a device first
                                                    appears or its LED colour changes
-
-When a client subscribes, the next pull sends every device, changed or not.
-    /location            foxglove.LocationFix      one per changed device with a geodetic fix
+    /location            foxglove.LocationFixes    the changed devices' geodetic fixes, one
+                                                   message per source (`?location=fix`: one
+                                                   foxglove.LocationFix per device instead)
     /telemetry/<source>  JSON, schema              {"device": [ids], "units": {field: unit},
                          robowire.Telemetry        "<field>": [values], ...}
                                                    the changed devices of that source, as
                                                    columns (null: not written)
 
-One JSON channel per source, not per device: 10,000 drones are one channel, one message per
-pull. The messages come from `foxglove_messages` (which the MCAP recorder shares) as bytes
-built from the world's columns, logged on channels with the SDK's Foxglove schemas; only the
-topics some client (or MCAP sink) reads are built.
+When a client subscribes, the next pull sends every device, changed or not. One JSON channel
+per source, not per device: 10,000 drones are one channel, one message per pull. The messages
+come from `foxglove_messages` (which the MCAP recorder shares) as bytes built from the world's
+columns, logged on channels with the SDK's Foxglove schemas; only the topics some client (or
+MCAP sink) reads are built.
 """
 
 from __future__ import annotations
@@ -42,9 +43,10 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from websockets.typing import Subprotocol
 
 from robowire.endpoints import Endpoint
-from robowire.errors import TransportError
+from robowire.errors import ConfigError, TransportError
 from robowire.service import Sink
 from robowire.sinks.foxglove_messages import (
+    TELEMETRY_PREFIX,
     TELEMETRY_SCHEMA,
     TELEMETRY_SCHEMA_NAME,
     FoxgloveMessages,
@@ -61,7 +63,10 @@ BACKLOG = 128
 """Messages the SDK holds per client (its default is 1024); a client that stops reading loses
 the oldest first, so a stalled client holds at most this many (about a second of every topic
 at the default rate), never a growing queue."""
-SINK_OPTIONS = frozenset({"rate"})
+SINK_OPTIONS = frozenset({"rate", "location"})
+LOCATIONS = ("fixes", "fix")
+"""`?location=`: one `foxglove.LocationFixes` per source and pull (the default), or one
+`foxglove.LocationFix` per device (10,000 drones: 10,000 SDK logs a pull, 12 ms)."""
 SDK_SUBPROTOCOL = Subprotocol("foxglove.sdk.v1")
 SUBPROTOCOLS = [SDK_SUBPROTOCOL, Subprotocol("foxglove.websocket.v1")]
 """What the sink accepts, the SDK's name first (chosen when a client offers both)."""
@@ -74,14 +79,20 @@ __all__ = ["FoxgloveSink", "frame_id", "open_sink", "snapshot"]
 class FoxgloveSink(Sink):
     """Serves the world to Foxglove app clients over the foxglove-sdk WebSocket server."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = DEFAULT_PORT, rate: float = 30.0):
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = DEFAULT_PORT,
+        rate: float = 30.0,
+        location: str = "fixes",
+    ):
         super().__init__(f"foxglove://{host}:{port}")
         self.host = host
         self.port = port
         self.max_rate = rate or DEFAULT_RATE
         self._server: Any = None  # the SDK's server, on a loopback port of its own
         self._channels: dict[str, Any] | None = None  # topic -> channel, once serving
-        self.messages = FoxgloveMessages()
+        self.messages = FoxgloveMessages(batch_locations=location == "fixes")
         self.context: Any = None  # the foxglove.Context of this sink's channels, once serving
         self.snapshot_due = False
 
@@ -176,11 +187,12 @@ class FoxgloveSink(Sink):
 
     def _send(self, table: SourceTable, update: Update) -> None:
         assert self._channels is not None
+        telemetry = TELEMETRY_PREFIX + table.source
+        if table.telemetry and telemetry not in self._channels:  # its own JSON channel
+            self._channels[telemetry] = self._channel(telemetry)
         read = {topic for topic, channel in self._channels.items() if channel.has_sinks()}
         for topic, message in self.messages.build(table, update, read):
-            channel = self._channels.get(topic)
-            if channel is None:  # a source's telemetry: its own JSON channel
-                channel = self._channels[topic] = self._channel(topic)
+            channel = self._channels[topic]
             if isinstance(message, list):  # one LocationFix per device: the SDK's own log
                 log = channel.base.log  # (its Python wrapper's checks cost more than the log)
                 for fix in message:
@@ -231,7 +243,10 @@ async def pipe(
 
 
 def open_sink(endpoint: Endpoint) -> FoxgloveSink:
-    """The sink of a `foxglove://host:port?rate=HZ` URL."""
+    """The sink of a `foxglove://host:port?rate=HZ&location=fixes|fix` URL."""
     endpoint.check_options(SINK_OPTIONS, "a Foxglove server")
     rate = endpoint.float_option("rate", DEFAULT_RATE)
-    return FoxgloveSink(endpoint.host, endpoint.port_or(DEFAULT_PORT), rate)
+    location = endpoint.option("location", LOCATIONS[0])
+    if location not in LOCATIONS:
+        raise ConfigError(f"{endpoint.raw}: location must be one of {', '.join(LOCATIONS)}")
+    return FoxgloveSink(endpoint.host, endpoint.port_or(DEFAULT_PORT), rate, location)

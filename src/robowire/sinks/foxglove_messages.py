@@ -122,6 +122,27 @@ def fixes_head(frame: str) -> bytes:
     return pbwire.key(1, pbwire.LENGTH) + pbwire.varint(len(body) + FIX_TAIL.size) + body
 
 
+def any_column(flags: np.ndarray) -> np.ndarray:
+    """Per row of an (n, k) boolean array: is any column true (`.any(axis=1)`, which is
+    many times slower for a few columns)."""
+    out = flags[:, 0].copy()
+    for column in range(1, flags.shape[1]):
+        out |= flags[:, column]
+    return out
+
+
+def written(
+    column: FloatArray, slots: np.ndarray, pick: np.ndarray | slice
+) -> tuple[FloatArray, np.ndarray]:
+    """The rows of an (n, k) column at `slots` (`pick`: the same as a slice, or slots) with
+    no NaN, and their slots (`slots` itself when every row is written)."""
+    values: FloatArray = column[pick]
+    missing = any_column(np.isnan(values))
+    if not missing.any():
+        return values, slots
+    return values[~missing], slots[~missing]
+
+
 @functools.cache
 def schema(name: str) -> tuple[str, str, bytes]:
     """(name, encoding, data) of a Foxglove schema, as foxglove-sdk's message classes give it
@@ -164,21 +185,20 @@ class FoxgloveMessages:
         if not len(slots):
             return out
         wanted = (lambda topic: True) if topics is None else topics.__contains__
+        pick = pbwire.as_range(slots)  # a whole table's slots: views, not copies
         if (POSITION in update.fields or ORIENTATION in update.fields) and wanted(TF_TOPIC):
-            position = table.position[slots]
-            rows = np.flatnonzero(~np.isnan(position).any(axis=1))
-            q = table.orientation[slots[rows]]  # identity where none was written
-            p = position[rows]
+            p, located = written(table.position, slots, pick)
+            q = table.orientation[pick if located is slots else located]  # identity if unknown
             tails = TRANSFORM_TAIL.fill(
-                len(rows), x=p[:, 0], y=p[:, 1], z=p[:, 2],
+                len(located), x=p[:, 0], y=p[:, 1], z=p[:, 2],
                 qw=q[:, 0], qx=q[:, 1], qy=q[:, 2], qz=q[:, 3],
             )  # fmt: skip
-            data, _ = self._heads_of(table, TF_TOPIC, transform_head).join(slots[rows], tails)
+            data, _ = self._heads_of(table, TF_TOPIC, transform_head).join(located, tails)
             out.append((TF_TOPIC, data))
         if wanted(SCENE_TOPIC):
-            colours = self._device_colours(table, slots)
+            colours = self._device_colours(table, pick)
             sent = self._sent_colours(table)
-            new = np.flatnonzero((sent[slots] != colours).any(axis=1))
+            new = np.flatnonzero(any_column(sent[pick] != colours))
             if len(new):
                 sent[slots[new]] = colours[new]
                 c = colours[new]
@@ -189,22 +209,21 @@ class FoxgloveMessages:
                 data, _ = self._heads_of(table, SCENE_TOPIC, entity_head).join(slots[new], tails)
                 out.append((SCENE_TOPIC, data))
         if GEODETIC in update.fields and wanted(LOCATION_TOPIC):
-            geo = table.geodetic[slots]
-            rows = np.flatnonzero(~np.isnan(geo).any(axis=1))
-            g = geo[rows]
-            tails = FIX_TAIL.fill(len(rows), lat=g[:, 0], lon=g[:, 1], alt=g[:, 2])
+            g, located = written(table.geodetic, slots, pick)
+            tails = FIX_TAIL.fill(len(located), lat=g[:, 0], lon=g[:, 1], alt=g[:, 2])
             head = fixes_head if self.batch_locations else fix_head
-            data, ends = self._heads_of(table, LOCATION_TOPIC, head).join(slots[rows], tails)
+            data, ends = self._heads_of(table, LOCATION_TOPIC, head).join(located, tails)
             if self.batch_locations:
-                if len(rows):
+                if len(located):
                     out.append((LOCATION_TOPIC, data))
-            elif len(rows):  # one LocationFix message per device: the schema holds one fix
+            elif len(located):  # one LocationFix message per device: the schema holds one fix
                 starts = [0, *ends[:-1].tolist()]
                 fixes = [data[a:b] for a, b in zip(starts, ends.tolist(), strict=True)]
                 out.append((LOCATION_TOPIC, fixes))
-        telemetry = self._telemetry(table, update, self._device_ids(table)[slots].tolist())
-        if telemetry is not None:
-            out.append((TELEMETRY_PREFIX + table.source, telemetry))
+        if wanted(TELEMETRY_PREFIX + table.source):
+            telemetry = self._telemetry(table, update, pick)
+            if telemetry is not None:
+                out.append((TELEMETRY_PREFIX + table.source, telemetry))
         return out
 
     def _device_ids(self, table: SourceTable) -> np.ndarray:
@@ -231,27 +250,31 @@ class FoxgloveMessages:
             sent = self._sent[table.source] = grown
         return sent
 
-    def _device_colours(self, table: SourceTable, slots: np.ndarray) -> FloatArray:
+    def _device_colours(self, table: SourceTable, pick: np.ndarray | slice) -> FloatArray:
         """(n, 3) RGB 0..1: the LED colour (0..255 telemetry) where a device has one, else
         its kind's colour."""
         kinds = self._kind_colours.get(table.source)
         if kinds is None or len(kinds) < len(table):
             kinds = np.array([KIND_COLOURS.get(k, OTHER_COLOUR) for k in table.kinds])
             kinds = self._kind_colours[table.source] = kinds.reshape(-1, 3)
-        colours: FloatArray = kinds[slots]
+        colours: FloatArray = kinds[pick].copy()
         if all(f in table.telemetry for f in LED_FIELDS):
-            led = np.stack([table.telemetry[f][slots] for f in LED_FIELDS], axis=1)
-            lit = ~np.isnan(led).any(axis=1)
+            led = np.stack([table.telemetry[f][pick] for f in LED_FIELDS], axis=1)
+            lit = ~any_column(np.isnan(led))
             colours[lit] = np.round(np.clip(led[lit] / 255.0, 0.0, 1.0), 3)
         return colours
 
-    @staticmethod
-    def _telemetry(table: SourceTable, update: Update, ids: list[str]) -> bytes | None:
+    def _telemetry(
+        self, table: SourceTable, update: Update, pick: np.ndarray | slice
+    ) -> bytes | None:
         names = [n for n in update.fields if n in table.telemetry]
         if not names:
             return None
         names.sort()
-        message: dict[str, Any] = {"device": ids, "units": {n: table.units[n] for n in names}}
+        message: dict[str, Any] = {
+            "device": self._device_ids(table)[pick].tolist(),
+            "units": {n: table.units[n] for n in names},
+        }
         for name in names:
-            message[name] = table.telemetry[name][update.slots]  # NaN (not written) -> null
+            message[name] = table.telemetry[name][pick]  # NaN (not written) -> null
         return orjson.dumps(message, option=orjson.OPT_SERIALIZE_NUMPY)

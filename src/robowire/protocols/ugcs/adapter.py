@@ -34,7 +34,9 @@ fix), by pymap3d; `orientation` from heading (clockwise from north), pitch (nose
 `course` (or heading) and `vertical_speed`. Source time is `begin_of_epoch + ms_since_epoch`.
 
 One read's worth of events (a thousand vehicles' Device_status) is one world update: values are
-grouped per field and written as columns.
+grouped per field and written as columns. A session's `TelemetryColumns` (many Device_status
+read as columns) is written from its columns, with no Python object per value (numbers; text
+and enumerations, which become attributes, one at a time).
 
 Size: one module over 600 lines: the mapping between UgCS and the world both ways, as every
 protocol's `adapter.py` has it; both directions share the unit and frame conversions.
@@ -42,6 +44,7 @@ protocol's `adapter.py` has it; both directions share the unit and frame convers
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 from collections.abc import Sequence
@@ -53,7 +56,7 @@ import pymap3d
 
 from robowire import units
 from robowire.protocols.ugcs import definitions
-from robowire.protocols.ugcs.codec import Value, defs
+from robowire.protocols.ugcs.codec import Kind, Value, defs
 from robowire.protocols.ugcs.device import DeviceInfo, DeviceSpec
 from robowire.protocols.ugcs.events import (
     AvailabilityChanged,
@@ -61,6 +64,7 @@ from robowire.protocols.ugcs.events import (
     DeviceUnregistered,
     MissionProgress,
     StatusMessages,
+    TelemetryColumns,
     TelemetryReceived,
     UcsSessionEvent,
 )
@@ -387,6 +391,61 @@ def quaternions(heading: FloatArray, pitch: FloatArray, roll: FloatArray) -> Flo
     )
 
 
+class _Lookup:
+    """Where the values of one connection's registered fields go, found by device id and
+    field id for many at once: the world slot, the column (`names`, `columns`) and scale."""
+
+    def __init__(self, adapter: UcsAdapter, conn: int, table: SourceTable) -> None:
+        keys, slots, codes, devices, device_slots = [], [], [], [], []
+        self.names: list[str] = []
+        self.columns: list[_Column] = []
+        code_of: dict[str, int] = {}
+        for (c, device_id), (label, fields) in adapter._keys.items():
+            if c != conn:
+                continue
+            slot = table.slot(label, KIND)
+            devices.append(device_id)
+            device_slots.append(slot)
+            columns = adapter._columns.get(label, {})
+            for field_id, key in fields.items():
+                column = columns.get(key)
+                if column is None:
+                    continue
+                code = code_of.get(key)
+                if code is None:
+                    code = code_of[key] = len(self.names)
+                    self.names.append(key)
+                    self.columns.append(column)
+                keys.append(device_id << 32 | field_id)
+                slots.append(slot)
+                codes.append(code)
+        order = np.argsort(np.array(keys, np.int64), kind="stable")
+        self.keys = np.array(keys, np.int64)[order]
+        self.slots = np.array(slots, np.intp)[order]
+        self.codes = np.array(codes, np.intp)[order]
+        order = np.argsort(np.array(devices, np.int64))
+        self.devices = np.array(devices, np.int64)[order]
+        self.device_slots = np.array(device_slots, np.intp)[order]
+        self.scale = np.array([c.scale for c in self.columns])
+        self.plain = np.array([not c.text and c.enum is None for c in self.columns], bool)
+
+    def device_slots_of(self, device_id: np.ndarray) -> np.ndarray:
+        """The world slots of the registered ones of `device_id`."""
+        if not len(self.devices):
+            return np.zeros(0, np.intp)
+        at = np.minimum(np.searchsorted(self.devices, device_id), len(self.devices) - 1)
+        slots: np.ndarray = self.device_slots[at[self.devices[at] == device_id]]
+        return slots
+
+    def find(self, device_id: np.ndarray, field_id: np.ndarray) -> np.ndarray:
+        """The index into `keys` of each (device id, field id), -1 for one not registered."""
+        if not len(self.keys):
+            return np.full(len(device_id), -1, np.intp)
+        keys = (device_id.astype(np.int64) << 32) | field_id
+        at = np.minimum(np.searchsorted(self.keys, keys), len(self.keys) - 1)
+        return np.where(self.keys[at] == keys, at, -1)
+
+
 class UcsAdapter:
     """Writes what a UCS session hears into `world` under `source` (see the module docstring).
 
@@ -402,6 +461,7 @@ class UcsAdapter:
         self._labels: dict[tuple[int, int], str] = {}  # (conn, session device id) -> label
         self._keys: dict[tuple[int, int], tuple[str, dict[int, str]]] = {}  # ... + field keys
         self._enabled: dict[str, dict[str, bool]] = {}  # label -> command -> usable now
+        self._lookups: dict[int, _Lookup] = {}  # conn -> its fields' columns, for columns
 
     def apply(self, events: Sequence[UcsSessionEvent], receive_time: float) -> int:
         """Write `events` into the world (telemetry as one columnar update); returns how many
@@ -412,8 +472,15 @@ class UcsAdapter:
         newest: dict[str, int] = {}
         mission: dict[str, int | None] = {}
         labels = self._labels
+        writes: list[Any] = []  # telemetry, written in order once the rest is
         for event in events:
             match event:
+                case TelemetryColumns(frames=frames):
+                    taken += frames
+                    if changes or mission:  # what came before it is older: written first
+                        writes.append((changes, newest, mission))
+                        changes, newest, mission = {}, {}, {}
+                    writes.append(event)
                 case TelemetryReceived(conn=conn, device_id=device_id, values=values):
                     taken += 1
                     known = self._keys.get((conn, device_id))
@@ -430,7 +497,8 @@ class UcsAdapter:
                             held[key] = tv.value
                             if tv.time_ms > latest:
                                 latest = tv.time_ms
-                    newest[vehicle] = latest
+                    if latest > -(1 << 62):  # (values of unregistered fields only: no time)
+                        newest[vehicle] = latest
                 case MissionProgress(conn=conn, device_id=device_id, item=item):
                     label = labels.get((conn, device_id))
                     if label is not None:
@@ -442,6 +510,7 @@ class UcsAdapter:
                     taken += 1
                     label = labels.pop((conn, device_id), None)
                     self._keys.pop((conn, device_id), None)
+                    self._lookups.pop(conn, None)
                     if label is not None:
                         self._attributes(label, {"registered": False}, receive_time)
                 case AvailabilityChanged():
@@ -453,7 +522,13 @@ class UcsAdapter:
                 case PacketDropped():
                     self.dropped += 1
         if changes or mission:
-            self._write(changes, newest, mission, receive_time)
+            writes.append((changes, newest, mission))
+        for write in writes:
+            if isinstance(write, TelemetryColumns):
+                self._write_columns(write, receive_time)
+            else:
+                written, times, items = write
+                self._write(written, times, items, receive_time)
         return taken
 
     def _availability(self, event: AvailabilityChanged, receive_time: float) -> None:
@@ -477,6 +552,7 @@ class UcsAdapter:
     # -- registration -------------------------------------------------------------------------
 
     def _register(self, conn: int, device: DeviceInfo, receive_time: float) -> None:
+        self._lookups.pop(conn, None)
         label = device_label(device)
         self._labels[(conn, device.device_id)] = label
         self._keys[(conn, device.device_id)] = (label, {f.field_id: f.key for f in device.fields})
@@ -547,6 +623,84 @@ class UcsAdapter:
             ms = newest.get(label)
             if ms is not None:
                 source_time[row] = ms / 1000.0
+        self._update(table, slots, source_time, changed, receive_time)
+
+    def _write_columns(self, batch: TelemetryColumns, receive_time: float) -> None:
+        """A session's `TelemetryColumns`, written from its columns."""
+        table = self.world.table(self.source)
+        lookup = self._lookups.get(batch.conn)
+        if lookup is None:
+            lookup = self._lookups[batch.conn] = _Lookup(self, batch.conn, table)
+        at = lookup.find(batch.device_id, batch.field_id)
+        known = np.flatnonzero(at >= 0)
+        at = at[known]
+        slot, code = lookup.slots[at], lookup.codes[at]
+        number = batch.number[known] * lookup.scale[code]
+        text = np.flatnonzero(~lookup.plain[code] | (batch.kind[known] >= Kind.STRING))
+        changed: set[str] = set()
+        attributes: dict[int, dict[str, Any]] = {}
+        for i in text.tolist():  # strings and enumerations: attributes, one at a time
+            column, row = lookup.columns[code[i]], int(known[i])
+            kind = int(batch.kind[row])
+            value: Value = (
+                batch.objects.get(row) if kind >= Kind.STRING
+                else int(batch.integer[row]) if kind == Kind.INT
+                else bool(batch.integer[row]) if kind == Kind.BOOL
+                else None if kind == Kind.NONE else float(batch.number[row])
+            )  # fmt: skip
+            if column.text:
+                texts = attributes.setdefault(int(slot[i]), {})
+                texts[column.name] = value if not isinstance(value, bytes) else value.hex()
+                code[i] = -1  # no column
+                continue
+            number[i] = _number(value) * column.scale  # (a string in a number's field: NaN)
+            if column.enum is not None:
+                names = column.enum
+                attributes.setdefault(int(slot[i]), {})[column.name] = (
+                    names.Name(value).removeprefix(names.DESCRIPTOR.name.upper() + "_")
+                    if isinstance(value, int) and value in names.values()
+                    else None
+                )
+        order = np.argsort(code, kind="stable")  # per column, in arrival order
+        code, slot, number = code[order], slot[order], number[order]
+        edges = np.flatnonzero(np.diff(code)) + 1
+        bounds = [0, *edges.tolist(), len(code)] if len(code) else []
+        for a, b in itertools.pairwise(bounds):
+            if code[a] < 0:
+                continue
+            column = lookup.columns[code[a]]
+            table.column(column.name, column.unit)[slot[a:b]] = number[a:b]
+            changed.add(column.name)
+            if column.semantic == _S.FIELD_SEMANTIC_CAPACITY_LEVEL and column.name.startswith(
+                "remaining_power"
+            ):
+                table.column("battery", units.PERCENT)[slot[a:b]] = number[a:b] * 100.0
+                changed.add("battery")
+        for row, texts in attributes.items():
+            table.attributes[row].update(texts)
+        if attributes:
+            changed.add(ATTRIBUTES)
+        # every vehicle a frame came from, as the per-message path (values or not)
+        slots = np.unique(lookup.device_slots_of(batch.device_id))
+        if not len(slots):
+            return
+        source_time = table.source_time[slots]
+        newest = np.full(len(slots), -(1 << 62), np.int64)
+        np.maximum.at(newest, np.searchsorted(slots, lookup.slots[at]), batch.time_ms[known])
+        has = newest > -(1 << 62)
+        source_time[has] = newest[has] / 1000.0
+        self._update(table, slots, source_time, changed, receive_time)
+
+    def _update(
+        self,
+        table: SourceTable,
+        slots: npt.NDArray[np.intp],
+        source_time: FloatArray,
+        changed: set[str],
+        receive_time: float,
+    ) -> None:
+        """The world update of `slots` whose `changed` columns were written: the frame
+        derived from them (geodetic, position, orientation, velocity) and the source time."""
         geodetic = position = orientation = velocity = None
         if changed & _POSITION:
             geodetic, position = self._position(table, slots)

@@ -342,6 +342,8 @@ class UcsClient:
         self.replies = Replies(self.where)
         self._changed = asyncio.Event()
         self.listeners: list[Callable[[list[UcsSessionEvent]], None]] = []
+        """Called with the session's events of every read (telemetry of a read of many frames
+        comes as one `TelemetryColumns`: `session.received(event)` gives it per Device_status)."""
 
     # -- connection -----------------------------------------------------------------------------
 

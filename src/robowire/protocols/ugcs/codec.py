@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterator, Sequence
-from typing import TypeAlias
+from typing import Any, NamedTuple, TypeAlias
 
+import numpy as np
 from google.protobuf.message import DecodeError as _ProtobufDecodeError
 from google.protobuf.message import EncodeError as _ProtobufEncodeError
 
@@ -207,11 +208,12 @@ class FrameReader:
     Every length is checked before any payload is buffered.
     """
 
-    __slots__ = ("_buf", "_consumed", "error", "frames")
+    __slots__ = ("_buf", "_consumed", "_split", "error", "frames")
 
     def __init__(self) -> None:
         self._buf = b""
         self._consumed = 0  # stream offset of _buf[0]
+        self._split = 0  # bytes the last `split` took whole
         self.error: DecodeError | None = None
         self.frames = 0
 
@@ -227,13 +229,25 @@ class FrameReader:
     def feed(self, data: bytes) -> tuple[Sequence[pb.Vsm_message], DecodeError | None]:
         """The messages `data` completes (a sequence to iterate once; it holds them all in one
         arena) and the DecodeError that stopped the stream, if one did."""
+        buf, frames, error = self.split(data, slices=True)
+        out, bad = parse_frames(frames, buf)
+        return out, self.failing(error or bad, len(out))
+
+    def split(
+        self, data: bytes, slices: bool = False
+    ) -> tuple[bytes, list[Any], DecodeError | None]:
+        """The whole frames `data` completes, unparsed: the buffer they are in and their
+        spans in it, flat (`[start, stop, start, stop, ...]`, length prefix included), or
+        with `slices` the frames themselves after an empty start (what `parse_frames` takes);
+        and the DecodeError of a bad length, if one stopped the stream. Call `failing` with
+        what the frames gave once they are parsed."""
         if self.error is not None:
-            return (), None
+            return b"", [b""] if slices else [], None
         buf = self._buf + data if self._buf else data
         end = len(buf)
         pos = 0
-        frames: list[bytes] = [b""]  # whole non-empty frames, length prefix included
-        add = frames.append
+        spans: list[Any] = [b""] if slices else []  # whole non-empty frames, prefix included
+        add = spans.append
         error: DecodeError | None = None
         while pos < end:
             # fast path: one- and two-byte lengths (every frame under 16 KiB)
@@ -264,22 +278,36 @@ class FrameReader:
                     continue
             if stop > end:
                 break
-            add(buf[pos:stop])
+            if slices:
+                add(buf[pos:stop])
+            else:
+                add(pos)
+                add(stop)
             pos = stop
-        out, bad = _parse_frames(frames, buf)
-        if bad is not None:
-            error = bad
-        self.frames += len(out)
-        if error is not None:
-            self.error = error.shifted(self._consumed)
-            self._buf = b""
-            return out, self.error
         self._buf = buf[pos:] if pos < end else b""
-        self._consumed += pos
-        return out, None
+        self._split = pos
+        return buf, spans, error
+
+    def failing(self, error: DecodeError | None, frames: int) -> DecodeError | None:
+        """After `split`: count the `frames` that parsed; a DecodeError (a bad length, or the
+        first frame that did not parse) fails the reader, its offset from the stream's start."""
+        self.frames += frames
+        if error is None:
+            self._consumed += self._split
+            return None
+        self.error = error.shifted(self._consumed)  # its offset counts from the buffer's start
+        self._buf = b""
+        return self.error
 
 
-def _parse_frames(
+def frames_of(buf: bytes, spans: Sequence[int]) -> list[bytes]:
+    """The frames `spans` (flat start, stop pairs) cut from `buf`, after an empty start (what
+    `parse_frames` takes)."""
+    bounds = iter(spans)
+    return [b"", *(buf[start:stop] for start, stop in zip(bounds, bounds))]  # noqa: B905
+
+
+def parse_frames(
     frames: list[bytes], buf: bytes
 ) -> tuple[Sequence[pb.Vsm_message], DecodeError | None]:
     """Parse whole frames (prefix included; `frames[0]` is an empty start) in one runtime
@@ -306,6 +334,216 @@ def _parse_frames(
         except DecodeError as exc:
             return out, exc
     return out, None
+
+
+# ---------------------------------------------------------------------------------------------
+# telemetry as columns
+
+
+class Kind(enum.IntEnum):
+    """What a held or scanned telemetry value is (its Field_value member)."""
+
+    NONE = 0  # META_VALUE_NA, or no member: not available
+    INT = 1  # int_value (sint64)
+    FLOAT = 2  # float_value
+    DOUBLE = 3  # double_value
+    BOOL = 4  # bool_value
+    STRING = 5  # string_value
+    BYTES = 6  # bytes_value
+    LIST = 7  # list_value (never scanned: such a frame is left to protobuf)
+
+
+class Scan(NamedTuple):
+    """What `scan_telemetry` read. Per frame: whether it was read (`plain`), its device id.
+    Per telemetry value of those frames, in stream order: its frame, field id,
+    ms_since_epoch, `Kind`, value (`number`: as a double, NaN when not a number; `integer`:
+    the exact int or bool, else 0; a string or bytes value is `buf[start:start + size]`).
+    Per command availability of those frames, in order: its frame, command id, is_available,
+    is_enabled."""
+
+    plain: np.ndarray
+    device: np.ndarray
+    frame: np.ndarray
+    field: np.ndarray
+    ms: np.ndarray
+    kind: np.ndarray
+    number: np.ndarray
+    integer: np.ndarray
+    start: np.ndarray
+    size: np.ndarray
+    command_frame: np.ndarray
+    command: np.ndarray
+    available: np.ndarray
+    enabled: np.ndarray
+
+
+_BYTES = np.arange(10)
+_SHIFTS = (7 * _BYTES).astype(np.uint64)
+_U32 = 1 << 32
+_TELEMETRY, _AVAILABILITY = 0x12, 0x1A  # Device_status fields 2 and 3, length-delimited
+_WALK = 16  # frames whose records are followed in Python once no more are left
+
+
+def _varints(b: np.ndarray, at: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
+    """The varints starting at each of `at` (at most `limit` bytes; `b` padded past its end):
+    their values (uint64) and lengths (0: none within `limit`). A byte at a time, only for
+    the varints not finished yet (most are one or two bytes)."""
+    byte = b[at]
+    value = (byte & 0x7F).astype(np.uint64)
+    length = np.ones(len(at), np.intp)
+    going = np.flatnonzero(byte >= 0x80)
+    for k in range(1, limit):
+        if not len(going):
+            return value, length
+        byte = b[at[going] + k]
+        value[going] |= (byte & 0x7F).astype(np.uint64) << _SHIFTS[k]
+        length[going] += 1
+        going = going[byte >= 0x80]
+    length[going] = 0  # still going after `limit` bytes
+    return value, length
+
+
+def _zigzag(value: np.ndarray) -> np.ndarray:
+    half = (value >> np.uint64(1)).astype(np.int64)
+    sign = (value & np.uint64(1)).astype(np.int64)
+    out: np.ndarray = half ^ -sign
+    return out
+
+
+def _optional_varint(
+    b: np.ndarray, at: np.ndarray, stop: np.ndarray, key: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """An optional varint field `key` at each of `at` (its message ends at `stop`): its value
+    (0 if absent), where the next field starts, and whether it was well formed."""
+    present = (at < stop) & (b[at] == key)
+    value, size = _varints(b, at + 1, 10)
+    value = np.where(present, value, np.uint64(0))
+    return value, np.where(present, at + 1 + size, at), ~present | (size > 0)
+
+
+def scan_telemetry(buf: bytes, spans: Sequence[int]) -> Scan:
+    """Read the frames `spans` (flat start, stop pairs in `buf`, length prefix included) that
+    are a Device_status, as columns, with numpy: no Python object per frame or value. A frame
+    is read (`plain`) only in the layout the SDK writes: `device_id`, then `device_status`
+    holding only `telemetry_fields` (each `field_id`, `ms_since_epoch`, `value` in that
+    order, the value empty or one member: NA, int, float, double, bool, or an ASCII string or
+    bytes) and `command_availability` (`id`, then `is_available`, `is_enabled` if set), every
+    length one byte. Any other frame (lists, status messages, other messages, unknown or
+    repeated fields, anything out of order) is left to protobuf, which reads it the same."""
+    n = len(spans) // 2
+    b = np.concatenate((np.frombuffer(buf, np.uint8), np.zeros(16, np.uint8)))
+    bounds = np.asarray(spans, np.intp).reshape(n, 2)
+    starts, stops = bounds[:, 0], bounds[:, 1]
+    _, prefix = _varints(b, starts, 3)
+    payload = starts + prefix
+    device, size = _varints(b, payload + 1, 5)
+    status = payload + 1 + size
+    ok = (b[payload] == 0x08) & (size > 0) & (device < _U32) & (b[status] == 0x4A)
+    length, size = _varints(b, status + 1, 3)
+    first = status + 1 + size
+    ok &= (size > 0) & (first + length.astype(np.intp) == stops)
+    # the records (Telemetry_field, Command_availability) of each frame: a chain, followed
+    # for every frame at once
+    frames = np.flatnonzero(ok)
+    at, end = first[frames], stops[frames]
+    found_at: list[np.ndarray] = []
+    found_frame: list[np.ndarray] = []
+    while True:
+        going = np.flatnonzero(at < end)
+        if len(going) <= _WALK:  # the longest few (a vehicle's first, full Device_status)
+            walked_at, walked_frame = [], []
+            for g in going.tolist():
+                here_at, stop, frame_of = int(at[g]), int(end[g]), int(frames[g])
+                while here_at < stop:
+                    walked_at.append(here_at)
+                    walked_frame.append(frame_of)
+                    if buf[here_at] not in (_TELEMETRY, _AVAILABILITY) or buf[here_at + 1] >= 0x80:
+                        here_at = stop + 1
+                        break
+                    here_at += 2 + buf[here_at + 1]
+                at[g] = here_at
+            found_at.append(np.array(walked_at, np.intp))
+            found_frame.append(np.array(walked_frame, np.intp))
+            break
+        here = at[going]
+        found_at.append(here)
+        found_frame.append(frames[going])
+        tag = b[here]
+        bad = ((tag != _TELEMETRY) & (tag != _AVAILABILITY)) | (b[here + 1] >= 0x80)
+        at[going] = np.where(bad, end[going] + 1, here + 2 + b[here + 1])
+    ok[frames[at != end]] = False  # a record ran past its frame, or was neither field
+    if found_at:
+        record = np.concatenate(found_at)
+        frame = np.concatenate(found_frame)
+        order = np.argsort(record, kind="stable")
+        record, frame = record[order], frame[order]
+    else:
+        record = frame = np.zeros(0, np.intp)
+    body, stop = record + 2, record + 2 + b[record + 1]
+    commands = b[record] == _AVAILABILITY
+    # Command_availability: id (1), is_available (2), is_enabled (3)
+    c_body, c_stop, c_frame = body[commands], stop[commands], frame[commands]
+    command, size = _varints(b, c_body + 1, 5)
+    available, after, good_a = _optional_varint(b, c_body + 1 + size, c_stop, 0x10)
+    enabled, after, good_e = _optional_varint(b, after, c_stop, 0x18)
+    good = (b[c_body] == 0x08) & (size > 0) & (command < _U32) & good_a & good_e
+    ok[c_frame[~(good & (after == c_stop))]] = False
+    # Telemetry_field: field_id (1), ms_since_epoch (2), value (3: one member)
+    body, stop, frame = body[~commands], stop[~commands], frame[~commands]
+    field, size = _varints(b, body + 1, 5)
+    good = (b[body] == 0x08) & (size > 0) & (field < _U32)
+    time_at = body + 1 + size
+    ms, size = _varints(b, time_at + 1, 10)
+    value_at = time_at + 1 + size
+    good &= (b[time_at] == 0x10) & (size > 0) & (b[value_at] == 0x1A)
+    value_size = b[value_at + 1].astype(np.intp)
+    member = value_at + 2
+    good &= (value_size < 0x80) & (member + value_size == stop)
+    tag = np.where(value_size > 0, b[member], 0)
+    varint, size = _varints(b, member + 1, 10)
+    text = (tag == 0x2A) | (tag == 0x42)
+    good &= (
+        (tag == 0) & (value_size == 0)
+        | ((tag == 0x08) | (tag == 0x10) | (tag == 0x30)) & (size > 0) & (size == value_size - 1)
+        | (tag == 0x1D) & (value_size == 5)
+        | (tag == 0x21) & (value_size == 9)
+        | text & (size == 1) & (varint == value_size - 2)
+    )
+    start = np.where(text, member + 2, 0)
+    text_size = np.where(text, value_size - 2, 0)
+    for i in np.flatnonzero((tag == 0x2A) & good).tolist():  # ASCII (else protobuf's UTF-8)
+        good[i] = buf[start[i] : start[i] + text_size[i]].isascii()
+    ok[frame[~good]] = False
+    keep = ok[frame]
+    frame, tag, member, varint, start, text_size = (
+        a[keep] for a in (frame, tag, member, varint, start, text_size)
+    )
+    field, ms = field[keep].astype(np.int64), _zigzag(ms[keep])
+    kind = np.zeros(len(tag), np.int8)
+    for key, member_kind in (
+        (0x10, Kind.INT),
+        (0x30, Kind.BOOL),
+        (0x1D, Kind.FLOAT),
+        (0x21, Kind.DOUBLE),
+        (0x2A, Kind.STRING),
+        (0x42, Kind.BYTES),
+    ):
+        kind[tag == key] = member_kind  # (0x08, meta_value, and none: Kind.NONE)
+    integer = np.where(kind == Kind.INT, _zigzag(varint), 0)
+    integer = np.where(kind == Kind.BOOL, (varint != 0).astype(np.int64), integer)
+    number = integer.astype(np.float64)
+    number[(kind == Kind.NONE) | (kind >= Kind.STRING)] = np.nan
+    floats = np.flatnonzero(kind == Kind.FLOAT)
+    raw = b[(member[floats] + 1)[:, None] + _BYTES[:4]]
+    number[floats] = raw.view("<f4")[:, 0]
+    doubles = np.flatnonzero(kind == Kind.DOUBLE)
+    raw = b[(member[doubles] + 1)[:, None] + _BYTES[:8]]
+    number[doubles] = raw.view("<f8")[:, 0]
+    keep = ok[c_frame]
+    return Scan(
+        ok, device, frame, field, ms, kind, number, integer, start, text_size,
+        c_frame[keep], command[keep].astype(np.int64), available[keep] != 0, enabled[keep] != 0,
+    )  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------

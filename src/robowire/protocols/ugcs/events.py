@@ -26,6 +26,9 @@ UCS side (`session_ucs`):
 * `DeviceRegistered` / `DeviceUnregistered`: a VSM device appeared (its `DeviceInfo`: names,
   ids, commands) or went away.
 * `TelemetryReceived`: values of one Device_status, by field, with absolute times.
+* `TelemetryColumns`: the values of many Device_status frames of one read, as numpy columns
+  (what a feed of `session_ucs.COLUMNS_FROM` frames or more gives for the frames of the
+  layout the SDK writes; `UcsSession.received` turns it into `TelemetryReceived` events).
 * `AvailabilityChanged`: command availability of one device.
 * `StatusMessages`: free-text messages of one device with their severity.
 * `ResponseReceived`: a Device_response to one of our requests (IN_PROGRESS ones are not final).
@@ -36,6 +39,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple, TypeAlias
+
+import numpy as np
 
 from robowire.protocols.ugcs.codec import Value
 from robowire.protocols.ugcs.device import CommandInfo, DeviceInfo, FieldInfo
@@ -57,6 +62,7 @@ __all__ = [
     "ResponseReceived",
     "StatusMessage",
     "StatusMessages",
+    "TelemetryColumns",
     "TelemetryReceived",
     "TelemetryValue",
     "UcsEvent",
@@ -178,8 +184,10 @@ class TelemetryReceived(Report):
         return self.conn, self.device_id, tuple(v.field_id for v in self.values)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CommandState:
+class CommandState(NamedTuple):
+    """One command's availability (a named tuple, like `TelemetryValue`: a vehicle's first
+    Device_status holds every command's, a thousand vehicles tens of thousands)."""
+
     command_id: int
     name: str
     """'' when the id is not one the device registered"""
@@ -273,5 +281,29 @@ class MissionProgress:
     item: int | None
 
 
-UcsSessionEvent: TypeAlias = UcsEvent | CommandTimedOut | MissionProgress
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class TelemetryColumns:
+    """UCS side: the telemetry values of several Device_status frames of registered devices,
+    one row per value in the order received: its frame (0, 1, ... in this batch), device id,
+    field id (`row`: the session's row of that device's field, -1 for an id the device did
+    not register), time (begin_of_epoch + ms_since_epoch, Unix ms) and value (`kind` a
+    `codec.Kind`; `number` the value as a double, NaN when not a number; `integer` the exact
+    value of an int or bool; `objects` the strings and bytes). The session's held values
+    already hold them when this is emitted."""
+
+    conn: int = 0
+    frames: int
+    frame: np.ndarray
+    device_id: np.ndarray
+    field_id: np.ndarray
+    row: np.ndarray
+    time_ms: np.ndarray
+    kind: np.ndarray
+    number: np.ndarray
+    integer: np.ndarray
+    objects: Mapping[int, Value]
+    """the string and bytes values, by row"""
+
+
+UcsSessionEvent: TypeAlias = UcsEvent | CommandTimedOut | MissionProgress | TelemetryColumns
 """Everything `session_ucs.UcsSession` emits."""

@@ -28,17 +28,25 @@ session drops it, counts it and asks for the connection to be closed (the SDK do
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+import itertools
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from robowire.errors import SessionError
 from robowire.protocols.ugcs.codec import (
     NAME,
     FrameReader,
+    Kind,
+    Scan,
     Value,
     defs,
     encode,
+    frames_of,
+    parse_frames,
     pb,
+    scan_telemetry,
     write_value,
 )
 from robowire.protocols.ugcs.device import CommandInfo, DeviceInfo, FieldInfo
@@ -53,12 +61,16 @@ from robowire.protocols.ugcs.events import (
     ResponseReceived,
     StatusMessage,
     StatusMessages,
+    TelemetryColumns,
     TelemetryReceived,
     TelemetryValue,
     UcsSessionEvent,
 )
 from robowire.wire import ConnectionLost, PacketDropped, SessionStats
 
+COLUMNS_FROM = 8
+"""A feed of at least this many frames reads the Device_status frames of the SDK's layout as
+columns (`codec.scan_telemetry`, one `TelemetryColumns`); fewer: one message at a time."""
 PEER_TIMEOUT = 10.0  # s for the VSM's Register_peer (the SDK's REGISTER_PEER_TIMEOUT)
 COMMAND_TIMEOUT = 10.0  # s for a command's final reply, unless the caller says otherwise
 VERSION = (4, 4)  # what we claim; the SDK's VSM needs >= 2.14
@@ -113,26 +125,144 @@ def device_label(info: DeviceInfo) -> str:
     return f"device{info.device_id}"
 
 
+class Held:
+    """The latest value and time of every registered field of a session's devices, as
+    columns: a row per device and field, found by device id and field id (`find`, for many
+    at once). `kind` is -1 for a field that has said nothing yet, else a `codec.Kind` (a
+    string, bytes or list value is in `objects`)."""
+
+    def __init__(self) -> None:
+        self.keys = np.zeros(0, np.int64)  # device id << 32 | field id, sorted
+        self.rows_of_keys = np.zeros(0, np.intp)
+        self.devices = np.zeros(0, np.int64)  # registered device ids, sorted
+        self.begins = np.zeros(0, np.int64)  # their begin_of_epoch
+        self.kind = np.zeros(0, np.int8)
+        self.number = np.zeros(0)
+        self.integer = np.zeros(0, np.int64)
+        self.time = np.zeros(0, np.int64)
+        self.mission = np.zeros(0, bool)  # rows of current_command, current_mission_id
+        self.objects: dict[int, Value] = {}
+
+    def add(self, info: DeviceInfo) -> dict[int, int]:
+        """New rows for a device's fields (its old ones, if registered before, are dropped);
+        returns field id -> row."""
+        self.remove(info.device_id)
+        first = len(self.kind)
+        ids = np.array([f.field_id for f in info.fields], np.int64)
+        rows = np.arange(first, first + len(ids))
+        self.kind = np.concatenate((self.kind, np.full(len(ids), -1, np.int8)))
+        self.number = np.concatenate((self.number, np.full(len(ids), np.nan)))
+        self.integer = np.concatenate((self.integer, np.zeros(len(ids), np.int64)))
+        self.time = np.concatenate((self.time, np.zeros(len(ids), np.int64)))
+        mission = np.array([f.key in _MISSION_KEYS for f in info.fields], bool)
+        self.mission = np.concatenate((self.mission, mission))
+        keys = np.concatenate((self.keys, (info.device_id << 32) | ids))
+        order = np.argsort(keys, kind="stable")
+        self.keys, self.rows_of_keys = keys[order], np.concatenate((self.rows_of_keys, rows))[order]
+        at = np.searchsorted(self.devices, info.device_id)
+        self.devices = np.insert(self.devices, at, info.device_id)
+        self.begins = np.insert(self.begins, at, info.begin_of_epoch)
+        return dict(zip(ids.tolist(), rows.tolist(), strict=True))
+
+    def remove(self, device_id: int) -> None:
+        keep = (self.keys >> 32) != device_id
+        self.keys, self.rows_of_keys = self.keys[keep], self.rows_of_keys[keep]
+        keep = self.devices != device_id
+        self.devices, self.begins = self.devices[keep], self.begins[keep]
+
+    def find_devices(self, device_ids: np.ndarray) -> np.ndarray:
+        """The index in `devices` of each id, -1 for one not registered."""
+        at = np.minimum(np.searchsorted(self.devices, device_ids), max(len(self.devices) - 1, 0))
+        found = (self.devices[at] == device_ids) if len(self.devices) else np.zeros(0, bool)
+        return np.where(found, at, -1) if len(self.devices) else np.full(len(device_ids), -1)
+
+    def find(self, device_ids: np.ndarray, field_ids: np.ndarray) -> np.ndarray:
+        """The row of each (device id, field id), -1 for one not registered."""
+        if not len(self.keys):
+            return np.full(len(device_ids), -1, np.intp)
+        keys = (device_ids.astype(np.int64) << 32) | field_ids
+        at = np.minimum(np.searchsorted(self.keys, keys), len(self.keys) - 1)
+        return np.where(self.keys[at] == keys, self.rows_of_keys[at], -1)
+
+    def set(self, row: int, value: Value, time_ms: int) -> None:
+        """One value (as `_value` gives it)."""
+        self.time[row] = time_ms
+        if value is None:
+            self.kind[row], self.number[row] = Kind.NONE, np.nan
+        elif isinstance(value, bool):
+            self.kind[row], self.integer[row], self.number[row] = Kind.BOOL, value, value
+        elif isinstance(value, int):
+            self.kind[row], self.integer[row], self.number[row] = Kind.INT, value, value
+        elif isinstance(value, float):
+            self.kind[row], self.number[row] = Kind.DOUBLE, value
+        else:
+            kind = Kind.STRING if isinstance(value, str) else Kind.BYTES
+            self.kind[row] = Kind.LIST if isinstance(value, list) else kind
+            self.number[row] = np.nan
+            self.objects[row] = value
+
+    def set_many(
+        self, rows: np.ndarray, kind: np.ndarray, number: np.ndarray, integer: np.ndarray,
+        time_ms: np.ndarray, objects: Mapping[int, Value],
+    ) -> None:  # fmt: skip
+        """Values in order (`objects`: the string and bytes ones, by index into `rows`):
+        where a row comes more than once, the last one holds."""
+        for i, value in objects.items():
+            self.objects[int(rows[i])] = value
+        if len(rows) > 1:
+            last = len(rows) - 1 - np.unique(rows[::-1], return_index=True)[1]
+            rows, kind, number, integer, time_ms = (
+                a[last] for a in (rows, kind, number, integer, time_ms)
+            )
+        self.kind[rows], self.number[rows], self.integer[rows] = kind, number, integer
+        self.time[rows] = time_ms
+
+    def get(self, row: int) -> Value:
+        kind = int(self.kind[row])
+        if kind == Kind.INT:
+            return int(self.integer[row])
+        if kind == Kind.BOOL:
+            return bool(self.integer[row])
+        if kind in (Kind.FLOAT, Kind.DOUBLE):
+            return float(self.number[row])
+        return self.objects.get(row) if kind >= Kind.STRING else None
+
+
 @dataclass(slots=True, eq=False)
 class UcsDevice:
     """One registered device as the UCS side knows it: its registration (`info`), its stable
     `label`, and what it said since (held telemetry by field key, in wire units with None for
-    NA; times in ms since the Unix epoch; availability; the mission we uploaded)."""
+    NA, `values`; times in ms since the Unix epoch, `times`; availability; the mission we
+    uploaded). The held telemetry lives in the session's `Held` columns (`rows`: field id ->
+    row there)."""
 
     info: DeviceInfo
     label: str
-    values: dict[str, Value] = field(default_factory=dict)
-    times: dict[str, int] = field(default_factory=dict)
+    held: Held = field(default_factory=Held, repr=False)
+    rows: dict[int, int] = field(default_factory=dict, repr=False)
     availability: dict[str, tuple[bool, bool]] = field(default_factory=dict)
     mission_id: int | None = None
     mission_map: dict[int, int] = field(default_factory=dict)
     mission_item: int | None = None
     mission_matched: bool = False  # current_mission_id has been our mission's id
-    fields: dict[int, tuple[FieldInfo, str]] = field(init=False, repr=False)
-    """field id -> (its registration, its key): the telemetry hot path's one lookup"""
+    fields: dict[int, tuple[FieldInfo, str, int]] = field(init=False, repr=False)
+    """field id -> (its registration, its key, its row in `held`)"""
 
     def __post_init__(self) -> None:
-        self.fields = {f.field_id: (f, f.key) for f in self.info.fields}
+        if not self.rows:
+            self.rows = self.held.add(self.info)
+        self.fields = {f.field_id: (f, f.key, self.rows[f.field_id]) for f in self.info.fields}
+
+    @property
+    def values(self) -> Mapping[str, Value]:
+        """The latest value of every field that said one, by key (None: not available); a
+        live view."""
+        return HeldView(self, times=False)
+
+    @property
+    def times(self) -> Mapping[str, int]:
+        """When each of `values` was set (ms since the Unix epoch); a live view."""
+        return HeldView(self, times=True)  # type: ignore[return-value]
 
     @property
     def device_id(self) -> int:
@@ -147,6 +277,30 @@ class UcsDevice:
         if name in (self.label, str(self.device_id)):
             return True
         return any(self.info.properties.get(key) == name for key in _LABEL_PROPERTIES)
+
+
+class HeldView(Mapping[str, Value]):
+    """A device's held values (or their times) by field key, read from its `Held` rows."""
+
+    __slots__ = ("_held", "_rows", "_times")
+
+    def __init__(self, device: UcsDevice, *, times: bool) -> None:
+        self._held = device.held
+        self._rows = {key: row for _, key, row in device.fields.values()}
+        self._times = times
+
+    def __getitem__(self, key: str) -> Value:
+        row = self._rows[key]
+        if self._held.kind[row] < 0:
+            raise KeyError(key)
+        return int(self._held.time[row]) if self._times else self._held.get(row)
+
+    def __iter__(self) -> Iterator[str]:
+        kind = self._held.kind
+        return (key for key, row in self._rows.items() if kind[row] >= 0)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 def _value(fv: pb.Field_value) -> Value:
@@ -197,6 +351,7 @@ class UcsSession:
         self.devices: dict[int, UcsDevice] = {}
         self.close_reason = ""
         self._reader = FrameReader()
+        self.held = Held()
         self._out: list[bytes] = []
         self._pending: dict[int, _Pending] = {}
         self._next_id = first_message_id
@@ -235,6 +390,7 @@ class UcsSession:
             for d in self.devices.values()
         ]
         self.devices.clear()
+        self.held = Held()
         self._pending.clear()
         return [*gone, ConnectionLost(reason=reason)]
 
@@ -245,13 +401,38 @@ class UcsSession:
         if self.state is UcsState.CLOSED or not data:
             return []
         self.stats.bytes_in += len(data)
-        messages, error = self._reader.feed(data)
+        reader = self._reader
+        buf, spans, error = reader.split(data)
+        count = len(spans) // 2
         events: list[UcsSessionEvent] = []
-        for msg in messages:
-            self.stats.messages_in += 1
-            self._on_message(msg, now, events)
-            if self.closed:
-                return events
+        runs = [(0, count, False)] if count else []
+        scan = None
+        if count >= COLUMNS_FROM and self.state is UcsState.READY:
+            scan = scan_telemetry(buf, spans)
+            edges = np.flatnonzero(np.diff(scan.plain)) + 1
+            bounds = [0, *edges.tolist(), count]
+            runs = [(a, b, bool(scan.plain[a])) for a, b in itertools.pairwise(bounds)]
+        done = 0
+        for first, stop, plain in runs:
+            if plain:
+                assert scan is not None
+                self._on_columns(buf, scan, first, stop, events)
+                self.stats.messages_in += stop - first
+                done += stop - first
+                continue
+            start = spans[2 * first]
+            messages, bad = parse_frames(frames_of(buf, spans[2 * first : 2 * stop]), buf[start:])
+            for msg in messages:
+                done += 1
+                self.stats.messages_in += 1
+                self._on_message(msg, now, events)
+                if self.closed:
+                    reader.failing(None, done)
+                    return events
+            if bad is not None:
+                error = bad.shifted(start)
+                break
+        error = reader.failing(error, done)
         if error is not None:
             self.stats.drop(error.reason)
             events.append(PacketDropped(protocol=NAME, reason=error.reason, offset=error.offset))
@@ -448,6 +629,8 @@ class UcsSession:
             self._on_register(msg, events)
         elif msg.HasField("unregister_device"):
             gone = self.devices.pop(device_id, None)
+            if gone is not None:
+                self.held.remove(device_id)
             if gone is None:
                 self._drop(f"Unregister_device for unknown device {device_id}", events)
             else:
@@ -462,6 +645,137 @@ class UcsSession:
             self._send(reply)
         else:
             self._drop(f"unexpected message for device {device_id}", events)
+
+    def _on_columns(
+        self, buf: bytes, scan: Scan, first: int, stop: int, events: list[UcsSessionEvent]
+    ) -> None:
+        """Frames `first` to `stop` of `scan` (in `buf`): Device_status frames read as
+        columns. What `_on_status` does one message at a time, for all of them at once: held
+        values, a drop for each frame of an unknown device and each with values of fields
+        its device did not register, the values as one `TelemetryColumns`, mission progress,
+        availability."""
+        held = self.held
+        devices = scan.device[first:stop].astype(np.int64)
+        index = held.find_devices(devices)
+        for unknown in np.flatnonzero(index < 0).tolist():
+            self._drop(f"Device_status for unknown device {devices[unknown]}", events)
+        a, b = np.searchsorted(scan.frame, (first, stop))
+        frame = scan.frame[a:b] - first
+        known = index[frame] >= 0
+        if not known.all():
+            frame = frame[known]
+            a_rows = np.flatnonzero(known) + a
+        else:
+            a_rows = np.arange(a, b)
+        if len(frame):
+            self._on_values(buf, scan, devices, index, frame, a_rows, events)
+        self._on_availability(scan, first, stop, events)
+
+    def _on_values(
+        self,
+        buf: bytes,
+        scan: Scan,
+        devices: np.ndarray,
+        index: np.ndarray,
+        frame: np.ndarray,
+        a_rows: np.ndarray,
+        events: list[UcsSessionEvent],
+    ) -> None:
+        """The telemetry values of `_on_columns` (rows `a_rows` of `scan`, of known devices)."""
+        held = self.held
+        device_id = devices[frame]
+        field_id = scan.field[a_rows]
+        rows = held.find(device_id, field_id)
+        time_ms = held.begins[index[frame]] + scan.ms[a_rows]
+        kind, number, integer = scan.kind[a_rows], scan.number[a_rows], scan.integer[a_rows]
+        objects: dict[int, Value] = {}
+        for i in np.flatnonzero(kind >= Kind.STRING).tolist():
+            start = int(scan.start[a_rows[i]])
+            data = buf[start : start + int(scan.size[a_rows[i]])]
+            objects[i] = data.decode() if kind[i] == Kind.STRING else data
+        found = rows >= 0
+        if not found.all():
+            for at in np.unique(frame[~found]).tolist():
+                device = self.devices[int(devices[at])]
+                unknown = int(np.count_nonzero((frame == at) & ~found))
+                self._drop(f"{device.label}: {unknown} value(s) of unregistered fields", events)
+        if found.all():
+            held.set_many(rows, kind, number, integer, time_ms, objects)
+        else:
+            index_of = np.cumsum(found) - 1
+            held.set_many(
+                rows[found], kind[found], number[found], integer[found], time_ms[found],
+                {int(index_of[i]): v for i, v in objects.items() if found[i]},
+            )  # fmt: skip
+        events.append(
+            TelemetryColumns(
+                conn=self.conn, frames=len(np.unique(frame)), frame=frame, device_id=device_id,
+                field_id=field_id, row=rows, time_ms=time_ms, kind=kind, number=number,
+                integer=integer, objects=objects,
+            )
+        )  # fmt: skip
+        mission = found & held.mission[rows]
+        if mission.any():
+            for moved in np.unique(device_id[mission]).tolist():
+                device = self.devices[moved]
+                if device.mission_id is not None:
+                    self._mission_progress(device, events)
+
+    def _on_availability(
+        self, scan: Scan, first: int, stop: int, events: list[UcsSessionEvent]
+    ) -> None:
+        """The command availability of frames `first` to `stop`, one `AvailabilityChanged`
+        per frame (a vehicle's first Device_status has every command's; later ones seldom)."""
+        a, b = np.searchsorted(scan.command_frame, (first, stop))
+        if a == b:
+            return
+        frames = scan.command_frame[a:b]
+        edges = np.flatnonzero(np.diff(frames, prepend=-1)).tolist()
+        commands = scan.command[a:b].tolist()
+        available = scan.available[a:b].tolist()
+        enabled = scan.enabled[a:b].tolist()
+        devices = scan.device[frames[edges]].tolist()
+        for start, end, device_id in zip(edges, [*edges[1:], len(commands)], devices, strict=True):
+            device = self.devices.get(device_id)
+            if device is None:
+                continue
+            names = device.info.commands_by_id
+            ids, on, usable = commands[start:end], available[start:end], enabled[start:end]
+            labels = ["" if (info := names.get(c)) is None else info.name for c in ids]
+            states = tuple(map(CommandState._make, zip(ids, labels, on, usable, strict=True)))
+            device.availability.update(zip(labels, zip(on, usable, strict=True), strict=True))
+            device.availability.pop("", None)  # (ids the device did not register)
+            events.append(AvailabilityChanged(conn=self.conn, device_id=device_id, commands=states))
+
+    def received(self, columns: TelemetryColumns) -> list[TelemetryReceived]:
+        """`columns` as the `TelemetryReceived` events its frames would have given one
+        message at a time (for a caller that wants one event per Device_status)."""
+        out: list[TelemetryReceived] = []
+        frames = columns.frame.tolist()
+        starts = [i for i in range(len(frames)) if not i or frames[i] != frames[i - 1]]
+        for start, stop in zip(starts, [*starts[1:], len(frames)], strict=True):
+            device_id = int(columns.device_id[start])
+            device = self.devices.get(device_id)
+            fields = {} if device is None else device.fields
+            values = []
+            for i in range(start, stop):
+                field_id = int(columns.field_id[i])
+                found = fields.get(field_id)
+                kind = int(columns.kind[i])
+                value: Value = (
+                    None if kind == Kind.NONE
+                    else int(columns.integer[i]) if kind == Kind.INT
+                    else bool(columns.integer[i]) if kind == Kind.BOOL
+                    else columns.objects[i] if kind >= Kind.STRING
+                    else float(columns.number[i])
+                )  # fmt: skip
+                info = None if found is None else found[0]
+                values.append(TelemetryValue(field_id, info, int(columns.time_ms[i]), value))
+            events_values = tuple(values)
+            out.append(
+                TelemetryReceived(conn=columns.conn, device_id=device_id, values=events_values)
+            )
+        return out
 
     def _on_peer(self, peer: pb.Register_peer, events: list[UcsSessionEvent]) -> None:
         if peer.HasField("peer_type") and peer.peer_type == defs.PEER_TYPE_SERVER:
@@ -491,7 +805,7 @@ class UcsSession:
             events.append(
                 DeviceUnregistered(conn=self.conn, device_id=msg.device_id, device=old.info)
             )
-        self.devices[msg.device_id] = UcsDevice(info, device_label(info))
+        self.devices[msg.device_id] = UcsDevice(info, device_label(info), self.held)
         events.append(DeviceRegistered(conn=self.conn, device=info, message_id=msg.message_id))
 
     def _on_status(
@@ -503,8 +817,7 @@ class UcsSession:
         if telemetry:
             fields = device.fields
             begin = device.info.begin_of_epoch
-            held = device.values
-            times = device.times
+            held = self.held
             received = []
             unknown = 0
             mission = False
@@ -517,9 +830,8 @@ class UcsSession:
                     unknown += 1
                     info = None
                 else:
-                    info, key = found
-                    held[key] = value
-                    times[key] = time_ms
+                    info, key, row = found
+                    held.set(row, value, time_ms)
                     if key in _MISSION_KEYS:
                         mission = True
                 received.append(TelemetryValue(field_id, info, time_ms, value))
