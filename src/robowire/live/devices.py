@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from robowire.world.model import Quaternion, Vector3
 from robowire.world.table import FloatArray, SourceTable
 
 __all__ = [
@@ -30,9 +31,6 @@ __all__ = [
     "Update",
     "device_at",
 ]
-
-Vector3 = tuple[float, float, float]
-Quaternion = tuple[float, float, float, float]
 
 
 class Reading(NamedTuple):
