@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 from typing import Any
 
 from websockets.asyncio.client import ClientConnection, connect
@@ -54,6 +53,7 @@ from robowire.sinks.foxglove_messages import (
     snapshot,
 )
 from robowire.sinks.foxglove_messages import schema as foxglove_schema
+from robowire.transport.tcp import listen_error
 from robowire.world import LogEvent, Update, World
 from robowire.world.table import SourceTable
 
@@ -134,9 +134,8 @@ class FoxgloveSink(Sink):
                 compression=None,
                 max_size=MAX_CLIENT_MESSAGE,
             )
-        except OSError as exc:  # asyncio's message repeats the address: say only the reason
-            reason = os.strerror(exc.errno) if exc.errno else str(exc)
-            raise TransportError(f"cannot listen on {self.host}:{self.port}: {reason}") from None
+        except OSError as exc:
+            raise listen_error(self.host, self.port, exc) from None
         try:
             host, port = next(iter(server.sockets)).getsockname()[:2]
             self.listening((host, port))
