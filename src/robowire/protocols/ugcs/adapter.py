@@ -56,7 +56,7 @@ import pymap3d
 
 from robowire import units
 from robowire.protocols.ugcs import definitions
-from robowire.protocols.ugcs.codec import Kind, Value, defs
+from robowire.protocols.ugcs.codec import Kind, Value, column_value, defs
 from robowire.protocols.ugcs.device import DeviceInfo, DeviceSpec
 from robowire.protocols.ugcs.events import (
     AvailabilityChanged,
@@ -485,13 +485,9 @@ def _text_values(
     text = np.flatnonzero(~lookup.plain[code] | (batch.kind[known] >= Kind.STRING))
     for i in text.tolist():
         column, row = lookup.columns[code[i]], int(known[i])
-        kind = int(batch.kind[row])
-        value: Value = (
-            batch.objects.get(row) if kind >= Kind.STRING
-            else int(batch.integer[row]) if kind == Kind.INT
-            else bool(batch.integer[row]) if kind == Kind.BOOL
-            else None if kind == Kind.NONE else float(batch.number[row])
-        )  # fmt: skip
+        value = column_value(
+            int(batch.kind[row]), batch.integer[row], batch.number[row], batch.objects.get(row)
+        )
         if column.text or column.enum is not None:
             attributes.setdefault(int(slot[i]), {})[column.name] = column.attribute(value)
         if column.text:

@@ -353,6 +353,19 @@ class Kind(enum.IntEnum):
     LIST = 7  # list_value (never scanned: such a frame is left to protobuf)
 
 
+def column_value(kind: int, integer: Any, number: Any, text: Value) -> Value:
+    """One value of telemetry columns (`Scan`, `held.Held`, `events.TelemetryColumns`) as
+    Python: `integer` for ints and bools, `number` for floats, `text` for strings, bytes and
+    lists; None for NA (and for kind -1, a held field that has said nothing yet)."""
+    if kind == Kind.INT:
+        return int(integer)
+    if kind == Kind.BOOL:
+        return bool(integer)
+    if kind in (Kind.FLOAT, Kind.DOUBLE):
+        return float(number)
+    return text if kind >= Kind.STRING else None
+
+
 class Scan(NamedTuple):
     """What `scan_telemetry` read. Per frame: whether it was read (`plain`), its device id.
     Per telemetry value of those frames, in stream order: its frame, field id,

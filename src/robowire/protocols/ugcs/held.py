@@ -13,7 +13,7 @@ from typing import Protocol
 
 import numpy as np
 
-from robowire.protocols.ugcs.codec import Kind, Value
+from robowire.protocols.ugcs.codec import Kind, Value, column_value
 from robowire.protocols.ugcs.device import DeviceInfo, FieldInfo
 from robowire.protocols.ugcs.events import TelemetryColumns, TelemetryReceived, TelemetryValue
 
@@ -122,13 +122,7 @@ class Held:
 
     def get(self, row: int) -> Value:
         kind = int(self.kind[row])
-        if kind == Kind.INT:
-            return int(self.integer[row])
-        if kind == Kind.BOOL:
-            return bool(self.integer[row])
-        if kind in (Kind.FLOAT, Kind.DOUBLE):
-            return float(self.number[row])
-        return self.objects.get(row) if kind >= Kind.STRING else None
+        return column_value(kind, self.integer[row], self.number[row], self.objects.get(row))
 
 
 class HeldView(Mapping[str, Value]):
@@ -174,14 +168,9 @@ def received(
         for i in range(start, stop):
             field_id = int(columns.field_id[i])
             found = fields.get(field_id)
-            kind = int(columns.kind[i])
-            value: Value = (
-                None if kind == Kind.NONE
-                else int(columns.integer[i]) if kind == Kind.INT
-                else bool(columns.integer[i]) if kind == Kind.BOOL
-                else columns.objects[i] if kind >= Kind.STRING
-                else float(columns.number[i])
-            )  # fmt: skip
+            value = column_value(
+                int(columns.kind[i]), columns.integer[i], columns.number[i], columns.objects.get(i)
+            )
             info = None if found is None else found[0]
             values.append(TelemetryValue(field_id, info, int(columns.time_ms[i]), value))
         events_values = tuple(values)
