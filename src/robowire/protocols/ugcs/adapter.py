@@ -56,7 +56,7 @@ import pymap3d
 
 from robowire import units
 from robowire.protocols.ugcs import definitions
-from robowire.protocols.ugcs.codec import Kind, Value, column_value, defs
+from robowire.protocols.ugcs.codec import DEGREE_SEMANTICS, Kind, Value, column_value, defs
 from robowire.protocols.ugcs.device import DeviceInfo, DeviceSpec
 from robowire.protocols.ugcs.events import (
     AvailabilityChanged,
@@ -283,18 +283,7 @@ KIND = "ugcs"
 Origin = tuple[float, float, float]  # latitude deg, longitude deg, altitude m
 
 _S = defs
-_DEGREES = frozenset(
-    {
-        _S.FIELD_SEMANTIC_LATITUDE,
-        _S.FIELD_SEMANTIC_LONGITUDE,
-        _S.FIELD_SEMANTIC_HEADING,
-        _S.FIELD_SEMANTIC_ROLL,
-        _S.FIELD_SEMANTIC_PITCH,
-        _S.FIELD_SEMANTIC_YAW,
-        _S.FIELD_SEMANTIC_FOV_H,
-        _S.FIELD_SEMANTIC_FOV_V,
-    }
-)
+_DEGREES = DEGREE_SEMANTICS
 _UNITS: dict[int, str] = {
     _S.FIELD_SEMANTIC_ALTITUDE_AMSL: units.METRE,
     _S.FIELD_SEMANTIC_ALTITUDE_AGL: units.METRE,

@@ -17,6 +17,10 @@ refuses a message whose required fields are not all set (the SDK's peers would c
 Values: `Field_value` carries one of several members; `read_value` gives the Python value
 (None for `META_VALUE_NA` or nothing set) and `write_value` fills one from a Python value in the
 member the SDK uses for a field's semantic (`ValueKind`, `kind_of_semantic`).
+
+Size: one module over 600 lines because it is one thing, the codec of one wire format: the
+framing, the columnar Device_status scan (`scan_telemetry`, in named steps) that reads the same
+bytes protobuf would, and the values both read.
 """
 
 from __future__ import annotations
@@ -661,6 +665,21 @@ _OTHER_KINDS: dict[int, ValueKind] = {
     _S.FIELD_SEMANTIC_LIST: ValueKind.LIST,
     _S.FIELD_SEMANTIC_ANY: ValueKind.ANY,
 }
+
+
+DEGREE_SEMANTICS = frozenset(
+    {
+        defs.FIELD_SEMANTIC_LATITUDE,
+        defs.FIELD_SEMANTIC_LONGITUDE,
+        defs.FIELD_SEMANTIC_HEADING,
+        defs.FIELD_SEMANTIC_ROLL,
+        defs.FIELD_SEMANTIC_PITCH,
+        defs.FIELD_SEMANTIC_YAW,
+        defs.FIELD_SEMANTIC_FOV_H,
+        defs.FIELD_SEMANTIC_FOV_V,
+    }
+)
+"""The semantics of angles: radians on the wire, degrees for people and the world."""
 
 
 def kind_of_semantic(semantic: int) -> ValueKind:

@@ -23,6 +23,11 @@ What it does (ugcs.md 1.3-3.7, the checklist in section 6):
 
 A frame that does not parse (or a length over 1,000,000) cannot be skipped in a stream: the
 session drops it, counts it and asks for the connection to be closed (the SDK does the same).
+
+Size: one module over 600 lines because it is one thing, the UCS side's state machine: the
+registrations, the commands and missions and the telemetry paths (one message at a time, or
+as columns) all read and change the same devices and pending replies (the held values'
+columns, which are a cache, are `held.py`).
 """
 
 from __future__ import annotations
