@@ -29,7 +29,7 @@ import logging
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from robowire.capture import Record, batches
 from robowire.endpoints import Endpoint
@@ -44,9 +44,6 @@ from robowire.world import LogEvent, Update, World
 from robowire.world.feed import DEFAULT_BYTES, Subscription
 from robowire.world.table import FloatArray, SlotArray
 
-if TYPE_CHECKING:
-    from robowire.gateway import Gateway
-
 log = logging.getLogger("robowire")
 
 RETRY_SECONDS = 1.0  # first wait before reconnecting (after the at-once retry, see Source)
@@ -55,6 +52,23 @@ MAX_LAG = 0.1  # a simulator's step this late is skipped, not caught up (see `Si
 BACKLOG_BYTES = 8 << 20  # a capture file pauses while a sink that takes every update is behind
 MAX_PENDING = 20_000  # events a source holds while it waits for credit (stale reports shed,
 # so at most one of each thing it reports, and the rest); more go in at once
+
+
+class Status(Protocol):
+    """One service's status, as the gateway reports it (`robowire.status.ServiceStatus`)."""
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
+class Host(Protocol):
+    """What a service may ask of the gateway that runs it (`Service.gateway`): the services
+    beside it (the XRP sink relays to its robot's source), and what each is doing (the
+    viewer's status message, `--status-port`)."""
+
+    @property
+    def services(self) -> Sequence[Service]: ...
+
+    def status(self) -> Sequence[Status]: ...
 
 
 class Service(ABC):
@@ -68,7 +82,7 @@ class Service(ABC):
         self.address: Address | None = None
         self.ready = asyncio.Event()
         self.stats = SessionStats()
-        self.gateway: Gateway | None = None  # the gateway running it (set when it starts)
+        self.gateway: Host | None = None  # the gateway running it (set when it starts)
 
     def listening(self, address: Address) -> None:
         """Call once the service's socket is bound. A server asked for port 0 is renamed
