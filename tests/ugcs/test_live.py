@@ -10,7 +10,7 @@ import math
 import pytest
 
 from robowire.addresses import parse_endpoint
-from robowire.protocols.ugcs import services
+from robowire.protocols.ugcs import vsm_server
 from robowire.protocols.ugcs.proto import ucs_vsm_pb2 as pb
 from robowire.protocols.ugcs.services import UgcsSim, UgcsSink
 from robowire.service import SimOptions
@@ -203,7 +203,7 @@ async def test_shutdown_unregisters_the_vehicles() -> None:
 
 
 async def test_reverse_mode_dials_the_ucs_and_redials(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(services, "REDIAL_SECONDS", 0.2)  # the first wait before a redial
+    monkeypatch.setattr(vsm_server, "REDIAL_SECONDS", 0.2)  # the first wait before a redial
     accepted: asyncio.Queue[RawUcs] = asyncio.Queue()
 
     async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -232,7 +232,7 @@ async def test_reverse_mode_redials_on_the_source_templates_backoff(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     default = UgcsSim(SimOptions(count=1, target="127.0.0.1:5556")).server.backoff
-    assert default == Backoff(services.REDIAL_SECONDS, services.RETRY_SECONDS)  # 1 s .. 10 s
+    assert default == Backoff(vsm_server.REDIAL_SECONDS, vsm_server.RETRY_SECONDS)  # 1 s .. 10 s
     sim = UgcsSim(SimOptions(count=1, target=f"127.0.0.1:{free_port()}"))  # nothing there
     sim.server.backoff = Backoff(0.05, 0.2)
 
@@ -303,7 +303,7 @@ async def test_a_ucs_that_never_registers_is_closed_after_10_s(
     the 10 s Register_peer timeout falls 0.2 s from now: no real 10 s wait."""
     from robowire.timebase import monotonic
 
-    monkeypatch.setattr(services, "monotonic", lambda: monotonic() - 9.8)
+    monkeypatch.setattr(vsm_server, "monotonic", lambda: monotonic() - 9.8)
     sim, task = await start_sim(count=1)
     try:
         assert sim.address is not None
