@@ -84,6 +84,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from robowire import endpoints
 from robowire.errors import ConfigError
 from robowire.protocols.ugcs.definitions import (
     COMMAND_BY_NAME,
@@ -280,12 +281,10 @@ class Fleet:
         for key, text in settings.items():
             if key not in SETTINGS:
                 continue
-            numbers = _numbers(text, key, where)
             if key == "origin":
-                if len(numbers) != 3 or not (-90 <= numbers[0] <= 90 and -180 <= numbers[1] <= 180):
-                    raise ConfigError(f"{where}: origin must be LAT,LON,ALT in degrees and metres")
-                given[key] = (numbers[0], numbers[1], numbers[2])
+                given[key] = endpoints.place(text, key, where)
                 continue
+            numbers = endpoints.numbers(text, key, where)
             if any(x < 0 for x in numbers):
                 raise ConfigError(f"{where}: {key} must not be negative, not {text!r}")
             if key == "gps_warmup" and len(numbers) in (1, 2):
@@ -1075,16 +1074,6 @@ class Fleet:
 SETTINGS = ("origin", "patrol", "spacing", "gps_warmup", "cruise_speed", "climb_rate",
             "descent_rate", "rth_altitude", "acceptance_radius", "battery_capacity")  # fmt: skip
 """The `Fleet` options a user can set (`Fleet.from_settings`)."""
-
-
-def _numbers(text: str, key: str, where: str) -> list[float]:
-    try:
-        numbers = [float(part) for part in text.split(",")]
-    except ValueError:
-        raise ConfigError(f"{where}: {key} must be numbers, not {text!r}") from None
-    if not all(math.isfinite(x) for x in numbers):
-        raise ConfigError(f"{where}: {key} must be finite, not {text!r}")
-    return numbers
 
 
 def _int_or(value: object, default: int) -> int:

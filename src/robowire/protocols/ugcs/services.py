@@ -46,7 +46,7 @@ from robowire.control import (
     CommandSpec,
     CommandStatus,
 )
-from robowire.endpoints import Endpoint, number, split_host_port
+from robowire.endpoints import Endpoint, number, place, split_host_port
 from robowire.errors import ConfigError
 from robowire.protocols.ugcs import model
 from robowire.protocols.ugcs.adapter import (
@@ -194,7 +194,9 @@ class UgcsSink(Sink):
             origin = settings["origin"]
         self.clock = WallClock()
         self.session = VsmSession(peer_id=instance_id(), name=name, keep_alive=keep_alive)
-        self.vehicles = WorldVehicles(self.session, origin=_origin(origin, where), name=name)
+        self.vehicles = WorldVehicles(
+            self.session, origin=place(origin, "origin", where), name=name
+        )
         self.server = VsmServer(self.session, self._command, self)
 
     def _command(self, event: CommandReceived) -> None:
@@ -227,16 +229,6 @@ class UgcsSink(Sink):
 DEFAULT_ORIGIN_TEXT = ",".join(str(x) for x in DEFAULT_ORIGIN)
 
 
-def _origin(text: str, where: str) -> tuple[float, float, float]:
-    try:
-        lat, lon, alt = (float(x) for x in text.split(","))
-    except ValueError:
-        raise ConfigError(f"{where}: origin must be LAT,LON,ALT, not {text!r}") from None
-    if not (-90 <= lat <= 90 and -180 <= lon <= 180):
-        raise ConfigError(f"{where}: origin {text!r} is not a place on Earth")
-    return lat, lon, alt
-
-
 # --- UCS side: the listen source ------------------------------------------------------------
 
 UCS_SOURCE_OPTIONS = frozenset({"mode", "origin"})
@@ -248,15 +240,7 @@ _REGISTRATIONS = (PeerRegistered, DeviceRegistered, DeviceUnregistered, Connecti
 def parse_origin(endpoint: Endpoint) -> Origin | None:
     """`?origin=lat,lon[,alt]` in degrees and metres, or None (the first fix)."""
     text = endpoint.options.get("origin")
-    if text is None:
-        return None
-    try:
-        parts = [float(p) for p in text.split(",")]
-    except ValueError:
-        parts = []
-    if len(parts) not in (2, 3) or not (-90 <= parts[0] <= 90 and -180 <= parts[1] <= 180):
-        raise ConfigError(f"{endpoint.raw}: origin must be LAT,LON[,ALT] in degrees and metres")
-    return (parts[0], parts[1], parts[2] if len(parts) == 3 else 0.0)
+    return None if text is None else place(text, "origin", endpoint.raw, altitude=0.0)
 
 
 COMMAND_TIMEOUT = 10.0
