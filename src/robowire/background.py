@@ -62,6 +62,21 @@ class LoopThread:
         """Queue `fn(*args)` on the loop without waiting for it."""
         self.loop.call_soon_threadsafe(fn, *args)
 
+    def stop(self, run: asyncio.Task[None] | None, stop: Callable[[], object]) -> None:
+        """End `run` (a task on this loop, e.g. a gateway's run) by calling `stop()` on the loop
+        and waiting up to 10 s for it, then `close` (idempotent)."""
+        if self.loop.is_closed():
+            return
+        if run is not None and not run.done():
+            self.call_soon(stop)
+
+            async def ended() -> None:
+                await asyncio.wait([run])
+
+            with contextlib.suppress(BaseException):
+                self.run(ended(), timeout=10.0)
+        self.close()
+
     def close(self) -> None:
         """Stop the loop, join the thread and close the loop (idempotent)."""
         if self.loop.is_closed():
@@ -116,18 +131,7 @@ class Running:
 
     def close(self) -> None:
         """Stop the services and the loop (idempotent)."""
-        if self.thread.loop.is_closed():
-            return
-        run = self._run
-        if run is not None and not run.done():
-            self.thread.call_soon(self.gateway.stop)
-
-            async def ended() -> None:
-                await asyncio.wait([run])
-
-            with contextlib.suppress(BaseException):
-                self.thread.run(ended(), timeout=10.0)
-        self.thread.close()
+        self.thread.stop(self._run, self.gateway.stop)
 
     def __enter__(self) -> Running:
         return self

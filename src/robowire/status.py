@@ -35,15 +35,14 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from robowire.access import Gate
-from robowire.errors import TransportError
 from robowire.service import Service, Source, Status
+from robowire.transport.tcp import listen_error
 from robowire.world import World
 
 log = logging.getLogger("robowire")
@@ -184,9 +183,8 @@ class StatusServer(Service):
             server = await asyncio.start_server(
                 self._client, self.host, self.port, limit=MAX_REQUEST
             )
-        except OSError as exc:  # asyncio's message repeats the address: say only the reason
-            reason = os.strerror(exc.errno) if exc.errno else str(exc)
-            raise TransportError(f"cannot listen on {self.host}:{self.port}: {reason}") from None
+        except OSError as exc:
+            raise listen_error(self.host, self.port, exc) from None
         try:
             name = server.sockets[0].getsockname()
             self.listening((str(name[0]), int(name[1])))

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from robowire.world.model import Quaternion, Vector3
 from robowire.world.table import FloatArray, SourceTable
 
 __all__ = [
@@ -30,9 +31,6 @@ __all__ = [
     "Update",
     "device_at",
 ]
-
-Vector3 = tuple[float, float, float]
-Quaternion = tuple[float, float, float, float]
 
 
 class Reading(NamedTuple):
@@ -139,10 +137,6 @@ class TextEvent:
     time: float
 
 
-def _vector(row: npt.NDArray[np.float64]) -> Any:
-    return None if np.isnan(row).any() else tuple(row.tolist())
-
-
 def device_at(name: str, table: SourceTable, slot: int) -> Device:
     source_time = float(table.source_time[slot])
     receive_time = float(table.receive_time[slot])
@@ -152,10 +146,7 @@ def device_at(name: str, table: SourceTable, slot: int) -> Device:
         source=table.source,
         id=table.ids[slot],
         kind=table.kinds[slot],
-        position=_vector(table.position[slot]),
-        orientation=_vector(table.orientation[slot]) if table.has_orientation[slot] else None,
-        velocity=_vector(table.velocity[slot]),
-        geodetic=_vector(table.geodetic[slot]),
+        **table.vectors_of(slot),
         telemetry={k: Reading(v, u) for k, (v, u) in table.telemetry_of(slot).items()},
         time=None if math.isnan(stamp) else stamp,
         receive_time=None if math.isnan(receive_time) else receive_time,

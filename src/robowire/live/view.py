@@ -256,14 +256,7 @@ class Live(_View):
 
     def close(self) -> None:
         """Stop every source and the loop (idempotent)."""
-        if self._thread.loop.is_closed():
-            return
-        run = self._run
-        if run is not None and not run.done():
-            self._thread.call_soon(self.gateway.stop)
-            with contextlib.suppress(BaseException):
-                self._thread.run(_finished(run), timeout=10.0)
-        self._thread.close()
+        self._thread.stop(self._run, self.gateway.stop)
 
     def __enter__(self) -> Live:
         return self
@@ -274,10 +267,6 @@ class Live(_View):
     def __del__(self) -> None:
         with contextlib.suppress(Exception):
             self.close()
-
-
-async def _finished(task: asyncio.Task[None]) -> None:
-    await asyncio.wait([task])
 
 
 def _has(device: Device, name: str) -> bool:

@@ -7,26 +7,16 @@ more, while the Foxglove WebSocket protocol's own clients (`@foxglove/ws-protoco
 older Foxglove apps) offer `foxglove.websocket.v1`, the same protocol under its first name. So
 the SDK's server listens on a loopback port of its own, and the sink's port is a small relay
 (`websockets`) that accepts either subprotocol and passes every message both ways unchanged
-(`relay`). At `?rate=` pulls a second (30 by default), for what changed:
-
-    /tf                  foxglove.FrameTransforms  "world" -> "<source>/<device>" per device
-                                                   (ENU metres; identity rotation if unknown)
-    /scene               foxglove.SceneUpdate      a cube per device in its own frame (so it
-                                                   moves with /tf), sent when a device first
-                                                   appears or its LED colour changes
-    /location            foxglove.LocationFixes    the changed devices' geodetic fixes, one
-                                                   message per source (`?location=fix`: one
-                                                   foxglove.LocationFix per device instead)
-    /telemetry/<source>  JSON, schema              {"device": [ids], "units": {field: unit},
-                         robowire.Telemetry        "<field>": [values], ...}
-                                                   the changed devices of that source, as
-                                                   columns (null: not written)
+(`relay`). At `?rate=` pulls a second (30 by default), for what changed, it logs the topics
+that `foxglove_messages` lists and builds: /tf, /scene, /location (one foxglove.LocationFixes
+per source; `?location=fix`: one foxglove.LocationFix per device instead) and
+/telemetry/<source> (JSON, schema robowire.Telemetry).
 
 When a client subscribes, the next pull sends every device, changed or not. One JSON channel
 per source, not per device: 10,000 drones are one channel, one message per pull. The messages
-come from `foxglove_messages` (which the MCAP recorder shares) as bytes built from the world's
-columns, logged on channels with the SDK's Foxglove schemas; only the topics some client (or
-MCAP sink) reads are built.
+are bytes built from the world's columns (the MCAP recorder shares the builder), logged on
+channels with the SDK's Foxglove schemas; only the topics some client (or MCAP sink) reads are
+built.
 """
 
 from __future__ import annotations
@@ -34,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 from typing import Any
 
 from websockets.asyncio.client import ClientConnection, connect
@@ -54,6 +43,7 @@ from robowire.sinks.foxglove_messages import (
     snapshot,
 )
 from robowire.sinks.foxglove_messages import schema as foxglove_schema
+from robowire.transport.tcp import listen_error
 from robowire.world import LogEvent, Update, World
 from robowire.world.table import SourceTable
 
@@ -134,9 +124,8 @@ class FoxgloveSink(Sink):
                 compression=None,
                 max_size=MAX_CLIENT_MESSAGE,
             )
-        except OSError as exc:  # asyncio's message repeats the address: say only the reason
-            reason = os.strerror(exc.errno) if exc.errno else str(exc)
-            raise TransportError(f"cannot listen on {self.host}:{self.port}: {reason}") from None
+        except OSError as exc:
+            raise listen_error(self.host, self.port, exc) from None
         try:
             host, port = next(iter(server.sockets)).getsockname()[:2]
             self.listening((host, port))

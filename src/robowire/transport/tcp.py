@@ -186,6 +186,13 @@ async def connect_stream(
         driver.close()
 
 
+def listen_error(host: str, port: int, exc: OSError) -> TransportError:
+    """The one-line error of a server that cannot bind `host:port` (raise it `from None`):
+    asyncio's message repeats the address, so only the reason ("Address already in use")."""
+    reason = os.strerror(exc.errno) if exc.errno else str(exc)
+    return TransportError(f"cannot listen on {host}:{port}: {reason}")
+
+
 async def serve_stream(
     host: str,
     port: int,
@@ -230,9 +237,7 @@ async def serve_stream(
     try:
         server = await loop.create_server(make_driver, host, port)
     except OSError as exc:
-        # asyncio's message repeats the address: say only the reason ("Address already in use")
-        reason = os.strerror(exc.errno) if exc.errno else str(exc)
-        raise TransportError(f"cannot listen on {host}:{port}: {reason}") from None
+        raise listen_error(host, port, exc) from None
     sockname = server.sockets[0].getsockname()
     bound = (str(sockname[0]), int(sockname[1]))
     detach: Callable[[], None] | None = None

@@ -21,7 +21,6 @@ import itertools
 import json
 import logging
 import mimetypes
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,6 +39,7 @@ from robowire.service import Sink
 from robowire.status import RateMeter, service_status, status_message
 from robowire.timebase import WallClock, monotonic
 from robowire.transport.budget import pressure
+from robowire.transport.tcp import listen_error
 from robowire.version import __version__
 from robowire.viewer.client import ControllerLike, ViewerClient
 from robowire.world import LogEvent, Update, World
@@ -157,9 +157,8 @@ class ViewerSink(Sink):
                 max_size=MAX_MESSAGE,
                 server_header=f"robowire/{__version__}",
             )
-        except OSError as exc:  # asyncio's message repeats the address: say only the reason
-            reason = os.strerror(exc.errno) if exc.errno else str(exc)
-            raise TransportError(f"cannot listen on {self.host}:{self.port}: {reason}") from None
+        except OSError as exc:
+            raise listen_error(self.host, self.port, exc) from None
         try:
             self.listening(_bound(server))
             while True:

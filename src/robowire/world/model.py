@@ -95,12 +95,6 @@ class Device:
         return out
 
 
-def _vector(row: np.ndarray) -> Any:
-    if np.isnan(row).any():
-        return None
-    return tuple(float(v) for v in row)
-
-
 def _optional(value: float) -> float | None:
     return None if math.isnan(value) else float(value)
 
@@ -296,10 +290,7 @@ class World:
             device_id=table.ids[slot],
             kind=table.kinds[slot],
             name=table.names[slot],
-            position=_vector(table.position[slot]),
-            orientation=_vector(table.orientation[slot]) if table.has_orientation[slot] else None,
-            velocity=_vector(table.velocity[slot]),
-            geodetic=_vector(table.geodetic[slot]),
+            **table.vectors_of(slot),
             telemetry=table.telemetry_of(slot),
             attributes=dict(table.attributes[slot]),
             links=table.links[slot],

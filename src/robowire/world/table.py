@@ -111,6 +111,17 @@ class SourceTable:
                 out[field] = (value, self.units[field])
         return out
 
+    def vectors_of(self, slot: int) -> dict[str, Any]:
+        """The slot's `position`, `orientation`, `velocity` and `geodetic` as tuples of floats,
+        by those names; None where unknown (NaN, or an orientation never written)."""
+        oriented = bool(self.has_orientation[slot])
+        return {
+            "position": _vector(self.position[slot]),
+            "orientation": _vector(self.orientation[slot]) if oriented else None,
+            "velocity": _vector(self.velocity[slot]),
+            "geodetic": _vector(self.geodetic[slot]),
+        }
+
     def ids_of(self, slots: Sequence[int] | SlotArray) -> tuple[str, ...]:
         ids = self.ids
         return tuple(ids[int(s)] for s in slots)
@@ -123,3 +134,7 @@ def run_of(index: SlotArray) -> slice | SlotArray:
     if n >= 64 and int(index[-1]) - int(index[0]) == n - 1 and bool((np.diff(index) == 1).all()):
         return slice(int(index[0]), int(index[0]) + n)
     return index
+
+
+def _vector(row: FloatArray) -> tuple[float, ...] | None:
+    return None if np.isnan(row).any() else tuple(row.tolist())

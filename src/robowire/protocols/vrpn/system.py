@@ -18,9 +18,11 @@ from robowire.protocols.vrpn.messages import _need
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SenderDescription:
-    WIRE_NAME: ClassVar[str] = "SENDER_DESCRIPTION"
-    TYPE: ClassVar[int] = SystemType.SENDER_DESCRIPTION
+class _NameDescription:
+    """A name given to an id (the header's sender field): what both descriptions carry."""
+
+    WIRE_NAME: ClassVar[str]
+    TYPE: ClassVar[int]
     id: int
     name: str
 
@@ -37,22 +39,15 @@ class SenderDescription:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TypeDescription:
+class SenderDescription(_NameDescription):
+    WIRE_NAME: ClassVar[str] = "SENDER_DESCRIPTION"
+    TYPE: ClassVar[int] = SystemType.SENDER_DESCRIPTION
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TypeDescription(_NameDescription):
     WIRE_NAME: ClassVar[str] = "TYPE_DESCRIPTION"
     TYPE: ClassVar[int] = SystemType.TYPE_DESCRIPTION
-    id: int
-    name: str
-
-    @property
-    def header_sender(self) -> int:
-        return self.id
-
-    def encode(self) -> bytes:
-        return encode_name(self.name)
-
-    @classmethod
-    def decode(cls, sender: int, body: bytes) -> Self:
-        return cls(id=sender, name=decode_name(body))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -43,6 +43,18 @@ def _directions(pa: F64, pb: F64, starts: Index) -> tuple[F64, F64, Index]:
     return qa, qb, np.argmax(np.minimum(sa, sb) + 0.1 * (sa + sb), axis=1)
 
 
+def _split(node: Index, pa: F64, pb: F64) -> tuple[Index, Index, Index, F64, F64]:
+    """One level of a k-d tree whose rows are grouped by the nondecreasing `node`: where each
+    node's rows start and how many there are, each row's node (`seg`), and each row's start
+    (pa) and end (pb) projected on its node's split direction (`_directions`)."""
+    starts = _runs(node)
+    sizes = np.diff(np.r_[starts, len(node)])
+    seg = np.repeat(np.arange(len(starts)), sizes)
+    qa, qb, direction = _directions(pa, pb, starts)
+    rows, ax = np.arange(len(node)), direction[seg]
+    return starts, sizes, seg, qa[rows, ax], qb[rows, ax]
+
+
 def _kd_match(a: F64, b: F64) -> Index:
     """A first assignment a[i] -> b[out[i]], built level by level (all nodes of a level at
     once): split both sets at the same count along the node's direction (`_directions`);
@@ -53,15 +65,10 @@ def _kd_match(a: F64, b: F64) -> Index:
     oa, ob = np.arange(n), np.arange(n)
     node = np.zeros(n, dtype=np.intp)
     while len(oa):
-        starts = _runs(node)
-        sizes = np.diff(np.r_[starts, len(node)])
-        seg = np.repeat(np.arange(len(starts)), sizes)
-        qa, qb, direction = _directions(a[oa], b[ob], starts)
-        rows = np.arange(len(oa))
-        ax = direction[seg]
-        oa = oa[np.lexsort((qa[rows, ax], seg))]
-        ob = ob[np.lexsort((qb[rows, ax], seg))]
-        pos, size = rows - starts[seg], sizes[seg]
+        starts, sizes, seg, ka, kb = _split(node, a[oa], b[ob])
+        oa = oa[np.lexsort((ka, seg))]
+        ob = ob[np.lexsort((kb, seg))]
+        pos, size = np.arange(len(oa)) - starts[seg], sizes[seg]
         leaf = size <= LEAF
         out[oa[leaf]] = ob[leaf]
         node = (2 * seg + (pos >= size // 2))[~leaf]
@@ -92,16 +99,10 @@ def candidate_pairs(a: F64, b: F64, limit: float, *, moving: bool = True) -> Ind
     order = np.arange(n)
     node = np.zeros(n, dtype=np.intp)
     while len(order):
-        starts = _runs(node)
-        sizes = np.diff(np.r_[starts, len(node)])
-        seg = np.repeat(np.arange(len(starts)), sizes)
-        qa, qb, direction = _directions(a[order], b[order], starts)
-        rows = np.arange(len(order))
-        ax = direction[seg]
-        ka = qa[rows, ax]
+        starts, sizes, seg, ka, kb = _split(node, a[order], b[order])
         by_a = np.lexsort((ka, seg))
-        order, ka, kb = order[by_a], ka[by_a], qb[by_a, ax]
-        pos, size = rows - starts[seg], sizes[seg]
+        order, ka, kb = order[by_a], ka[by_a], kb[by_a]
+        pos, size = np.arange(len(order)) - starts[seg], sizes[seg]
         small = size <= LEAF
         for k in range(1, LEAF):  # all pairs within a leaf
             p = np.flatnonzero(small & (pos + k < size))

@@ -12,18 +12,14 @@ The show (all our own choices):
   one turn), the **text** (default "ROBOWIRE", hand-drawn 5x7 font, facing south) and a
   **ring** logo (concentric circles, spins one turn in its plane).
 * Morphs are straight lines, every drone on the same smootherstep (6u^5 - 15u^4 + 10u^3, so
-  speed and acceleration are 0 at both ends). Which drone goes to which point is chosen so
-  that, for every pair (i, j), (A_i - A_j) . (B_i - B_j) >= 0 or the pair never comes within
-  spacing/sqrt(2): a k-d split matching, then swaps in batches of disjoint pairs (each
-  lowers the total squared path length, so the repair ends). With that property two drones
-  are never closer than min(|A_i - A_j|, |B_i - B_j|) / sqrt(2) during a morph, and every
-  formation keeps its points at least `spacing` apart: the show keeps any two drones >=
-  spacing/sqrt(2) apart (1.41 m for the default 2 m), for any number of drones: every pair
-  is checked, through a k-d tree that lists the pairs that could come that close
-  (`matching.py`: `candidate_pairs`, exact, a few per drone), all in numpy (`match`; 10,000
-  drones set up in 1.5 s or so). The slot permutation that one loop applies is carried into the next
-  (drone i holds grid slot pi^L(i) in loop L), so the show never re-crosses at the loop's
-  seam.
+  speed and acceleration are 0 at both ends). Which drone goes to which point is
+  `matching.match` with limit spacing/sqrt(2) (its docstring says how; 10,000 drones set up
+  in 1.5 s or so). With its property two drones are never closer than
+  min(|A_i - A_j|, |B_i - B_j|) / sqrt(2) during a morph, and every formation keeps its points
+  at least `spacing` apart: the show keeps any two drones >= spacing/sqrt(2) apart (1.41 m for
+  the default 2 m), for any number of drones. The slot permutation that one loop applies is
+  carried into the next (drone i holds grid slot pi^L(i) in loop L), so the show never
+  re-crosses at the loop's seam.
 * Colours: each formation has a palette (ocean, rainbow, gold, violet-fire) swept over it as a
   wave; a morph blends the two formations' colours.
 * Heading: a morphing drone faces its direction of travel; a holding drone turns from the way

@@ -26,8 +26,7 @@
   move nothing. `&source=NAME` picks among clashing ids; without `device`, the first device
   that has a pose.
 * `RobotServer` (`serve(robot, port=...)`): your `robot.Robot`s on consecutive UDP ports
-  (`port + i`; port 0: any free ports), each behind a robot session. Every socket is opened
-  before any robot runs, so a port in use is one error line.
+  (`port + i`; port 0: any free ports), each behind a robot session.
 * `XrpSim` (`robowire sim xrp`): a `RobotServer` whose body is one `model.Fleet` for its N
   robots, so their physics and status encoding are one vectorised step however many there
   are.
