@@ -27,9 +27,12 @@ same module.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+import enum
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar, runtime_checkable
+
+from robowire.errors import LocalProtocolError
 
 Address = tuple[str, int]
 
@@ -162,3 +165,18 @@ class Adapter(Protocol[E_contra]):
     def apply(self, events: Sequence[E_contra], receive_time: float) -> int:
         """Write what `events` say into the world; returns how many messages were taken in."""
         ...
+
+
+S = TypeVar("S", bound=enum.Enum)
+T = TypeVar("T", bound=Hashable)
+
+
+def transition(table: Mapping[S, Mapping[T, S]], state: S, trigger: T, protocol: str) -> S:
+    """The state that `trigger` leads to from `state` by a session's `TRANSITIONS` table, or
+    LocalProtocolError: the peer's bytes never ask for a move the table lacks (a session turns
+    those into `PacketDropped`), so such a move is a bug on our side."""
+    following = table[state].get(trigger)
+    if following is None:
+        label = trigger.name if isinstance(trigger, enum.Enum) else str(trigger)
+        raise LocalProtocolError(protocol, f"take {label!r}", state.name)
+    return following

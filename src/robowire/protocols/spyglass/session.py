@@ -27,7 +27,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 
-from robowire.errors import LocalProtocolError, SessionError
+from robowire.errors import LocalProtocolError
 from robowire.protocols.spyglass.codec import (
     DEFAULT_PROFILE,
     HEADER_SIZE,
@@ -40,7 +40,7 @@ from robowire.protocols.spyglass.codec import (
     split,
 )
 from robowire.protocols.spyglass.events import PacketsReceived, SpyglassEvent
-from robowire.wire import ConnectionLost, PacketDropped, SessionStats
+from robowire.wire import ConnectionLost, PacketDropped, SessionStats, transition
 
 
 class State(enum.Enum):
@@ -153,10 +153,7 @@ class SpyglassSession:
         self._buffer.clear()
 
     def _move(self, trigger: Trigger) -> None:
-        try:
-            self.state = TRANSITIONS[self.state][trigger]
-        except KeyError:
-            raise SessionError(f"SpyGlass session: {trigger.value} in state {self.state}") from None
+        self.state = transition(TRANSITIONS, self.state, trigger, "spyglass")
 
     # -- sending -----------------------------------------------------------------------------
 

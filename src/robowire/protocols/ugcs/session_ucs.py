@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from robowire.errors import SessionError
+from robowire.errors import LocalProtocolError, SessionError
 from robowire.protocols.ugcs.codec import (
     NAME,
     FrameReader,
@@ -72,7 +72,7 @@ from robowire.protocols.ugcs.events import (
     UcsSessionEvent,
 )
 from robowire.protocols.ugcs.held import MISSION_KEYS, Held, HeldView, received
-from robowire.wire import ConnectionLost, PacketDropped, SessionStats
+from robowire.wire import ConnectionLost, PacketDropped, SessionStats, transition
 
 COLUMNS_FROM = 8
 """A feed of at least this many frames reads the Device_status frames of the SDK's layout as
@@ -248,10 +248,7 @@ class UcsSession:
     # -- the state machine --------------------------------------------------------------------
 
     def _move(self, event: Input) -> UcsState:
-        try:
-            self.state = TRANSITIONS[self.state][event]
-        except KeyError:
-            raise SessionError(f"ugcs ucs: {event.value} in state {self.state.value}") from None
+        self.state = transition(TRANSITIONS, self.state, event, "ugcs ucs")
         if self.state is not UcsState.AWAIT_PEER:
             self._peer_deadline = None
         return self.state
@@ -376,7 +373,7 @@ class UcsSession:
 
     def _request(self, msg: pb.Vsm_message, command: str, now: float, timeout: float) -> int:
         if self.state is UcsState.CLOSED:
-            raise SessionError(f"ugcs ucs: cannot send {command}: the connection is closed")
+            raise LocalProtocolError("ugcs ucs", f"send {command}", self.state.value)
         message_id = self._next_id
         self._next_id = (self._next_id + 1) & 0xFFFFFFFF or 1
         msg.message_id = message_id

@@ -60,7 +60,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from robowire.errors import LocalProtocolError, SessionError
+from robowire.errors import LocalProtocolError
 from robowire.protocols.ugcs import codec
 from robowire.protocols.ugcs.codec import (
     NAME,
@@ -82,7 +82,7 @@ from robowire.protocols.ugcs.events import (
 from robowire.protocols.ugcs.proto import ucs_vsm_defs_pb2 as defs
 from robowire.protocols.ugcs.proto import ucs_vsm_pb2 as pb
 from robowire.protocols.ugcs.telemetry import BoolArray, DeviceGroup
-from robowire.wire import PacketDropped, SessionStats
+from robowire.wire import PacketDropped, SessionStats, transition
 
 __all__ = [
     "COMMIT_INTERVAL",
@@ -483,12 +483,7 @@ class VsmSession:
 
     def _move(self, link: _Link, trigger: Trigger) -> None:
         """The one place a link's state changes (see `TRANSITIONS`)."""
-        try:
-            link.state = TRANSITIONS[link.state][trigger]
-        except KeyError:
-            raise SessionError(
-                f"ugcs VSM: no transition from {link.state.name} on {trigger.name}"
-            ) from None
+        link.state = transition(TRANSITIONS, link.state, trigger, "ugcs VSM")
 
     def _queue(self, link: _Link, data: bytes) -> None:
         link.out.append(data)

@@ -35,7 +35,7 @@ from itertools import accumulate
 import numpy as np
 import numpy.typing as npt
 
-from robowire.errors import DecodeError, LocalProtocolError, SessionError
+from robowire.errors import DecodeError, LocalProtocolError
 from robowire.protocols.vrpn.batch import ReportBatcher, count_undescribed
 from robowire.protocols.vrpn.codec import (
     COOKIE_SIZE,
@@ -80,7 +80,7 @@ from robowire.protocols.vrpn.system import (
     UdpDescription,
     decode_system,
 )
-from robowire.wire import Address, ConnectionLost, PacketDropped, SessionStats
+from robowire.wire import Address, ConnectionLost, PacketDropped, SessionStats, transition
 
 __all__ = [
     "TRANSITIONS",
@@ -198,10 +198,7 @@ class VrpnSession:
 
     def _move(self, trigger: Trigger) -> None:
         """The one place the state changes: by `TRANSITIONS`, or SessionError (a bug here)."""
-        following = TRANSITIONS[self.state].get(trigger)
-        if following is None:
-            raise SessionError(f"VRPN {self.role.value}: no {trigger.value!r} in {self.state.name}")
-        self.state = following
+        self.state = transition(TRANSITIONS, self.state, trigger, f"VRPN {self.role.value}")
 
     # -- names and ids ---------------------------------------------------------------------
 

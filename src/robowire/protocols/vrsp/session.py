@@ -47,7 +47,7 @@ from robowire.protocols.vrsp.codec import (
 )
 from robowire.protocols.vrsp.definitions import DeviceDefinition, Swarm
 from robowire.protocols.vrsp.events import DefinitionReceived, FrameDue, SwarmFrame, VrspEvent
-from robowire.wire import Address, PacketDropped, SessionStats
+from robowire.wire import Address, PacketDropped, SessionStats, transition
 
 Framing = Literal["auto", "profile", "implicit"]
 FRAMINGS: tuple[Framing, ...] = ("auto", "profile", "implicit")
@@ -114,10 +114,7 @@ class ReceiverSession:
             self.stats.extra.setdefault(name, 0)
 
     def _move(self, event: str) -> None:
-        try:
-            self.state = RECEIVER_TRANSITIONS[self.state][event]
-        except KeyError:
-            raise RuntimeError(f"vrsp receiver: {event!r} in state {self.state.name}") from None
+        self.state = transition(RECEIVER_TRANSITIONS, self.state, event, "vrsp receiver")
 
     def _drop(self, reason: str, size: int, offset: int = 0, counter: str = "") -> PacketDropped:
         self.stats.drop(reason)
@@ -383,10 +380,7 @@ class SenderSession:
             raise ValueError(f"rate must be 0..1000 frames/s, not {self.rate}")
 
     def _move(self, event: str) -> None:
-        try:
-            self.state = SENDER_TRANSITIONS[self.state][event]
-        except KeyError:
-            raise RuntimeError(f"vrsp sender: {event!r} in state {self.state.name}") from None
+        self.state = transition(SENDER_TRANSITIONS, self.state, event, "vrsp sender")
 
     def define(
         self,

@@ -37,7 +37,7 @@ import math
 from collections.abc import Sequence
 from typing import Protocol
 
-from robowire.errors import DecodeError, SessionError
+from robowire.errors import DecodeError
 from robowire.protocols.xrp import codec
 from robowire.protocols.xrp.codec import DIO, HEADER_SIZE, PROTOCOL, Packet, XRPMotor, XRPServo
 from robowire.protocols.xrp.events import (
@@ -46,7 +46,7 @@ from robowire.protocols.xrp.events import (
     Outputs,
     RobotEvent,
 )
-from robowire.wire import Address, PacketDropped, SessionStats
+from robowire.wire import Address, PacketDropped, SessionStats, transition
 
 STATUS_PERIOD = 0.050  # s, the firmware's MIN_UPDATE_TIME_MS
 WATCHDOG_TIMEOUT = 0.500  # s, the firmware's DEFAULT_WATCHDOG_TIMEOUT
@@ -151,12 +151,7 @@ class RobotSession:
 
     def _move(self, trigger: Trigger, now: float, events: list[RobotEvent]) -> None:
         """The one place the state changes (see `TRANSITIONS`)."""
-        try:
-            new = TRANSITIONS[self.state][trigger]
-        except KeyError:
-            raise SessionError(
-                f"xrp robot: no transition from {self.state.name} on {trigger.name}"
-            ) from None
+        new = transition(TRANSITIONS, self.state, trigger, "xrp robot")
         was_enabled = self.enabled
         self.state = new
         if new is State.EXPIRED:

@@ -21,7 +21,7 @@ import enum
 import math
 from collections.abc import Sequence
 
-from robowire.errors import DecodeError, SessionError
+from robowire.errors import DecodeError
 from robowire.protocols.xrp import codec
 from robowire.protocols.xrp.codec import (
     DIO,
@@ -36,7 +36,7 @@ from robowire.protocols.xrp.codec import (
     XRPServo,
 )
 from robowire.protocols.xrp.events import CommandSent, RobotStatus, StatusReceived, WpilibEvent
-from robowire.wire import Address, PacketDropped, SessionStats
+from robowire.wire import Address, PacketDropped, SessionStats, transition
 
 COMMAND_PERIOD = 0.020  # s, one packet per TimedRobot loop
 CLIENT_WRAP_WINDOW = 3  # client accepts seq < 3 after last > 65532
@@ -107,12 +107,7 @@ class ClientSession:
 
     def _move(self, trigger: Trigger) -> None:
         """The one place the state changes (see `TRANSITIONS`)."""
-        try:
-            self.state = TRANSITIONS[self.state][trigger]
-        except KeyError:
-            raise SessionError(
-                f"xrp WPILib side: no transition from {self.state.name} on {trigger.name}"
-            ) from None
+        self.state = transition(TRANSITIONS, self.state, trigger, "xrp WPILib side")
 
     # -- what the program sets ----------------------------------------------------------------
 
