@@ -60,9 +60,11 @@ soak: $(DEV)
 reliability: $(DEV)
 	ROBOWIRE_CHURN_CYCLES=10000 $(BIN)/python -m pytest tests/reliability -s
 
+# lint-imports: the layers contract in pyproject.toml (docs/architecture.md's diagram)
 lint: $(DEV)
 	$(BIN)/ruff check src tests bench tools fuzz examples
 	$(BIN)/ruff format --check src tests bench tools fuzz examples
+	$(BIN)/lint-imports
 
 typecheck: $(DEV)
 	$(BIN)/mypy
@@ -89,4 +91,4 @@ proto: $(DEV)
 		src/robowire/recording/update.proto
 
 clean:
-	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache tests/js/node_modules
+	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache .import_linter_cache tests/js/node_modules

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from robowire.version import __version__ as __version__
 
 __all__ = [
     "AnalogEvent",

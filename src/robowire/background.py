@@ -12,14 +12,13 @@ import concurrent.futures
 import contextlib
 import threading
 from collections.abc import Callable, Coroutine, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from robowire.errors import RobowireError
+from robowire.runner import Runner
+from robowire.service import Service
+from robowire.status import ServiceStatus
 from robowire.transport.loop import new_event_loop
-
-if TYPE_CHECKING:
-    from robowire.service import Service
-    from robowire.status import ServiceStatus
 
 T = TypeVar("T")
 
@@ -80,9 +79,7 @@ class Running:
     that failed instead (the CLI's one-line message: a port in use, a bad option)."""
 
     def __init__(self, make: Callable[[], Sequence[Service]], name: str = "robowire") -> None:
-        from robowire.gateway import Gateway
-
-        self.gateway = Gateway()
+        self.gateway = Runner()
         self.thread = LoopThread(name)
         self._run: asyncio.Task[None] | None = None
         try:
@@ -114,7 +111,7 @@ class Running:
         return self.thread.call(fn, *args)
 
     def status(self) -> list[ServiceStatus]:
-        """What each service is doing (`Gateway.status`)."""
+        """What each service is doing (`Runner.status`)."""
         return self.thread.call(self.gateway.status)
 
     def close(self) -> None:

@@ -7,14 +7,18 @@ that asked for port 0 can learn the port.
 The templates own the loops, so that each loop exists once (python-can's `recv` /
 `_recv_internal` split):
 
-* `Source` owns reconnecting with backoff and the counters: a protocol writes `new_adapter`
-  and `connect` (one connection, until it ends) and hands session events to `deliver`.
+* `Source` owns reconnecting with backoff (`keep_connecting`, `Backoff`) and the counters: a
+  protocol writes `new_adapter` and `connect` (one connection, until it ends) and hands session
+  events to `deliver`; `tick` runs every `tick_every` seconds beside it, if set.
 * `CaptureSource` is the capture driver: it reads a capture's records (pcap/pcapng, raw
   streams, text captures, `.rec`) through the protocol's sessions, in batches, optionally at
   the recorded pace. A protocol writes `new_adapter` and `new_session` (or `feed`).
 * `Sink` owns the subscription: a latest-state subscriber (or, with `every_update`, a queue
   bounded in bytes), pulled when the sink is ready (as soon as something changed, or at most
   `max_rate` times a second) and handed to `write`; a protocol server runs in `serve` beside it.
+* `Sim` owns the timed loop: a simulator writes `step(now)` and `next_deadline()`, and runs its
+  server in `serve` beside it; the template calls `step` at each deadline and owns the one
+  rule for falling behind (`step_time`).
 """
 
 from __future__ import annotations
@@ -25,29 +29,46 @@ import logging
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from robowire.capture import Record, batches
 from robowire.endpoints import Endpoint
 from robowire.errors import ConfigError, DecodeError, RobowireError, TransportError
 from robowire.timebase import TIME_MODES, SourceClock, WallClock, monotonic
 from robowire.transport.budget import SINK_SHARE, SINK_TURN, Budget, Held, Turns, pressure
+from robowire.transport.reconnect import Backoff, keep_connecting
 from robowire.transport.tap import RECEIVER, Tap
+from robowire.transport.timer import Ticker
 from robowire.wire import Adapter, Address, ConnectionLost, PacketDropped, SessionStats
 from robowire.world import LogEvent, Update, World
 from robowire.world.feed import DEFAULT_BYTES, Subscription
 from robowire.world.table import FloatArray, SlotArray
 
-if TYPE_CHECKING:
-    from robowire.gateway import Gateway
-
 log = logging.getLogger("robowire")
 
 RETRY_SECONDS = 1.0  # first wait before reconnecting (after the at-once retry, see Source)
 MAX_RETRY_SECONDS = 8.0  # the backoff doubles up to this (or `retry`, if that is longer)
+MAX_LAG = 0.1  # a simulator's step this late is skipped, not caught up (see `Sim`)
 BACKLOG_BYTES = 8 << 20  # a capture file pauses while a sink that takes every update is behind
 MAX_PENDING = 20_000  # events a source holds while it waits for credit (stale reports shed,
 # so at most one of each thing it reports, and the rest); more go in at once
+
+
+class Status(Protocol):
+    """One service's status, as the gateway reports it (`robowire.status.ServiceStatus`)."""
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
+class Host(Protocol):
+    """What a service may ask of the gateway that runs it (`Service.gateway`): the services
+    beside it (the XRP sink relays to its robot's source), and what each is doing (the
+    viewer's status message, `--status-port`)."""
+
+    @property
+    def services(self) -> Sequence[Service]: ...
+
+    def status(self) -> Sequence[Status]: ...
 
 
 class Service(ABC):
@@ -61,7 +82,7 @@ class Service(ABC):
         self.address: Address | None = None
         self.ready = asyncio.Event()
         self.stats = SessionStats()
-        self.gateway: Gateway | None = None  # the gateway running it (set when it starts)
+        self.gateway: Host | None = None  # the gateway running it (set when it starts)
 
     def listening(self, address: Address) -> None:
         """Call once the service's socket is bound. A server asked for port 0 is renamed
@@ -82,15 +103,15 @@ class Service(ABC):
 class Source(Service):
     """Writes what a peer sends into the world under the source id `self.name`.
 
-    The template: `run` builds the adapter, then calls `connect` again and again. `connect`
-    raises TransportError when it cannot connect (the template tries again, starting attempts
-    `retry` seconds apart and doubling that up to `MAX_RETRY_SECONDS`, and says so once, with
-    the reason), calls `connected()` once it is up,
-    and returns when that connection has ended. A connection that lasted at least `retry`
-    seconds is dialled again at once (a peer that restarted is usually back, or refuses at
-    once); one that ended sooner waits `retry` first, so a peer that accepts and closes at once
-    is not hammered. A source that listens for peers (rather than dialling one) calls
-    `connected()` when a peer comes and `disconnected()` when the last one has gone.
+    The template: `run` builds the adapter, then calls `connect` again and again
+    (`keep_connecting`). `connect` raises TransportError when it cannot connect (the template
+    tries again, starting attempts `retry` seconds apart and doubling that up to
+    `MAX_RETRY_SECONDS`, and says so once, with the reason), calls `connected()` once it is up,
+    and returns when that connection has ended (dialled again at once if it lasted at least
+    `retry` seconds, else after `retry`: `Backoff`). A source that listens for peers (rather
+    than dialling one) calls `connected()` when a peer comes and `disconnected()` when the
+    last one has gone. With `tick_every` set, `tick(now)` runs that often while the source
+    runs (work between messages, such as moving what the last message set in motion).
 
     A datagram source cannot see its peer go: it sets `silence`, and then counts as up only
     while something arrived in the last `silence` seconds (`live`, what the status shows).
@@ -100,6 +121,7 @@ class Source(Service):
     protocol: str | None = None  # whose native names the device ids are (set by open_source)
     silence: float | None = None  # seconds without a message after which a UDP peer is gone
     time_default = "sender"  # `?time=` when the URL says nothing; "receive" if no stamps
+    tick_every: float | None = None  # seconds between `tick` calls (None: no periodic work)
 
     def __init__(self, name: str, *, retry: float = RETRY_SECONDS) -> None:
         super().__init__(name)
@@ -124,6 +146,9 @@ class Source(Service):
     async def connect(self, world: World) -> None:
         """One connection, from connecting to its end (see the class docstring)."""
         raise NotImplementedError(f"{type(self).__name__} reads a file, it does not connect")
+
+    def tick(self, now: float) -> None:
+        """Periodic work, every `tick_every` seconds while the source runs (monotonic `now`)."""
 
     def connected(self) -> None:
         """Call when a connection is up: counts it, says so after failures, sets `ready`."""
@@ -209,32 +234,34 @@ class Source(Service):
         if self.protocol is not None:  # (a zenoh or MCAP source's tables say their own)
             world.table(self.name).protocol = self.protocol
         self.adapter = self.new_adapter(self.timed(world))
+        ticking = self._ticking()
         try:
             await self._connections(world)
         finally:
+            ticking.cancel()
             self.apply()  # what was waiting for credit
 
+    def _ticking(self) -> Ticker:
+        """Start calling `tick` every `tick_every` seconds (until the ticker is cancelled)."""
+        return Ticker(asyncio.get_running_loop(), self.tick_every, self.tick)
+
     async def _connections(self, world: World) -> None:
-        delay = self.retry
-        while True:
-            began = monotonic()
-            try:
-                await self.connect(world)
-            except TransportError as exc:
-                self.up = False
-                if not self._failing:
-                    log.warning("%s: %s; retrying until it answers", self.name, exc)
-                    self._failing = True
-                # attempts start `delay` apart: one that waited itself (a VRPN UDP connection
-                # request that timed out) is not followed by a whole wait more
-                await asyncio.sleep(max(0.0, delay - (monotonic() - began)))
-                delay = min(2 * delay, max(self.retry, MAX_RETRY_SECONDS))
-                continue
-            self.up = False
-            delay = self.retry
-            log.info("%s: connection ended; reconnecting", self.name)
-            if monotonic() - began < self.retry:  # it ended at once: do not hammer the peer
-                await asyncio.sleep(self.retry)
+        await keep_connecting(
+            lambda: self.connect(world),
+            Backoff(self.retry, MAX_RETRY_SECONDS),
+            failed=self._failed,
+            ended=self._ended,
+        )
+
+    def _failed(self, exc: TransportError) -> None:
+        self.up = False
+        if not self._failing:
+            log.warning("%s: %s; retrying until it answers", self.name, exc)
+            self._failing = True
+
+    def _ended(self) -> None:
+        self.up = False
+        log.info("%s: connection ended; reconnecting", self.name)
 
 
 def time_option(endpoint: Endpoint) -> tuple[str | None, Endpoint]:
@@ -338,6 +365,13 @@ class CaptureSource(Source):
             world.table(self.name).protocol = self.protocol
         self.adapter = self.new_adapter(self.timed(world))
         self.ready.set()
+        ticking = self._ticking()
+        try:
+            await self._passes(world)
+        finally:
+            ticking.cancel()
+
+    async def _passes(self, world: World) -> None:
         while True:
             await self._read_once(world)
             if not self.stats.messages_in and self.stats.dropped:  # not this protocol at all
@@ -456,10 +490,69 @@ class Sink(Service):
             self._feed_drops = total
 
 
+def step_time(deadline: float, now: float) -> float:
+    """The time a simulator's step due at `deadline` is for, when the loop runs it at `now`:
+    the deadline itself, unless the loop is more than `MAX_LAG` late; then `now` (see `Sim`)."""
+    return deadline if now - deadline <= MAX_LAG else now
+
+
 class Sim(Service):
-    """A simulated device speaking a protocol on a real socket. `run` ignores the world."""
+    """A simulated device speaking a protocol on a real socket. `run` ignores the world.
+
+    The template (python-can's periodic sends, owned by the base class): `run` starts `serve`
+    (the simulator's server or socket, until cancelled; it calls `listening` once bound) and,
+    beside it, the timed loop: `step(now)` at once, then again at each `next_deadline()`
+    (monotonic seconds; None: no timed work left, the sessions' own timers do the rest, as
+    VRSP's and XRP's do). It ends when `serve` ends (its error raised) or when cancelled.
+
+    Falling behind, one rule for every simulator (`step_time`): a step is for its deadline.
+    `step` is given the deadline, not the time the loop woke, so a fixed-rate simulator that
+    schedules its next step one period after the last stays on its grid (steps exactly a
+    period apart, each stamped with the time it is for), and a loop that woke up to `MAX_LAG`
+    (0.1 s) late runs the missed steps back to back. Later than that (a busy machine, a
+    pause), the missed steps are skipped: `step` is given the time now and the deadlines that
+    follow count from there, so nothing bursts out to catch up. A simulator with many small
+    deadlines does what is due by the step's time in each step and spaces its steps itself
+    (SpyGlass: at least `SIM_STEP` apart), so that catching up stays cheap.
+    """
 
     role = "sim"
+
+    async def serve(self) -> None:
+        """Run the simulator's server until cancelled (calling `listening` once bound); raise
+        TransportError if it cannot. The default has none: it is ready at once."""
+        self.ready.set()
+        await asyncio.Future()
+
+    def step(self, now: float) -> None:
+        """Do what is due at `now` (monotonic seconds; see `step_time`): move, send."""
+
+    def next_deadline(self) -> float | None:
+        """When `step` is next due (monotonic seconds), or None for never."""
+        return None
+
+    async def run(self, world: World) -> None:
+        serving = asyncio.create_task(self.serve())
+        stepping = asyncio.create_task(self._steps())
+        try:
+            await asyncio.wait([serving, stepping], return_when=asyncio.FIRST_COMPLETED)
+            if stepping.done():
+                stepping.result()  # raises what broke a step
+            await serving  # raises what stopped the server
+        finally:
+            for task in (stepping, serving):
+                task.cancel()
+            await asyncio.gather(stepping, serving, return_exceptions=True)
+
+    async def _steps(self) -> None:
+        """The timed loop (its own task: a plain sleep per step is what a 1 kHz simulator
+        can afford)."""
+        deadline: float | None = monotonic()
+        while deadline is not None:
+            self.step(step_time(deadline, monotonic()))
+            deadline = self.next_deadline()
+            if deadline is not None:
+                await asyncio.sleep(max(0.0, deadline - monotonic()))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -39,14 +39,12 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from robowire.access import Gate
 from robowire.errors import TransportError
-from robowire.service import Service
-
-if TYPE_CHECKING:
-    from robowire.world import World
+from robowire.service import Service, Source, Status
+from robowire.world import World
 
 log = logging.getLogger("robowire")
 
@@ -108,8 +106,6 @@ def service_status(
     service: Service, state: str, world: World, meter: RateMeter, now: float
 ) -> ServiceStatus:
     """The status of one service whose `state` the gateway worked out."""
-    from robowire.service import Source
-
     stats = service.stats
     is_source = isinstance(service, Source)
     messages = stats.messages_in if is_source else stats.messages_out
@@ -132,7 +128,7 @@ def service_status(
     )
 
 
-def status_message(statuses: Sequence[ServiceStatus]) -> dict[str, Any]:
+def status_message(statuses: Sequence[Status]) -> dict[str, Any]:
     """What `GET /status` answers (and the viewer's `status` message): every service."""
     return {
         "type": "status",
@@ -241,8 +237,6 @@ class StatusServer(Service):
 
 
 def _shed(service: Service) -> int:
-    from robowire.service import Source
-
     budget = service.budget if isinstance(service, Source) else None
     return 0 if budget is None else budget.shed
 

@@ -10,6 +10,7 @@ it bytes or datagrams and the current monotonic time, then asks what to send and
 
     events = session.feed(data, now)               # stream sessions (TCP)
     events = session.feed_datagram(d, addr, now)   # datagram sessions (UDP)
+    events = session.feed_datagrams(batch, now)    # ... that take a wake-up's datagrams at once
     events += session.tick(now)                    # at or after next_deadline()
     out = session.data_to_send()                   # bytes / datagrams to write, possibly empty
 
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, runtime_checkable
 
 Address = tuple[str, int]
 
@@ -142,6 +143,17 @@ class DatagramSession(Protocol[E]):
         ...
 
     def next_deadline(self) -> float | None: ...
+
+
+@runtime_checkable
+class BatchDatagramSession(DatagramSession[E], Protocol[E]):
+    """A datagram session that decodes every datagram of one wake-up as one batch (one
+    vectorised decode, one delivery): the UDP driver hands it the list whole."""
+
+    def feed_datagrams(self, datagrams: Sequence[tuple[bytes, Address]], now: float) -> list[E]:
+        """The datagrams read in one wake-up, in order, with their senders. Never raises on
+        bad bytes."""
+        ...
 
 
 class Adapter(Protocol[E_contra]):

@@ -1,18 +1,23 @@
 """The service templates: a Source reconnects with backoff and says so once; a CaptureSource
-delivers every whole record of a cut file and counts the cut once; a Sink pulls at its rate."""
+delivers every whole record of a cut file and counts the cut once; a Sink pulls at its rate;
+a Sim steps on its deadlines and skips what it missed when far behind."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
+import time
 from collections.abc import Iterator, Sequence
 
 import pytest
 
+from robowire import service
 from robowire.addresses import parse_endpoint
 from robowire.capture import Record, batches
 from robowire.errors import DecodeError, RobowireError, TransportError
-from robowire.service import CaptureSource, Sink, Source
+from robowire.service import CaptureSource, Sim, Sink, Source, step_time
+from robowire.transport.reconnect import Backoff
 from robowire.wire import PacketDropped
 from robowire.world import LogEvent, Update, World
 
@@ -160,3 +165,102 @@ async def test_a_sink_whose_server_fails_raises_that_error_and_finishes():
     with pytest.raises(TransportError, match="Address already in use"):
         await asyncio.wait_for(sink.run(World()), 2)
     assert sink.finished
+
+
+# -- reconnecting: the backoff rule ----------------------------------------------------------
+
+
+def test_backoff_doubles_the_wait_after_each_failure_up_to_its_cap():
+    backoff = Backoff(1.0, 8.0)
+    assert [backoff.failed(0.0) for _ in range(6)] == [1.0, 2.0, 4.0, 8.0, 8.0, 8.0]
+
+
+def test_an_attempt_that_waited_itself_is_not_followed_by_a_whole_wait_more():
+    backoff = Backoff(1.0, 8.0)
+    assert backoff.failed(0.25) == 0.75  # attempts start `delay` apart
+    assert backoff.failed(5.0) == 0.0
+
+
+def test_a_connection_that_lasted_is_redialled_at_once_and_a_short_one_after_retry():
+    backoff = Backoff(1.0, 8.0)
+    backoff.failed(0.0)
+    backoff.failed(0.0)
+    assert backoff.ended(30.0) == 0.0  # a peer that restarted is usually back
+    assert backoff.failed(0.0) == 1.0  # failures start from `retry` again
+    assert backoff.ended(0.1) == 1.0  # accepted and closed at once: not hammered
+
+
+def test_a_cap_below_retry_is_retry():
+    assert [Backoff(10.0, 8.0).failed(0.0) for _ in range(2)] == [10.0, 10.0]
+
+
+# -- simulators: the timed loop and its one falling-behind rule ---------------------------------
+
+
+def test_a_step_is_for_its_deadline_unless_the_loop_is_more_than_max_lag_late():
+    assert step_time(100.0, 99.999) == 100.0  # woke a little early
+    assert step_time(100.0, 100.0 + service.MAX_LAG) == 100.0  # late: caught up on the grid
+    assert step_time(100.0, 100.5) == 100.5  # far behind: the missed steps are skipped
+
+
+class Ticking(Sim):
+    """Steps every `period` s from the time it is given; one step (`slow`) takes `pause` s."""
+
+    def __init__(self, period: float, steps: int, slow: int = -1, pause: float = 0.0) -> None:
+        super().__init__("ticking")
+        self.period, self.steps, self.slow, self.pause = period, steps, slow, pause
+        self.times: list[float] = []  # the `now` each step was given
+        self.done = asyncio.Event()
+
+    def step(self, now: float) -> None:
+        self.times.append(now)
+        if len(self.times) - 1 == self.slow:
+            time.sleep(self.pause)  # the loop is held up (a busy machine, a long computation)
+        if len(self.times) == self.steps:
+            self.done.set()
+
+    def next_deadline(self) -> float | None:
+        return None if len(self.times) >= self.steps else self.times[-1] + self.period
+
+
+async def run_sim(sim: Ticking) -> None:
+    task = asyncio.create_task(sim.run(World()))
+    try:
+        await asyncio.wait_for(sim.done.wait(), 30)
+        assert not task.done()  # no timed work left: it serves on until cancelled
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_sim_that_keeps_up_steps_on_its_grid(monkeypatch):
+    monkeypatch.setattr(service, "MAX_LAG", 3600.0)  # however slow the machine is today
+    sim = Ticking(0.01, 30, slow=5, pause=0.05)
+    await run_sim(sim)
+    grid = [sim.times[0]]
+    for _ in range(29):
+        grid.append(grid[-1] + 0.01)
+    assert sim.times == grid  # the steps missed while held up ran on the grid, not skipped
+
+
+async def test_a_sim_far_behind_skips_the_missed_steps_instead_of_bursting(monkeypatch):
+    monkeypatch.setattr(service, "MAX_LAG", 0.05)
+    sim = Ticking(0.01, 6, slow=2, pause=0.3)
+    await run_sim(sim)
+    held = sim.times[3] - sim.times[2]
+    assert held >= 0.3  # the next step is for the time the loop got back, not the grid's
+    gaps = [b - a for a, b in itertools.pairwise(sim.times[3:])]
+    assert all(gap >= 0.01 - 1e-9 for gap in gaps)  # then one period apart again: no burst
+
+
+class Broken(Sim):
+    async def serve(self) -> None:
+        raise TransportError("cannot listen on 127.0.0.1:1: Address already in use")
+
+    def next_deadline(self) -> float | None:
+        return time.monotonic() + 3600.0
+
+
+async def test_a_sim_whose_server_fails_raises_that_error():
+    with pytest.raises(TransportError, match="Address already in use"):
+        await asyncio.wait_for(Broken("broken").run(World()), 10)

@@ -2,13 +2,16 @@
 
 import asyncio
 import socket
+from collections.abc import Sequence
 
 import pytest
 
 from robowire.errors import TransportError
+from robowire.timebase import monotonic
 from robowire.transport import connect_stream, run_datagram, serve_stream
 from robowire.transport.udp import DatagramDriver
 from robowire.wire import Address, SessionStats
+from support import until
 
 
 class LineEcho:
@@ -158,6 +161,71 @@ async def test_udp_driver_reads_a_burst_in_few_wakeups_and_replies():
     assert driver.wakeups < 200  # batched: many datagrams per wake-up
     assert sender.recvfrom(100)[0] == b"ack:0"
     sender.close()
+
+
+class Batches(Counter):
+    """A batch session: records each `feed_datagrams` call (the datagrams, and `now`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[list[tuple[bytes, Address]], float]] = []
+
+    def feed_datagrams(
+        self, datagrams: Sequence[tuple[bytes, Address]], now: float
+    ) -> list[object]:
+        self.calls.append((list(datagrams), now))
+        return [len(datagrams)]
+
+
+class Times(Counter):
+    """A per-datagram session: records the `now` each datagram was fed with."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.times: list[float] = []
+
+    def feed_datagram(self, data: bytes, addr: Address, now: float) -> list[object]:
+        self.times.append(now)
+        return super().feed_datagram(data, addr, now)
+
+
+async def burst(session: Counter, events: list[list[object]], count: int) -> tuple[Address, float]:
+    """`count` datagrams queued on the driver's socket before the loop gets to read any;
+    returns the sender's address and the time just before they were sent."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.setblocking(False)
+    sock.bind(("127.0.0.1", 0))
+    driver = DatagramDriver(session, events.append, sock)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sender:
+        sender.bind(("127.0.0.1", 0))
+        before = monotonic()
+        for i in range(count):  # no await in between: the loop cannot read before the last
+            sender.sendto(b"datagram %d" % i, sock.getsockname())
+        try:
+            await until(lambda: bool(events), "the burst is read")
+        finally:
+            driver.close()
+        name = sender.getsockname()
+    return (str(name[0]), int(name[1])), before
+
+
+async def test_a_batch_session_takes_a_wakeups_datagrams_in_one_call():
+    session = Batches()
+    events: list[list[object]] = []
+    sender, before = await burst(session, events, 5)
+    ((datagrams, now),) = session.calls  # one wake-up: one call, one `now`
+    assert datagrams == [(b"datagram %d" % i, sender) for i in range(5)]  # bytes, order, peer
+    assert before <= now <= monotonic()
+    assert events == [[5]]  # and one delivery of its events
+    assert session.stats.messages_in == 0  # not fed one at a time as well
+
+
+async def test_a_session_without_batches_gets_a_wakeups_datagrams_one_by_one():
+    session = Times()
+    events: list[list[object]] = []
+    await burst(session, events, 5)
+    assert len(session.times) == 5 and len(set(session.times)) == 1  # one wake-up's `now`
+    assert events == [[b"datagram %d" % i for i in range(5)]]  # one delivery for the wake-up
 
 
 def test_drivers_work_on_the_loop_the_cli_uses():

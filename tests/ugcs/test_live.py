@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
+import logging
 import math
 
 import pytest
@@ -12,7 +14,9 @@ from robowire.protocols.ugcs import services
 from robowire.protocols.ugcs.proto import ucs_vsm_pb2 as pb
 from robowire.protocols.ugcs.services import UgcsSim, UgcsSink
 from robowire.service import SimOptions
+from robowire.transport.reconnect import Backoff
 from robowire.world import World
+from support import free_port, until
 
 from .rawucs import INVALID_COMMAND, OK, RawUcs
 
@@ -199,7 +203,7 @@ async def test_shutdown_unregisters_the_vehicles() -> None:
 
 
 async def test_reverse_mode_dials_the_ucs_and_redials(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(services, "RETRY_SECONDS", 0.2)
+    monkeypatch.setattr(services, "REDIAL_SECONDS", 0.2)  # the first wait before a redial
     accepted: asyncio.Queue[RawUcs] = asyncio.Queue()
 
     async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -222,6 +226,31 @@ async def test_reverse_mode_dials_the_ucs_and_redials(monkeypatch: pytest.Monkey
     finally:
         await stop(task)
         server.close()
+
+
+async def test_reverse_mode_redials_on_the_source_templates_backoff(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    default = UgcsSim(SimOptions(count=1, target="127.0.0.1:5556")).server.backoff
+    assert default == Backoff(services.REDIAL_SECONDS, services.RETRY_SECONDS)  # 1 s .. 10 s
+    sim = UgcsSim(SimOptions(count=1, target=f"127.0.0.1:{free_port()}"))  # nothing there
+    sim.server.backoff = Backoff(0.05, 0.2)
+
+    def refused() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if "cannot reach the UCS" in r.getMessage()]
+
+    with caplog.at_level(logging.INFO, logger="robowire.ugcs"):
+        task = asyncio.create_task(sim.run(World()))
+        try:
+            await until(lambda: len(refused()) >= 5, "five refused attempts")
+        finally:
+            await stop(task)
+    times = [r.created for r in refused()[:5]]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    # each attempt is refused at once: the waits between them are the backoff's, doubling
+    # from 0.05 s up to the 0.2 s cap (never shorter; a loaded machine may make them longer)
+    for gap, wait in zip(gaps, [0.05, 0.1, 0.2, 0.2], strict=True):
+        assert gap >= wait - 0.005
 
 
 async def handshake_after_peer(ucs: RawUcs) -> None:

@@ -20,6 +20,7 @@ from robowire.errors import ConfigError, RobowireError
 from robowire.gateway import Gateway
 from robowire.projection import Rules
 from robowire.service import Service
+from robowire.status import StatusServer
 from robowire.transport import run as run_loop
 
 log = logging.getLogger("robowire")
@@ -235,8 +236,6 @@ def add_status_server(gateway: Gateway, port: int | None, access: Access | None 
     is said once it listens."""
     if port is None:
         return
-    from robowire.status import StatusServer
-
     server = StatusServer("127.0.0.1", port)
     if access is not None:
         server.gate.access = access

@@ -27,6 +27,7 @@ from robowire.errors import RobowireError
 from robowire.gateway import Gateway, open_recorder, open_replay, open_sink, open_source
 from robowire.sinks import JsonLinesSink, TableSink
 from robowire.timebase import monotonic
+from robowire.world import World
 
 
 @main.command()
@@ -230,8 +231,6 @@ def replay(
 
 async def _replay_raw(emitter: Any, duration: float | None, quiet: bool) -> int:
     """Run a raw re-emission (no world, no sinks) until it has played, or --duration."""
-    from robowire.world import World
-
     task = asyncio.create_task(emitter.run(World()))
     shown = not quiet and sys.stderr.isatty()
     bar = asyncio.create_task(_progress_bar([emitter])) if shown else None

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from robowire import protocols
+from robowire.addresses import parse_endpoint
 from robowire.capture import Record, batches
 from robowire.endpoints import Endpoint
 from robowire.errors import ConfigError, DecodeError, RobowireError
@@ -33,7 +34,7 @@ from robowire.recording.reader import (
     world_message,
 )
 from robowire.recording.writer import LOG_TOPIC, RAW_PREFIX, TOPIC_PREFIX
-from robowire.service import CaptureSource, Service, Source
+from robowire.service import CaptureSource, Service, Source, time_option
 from robowire.transport.tcp import StreamDriver, serve_stream
 from robowire.transport.udp import open_udp_socket, send_datagrams
 from robowire.wire import Address, PacketDropped, SessionStats
@@ -235,10 +236,11 @@ def raw_sources(endpoint: Endpoint, speed: float) -> list[CaptureSource]:
 
 def _live_source(url: str) -> Source | None:
     """The source the recording was made with (not connected), if its URL still opens."""
-    from robowire.gateway import open_source
-
+    if not url:
+        return None
     try:
-        return open_source(url) if url else None
+        _, endpoint = time_option(parse_endpoint(url))
+        return protocols.get(endpoint.protocol).source(endpoint)
     except RobowireError:
         return None
 

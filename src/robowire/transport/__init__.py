@@ -1,7 +1,8 @@
 """Thin asyncio drivers that run any sans-I/O session on real sockets.
 
 They feed the session bytes and `timebase.monotonic()`, write what it asks to send, hand its events
-to a callback and re-arm one timer at `next_deadline()`. No protocol logic lives here.
+to a callback and re-arm one timer at `next_deadline()`. No protocol logic lives here. Beside
+them: the one reconnect loop (`reconnect`) and the timers (`timer`).
 """
 
 from robowire.transport.loop import new_event_loop, run

@@ -22,8 +22,8 @@ import contextlib
 import logging
 import math
 from collections import deque
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 import orjson
@@ -31,12 +31,11 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from robowire.access import CONTROL_NEEDS_TOKEN
+from robowire.timebase import WallClock
 from robowire.viewer.frames import BlockSource, KindColours, encode_frame
+from robowire.wire import SessionStats
 from robowire.world import LatestState, Update, World
 from robowire.world.table import SlotArray, SourceTable
-
-if TYPE_CHECKING:
-    from robowire.viewer.server import ViewerSink
 
 log = logging.getLogger("robowire")
 
@@ -44,6 +43,44 @@ TELEMETRY_RATE = 10.0  # telemetry pushes per second, at most
 OUTBOX = 1000  # text messages held for a browser that is behind; the oldest go first
 READY_WINDOW = 2  # `ready`s a browser may have outstanding (frames asked for ahead)
 CONTROL_OFF = "control is off: start with --allow-control"
+
+
+class CommandStatusLike(Protocol):
+    """A command's progress, as `robowire.control.CommandStatus` has it."""
+
+    @property
+    def state(self) -> str: ...
+    @property
+    def message(self) -> str: ...
+
+
+class ControllerLike(Protocol):
+    """What the viewer needs of `robowire.control.Controller` (set with --allow-control)."""
+
+    def catalog(self) -> Mapping[str, Sequence[Mapping[str, Any]]]: ...
+
+    def run(
+        self, source: str, device: str, command: str, params: dict[str, Any]
+    ) -> AsyncIterator[CommandStatusLike]: ...
+
+
+class Viewer(Protocol):
+    """What a browser's connection needs of the viewer's server (`server.ViewerSink`): the
+    state every browser shares, and where each browser's counts go."""
+
+    name: str
+    rate: float
+    stats: SessionStats
+    clock: WallClock
+    frames_sent: int
+    controller: ControllerLike | None
+
+    def may_control(self, target: str) -> bool: ...
+    def hello(self, control: bool) -> dict[str, Any]: ...
+    def status(self) -> dict[str, Any]: ...
+    def ignored(self, why: str) -> None: ...
+    def links_now(self) -> list[dict[str, Any]]: ...
+    def source_index(self, source: str) -> int: ...
 
 
 def dumps(message: Mapping[str, Any]) -> bytes:
@@ -66,7 +103,7 @@ def _time(value: float) -> float | None:
 class ViewerClient:
     """One browser's WebSocket (see the module docstring)."""
 
-    def __init__(self, sink: ViewerSink, world: World, ws: ServerConnection) -> None:
+    def __init__(self, sink: Viewer, world: World, ws: ServerConnection) -> None:
         self.sink = sink
         self.world = world
         self.ws = ws

@@ -22,9 +22,9 @@ import json
 import logging
 import mimetypes
 import os
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 import numpy as np
@@ -33,7 +33,6 @@ from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
 from websockets.typing import Subprotocol
 
-from robowire import __version__
 from robowire.access import Gate
 from robowire.endpoints import Endpoint
 from robowire.errors import TransportError
@@ -41,7 +40,8 @@ from robowire.service import Sink
 from robowire.status import RateMeter, service_status, status_message
 from robowire.timebase import WallClock, monotonic
 from robowire.transport.budget import pressure
-from robowire.viewer.client import ViewerClient
+from robowire.version import __version__
+from robowire.viewer.client import ControllerLike, ViewerClient
 from robowire.world import LogEvent, Update, World
 from robowire.world.model import LINKS
 
@@ -67,25 +67,6 @@ CONTENT_TYPES = {
     ".json": "application/json",
     ".ico": "image/x-icon",
 }
-
-
-class CommandStatusLike(Protocol):
-    """A command's progress, as `robowire.control.CommandStatus` has it."""
-
-    @property
-    def state(self) -> str: ...
-    @property
-    def message(self) -> str: ...
-
-
-class ControllerLike(Protocol):
-    """What the viewer needs of `robowire.control.Controller` (set with --allow-control)."""
-
-    def catalog(self) -> Mapping[str, Sequence[Mapping[str, Any]]]: ...
-
-    def run(
-        self, source: str, device: str, command: str, params: dict[str, Any]
-    ) -> AsyncIterator[CommandStatusLike]: ...
 
 
 class ViewerSink(Sink):

@@ -3,8 +3,9 @@ latest-state subscribers)."""
 
 from robowire.world.feed import ChangeFeed, Subscription
 from robowire.world.latest import LatestState
-from robowire.world.model import Device, LogEvent, Update, World
+from robowire.world.model import Device, World
 from robowire.world.table import SourceTable
+from robowire.world.update import LogEvent, Update
 
 __all__ = [
     "ChangeFeed",

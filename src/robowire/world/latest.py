@@ -17,7 +17,8 @@ import numpy as np
 import numpy.typing as npt
 
 from robowire.world.feed import ChangeFeed, Waiting
-from robowire.world.model import (
+from robowire.world.table import FloatArray, SourceTable, run_of
+from robowire.world.update import (
     GEODETIC,
     ORIENTATION,
     POSITION,
@@ -25,9 +26,7 @@ from robowire.world.model import (
     VELOCITY,
     LogEvent,
     Update,
-    run_of,
 )
-from robowire.world.table import FloatArray, SourceTable
 
 MAX_LOGS = 10_000  # log events held for one subscriber before the oldest are dropped
 

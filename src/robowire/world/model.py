@@ -12,57 +12,43 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from robowire.world.feed import DEFAULT_BYTES, ChangeFeed, Subscription
-from robowire.world.table import FloatArray, SlotArray, SourceTable
+from robowire.world.latest import LatestState
+from robowire.world.rows import update_rows
+from robowire.world.table import FloatArray, SlotArray, SourceTable, run_of
+from robowire.world.update import (
+    ATTRIBUTES,
+    GEODETIC,
+    LINKS,
+    ORIENTATION,
+    POSITION,
+    SOURCE_TIME,
+    VELOCITY,
+    LogEvent,
+    Update,
+    update_size,
+)
 
-if TYPE_CHECKING:
-    from robowire.world.latest import LatestState
+__all__ = [  # the column names, Update and LogEvent live in world/update.py (a leaf)
+    "ATTRIBUTES",
+    "GEODETIC",
+    "LINKS",
+    "ORIENTATION",
+    "POSITION",
+    "SOURCE_TIME",
+    "VELOCITY",
+    "Device",
+    "LogEvent",
+    "Update",
+    "World",
+]
 
 Vector3 = tuple[float, float, float]
 Quaternion = tuple[float, float, float, float]
-
-# Field names used in Update.fields for the non-telemetry columns.
-POSITION = "position"
-ORIENTATION = "orientation"
-VELOCITY = "velocity"
-GEODETIC = "geodetic"
-LINKS = "links"
-SOURCE_TIME = "source_time"
-ATTRIBUTES = "attributes"
-
-
-@dataclass(frozen=True, slots=True)
-class Update:
-    """Some devices of one source changed. `fields` names what changed.
-
-    `values` holds a copy of what was written, row i for `slots[i]` (position (n,3), orientation
-    (n,4), velocity (n,3), geodetic (n,3), each telemetry field (n,), "source_time" (n,)), so a
-    subscriber that falls behind still sees each update's own values, not only the latest state.
-    """
-
-    source: str
-    slots: SlotArray
-    fields: frozenset[str]
-    receive_time: float
-    values: Mapping[str, FloatArray] = field(default_factory=dict)
-
-    def __len__(self) -> int:
-        return len(self.slots)
-
-
-@dataclass(frozen=True, slots=True)
-class LogEvent:
-    """A text message from a source (VRPN text, a UgCS log line, a session problem)."""
-
-    source: str
-    device_id: str
-    text: str
-    level: str
-    time: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,29 +103,6 @@ def _vector(row: np.ndarray) -> Any:
 
 def _optional(value: float) -> float | None:
     return None if math.isnan(value) else float(value)
-
-
-ARRAY_BYTES = 180  # what a small numpy array and its dict entry hold besides their data
-# (measured with tracemalloc: a one-robot update of 31 columns holds 6.1 kB, not its 0.5 kB of
-# data; counting only the data let a 64 MiB queue of them hold 13 times that)
-
-
-def update_size(item: Update | LogEvent) -> int:
-    """About what a queued feed item holds, in bytes (for queues bounded in bytes)."""
-    if isinstance(item, LogEvent):
-        return 200 + len(item.text)
-    columns = item.values.values()
-    data = item.slots.nbytes + sum(v.nbytes for v in columns)
-    return 200 + ARRAY_BYTES * (1 + len(columns)) + data
-
-
-def run_of(index: SlotArray) -> slice | SlotArray:
-    """`index` as a slice when it is one run of slots in order (a source that writes every
-    device): a block copy is ~20x faster than a scatter or gather of 10,000 rows."""
-    n = len(index)
-    if n >= 64 and int(index[-1]) - int(index[0]) == n - 1 and bool((np.diff(index) == 1).all()):
-        return slice(int(index[0]), int(index[0]) + n)
-    return index
 
 
 def _written(
@@ -232,8 +195,6 @@ class World:
         update bounded at `max_bytes` (its drops counted)."""
         if every_update:
             return self.feed.subscribe(maxlen=1 << 30, max_bytes=max_bytes)
-        from robowire.world.latest import LatestState  # it builds on this module's types
-
         return LatestState(self.tables, self.feed)
 
     def update_device(
@@ -323,8 +284,6 @@ class World:
 
     def update_json(self, update: Update) -> Iterator[dict[str, Any]]:
         """One JSON-ready dict per device of an update, with the values that update wrote."""
-        from robowire.world.rows import update_rows  # it builds on this module's types
-
         return update_rows(self.tables[update.source], update)
 
     def __len__(self) -> int:

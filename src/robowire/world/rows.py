@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from robowire.world.model import GEODETIC, ORIENTATION, POSITION, SOURCE_TIME, VELOCITY, Update
 from robowire.world.table import SourceTable
+from robowire.world.update import GEODETIC, ORIENTATION, POSITION, SOURCE_TIME, VELOCITY, Update
 
 VECTORS = (POSITION, ORIENTATION, VELOCITY, GEODETIC)
 

@@ -114,3 +114,12 @@ class SourceTable:
     def ids_of(self, slots: Sequence[int] | SlotArray) -> tuple[str, ...]:
         ids = self.ids
         return tuple(ids[int(s)] for s in slots)
+
+
+def run_of(index: SlotArray) -> slice | SlotArray:
+    """`index` as a slice when it is one run of slots in order (a source that writes every
+    device): a block copy is ~20x faster than a scatter or gather of 10,000 rows."""
+    n = len(index)
+    if n >= 64 and int(index[-1]) - int(index[0]) == n - 1 and bool((np.diff(index) == 1).all()):
+        return slice(int(index[0]), int(index[0]) + n)
+    return index

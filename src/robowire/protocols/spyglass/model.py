@@ -149,12 +149,15 @@ class SensorNetworkSim:
             self._speeds[arrived] = rng.uniform(*cfg.speed, count)
             self._pause_left[arrived] = rng.uniform(0.0, cfg.max_pause, count)
 
-    def neighbors(self) -> npt.NDArray[np.bool_]:
-        """(n, n) adjacency: which nodes are within radio range of each other."""
-        delta = self.positions[:, None, :] - self.positions[None, :, :]
+    def neighbors(self, rows: npt.NDArray[np.intp] | None = None) -> npt.NDArray[np.bool_]:
+        """(k, n) adjacency of the nodes `rows` (default all: (n, n)): which nodes are within
+        radio range of each. A step asks only for the nodes due, so its cost follows the
+        packets it sends, not the square of the network's size."""
+        rows = np.arange(len(self.positions)) if rows is None else rows
+        delta = self.positions[rows, None, :] - self.positions[None, :, :]
         squared = np.einsum("ijk,ijk->ij", delta, delta)
         adjacent: npt.NDArray[np.bool_] = squared <= self.config.radio_range**2
-        np.fill_diagonal(adjacent, False)
+        adjacent[np.arange(len(rows)), rows] = False  # a node is not its own neighbour
         return adjacent
 
     def temperature(self, positions: FloatArray) -> FloatArray:
@@ -199,7 +202,7 @@ class SensorNetworkSim:
         due = np.flatnonzero(self._next_neighborhood <= t)
         if not due.size:
             return []
-        adjacent = self.neighbors()
+        adjacent = self.neighbors(due)
         out = [
             encode(
                 NeighborhoodPacket(
@@ -207,11 +210,11 @@ class SensorNetworkSim:
                     sender=int(self.ids[i]),
                     x=int(grid[i, 0]),
                     y=int(grid[i, 1]),
-                    neighbors=tuple(self.ids[adjacent[i]].tolist()),
+                    neighbors=tuple(self.ids[adjacent[k]].tolist()),
                     **header,
                 )
             )
-            for i in due.tolist()
+            for k, i in enumerate(due.tolist())
         ]
         period = self.config.neighborhood_period
         self._next_neighborhood[due] = _next(self._next_neighborhood[due], period, t)

@@ -14,11 +14,8 @@ exactly the options each role reads, so the gateway rejects any other.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -52,6 +49,8 @@ from robowire.world import LogEvent, Update, World
 
 DEFAULT_PORT = 7870  # robowire's own choice: SpyGlass itself has no network listener
 ADVANCE_PERIOD = 0.1  # seconds between moves of trajectory objects
+SIM_STEP = 0.02  # seconds at least between the simulator's steps: what falls due meanwhile
+# goes out together (1,000 nodes send 1,500 packets/s: one write each would cost the viewers)
 MAX_BUFFERED = 1 << 20  # bytes a slow viewer may have pending before its packets are dropped
 
 SINK_OPTIONS = frozenset({"profile", "scale", "offset"})
@@ -104,27 +103,18 @@ def open_sim(options: SimOptions) -> Sim:
 # -- sources ---------------------------------------------------------------------------------
 
 
-async def _moving_objects(source: Source, running: Coroutine[Any, Any, None]) -> None:
-    """Run a source while its trajectory objects move on between packets (SpyGlass sends an
-    object's path once; `SpyglassAdapter.advance` says where it is now)."""
-
-    async def advance() -> None:
-        while True:
-            await asyncio.sleep(ADVANCE_PERIOD)
-            if isinstance(source.adapter, SpyglassAdapter):
-                source.adapter.advance(source.clock.wall(monotonic()))
-
-    advancing = asyncio.create_task(advance())
-    try:
-        await running
-    finally:
-        advancing.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await advancing
+def _advance(source: Source, now: float) -> None:
+    """Trajectory objects move on between packets (SpyGlass sends an object's path once;
+    `SpyglassAdapter.advance` says where it is now): every `ADVANCE_PERIOD` s, the
+    `Source` template's `tick`."""
+    if isinstance(source.adapter, SpyglassAdapter):
+        source.adapter.advance(source.clock.wall(now))
 
 
 class SpyglassSource(Source):
     """A TCP client of a SpyGlass packet stream (options: `SOURCE_OPTIONS`)."""
+
+    tick_every = ADVANCE_PERIOD
 
     def __init__(self, endpoint: Endpoint) -> None:
         self.host = endpoint.host
@@ -150,8 +140,8 @@ class SpyglassSource(Source):
         finally:
             self.stats.bytes_in += session.stats.bytes_in
 
-    async def run(self, world: World) -> None:
-        await _moving_objects(self, super().run(world))
+    def tick(self, now: float) -> None:
+        _advance(self, now)
 
 
 class SpyglassFileSource(CaptureSource):
@@ -159,6 +149,8 @@ class SpyglassFileSource(CaptureSource):
 
     A `.rec` is told by its name or its first bytes (stdin too); each record is one packet of
     the stream a live source would get, timed by its header."""
+
+    tick_every = ADVANCE_PERIOD
 
     def __init__(self, endpoint: Endpoint, read: CaptureReader) -> None:
         super().__init__(NAME, endpoint, read)
@@ -170,8 +162,8 @@ class SpyglassFileSource(CaptureSource):
     def new_session(self, record: Record) -> SpyglassSession:
         return self.settings.session()
 
-    async def run(self, world: World) -> None:
-        await _moving_objects(self, super().run(world))
+    def tick(self, now: float) -> None:
+        _advance(self, now)
 
 
 # -- sink and simulator ------------------------------------------------------------------------
@@ -328,23 +320,25 @@ class SpyglassSim(Sim):
         config = SimConfig.from_options(options.count, settings)
         self.model = SensorNetworkSim(np.random.default_rng(options.seed), config)
         self.viewers: set[StreamDriver] = set()
+        self.clock = WallClock()
+        self.ahead = config.clock_offset  # `--set clock_offset=S`: a sender's clock off
+        self._stepped = 0.0  # the last step's time
 
-    async def run(self, world: World) -> None:
-        """Step the model at its deadlines and send what falls due, until the server fails
-        or the run is cancelled."""
-        clock = WallClock()
-        ahead = self.model.config.clock_offset  # `--set clock_offset=S`: a sender's clock off
-        serving = asyncio.create_task(_serve_viewers(self, self.host, self.port, self.viewers))
-        try:
-            while not serving.done():
-                now = clock.wall(monotonic()) + ahead
-                packets = self.model.step(now)
-                self.stats.messages_out += len(packets)
-                _send(self.viewers, packets, self.stats)
-                deadline = self.model.next_deadline()
-                delay = 0.1 if deadline is None else deadline - clock.wall(monotonic()) - ahead
-                await asyncio.wait([serving], timeout=min(max(delay, 0.0), 1.0))
-            serving.result()
-        finally:
-            serving.cancel()
-            await asyncio.gather(serving, return_exceptions=True)
+    async def serve(self) -> None:
+        await _serve_viewers(self, self.host, self.port, self.viewers)
+
+    def step(self, now: float) -> None:
+        """Move the model to `now` and send the packets due (its times are wall-clock
+        times, `clock_offset` ahead)."""
+        self._stepped = now
+        packets = self.model.step(self.clock.wall(now) + self.ahead)
+        self.stats.messages_out += len(packets)
+        _send(self.viewers, packets, self.stats)
+
+    def next_deadline(self) -> float | None:
+        """When the model's next packet falls due, but `SIM_STEP` after this step at the
+        earliest."""
+        deadline = self.model.next_deadline()
+        if deadline is None:
+            return None
+        return max(self.clock.monotonic(deadline - self.ahead), self._stepped + SIM_STEP)

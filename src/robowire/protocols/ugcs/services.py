@@ -30,7 +30,6 @@ through the UCS session and adapter, as live).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import ipaddress
 import itertools
@@ -91,6 +90,7 @@ from robowire.protocols.ugcs.session_vsm import VsmLink, VsmSession
 from robowire.protocols.ugcs.vehicle import Member, vehicle_spec
 from robowire.service import CaptureSource, Sim, SimOptions, Sink, Source
 from robowire.timebase import WallClock, monotonic
+from robowire.transport.reconnect import Backoff, keep_connecting
 from robowire.transport.tcp import StreamDriver, connect_stream, serve_stream
 from robowire.wire import Address, ConnectionLost, PacketDropped
 from robowire.world import LogEvent, Update, World
@@ -98,7 +98,9 @@ from robowire.world import LogEvent, Update, World
 log = logging.getLogger("robowire.ugcs")
 
 RETRY_SECONDS = 10.0
-"""Reverse mode: the SDK's `ucs.retry_timeout` default."""
+"""Reverse mode: the SDK's `ucs.retry_timeout` default, the longest wait between redials."""
+REDIAL_SECONDS = 1.0
+"""Reverse mode: the first wait before redialling (doubling up to `RETRY_SECONDS`)."""
 CONNECT_TIMEOUT = 10.0
 """Reverse mode: the SDK's `TCP_CONNECT_TIMEOUT`."""
 MAX_BACKLOG = 8 << 20
@@ -136,6 +138,7 @@ class VsmServer:
         self.on_command = on_command
         self.owner = stats_owner
         self.drivers: dict[int, StreamDriver] = {}
+        self.backoff = Backoff(REDIAL_SECONDS, RETRY_SECONDS)  # reverse mode's redials
 
     def _link(self, peer: Address) -> VsmLink:
         return self.session.connect(monotonic(), loopback=_loopback(peer[0]))
@@ -206,32 +209,38 @@ class VsmServer:
     async def dial(
         self, host: str, port: int, on_connected: Callable[[], None] | None = None
     ) -> None:
-        """Reverse mode: connect to the UCS, and again `RETRY_SECONDS` after each loss."""
+        """Reverse mode: connect to the UCS, and again after each failure or loss, on the
+        `Source` template's backoff (`transport.reconnect.keep_connecting`, `self.backoff`)."""
+        await keep_connecting(
+            lambda: self._dial_once(host, port, on_connected),
+            self.backoff,
+            failed=lambda exc: log.info("ugcs: %s; retrying", exc),
+            ended=lambda: log.info("ugcs: the UCS at %s:%d closed; redialling", host, port),
+        )
+
+    async def _dial_once(
+        self, host: str, port: int, on_connected: Callable[[], None] | None
+    ) -> None:
+        """One connection to the UCS, until it ends; TransportError if it cannot be made."""
         loop = asyncio.get_running_loop()
-        while True:
-            try:
-                async with asyncio.timeout(CONNECT_TIMEOUT):
-                    _, driver = await loop.create_connection(
-                        lambda: StreamDriver(
-                            self._link,
-                            self._events,
-                            on_open=self._opened,
-                            on_close=self._closed,
-                        ),
-                        host,
-                        port,
-                    )
-            except (OSError, TimeoutError) as exc:
-                reason = "timed out" if isinstance(exc, TimeoutError) else exc.strerror or str(exc)
-                log.info("ugcs: cannot reach the UCS at %s:%d (%s); retrying", host, port, reason)
-            else:
-                if on_connected is not None:
-                    on_connected()
-                try:
-                    await asyncio.shield(driver.closed)
-                finally:
-                    driver.close()
-            await asyncio.sleep(RETRY_SECONDS)
+        try:
+            async with asyncio.timeout(CONNECT_TIMEOUT):
+                _, driver = await loop.create_connection(
+                    lambda: StreamDriver(
+                        self._link, self._events, on_open=self._opened, on_close=self._closed
+                    ),
+                    host,
+                    port,
+                )
+        except (OSError, TimeoutError) as exc:
+            reason = "timed out" if isinstance(exc, TimeoutError) else exc.strerror or str(exc)
+            raise TransportError(f"cannot reach the UCS at {host}:{port} ({reason})") from None
+        if on_connected is not None:
+            on_connected()
+        try:
+            await asyncio.shield(driver.closed)
+        finally:
+            driver.close()
 
     def shutdown(self) -> None:
         """Unregister every device where it was registered, send that, close everything."""
@@ -283,7 +292,9 @@ class VsmSim(Sim):
     telemetry and command availability are committed (the SDK's 200 ms windows); a command
     goes to its member's `handle` and the result is the reply (IN_PROGRESS replies are
     followed by what the member's `outbox` reports). Listens on host:port, or with `target`
-    dials the UCS (reverse mode) and redials every 10 s after a loss."""
+    dials the UCS (reverse mode) and redials after a loss or failure (`VsmServer.dial`: the
+    `Source` template's backoff, from 1 s up to the SDK's 10 s). The `Sim` template runs the
+    ticks: one every 1/`rate` s, on that grid."""
 
     def __init__(
         self,
@@ -312,6 +323,7 @@ class VsmSim(Sim):
         self._groups = []
         self._row: dict[int, tuple[Member, int]] = {}
         self._pending: dict[tuple[int, int, str], tuple[int, int, int]] = {}
+        self._due: float | None = None  # the next tick's time (on the rate's grid)
         for member in self.members:
             infos = self.session.register_group(member.specs(), self._wall_ms(monotonic()))
             self._groups.append(self.session.groups[-1])
@@ -395,38 +407,33 @@ class VsmSim(Sim):
             self._outbox(member, group)
         self.session.commit(now if scheduled is None else scheduled)
         self.server.flush_all()
+        self._due = (now if scheduled is None else scheduled) + 1.0 / self.rate
 
-    async def run(self, world: World) -> None:
+    def step(self, now: float) -> None:
+        self.tick(now)
+
+    def next_deadline(self) -> float | None:
+        return self._due
+
+    async def serve(self) -> None:
+        """Listen (or in reverse mode dial) until cancelled; then unregister every device."""
         freeze()  # the registrations: out of every full collection (FREEZE_AFTER)
-        if self.target is not None:
-            self.listening(self.target)
-            serving = asyncio.create_task(self.server.dial(*self.target))
-        else:
-            serving = asyncio.create_task(self.server.serve(self.host, self.port, self.listening))
-        period = 1.0 / self.rate
-        next_tick = monotonic()
         try:
-            while not serving.done():
-                self.tick(monotonic(), next_tick)
-                next_tick += period
-                delay = next_tick - monotonic()
-                if delay < -period:  # far behind (a slow machine): do not try to catch up
-                    next_tick = monotonic()
-                    delay = 0.0
-                await asyncio.wait([serving], timeout=max(0.0, delay))
-            serving.result()
+            if self.target is not None:
+                self.listening(self.target)
+                await self.server.dial(*self.target)
+            else:
+                await self.server.serve(self.host, self.port, self.listening)
         finally:
             self.server.shutdown()
-            serving.cancel()
-            with contextlib.suppress(asyncio.CancelledError, TransportError):
-                await serving
             thaw()  # the registrations, frozen above, can go once this VSM does
 
 
 class UgcsSim(VsmSim):
     """`robowire sim ugcs`: `--count` simulated multicopters (model.py) on one VSM, telemetry
     at `--rate` Hz (default 5). Listens on 127.0.0.1:5556 by default; with `--to HOST[:PORT]`
-    it dials the UCS instead (reverse mode) and redials every 10 s after a loss.
+    it dials the UCS instead (reverse mode) and redials after a loss (after 1 s, doubling up to
+    10 s as long as it cannot connect).
 
     Settings (`--set k=v`): the fleet's (`origin=LAT,LON,ALT`, `patrol=SIDE`, `spacing`,
     `cruise_speed`, ...; see `model.SETTINGS`), `keep_alive=N` (ping every second, close after

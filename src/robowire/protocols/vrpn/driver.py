@@ -3,10 +3,11 @@
 Why VRPN has a driver of its own (the one difference from robowire.transport's): a VRPN
 connection is a TCP stream *and* a UDP socket sharing one session, and a UDP+TCP client is
 connected to by the server (it asks with a "lob" datagram). `VrpnLink` is the shared
-`StreamDriver` plus that socket, read with `transport.udp.read_datagrams` (every datagram of a
-wake-up goes to the session as one batch, `VrpnSession.feed_datagrams`) and written with
-`send_datagrams`; `serve` is `transport.tcp.serve_stream` plus a UDP listener for lobs (run
-by the shared `DatagramDriver`) that connects back. No protocol logic lives here.
+`StreamDriver` plus that socket, read by the shared `transport.udp.DatagramReader` (every
+datagram of a wake-up goes to the session as one batch, `VrpnSession.feed_datagrams`) and
+written with `send_datagrams`; `serve` (a `VrpnListener`) is `transport.tcp.serve_stream` plus
+a UDP listener for lobs (run by the shared `DatagramDriver`) that connects back. No protocol
+logic lives here.
 """
 
 from __future__ import annotations
@@ -22,13 +23,12 @@ from robowire.errors import DecodeError, TransportError
 from robowire.protocols.vrpn.codec import PROTOCOL, decode_lob, encode_lob
 from robowire.protocols.vrpn.events import VrpnEvent
 from robowire.protocols.vrpn.session import PEER_CLOSED, VrpnSession
-from robowire.timebase import monotonic
 from robowire.transport.tcp import OnDriver, StreamDriver, serve_stream
 from robowire.transport.tcp import OnEvents as StreamOnEvents
 from robowire.transport.udp import (
     DatagramDriver,
+    DatagramReader,
     open_udp_socket,
-    read_datagrams,
     send_datagrams,
 )
 from robowire.wire import Address, PacketDropped, SessionStats
@@ -71,6 +71,7 @@ class VrpnLink(StreamDriver):
         self._factory = session_factory
         self._udp_wanted = udp
         self.sock: socket.socket | None = udp if isinstance(udp, socket.socket) else None
+        self._reader: DatagramReader | None = None  # reads `sock` once the session is made
         self.send_errors = 0
         self.skipped = 0
         self.lob_target: Address | None = None  # the address a lob asked us to connect to
@@ -87,7 +88,7 @@ class VrpnLink(StreamDriver):
             if self.sock is not None:
                 name = self.sock.getsockname()
                 inbound = (str(local[0]), int(name[1]))
-                self._loop.add_reader(self.sock.fileno(), self._readable)
+                self._reader = DatagramReader(self.sock, self._datagrams, batch=UDP_BATCH)
         return self._factory(self.peer, inbound)
 
     def _start(self) -> None:
@@ -97,13 +98,10 @@ class VrpnLink(StreamDriver):
         self._close_udp()
         super().connection_lost(exc)
 
-    def _readable(self) -> None:
-        sock, session = self.sock, self.session
-        if sock is not None and session is not None:
-            # the wake-up's datagrams decode as one batch: one delivery, one world update
-            datagrams = read_datagrams(sock, UDP_BATCH)
-            if datagrams:
-                self._after(session.feed_datagrams(datagrams, monotonic()))
+    def _datagrams(self, datagrams: list[tuple[bytes, Address]], now: float) -> None:
+        """A wake-up's datagrams decode as one batch: one delivery, one world update."""
+        if self.session is not None:
+            self._after(self.session.feed_datagrams(datagrams, now))
 
     def flush(self) -> None:
         """Send queued datagrams, then what the stream driver does: TCP bytes, close, timer."""
@@ -122,11 +120,12 @@ class VrpnLink(StreamDriver):
         self._close_udp()
 
     def _close_udp(self) -> None:
-        if self.sock is not None:
-            with contextlib.suppress(ValueError, OSError):
-                self._loop.remove_reader(self.sock.fileno())
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+        elif self.sock is not None:
             self.sock.close()
-            self.sock = None
+        self.sock = None
 
 
 # -- client ---------------------------------------------------------------------------------
@@ -137,6 +136,20 @@ def _ipv4(host: str) -> str:
         return socket.gethostbyname(host)
     except OSError as exc:
         raise TransportError(f"cannot resolve {host}: {exc}") from None
+
+
+def _route(host: str, port: int) -> tuple[str, str]:
+    """(the server's IPv4 address, ours on the route to it): where the lob goes, and the
+    address it names for the server to connect back to."""
+    server_ip = _ipv4(host)
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        probe.connect((server_ip, port))
+        return server_ip, str(probe.getsockname()[0])
+    except OSError as exc:
+        raise TransportError(f"no route to {host}:{port}: {exc.strerror or exc}") from None
+    finally:
+        probe.close()
 
 
 async def connect(
@@ -154,27 +167,30 @@ async def connect(
     UDP+TCP: listen on an ephemeral TCP port, send the lob datagram "<our ip> <port>" to the
     server's UDP port every 2 s, and take the connection the server makes back to us.
     """
-    loop = asyncio.get_running_loop()
-    if not udp:
-        try:
-            async with asyncio.timeout(timeout):  # not wait_for: on 3.11 it can lose a cancel
-                _, link = await loop.create_connection(
-                    lambda: VrpnLink(session_factory, on_events, on_close=on_close), host, port
-                )
-        except (OSError, TimeoutError) as exc:
-            reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
-            raise TransportError(f"cannot connect to {host}:{port}: {reason}") from None
-        return link
-
-    server_ip = _ipv4(host)
-    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    if udp:
+        return await _connect_back_to_us(host, port, session_factory, on_events, timeout, on_close)
     try:
-        probe.connect((server_ip, port))
-        local_ip = str(probe.getsockname()[0])
-    except OSError as exc:
-        raise TransportError(f"no route to {host}:{port}: {exc.strerror or exc}") from None
-    finally:
-        probe.close()
+        async with asyncio.timeout(timeout):  # not wait_for: on 3.11 it can lose a cancel
+            _, link = await asyncio.get_running_loop().create_connection(
+                lambda: VrpnLink(session_factory, on_events, on_close=on_close), host, port
+            )
+    except (OSError, TimeoutError) as exc:
+        reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+        raise TransportError(f"cannot connect to {host}:{port}: {reason}") from None
+    return link
+
+
+async def _connect_back_to_us(
+    host: str,
+    port: int,
+    session_factory: SessionFactory,
+    on_events: OnEvents,
+    timeout: float,
+    on_close: OnLink | None,
+) -> VrpnLink:
+    """UDP+TCP `connect`: lobs every `LOB_INTERVAL` s until the server connects back."""
+    loop = asyncio.get_running_loop()
+    server_ip, local_ip = _route(host, port)
     udp_sock = open_udp_socket((local_ip, 0))
     arrived: asyncio.Future[VrpnLink] = loop.create_future()
     made: list[VrpnLink] = []
@@ -256,105 +272,122 @@ class LobListener:
         return None
 
 
-async def serve(
-    host: str,
-    port: int,
-    session_factory: SessionFactory,
-    on_events: OnEvents,
-    *,
-    on_listening: Callable[[Address], None] | None = None,
-    on_open: OnLink | None = None,
-    on_close: OnLink | None = None,
-) -> None:
-    """Serve TCP-only clients on TCP `port` and UDP+TCP clients' lobs on UDP `port`."""
-    loop = asyncio.get_running_loop()
-    links: set[StreamDriver] = set()
-    pending: set[Address] = set()  # lob targets being connected back to, or connected
-    tasks: set[asyncio.Task[None]] = set()
+class VrpnListener:
+    """A VRPN server's listening side: TCP-only clients connect to TCP `port`; UDP+TCP clients
+    send lobs to UDP `port` and are connected back to. Every connection is a `VrpnLink` of
+    `session_factory` and `on_events`; `on_open` / `on_close` see them come and go (past
+    `MAX_CLIENTS`, a new one is closed at once). `links` holds the open ones."""
 
-    def opened(link: VrpnLink) -> None:
-        if len(links) > MAX_CLIENTS:
+    def __init__(
+        self,
+        session_factory: SessionFactory,
+        on_events: OnEvents,
+        *,
+        on_open: OnLink | None = None,
+        on_close: OnLink | None = None,
+    ) -> None:
+        self._factory = session_factory
+        self._on_events = on_events
+        self._on_open = on_open
+        self._on_close = on_close
+        self.links: set[StreamDriver] = set()
+        self._pending: set[Address] = set()  # lob targets being connected back to, or connected
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._track: tuple[OnDriver, OnDriver] | None = None  # the stream server's trackers
+        self._lobs: DatagramDriver | None = None
+        self._warned = False  # a stray sender must not flood the log (a pipe can fill)
+
+    async def run(
+        self, host: str, port: int, on_listening: Callable[[Address], None] | None = None
+    ) -> None:
+        """Serve until cancelled; then close every connection."""
+        await serve_stream(
+            host,
+            port,
+            lambda peer: self._factory(peer, None),
+            cast(StreamOnEvents, self._on_events),
+            on_listening=on_listening,
+            new_driver=self._new_link,
+            drivers=self.links,
+            attach=self._attach,
+        )
+
+    # -- connections ---------------------------------------------------------------------------
+
+    def _new_link(
+        self, track_open: OnDriver, track_close: OnDriver, lob_target: Address | None = None
+    ) -> VrpnLink:
+        self._track = (track_open, track_close)
+        link = VrpnLink(
+            self._factory,
+            self._on_events,
+            udp=lob_target is not None,  # a connection back to a lob: UDP+TCP
+            on_open=self._opened,
+            on_close=self._closed,
+        )
+        link.lob_target = lob_target  # known before it can close: `_closed` frees the target
+        return link
+
+    def _opened(self, link: VrpnLink) -> None:
+        assert self._track is not None
+        self._track[0](link)
+        if len(self.links) > MAX_CLIENTS:
             log.warning("VRPN: %d clients already; turning %s:%s away", MAX_CLIENTS, *link.peer)
             link.close()
-        elif on_open is not None:
-            on_open(link)
+        elif self._on_open is not None:
+            self._on_open(link)
 
-    def closed(link: VrpnLink) -> None:
+    def _closed(self, link: VrpnLink) -> None:
+        assert self._track is not None
+        self._track[1](link)
         if link.lob_target is not None:
-            pending.discard(link.lob_target)
+            self._pending.discard(link.lob_target)
         reason = link.session.close_reason if link.session is not None else ""
         # a peer breaking the protocol is worth a warning; a peer leaving is not
         level = logging.INFO if reason in ("", PEER_CLOSED) else logging.WARNING
         log.log(level, "VRPN client %s:%s gone%s", *link.peer, f": {reason}" if reason else "")
-        if on_close is not None:
-            on_close(link)
+        if self._on_close is not None:
+            self._on_close(link)
 
-    def new_link(
-        track_open: OnDriver, track_close: OnDriver, lob_target: Address | None = None
-    ) -> VrpnLink:
-        def link_opened(link: VrpnLink) -> None:
-            track_open(link)
-            opened(link)
+    # -- connection requests (lobs) on the UDP port ---------------------------------------------
 
-        def link_closed(link: VrpnLink) -> None:
-            track_close(link)
-            closed(link)
+    def _attach(
+        self, bound: Address, track_open: OnDriver, track_close: OnDriver
+    ) -> Callable[[], None]:
+        self._track = (track_open, track_close)
+        self._lobs = DatagramDriver(LobListener(), self._on_lobs, open_udp_socket(bound))
+        return self._detach
 
-        link = VrpnLink(
-            session_factory,
-            on_events,
-            udp=lob_target is not None,  # a connection back to a lob: UDP+TCP
-            on_open=link_opened,
-            on_close=link_closed,
-        )
-        link.lob_target = lob_target  # known before it can close: `closed` frees the target
-        return link
+    def _detach(self) -> None:
+        if self._lobs is not None:
+            self._lobs.close()
+        for task in list(self._tasks):
+            task.cancel()
 
-    def attach(bound: Address, track_open: OnDriver, track_close: OnDriver) -> Callable[[], None]:
-        warned: set[bool] = set()  # a stray sender must not flood the log (a pipe can fill)
+    def _on_lobs(self, events: list[Address | PacketDropped]) -> None:
+        for event in events:
+            if isinstance(event, PacketDropped):  # said once, then counted (stats)
+                level = logging.DEBUG if self._warned else logging.WARNING
+                self._warned = True
+                log.log(level, "VRPN: %s (more are counted, not logged)", event.reason)
+            elif event in self._pending:
+                continue  # a repeated request while we connect (or are connected) back
+            elif len(self._pending) >= MAX_CLIENTS:
+                log.warning("VRPN: too many connection requests; ignoring %s:%s", *event)
+            else:
+                self._pending.add(event)
+                task = asyncio.get_running_loop().create_task(self._connect_back(event))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
 
-        async def connect_back(target: Address) -> None:
-            try:
-                async with asyncio.timeout(CONNECT_BACK_TIMEOUT):
-                    await loop.create_connection(
-                        lambda: new_link(track_open, track_close, target), *target
-                    )
-            except (OSError, TimeoutError) as exc:
-                pending.discard(target)
-                log.warning("VRPN: cannot connect back to %s:%s: %s", *target, exc)
-
-        def on_lobs(events: list[Address | PacketDropped]) -> None:
-            for event in events:
-                if isinstance(event, PacketDropped):  # said once, then counted (stats)
-                    level = logging.DEBUG if warned else logging.WARNING
-                    warned.add(True)
-                    log.log(level, "VRPN: %s (more are counted, not logged)", event.reason)
-                elif event in pending:
-                    continue  # a repeated request while we connect (or are connected) back
-                elif len(pending) >= MAX_CLIENTS:
-                    log.warning("VRPN: too many connection requests; ignoring %s:%s", *event)
-                else:
-                    pending.add(event)
-                    task = loop.create_task(connect_back(event))
-                    tasks.add(task)
-                    task.add_done_callback(tasks.discard)
-
-        lobs = DatagramDriver(LobListener(), on_lobs, open_udp_socket(bound))
-
-        def detach() -> None:
-            lobs.close()
-            for task in list(tasks):
-                task.cancel()
-
-        return detach
-
-    await serve_stream(
-        host,
-        port,
-        lambda peer: session_factory(peer, None),
-        cast(StreamOnEvents, on_events),
-        on_listening=on_listening,
-        new_driver=new_link,
-        drivers=links,
-        attach=attach,
-    )
+    async def _connect_back(self, target: Address) -> None:
+        assert self._track is not None
+        track_open, track_close = self._track
+        try:
+            async with asyncio.timeout(CONNECT_BACK_TIMEOUT):
+                await asyncio.get_running_loop().create_connection(
+                    lambda: self._new_link(track_open, track_close, target), *target
+                )
+        except (OSError, TimeoutError) as exc:
+            self._pending.discard(target)
+            log.warning("VRPN: cannot connect back to %s:%s: %s", *target, exc)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from robowire.protocols.vrpn.driver import VrpnLink, serve
+from robowire.protocols.vrpn.driver import VrpnLink, VrpnListener
 from robowire.protocols.vrpn.events import Connected, MessageReceived, VrpnEvent
 from robowire.protocols.vrpn.messages import (
     Body,
@@ -86,15 +86,10 @@ class VrpnServer:
         return [link for link in self.links if link.session is not None and link.session.connected]
 
     async def run(self, host: str, port: int, on_listening: Callable[[Address], None]) -> None:
-        await serve(
-            host,
-            port,
-            self.make_session,
-            self._events,
-            on_listening=on_listening,
-            on_open=self.links.add,
-            on_close=self.links.discard,
+        listener = VrpnListener(
+            self.make_session, self._events, on_open=self.links.add, on_close=self.links.discard
         )
+        await listener.run(host, port, on_listening)
 
     # -- events from clients ----------------------------------------------------------------
 

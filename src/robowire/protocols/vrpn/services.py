@@ -400,6 +400,10 @@ class VrpnSim(Sim):
             sensors=lambda name: self.model.count if name == self.tracker else 0,
         )
         self.frames = 0
+        self._start: float | None = None  # the first step's time: the run's t = 0
+        self._frame: TrackerFrame | None = None  # the next frame, computed ahead ...
+        self._frame_at = 0.0  # ... for this time
+        self._due: float | None = None  # the next step's
 
     @property
     def count(self) -> int:
@@ -423,7 +427,26 @@ class VrpnSim(Sim):
             case TrackerSetUpdateRate(rate=rate) if event.sender == self.tracker:
                 self.model.set_rate(rate)
 
-    def _step(self, t: float, wall: float, frame: TrackerFrame) -> None:
+    async def serve(self) -> None:
+        await self.server.run(self.host, self.port, self.listening)
+
+    def step(self, now: float) -> None:
+        """Send the frame due at `now`, then compute the next one: each frame is computed
+        right after the one before went out, when this process's caches are warm (after a
+        sleep on a busy machine every call costs several times more), and stamped with the
+        time it is the pose at."""
+        if self._start is None:
+            self._start = now
+        if self._frame is None or self._frame_at != now:  # the first, or steps skipped
+            self._frame = self.model.frame(now - self._start)
+        self._send(now - self._start, self.clock.wall(now) + self.clock_offset, self._frame)
+        self._due = now + 1.0 / self.model.rate
+        self._frame, self._frame_at = self.model.frame(self._due - self._start), self._due
+
+    def next_deadline(self) -> float | None:
+        return self._due
+
+    def _send(self, t: float, wall: float, frame: TrackerFrame) -> None:
         """Send what is due at `t` seconds into the run (header time `wall`): `frame` (the
         tracker at t), then the analog, buttons and dials when due."""
         server, model = self.server, self.model
@@ -440,24 +463,3 @@ class VrpnSim(Sim):
             server.broadcast(self.button, change, time=wall)
         for dial in model.dial_updates(t):
             server.broadcast(self.dial, dial, time=wall)
-
-    async def run(self, world: World) -> None:
-        serving = asyncio.create_task(self.server.run(self.host, self.port, self.listening))
-        start = next_frame = monotonic()
-        frame = self.model.frame(0.0)
-        try:
-            while not serving.done():
-                # each frame is computed right after the one before went out, while this
-                # process's caches are warm (after a sleep on a busy machine every call
-                # costs several times more), and stamped with the time it is the pose at
-                wall = self.clock.wall(next_frame) + self.clock_offset
-                self._step(next_frame - start, wall, frame)
-                next_frame += 1.0 / self.model.rate
-                if next_frame - monotonic() < -0.1:  # fell far behind (a busy machine):
-                    next_frame = monotonic()  # do not burst to catch up
-                frame = self.model.frame(next_frame - start)
-                await asyncio.sleep(max(next_frame - monotonic(), 0.0))
-            serving.result()
-        finally:
-            serving.cancel()
-            await asyncio.gather(serving, return_exceptions=True)

@@ -47,6 +47,7 @@ from robowire.protocols.vrsp.codec import (
     DefinitionTable,
     definition_from_json,
     definition_to_json,
+    empty_swarm,
 )
 from robowire.protocols.vrsp.definitions import DeviceDefinition, Swarm
 from robowire.protocols.vrsp.events import DefinitionReceived, SwarmFrame, VrspEvent
@@ -336,8 +337,6 @@ class SwarmEncoder:
 
     def swarm(self, world: World) -> Swarm | None:
         """Every device with a position, as one frame (None before any device has one)."""
-        from robowire.protocols.vrsp.codec import empty_swarm
-
         parts: list[tuple[SourceTable, NDArray[np.intp], NDArray[np.intp]]] = []
         for source, table in world.tables.items():
             n = len(table)

@@ -1,10 +1,11 @@
 """The VRSP services on the shared templates: source, capture source, serve sink, simulator.
 
 * `VrspSource` (`robowire listen vrsp://0.0.0.0:9742`): a UDP socket bound to the URL's
-  address; each wake-up reads every queued datagram (`transport.udp.read_datagrams`) and the
-  receiver session takes them as one batch, so a 10,000-drone frame (about 140 datagrams) is
-  one vectorised decode and one world update. Options: `framing` (auto, profile, implicit),
-  `rgba=1` (the 0x1 colour is 4 bytes), `geodetic=0` (skip the latitude/longitude columns).
+  address, on the shared `DatagramDriver`; each wake-up reads every queued datagram and the
+  receiver session takes them as one batch (`feed_datagrams`), so a 10,000-drone frame
+  (about 140 datagrams) is one vectorised decode and one world update. Options: `framing`
+  (auto, profile, implicit), `rgba=1` (the 0x1 colour is 4 bytes), `geodetic=0` (skip the
+  latitude/longitude columns).
 * `VrspFileSource` (`robowire listen vrsp:capture.pcap`): the same session and adapter over a
   capture's datagrams (one receiver per UDP flow).
 * `VrspSink` (`robowire serve vrsp://HOST:PORT --from ...`): sends the world as a swarm to
@@ -37,7 +38,7 @@ from robowire.protocols.vrsp.model import LightShow
 from robowire.protocols.vrsp.session import FRAMINGS, Framing, ReceiverSession, SenderSession
 from robowire.service import CaptureSource, Sim, SimOptions, Sink, Source
 from robowire.timebase import monotonic
-from robowire.transport.udp import DatagramDriver, open_udp_socket, read_datagrams
+from robowire.transport.udp import DatagramDriver, open_udp_socket, run_datagram
 from robowire.wire import SITE, Address, PacketDropped
 from robowire.world import LogEvent, Update, World
 
@@ -113,7 +114,7 @@ SILENCE_SECONDS = 2.0
 
 
 class VrspSource(Source):
-    """Receives a VRSP stream on a UDP port (connected while datagrams arrive)."""
+    """Receives a VRSP stream on a UDP port (connected as long as datagrams arrive)."""
 
     silence = SILENCE_SECONDS  # a sender that stopped cannot be seen otherwise
 
@@ -127,8 +128,13 @@ class VrspSource(Source):
             framing=_framing(endpoint), rgba=_flag(endpoint, "rgba", "0")
         )
         self.geodetic = _flag(endpoint, "geodetic", "1")
-        self.wakeups = 0
+        self._driver: DatagramDriver | None = None
         self._bound: socket.socket | None = None
+
+    @property
+    def wakeups(self) -> int:
+        """How many times its socket woke the loop up (each wake-up is one batch)."""
+        return 0 if self._driver is None else self._driver.wakeups
 
     def new_adapter(self, world: World) -> VrspAdapter:
         return VrspAdapter(world, self.name, geodetic=self.geodetic)
@@ -141,26 +147,25 @@ class VrspSource(Source):
                 self.name = f"vrsp@{self.host}:{self.port}"
         await super().run(world)
 
-    def _readable(self, sock: socket.socket) -> None:
-        self.wakeups += 1
-        now = monotonic()
-        events = self.session.feed_datagrams(read_datagrams(sock, BATCH), now)
-        if events:
-            self.deliver(events, now)
+    def _opened(self, driver: DatagramDriver) -> None:
+        self._driver = driver
+
+    def _listening(self, address: Address) -> None:
+        self.listening(address)
+        self.connected()
 
     async def connect(self, world: World) -> None:
         sock = self._bound or open_udp_socket((self.host, self.port))  # TransportError if not
         self._bound = None
-        loop = asyncio.get_running_loop()
-        try:
-            loop.add_reader(sock.fileno(), self._readable, sock)
-            name = sock.getsockname()
-            self.listening((str(name[0]), int(name[1])))
-            self.connected()
-            await asyncio.Future()  # until cancelled
-        finally:
-            loop.remove_reader(sock.fileno())
-            sock.close()
+        # the receiver is a batch session: a wake-up's datagrams are one decode, one delivery
+        await run_datagram(
+            self.session,
+            lambda events: self.deliver(events, monotonic()),
+            sock=sock,
+            on_open=self._opened,
+            on_listening=self._listening,
+            batch=BATCH,
+        )
 
 
 class VrspFileSource(CaptureSource):
@@ -310,7 +315,8 @@ class VrspSim(Sim):
         self.start: float | None = None
         self.frames = 0
 
-    async def run(self, world: World) -> None:
+    async def serve(self) -> None:
+        """The sender on its socket: its session's timer says when each frame is due."""
         destination = _resolve(self.destination)
         self.session.destination = destination
         sock = open_sender_socket(destination, self.broadcast)

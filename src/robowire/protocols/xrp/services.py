@@ -108,7 +108,7 @@ SILENCE_SECONDS = 2.0  # the robot answers every 20 ms tick; this long without: 
 class XrpSource(Source):
     """Watches (and keeps alive) one XRP robot as the WPILib side. Like WPILib's halsim_xrp,
     a URL without host or port (`xrp://`) takes them from `HALSIMXRP_HOST`/`HALSIMXRP_PORT`.
-    It is connected while the robot answers (UDP: a robot that stopped is only silence)."""
+    It is connected as long as the robot answers (UDP: a robot that stopped is only silence)."""
 
     silence = SILENCE_SECONDS
 
@@ -364,7 +364,9 @@ class RobotServer(Sim):
                     log.info("xrp robot %d %s (%s)", index, state, reason)
         self.stats.messages_in = sum(r.stats.messages_in for r in self.sessions)
 
-    async def run(self, world: World) -> None:
+    async def serve(self) -> None:
+        """The robots on their sockets: each session's timer runs its robot (the firmware's
+        50 ms status), so there is no step of the simulator's own."""
         drivers: list[DatagramDriver] = []
         try:
             for i, robot in enumerate(self.sessions):  # every socket first: a busy port is one line
