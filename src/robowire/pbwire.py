@@ -133,6 +133,7 @@ class Heads:
         self._lengths = np.zeros(0, np.intp)
         self._tail = -1  # the tail size `_keep` was made for
         self._last: tuple[np.ndarray, bytes, np.ndarray] | None = None  # slots, heads alone
+        self._out = np.zeros(0, np.uint8)  # where `join` lays out messages before copying
 
     def _grow(self, count: int, tail: int) -> None:
         if len(self._heads) < count:
@@ -160,7 +161,9 @@ class Heads:
         ends = np.cumsum(lengths + tail)
         runs = np.flatnonzero(np.diff(lengths)) + 1  # where the head length changes
         if len(runs) < RUNS:  # a few runs of equal heads (ids "1".."10000"): slices only
-            out = np.empty(int(ends[-1]), np.uint8)
+            if len(self._out) < int(ends[-1]):  # kept: a fresh megabyte is page faults
+                self._out = np.empty(int(ends[-1]), np.uint8)
+            out = self._out[: int(ends[-1])]
             width = self._padded.shape[1]
             bounds = [0, *runs.tolist(), len(slots)]
             pick = as_range(slots)

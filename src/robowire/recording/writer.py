@@ -199,7 +199,7 @@ def update_message(
         parts += pbwire.nested(4, column(SOURCE_TIME, times))
     names = [name for name in update.fields if name in table.telemetry]
     if names:  # all telemetry fields as one (k, n) array: each check once for all of them
-        data = np.empty((len(names), len(slots)))
+        data = _scratch(len(names) * len(slots)).reshape(len(names), len(slots))
         for j, name in enumerate(names):
             own = values.get(name)
             data[j] = own if own is not None else table.telemetry[name][slots]
@@ -216,6 +216,17 @@ def update_message(
                 for s in index
             ]
     return b"".join(parts)
+
+
+_SCRATCH = [np.zeros(0)]
+
+
+def _scratch(size: int) -> np.ndarray:
+    """A float64 buffer of `size`, kept from call to call: a fresh one of a megabyte or more
+    costs its page faults every update. (Its contents are copied out before it is reused.)"""
+    if len(_SCRATCH[0]) < size:
+        _SCRATCH[0] = np.empty(size)
+    return _SCRATCH[0][:size]
 
 
 def attributes_json(attributes: dict[str, Any]) -> str:
