@@ -1,5 +1,5 @@
 """Endpoints: one parsed address (a network URL or a file), and the one parser of the numbers
-in its options and in `--set` settings.
+(single, lists and places on Earth) in its options and in `--set` settings.
 
 Which protocol an address names is the registries' business: `robowire.addresses` parses
 URLs, file names and protocols' own address forms (`parse_endpoint`) into an `Endpoint`.
@@ -15,6 +15,7 @@ from typing import Literal
 from robowire.errors import ConfigError
 
 Sign = Literal["any", "non-negative", "positive"]
+Place = tuple[float, float, float]  # latitude deg, longitude deg, altitude m (WGS84)
 
 
 def number(
@@ -41,6 +42,34 @@ def number(
     if sign == "positive" and value <= 0:
         raise ConfigError(f"{where}: {name} must be positive, not {text!r}")
     return value
+
+
+def numbers(text: str, name: str, where: str, counts: Collection[int] = ()) -> list[float]:
+    """The comma-separated finite numbers of setting `name` (`scale=1,1,2`), as many as one of
+    `counts` says (any number when empty), or a ConfigError saying `where: name must ...`."""
+    try:
+        values = [float(part) for part in text.split(",")]
+    except ValueError:
+        raise ConfigError(f"{where}: {name} must be numbers, not {text!r}") from None
+    if not all(math.isfinite(value) for value in values):
+        raise ConfigError(f"{where}: {name} must be finite, not {text!r}")
+    if counts and len(values) not in counts:
+        wanted = " or ".join(str(n) for n in sorted(counts))
+        raise ConfigError(f"{where}: {name} takes {wanted} numbers, not {text!r}")
+    return values
+
+
+def place(text: str, name: str, where: str, *, altitude: float | None = None) -> Place:
+    """A place on Earth, `LAT,LON,ALT` in degrees and metres (`LAT,LON` too when `altitude`
+    gives the default), or a ConfigError saying `where: name must be ...`."""
+    form = "LAT,LON,ALT" if altitude is None else "LAT,LON[,ALT]"
+    try:
+        values = numbers(text, name, where, (3,) if altitude is None else (2, 3))
+    except ConfigError:
+        values = []
+    if not values or not (-90 <= values[0] <= 90 and -180 <= values[1] <= 180):
+        raise ConfigError(f"{where}: {name} must be {form} in degrees and metres, not {text!r}")
+    return (values[0], values[1], values[2] if len(values) == 3 else float(altitude or 0.0))
 
 
 @dataclass(frozen=True, slots=True)

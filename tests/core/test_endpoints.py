@@ -2,7 +2,7 @@ import pytest
 
 from robowire import protocols
 from robowire.addresses import parse_endpoint
-from robowire.endpoints import split_host_port
+from robowire.endpoints import numbers, place, split_host_port
 from robowire.errors import ConfigError
 
 
@@ -98,3 +98,16 @@ def test_vrpn_file_names_and_files_with_at_signs():
     assert parse_endpoint("me@home.rec").path == "me@home.rec"  # a file, not a VRPN host
     with pytest.raises(ConfigError, match="'Tracker0@h:99999'"):
         parse_endpoint("Tracker0@h:99999")
+
+
+def test_number_lists_and_places_are_parsed_once_for_every_protocol() -> None:
+    assert numbers("1, 2.5,3", "scale", "spyglass", (1, 3)) == [1.0, 2.5, 3.0]
+    for text, reason in [("1,2", "takes 1 or 3 numbers"), ("1,x", "must be numbers"),
+                         ("1,nan,1", "must be finite")]:  # fmt: skip
+        with pytest.raises(ConfigError, match=f"spyglass: scale {reason}"):
+            numbers(text, "scale", "spyglass", (1, 3))
+    assert place("56.9,24.1,12", "origin", "ugcs sim") == (56.9, 24.1, 12.0)
+    assert place("56.9,24.1", "origin", "x", altitude=0.0) == (56.9, 24.1, 0.0)
+    for text in ("56.9,24.1", "95,0,0", "0,181,0", "1,2,3,4", "a,b,c"):
+        with pytest.raises(ConfigError, match=r"ugcs sim: origin must be LAT,LON,ALT in degrees"):
+            place(text, "origin", "ugcs sim")

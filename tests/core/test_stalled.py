@@ -293,9 +293,10 @@ async def test_a_ucs_that_stops_reading_is_closed_and_counted(monkeypatch: Any) 
     import time
 
     from robowire.protocols.ugcs import services as ugcs_services
+    from robowire.protocols.ugcs import vsm_server
     from robowire.protocols.ugcs.session_ucs import UcsSession
 
-    monkeypatch.setattr(ugcs_services, "MAX_BACKLOG", 64 << 10)  # reached in seconds, not minutes
+    monkeypatch.setattr(vsm_server, "MAX_BACKLOG", 64 << 10)  # reached in seconds, not minutes
     gateway = Gateway()
     sink = open_sink("ugcs://127.0.0.1:0")
     gateway.add(sink)

@@ -6,11 +6,13 @@ import asyncio
 import itertools
 import logging
 import math
+import time
+from typing import Any
 
 import pytest
 
 from robowire.addresses import parse_endpoint
-from robowire.protocols.ugcs import services
+from robowire.protocols.ugcs import vsm_server
 from robowire.protocols.ugcs.proto import ucs_vsm_pb2 as pb
 from robowire.protocols.ugcs.services import UgcsSim, UgcsSink
 from robowire.service import SimOptions
@@ -203,7 +205,7 @@ async def test_shutdown_unregisters_the_vehicles() -> None:
 
 
 async def test_reverse_mode_dials_the_ucs_and_redials(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(services, "REDIAL_SECONDS", 0.2)  # the first wait before a redial
+    monkeypatch.setattr(vsm_server, "REDIAL_SECONDS", 0.2)  # the first wait before a redial
     accepted: asyncio.Queue[RawUcs] = asyncio.Queue()
 
     async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -232,9 +234,17 @@ async def test_reverse_mode_redials_on_the_source_templates_backoff(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     default = UgcsSim(SimOptions(count=1, target="127.0.0.1:5556")).server.backoff
-    assert default == Backoff(services.REDIAL_SECONDS, services.RETRY_SECONDS)  # 1 s .. 10 s
+    assert default == Backoff(vsm_server.REDIAL_SECONDS, vsm_server.RETRY_SECONDS)  # 1 s .. 10 s
     sim = UgcsSim(SimOptions(count=1, target=f"127.0.0.1:{free_port()}"))  # nothing there
     sim.server.backoff = Backoff(0.05, 0.2)
+    starts: list[float] = []  # when each attempt began (the backoff spaces the attempts)
+    dial_once = sim.server._dial_once
+
+    async def timed_dial_once(*args: Any) -> None:
+        starts.append(time.monotonic())
+        await dial_once(*args)
+
+    sim.server._dial_once = timed_dial_once  # type: ignore[method-assign]
 
     def refused() -> list[logging.LogRecord]:
         return [r for r in caplog.records if "cannot reach the UCS" in r.getMessage()]
@@ -245,10 +255,9 @@ async def test_reverse_mode_redials_on_the_source_templates_backoff(
             await until(lambda: len(refused()) >= 5, "five refused attempts")
         finally:
             await stop(task)
-    times = [r.created for r in refused()[:5]]
-    gaps = [b - a for a, b in itertools.pairwise(times)]
-    # each attempt is refused at once: the waits between them are the backoff's, doubling
-    # from 0.05 s up to the 0.2 s cap (never shorter; a loaded machine may make them longer)
+    gaps = [b - a for a, b in itertools.pairwise(starts[:5])]
+    # each attempt is refused: the next begins the backoff's wait after it began, doubling
+    # from 0.05 s up to the 0.2 s cap (never sooner; a loaded machine may make them later)
     for gap, wait in zip(gaps, [0.05, 0.1, 0.2, 0.2], strict=True):
         assert gap >= wait - 0.005
 
@@ -303,7 +312,7 @@ async def test_a_ucs_that_never_registers_is_closed_after_10_s(
     the 10 s Register_peer timeout falls 0.2 s from now: no real 10 s wait."""
     from robowire.timebase import monotonic
 
-    monkeypatch.setattr(services, "monotonic", lambda: monotonic() - 9.8)
+    monkeypatch.setattr(vsm_server, "monotonic", lambda: monotonic() - 9.8)
     sim, task = await start_sim(count=1)
     try:
         assert sim.address is not None

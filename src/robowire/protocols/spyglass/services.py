@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from robowire.capture import CaptureReader, Record
-from robowire.endpoints import Endpoint
+from robowire.endpoints import Endpoint, numbers
 from robowire.errors import ConfigError
 from robowire.protocols.spyglass.adapter import Frame, SpyglassAdapter, WorldEncoder
 from robowire.protocols.spyglass.codec import (
@@ -71,10 +71,8 @@ class Settings:
     def parse(cls, options: Mapping[str, str]) -> Settings:
         """ConfigError (one line, naming spyglass) for a bad value."""
         try:
-            scale = [float(v) for v in options.get("scale", "1").split(",")]
-            offset = [float(v) for v in options.get("offset", "0,0,0").split(",")]
-            if len(scale) not in (1, 3) or len(offset) != 3:
-                raise ValueError("scale takes 1 or 3 numbers, offset 3")
+            scale = numbers(options.get("scale", "1"), "scale", "spyglass", (1, 3))
+            offset = numbers(options.get("offset", "0,0,0"), "offset", "spyglass", (3,))
             max_size = int(options.get("max_size", MAX_PACKET_SIZE))
             if not HEADER_SIZE <= max_size <= MAX_PACKET_SIZE:
                 raise ValueError(f"max_size must be within {HEADER_SIZE}..{MAX_PACKET_SIZE}")

@@ -6,12 +6,18 @@ device          a device's registration both ways: specs -> ids (one counter) ->
 events          the typed events of both sessions
 session_vsm     the VSM side: one session per VSM, a `VsmLink` per UCS connection
 session_ucs     the UCS side: one session per connection to a VSM (names <-> ids, held values)
+held            the UCS side's held values as columns (`Held`), a cache beside the session
+telemetry       the VSM side's telemetry columns and Device_status encoder (`DeviceGroup`)
 vehicle         a vehicle's registration the way the SDK's `Vehicle` does it
 model           the simulator: a vectorised fleet of multicopters that fly missions
 adapter         world devices -> VSM telemetry columns (the serve sink); UCS side -> world
                 (vehicles with geodetic and ENU pose, telemetry with units: the listen source)
 services        sim (the model's fleet as a VSM, also dialling out), serve (world -> UgCS),
                 listen (the UCS side: dials a VSM, or `?mode=listen` for reverse-mode VSMs)
+vsm_server      what `services` runs the VSM side on: `VsmServer` (one `VsmSession` over
+                asyncio, listening or dialling) and `VsmSim` (the runner of `Member`s)
+control         the listen source's commands as the viewer shows them (`robowire.control`)
+gcfreeze        keeping large registrations out of the garbage collector's full collections
 dissect         `robowire decode ugcs` on pcap/pcapng and the jsonl capture form
 
 Where it differs from the shape:
@@ -19,14 +25,18 @@ proto/, device, vehicle   the schema is protobuf (generated code), and both side
                 registration model, so it is a module of its own.
 session_vsm     one session serves every connection of a VSM (the SDK's primary-connection
                 rules span connections); each connection is a `VsmLink` view of it.
-client          `UcsClient` (the UCS side as a Python object) and the `robowire ugcs` commands
-                (`PROTOCOL.command`: devices, command, mission): UgCS vehicles commanded
-                without UgCS.
+client, cli     `UcsClient` (the UCS side as a Python object) and, on it, the `robowire ugcs`
+                commands (`PROTOCOL.command`: devices, command, mission): UgCS vehicles
+                commanded without UgCS.
+
+Size: five modules stay over 600 lines, each one thing (each says why in its docstring):
+`model` (`Fleet`), `adapter` (the mapping both ways), `session_vsm` and `session_ucs` (one
+state machine each), `codec` (framing, the columnar scan and values of one wire format).
 """
 
 from robowire.protocols.base import WireProtocol
+from robowire.protocols.ugcs.cli import command as _command
 from robowire.protocols.ugcs.client import Mission, UcsClient
-from robowire.protocols.ugcs.client import command as _command
 from robowire.protocols.ugcs.codec import DEFAULT_PORT, FrameReader, decode_frames, encode
 from robowire.protocols.ugcs.dissect import dissect, read_capture
 from robowire.protocols.ugcs.services import (

@@ -56,7 +56,7 @@ import pymap3d
 
 from robowire import units
 from robowire.protocols.ugcs import definitions
-from robowire.protocols.ugcs.codec import Kind, Value, defs
+from robowire.protocols.ugcs.codec import DEGREE_SEMANTICS, Kind, Value, column_value, defs
 from robowire.protocols.ugcs.device import DeviceInfo, DeviceSpec
 from robowire.protocols.ugcs.events import (
     AvailabilityChanged,
@@ -283,18 +283,7 @@ KIND = "ugcs"
 Origin = tuple[float, float, float]  # latitude deg, longitude deg, altitude m
 
 _S = defs
-_DEGREES = frozenset(
-    {
-        _S.FIELD_SEMANTIC_LATITUDE,
-        _S.FIELD_SEMANTIC_LONGITUDE,
-        _S.FIELD_SEMANTIC_HEADING,
-        _S.FIELD_SEMANTIC_ROLL,
-        _S.FIELD_SEMANTIC_PITCH,
-        _S.FIELD_SEMANTIC_YAW,
-        _S.FIELD_SEMANTIC_FOV_H,
-        _S.FIELD_SEMANTIC_FOV_V,
-    }
-)
+_DEGREES = DEGREE_SEMANTICS
 _UNITS: dict[int, str] = {
     _S.FIELD_SEMANTIC_ALTITUDE_AMSL: units.METRE,
     _S.FIELD_SEMANTIC_ALTITUDE_AGL: units.METRE,
@@ -355,6 +344,30 @@ class _Column:
             _S.FIELD_SEMANTIC_LIST,
             _S.FIELD_SEMANTIC_ANY,
         )
+
+    def attribute(self, value: Value) -> Any:
+        """The attribute a text field's value (bytes as hex) or an enumeration's value (its
+        name, None for a number it does not name) becomes."""
+        if self.text:
+            return value if not isinstance(value, bytes) else value.hex()
+        names = self.enum
+        if names is not None and isinstance(value, int) and value in names.values():
+            return names.Name(value).removeprefix(names.DESCRIPTOR.name.upper() + "_")
+        return None
+
+
+def _write_column(
+    table: SourceTable, column: _Column, slots: Any, values: Any, changed: set[str]
+) -> None:
+    """One field's values (world units) at `slots`; a remaining power level is also
+    `battery` in %."""
+    table.column(column.name, column.unit)[slots] = values
+    changed.add(column.name)
+    if column.semantic == _S.FIELD_SEMANTIC_CAPACITY_LEVEL and column.name.startswith(
+        "remaining_power"
+    ):
+        table.column("battery", units.PERCENT)[slots] = np.asarray(values) * 100.0
+        changed.add("battery")
 
 
 def _device_type(number: int) -> str:
@@ -446,6 +459,33 @@ class _Lookup:
         return np.where(self.keys[at] == keys, at, -1)
 
 
+def _text_values(
+    lookup: _Lookup,
+    batch: TelemetryColumns,
+    known: np.ndarray,
+    slot: np.ndarray,
+    code: np.ndarray,
+    number: np.ndarray,
+) -> dict[int, dict[str, Any]]:
+    """The values of `batch` (rows `known`) that are not plain numbers, one at a time:
+    strings become attributes (their `code` is set to -1: no column), enumerations both a
+    number (in `number`) and their name as an attribute. Returns slot -> attributes."""
+    attributes: dict[int, dict[str, Any]] = {}
+    text = np.flatnonzero(~lookup.plain[code] | (batch.kind[known] >= Kind.STRING))
+    for i in text.tolist():
+        column, row = lookup.columns[code[i]], int(known[i])
+        value = column_value(
+            int(batch.kind[row]), batch.integer[row], batch.number[row], batch.objects.get(row)
+        )
+        if column.text or column.enum is not None:
+            attributes.setdefault(int(slot[i]), {})[column.name] = column.attribute(value)
+        if column.text:
+            code[i] = -1  # no column
+        else:
+            number[i] = _number(value) * column.scale  # (a string in a number's field: NaN)
+    return attributes
+
+
 class UcsAdapter:
     """Writes what a UCS session hears into `world` under `source` (see the module docstring).
 
@@ -481,24 +521,9 @@ class UcsAdapter:
                         writes.append((changes, newest, mission))
                         changes, newest, mission = {}, {}, {}
                     writes.append(event)
-                case TelemetryReceived(conn=conn, device_id=device_id, values=values):
+                case TelemetryReceived():
                     taken += 1
-                    known = self._keys.get((conn, device_id))
-                    if known is None:
-                        continue
-                    vehicle, keys = known
-                    held = changes.get(vehicle)
-                    if held is None:
-                        held = changes[vehicle] = {}
-                    latest = newest.get(vehicle, -(1 << 62))
-                    for tv in values:
-                        key = keys.get(tv.field_id)
-                        if key is not None:
-                            held[key] = tv.value
-                            if tv.time_ms > latest:
-                                latest = tv.time_ms
-                    if latest > -(1 << 62):  # (values of unregistered fields only: no time)
-                        newest[vehicle] = latest
+                    self._gather(event, changes, newest)
                 case MissionProgress(conn=conn, device_id=device_id, item=item):
                     label = labels.get((conn, device_id))
                     if label is not None:
@@ -508,11 +533,7 @@ class UcsAdapter:
                     self._register(conn, info, receive_time)
                 case DeviceUnregistered(conn=conn, device_id=device_id):
                     taken += 1
-                    label = labels.pop((conn, device_id), None)
-                    self._keys.pop((conn, device_id), None)
-                    self._lookups.pop(conn, None)
-                    if label is not None:
-                        self._attributes(label, {"registered": False}, receive_time)
+                    self._unregister(conn, device_id, receive_time)
                 case AvailabilityChanged():
                     taken += 1
                     self._availability(event, receive_time)
@@ -530,6 +551,38 @@ class UcsAdapter:
                 written, times, items = write
                 self._write(written, times, items, receive_time)
         return taken
+
+    def _gather(
+        self,
+        event: TelemetryReceived,
+        changes: dict[str, dict[str, Value]],
+        newest: dict[str, int],
+    ) -> None:
+        """One Device_status's values into `changes` (vehicle -> field key -> value) and its
+        newest time into `newest`, for one columnar write (`_write`)."""
+        known = self._keys.get((event.conn, event.device_id))
+        if known is None:
+            return
+        vehicle, keys = known
+        held = changes.get(vehicle)
+        if held is None:
+            held = changes[vehicle] = {}
+        latest = newest.get(vehicle, -(1 << 62))
+        for tv in event.values:
+            key = keys.get(tv.field_id)
+            if key is not None:
+                held[key] = tv.value
+                if tv.time_ms > latest:
+                    latest = tv.time_ms
+        if latest > -(1 << 62):  # (values of unregistered fields only: no time)
+            newest[vehicle] = latest
+
+    def _unregister(self, conn: int, device_id: int, receive_time: float) -> None:
+        label = self._labels.pop((conn, device_id), None)
+        self._keys.pop((conn, device_id), None)
+        self._lookups.pop(conn, None)
+        if label is not None:
+            self._attributes(label, {"registered": False}, receive_time)
 
     def _availability(self, event: AvailabilityChanged, receive_time: float) -> None:
         """The commands a vehicle has enabled now, as its `commands_enabled` attribute."""
@@ -605,15 +658,8 @@ class UcsAdapter:
         )
         grouped, attributes = self._group(labels, changes, mission)
         changed: set[str] = set()
-        for name, (column, rows, values) in grouped.items():
-            target = table.column(name, column.unit)
-            target[slots[rows]] = values
-            changed.add(name)
-            if column.semantic == _S.FIELD_SEMANTIC_CAPACITY_LEVEL and name.startswith(
-                "remaining_power"
-            ):
-                table.column("battery", units.PERCENT)[slots[rows]] = np.asarray(values) * 100.0
-                changed.add("battery")
+        for column, rows, values in grouped.values():
+            _write_column(table, column, slots[rows], values, changed)
         for row, texts in attributes.items():
             table.attributes[int(slots[row])].update(texts)
         if attributes:
@@ -626,7 +672,9 @@ class UcsAdapter:
         self._update(table, slots, source_time, changed, receive_time)
 
     def _write_columns(self, batch: TelemetryColumns, receive_time: float) -> None:
-        """A session's `TelemetryColumns`, written from its columns."""
+        """A session's `TelemetryColumns`, written from its columns: the values of registered
+        fields (text and enumerations as attributes, `_text_values`), each field's numbers as
+        one column write, then every vehicle a frame came from is updated."""
         table = self.world.table(self.source)
         lookup = self._lookups.get(batch.conn)
         if lookup is None:
@@ -636,46 +684,15 @@ class UcsAdapter:
         at = at[known]
         slot, code = lookup.slots[at], lookup.codes[at]
         number = batch.number[known] * lookup.scale[code]
-        text = np.flatnonzero(~lookup.plain[code] | (batch.kind[known] >= Kind.STRING))
+        attributes = _text_values(lookup, batch, known, slot, code, number)
         changed: set[str] = set()
-        attributes: dict[int, dict[str, Any]] = {}
-        for i in text.tolist():  # strings and enumerations: attributes, one at a time
-            column, row = lookup.columns[code[i]], int(known[i])
-            kind = int(batch.kind[row])
-            value: Value = (
-                batch.objects.get(row) if kind >= Kind.STRING
-                else int(batch.integer[row]) if kind == Kind.INT
-                else bool(batch.integer[row]) if kind == Kind.BOOL
-                else None if kind == Kind.NONE else float(batch.number[row])
-            )  # fmt: skip
-            if column.text:
-                texts = attributes.setdefault(int(slot[i]), {})
-                texts[column.name] = value if not isinstance(value, bytes) else value.hex()
-                code[i] = -1  # no column
-                continue
-            number[i] = _number(value) * column.scale  # (a string in a number's field: NaN)
-            if column.enum is not None:
-                names = column.enum
-                attributes.setdefault(int(slot[i]), {})[column.name] = (
-                    names.Name(value).removeprefix(names.DESCRIPTOR.name.upper() + "_")
-                    if isinstance(value, int) and value in names.values()
-                    else None
-                )
         order = np.argsort(code, kind="stable")  # per column, in arrival order
         code, slot, number = code[order], slot[order], number[order]
         edges = np.flatnonzero(np.diff(code)) + 1
         bounds = [0, *edges.tolist(), len(code)] if len(code) else []
         for a, b in itertools.pairwise(bounds):
-            if code[a] < 0:
-                continue
-            column = lookup.columns[code[a]]
-            table.column(column.name, column.unit)[slot[a:b]] = number[a:b]
-            changed.add(column.name)
-            if column.semantic == _S.FIELD_SEMANTIC_CAPACITY_LEVEL and column.name.startswith(
-                "remaining_power"
-            ):
-                table.column("battery", units.PERCENT)[slot[a:b]] = number[a:b] * 100.0
-                changed.add("battery")
+            if code[a] >= 0:
+                _write_column(table, lookup.columns[code[a]], slot[a:b], number[a:b], changed)
         for row, texts in attributes.items():
             table.attributes[row].update(texts)
         if attributes:
@@ -740,23 +757,15 @@ class UcsAdapter:
                 column = columns.get(name)
                 if column is None:
                     continue
+                if column.text or column.enum is not None:
+                    attributes.setdefault(row, {})[name] = column.attribute(value)
                 if column.text:
-                    attributes.setdefault(row, {})[name] = (
-                        value if not isinstance(value, bytes) else value.hex()
-                    )
                     continue
                 entry = grouped.get(name)
                 if entry is None:
                     entry = grouped[name] = (column, [], [])
                 entry[1].append(row)
                 entry[2].append(_number(value) * column.scale)
-                if column.enum is not None:
-                    names = column.enum
-                    attributes.setdefault(row, {})[name] = (
-                        names.Name(value).removeprefix(names.DESCRIPTOR.name.upper() + "_")
-                        if isinstance(value, int) and value in names.values()
-                        else None
-                    )
         for row, label in enumerate(labels):
             if label in mission:
                 entry = grouped.get("mission_item")

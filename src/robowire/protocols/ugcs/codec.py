@@ -17,6 +17,10 @@ refuses a message whose required fields are not all set (the SDK's peers would c
 Values: `Field_value` carries one of several members; `read_value` gives the Python value
 (None for `META_VALUE_NA` or nothing set) and `write_value` fills one from a Python value in the
 member the SDK uses for a field's semantic (`ValueKind`, `kind_of_semantic`).
+
+Size: one module over 600 lines because it is one thing, the codec of one wire format: the
+framing, the columnar Device_status scan (`scan_telemetry`, in named steps) that reads the same
+bytes protobuf would, and the values both read.
 """
 
 from __future__ import annotations
@@ -353,6 +357,19 @@ class Kind(enum.IntEnum):
     LIST = 7  # list_value (never scanned: such a frame is left to protobuf)
 
 
+def column_value(kind: int, integer: Any, number: Any, text: Value) -> Value:
+    """One value of telemetry columns (`Scan`, `held.Held`, `events.TelemetryColumns`) as
+    Python: `integer` for ints and bools, `number` for floats, `text` for strings, bytes and
+    lists; None for NA (and for kind -1, a held field that has said nothing yet)."""
+    if kind == Kind.INT:
+        return int(integer)
+    if kind == Kind.BOOL:
+        return bool(integer)
+    if kind in (Kind.FLOAT, Kind.DOUBLE):
+        return float(number)
+    return text if kind >= Kind.STRING else None
+
+
 class Scan(NamedTuple):
     """What `scan_telemetry` read. Per frame: whether it was read (`plain`), its device id.
     Per telemetry value of those frames, in stream order: its frame, field id,
@@ -429,9 +446,34 @@ def scan_telemetry(buf: bytes, spans: Sequence[int]) -> Scan:
     order, the value empty or one member: NA, int, float, double, bool, or an ASCII string or
     bytes) and `command_availability` (`id`, then `is_available`, `is_enabled` if set), every
     length one byte. Any other frame (lists, status messages, other messages, unknown or
-    repeated fields, anything out of order) is left to protobuf, which reads it the same."""
-    n = len(spans) // 2
+    repeated fields, anything out of order) is left to protobuf, which reads it the same.
+
+    The steps: each frame's envelope (`_envelopes`), the chain of its records (`_records`),
+    the command availabilities (`_availabilities`), the telemetry fields (`_fields`) and their
+    values (`_values`). Each step clears `ok` for a frame it cannot read."""
     b = np.concatenate((np.frombuffer(buf, np.uint8), np.zeros(16, np.uint8)))
+    ok, device, first, stops = _envelopes(b, spans)
+    record, frame = _records(buf, b, ok, first, stops)
+    body, stop = record + 2, record + 2 + b[record + 1]
+    commands = b[record] == _AVAILABILITY
+    c_frame, command, available, enabled = _availabilities(
+        b, ok, body[commands], stop[commands], frame[commands]
+    )
+    frame, field, ms, tag, member, varint, start, text_size = _fields(
+        buf, b, ok, body[~commands], stop[~commands], frame[~commands]
+    )
+    kind, number, integer = _values(b, tag, member, varint)
+    keep = ok[c_frame]
+    return Scan(
+        ok, device, frame, field, ms, kind, number, integer, start, text_size,
+        c_frame[keep], command[keep].astype(np.int64), available[keep] != 0, enabled[keep] != 0,
+    )  # fmt: skip
+
+
+def _envelopes(b: np.ndarray, spans: Sequence[int]) -> tuple[np.ndarray, ...]:
+    """Each frame's `device_id` and its `device_status` (the only two fields, in that order):
+    (ok, device, where the status's records start, where the frame stops)."""
+    n = len(spans) // 2
     bounds = np.asarray(spans, np.intp).reshape(n, 2)
     starts, stops = bounds[:, 0], bounds[:, 1]
     _, prefix = _varints(b, starts, 3)
@@ -442,8 +484,15 @@ def scan_telemetry(buf: bytes, spans: Sequence[int]) -> Scan:
     length, size = _varints(b, status + 1, 3)
     first = status + 1 + size
     ok &= (size > 0) & (first + length.astype(np.intp) == stops)
-    # the records (Telemetry_field, Command_availability) of each frame: a chain, followed
-    # for every frame at once
+    return ok, device, first, stops
+
+
+def _records(
+    buf: bytes, b: np.ndarray, ok: np.ndarray, first: np.ndarray, stops: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The records (Telemetry_field, Command_availability) of each frame: a chain, followed
+    for every frame at once (the longest few in Python). Returns (where each record is, its
+    frame), in buffer order; a frame whose chain does not end at its end is not `ok`."""
     frames = np.flatnonzero(ok)
     at, end = first[frames], stops[frames]
     found_at: list[np.ndarray] = []
@@ -472,24 +521,40 @@ def scan_telemetry(buf: bytes, spans: Sequence[int]) -> Scan:
         bad = ((tag != _TELEMETRY) & (tag != _AVAILABILITY)) | (b[here + 1] >= 0x80)
         at[going] = np.where(bad, end[going] + 1, here + 2 + b[here + 1])
     ok[frames[at != end]] = False  # a record ran past its frame, or was neither field
-    if found_at:
-        record = np.concatenate(found_at)
-        frame = np.concatenate(found_frame)
-        order = np.argsort(record, kind="stable")
-        record, frame = record[order], frame[order]
-    else:
-        record = frame = np.zeros(0, np.intp)
-    body, stop = record + 2, record + 2 + b[record + 1]
-    commands = b[record] == _AVAILABILITY
-    # Command_availability: id (1), is_available (2), is_enabled (3)
-    c_body, c_stop, c_frame = body[commands], stop[commands], frame[commands]
-    command, size = _varints(b, c_body + 1, 5)
-    available, after, good_a = _optional_varint(b, c_body + 1 + size, c_stop, 0x10)
-    enabled, after, good_e = _optional_varint(b, after, c_stop, 0x18)
-    good = (b[c_body] == 0x08) & (size > 0) & (command < _U32) & good_a & good_e
-    ok[c_frame[~(good & (after == c_stop))]] = False
-    # Telemetry_field: field_id (1), ms_since_epoch (2), value (3: one member)
-    body, stop, frame = body[~commands], stop[~commands], frame[~commands]
+    if not found_at:
+        return np.zeros(0, np.intp), np.zeros(0, np.intp)
+    record = np.concatenate(found_at)
+    frame = np.concatenate(found_frame)
+    order = np.argsort(record, kind="stable")
+    return record[order], frame[order]
+
+
+def _availabilities(
+    b: np.ndarray, ok: np.ndarray, body: np.ndarray, stop: np.ndarray, frame: np.ndarray
+) -> tuple[np.ndarray, ...]:
+    """Command_availability records: id (1), is_available (2), is_enabled (3). Returns
+    (frame, command, available, enabled) of every record; a frame with one it cannot read
+    is not `ok`."""
+    command, size = _varints(b, body + 1, 5)
+    available, after, good_a = _optional_varint(b, body + 1 + size, stop, 0x10)
+    enabled, after, good_e = _optional_varint(b, after, stop, 0x18)
+    good = (b[body] == 0x08) & (size > 0) & (command < _U32) & good_a & good_e
+    ok[frame[~(good & (after == stop))]] = False
+    return frame, command, available, enabled
+
+
+def _fields(
+    buf: bytes,
+    b: np.ndarray,
+    ok: np.ndarray,
+    body: np.ndarray,
+    stop: np.ndarray,
+    frame: np.ndarray,
+) -> tuple[np.ndarray, ...]:
+    """Telemetry_field records: field_id (1), ms_since_epoch (2), value (3: one member).
+    A frame with one it cannot read is not `ok`; returns the fields of the frames still `ok`:
+    (frame, field, ms, the value's tag, where its member is, its varint, where its text
+    starts, the text's size)."""
     field, size = _varints(b, body + 1, 5)
     good = (b[body] == 0x08) & (size > 0) & (field < _U32)
     time_at = body + 1 + size
@@ -518,7 +583,23 @@ def scan_telemetry(buf: bytes, spans: Sequence[int]) -> Scan:
     frame, tag, member, varint, start, text_size = (
         a[keep] for a in (frame, tag, member, varint, start, text_size)
     )
-    field, ms = field[keep].astype(np.int64), _zigzag(ms[keep])
+    return (
+        frame,
+        field[keep].astype(np.int64),
+        _zigzag(ms[keep]),
+        tag,
+        member,
+        varint,
+        start,
+        text_size,
+    )
+
+
+def _values(
+    b: np.ndarray, tag: np.ndarray, member: np.ndarray, varint: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The values' kinds and numbers: (kind, number as float64, NaN for none and text;
+    integer, for ints and bools)."""
     kind = np.zeros(len(tag), np.int8)
     for key, member_kind in (
         (0x10, Kind.INT),
@@ -539,11 +620,7 @@ def scan_telemetry(buf: bytes, spans: Sequence[int]) -> Scan:
     doubles = np.flatnonzero(kind == Kind.DOUBLE)
     raw = b[(member[doubles] + 1)[:, None] + _BYTES[:8]]
     number[doubles] = raw.view("<f8")[:, 0]
-    keep = ok[c_frame]
-    return Scan(
-        ok, device, frame, field, ms, kind, number, integer, start, text_size,
-        c_frame[keep], command[keep].astype(np.int64), available[keep] != 0, enabled[keep] != 0,
-    )  # fmt: skip
+    return kind, number, integer
 
 
 # ---------------------------------------------------------------------------------------------
@@ -588,6 +665,21 @@ _OTHER_KINDS: dict[int, ValueKind] = {
     _S.FIELD_SEMANTIC_LIST: ValueKind.LIST,
     _S.FIELD_SEMANTIC_ANY: ValueKind.ANY,
 }
+
+
+DEGREE_SEMANTICS = frozenset(
+    {
+        defs.FIELD_SEMANTIC_LATITUDE,
+        defs.FIELD_SEMANTIC_LONGITUDE,
+        defs.FIELD_SEMANTIC_HEADING,
+        defs.FIELD_SEMANTIC_ROLL,
+        defs.FIELD_SEMANTIC_PITCH,
+        defs.FIELD_SEMANTIC_YAW,
+        defs.FIELD_SEMANTIC_FOV_H,
+        defs.FIELD_SEMANTIC_FOV_V,
+    }
+)
+"""The semantics of angles: radians on the wire, degrees for people and the world."""
 
 
 def kind_of_semantic(semantic: int) -> ValueKind:

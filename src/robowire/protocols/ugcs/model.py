@@ -84,6 +84,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from robowire import endpoints
 from robowire.errors import ConfigError
 from robowire.protocols.ugcs.definitions import (
     COMMAND_BY_NAME,
@@ -280,12 +281,10 @@ class Fleet:
         for key, text in settings.items():
             if key not in SETTINGS:
                 continue
-            numbers = _numbers(text, key, where)
             if key == "origin":
-                if len(numbers) != 3 or not (-90 <= numbers[0] <= 90 and -180 <= numbers[1] <= 180):
-                    raise ConfigError(f"{where}: origin must be LAT,LON,ALT in degrees and metres")
-                given[key] = (numbers[0], numbers[1], numbers[2])
+                given[key] = endpoints.place(text, key, where)
                 continue
+            numbers = endpoints.numbers(text, key, where)
             if any(x < 0 for x in numbers):
                 raise ConfigError(f"{where}: {key} must not be negative, not {text!r}")
             if key == "gps_warmup" and len(numbers) in (1, 2):
@@ -368,18 +367,41 @@ class Fleet:
         return self.command(index, "mission_upload", params, items)
 
     def telemetry(self) -> dict[str, npt.NDArray[Any]]:
-        """Every field of `FIELDS` for every vehicle, in wire units (NaN / None = NA)."""
+        """Every field of `FIELDS` for every vehicle, in wire units (NaN / None = NA): where
+        and how it flies (`_flight`), its power, links and modes, and its home and target
+        (`_places`)."""
         n = self.count
-        nan = np.full(n, math.nan)
         sats = self._satellites()
         has_position = sats >= 4
         fix = np.where(sats >= 6, 2.0, np.where(sats >= 4, 1.0, 0.0))  # Gps_fix_type
+        status = np.where(self.armed, 1.0, 0.0)  # Autopilot_status STANDBY / ACTIVE
+        status = np.where(self.charge < CRITICAL_BATTERY, 2.0, status)
+        status = np.where(self.emergency, 3.0, status)
+        ones = np.ones(n)
+        return {
+            **self._flight(has_position),
+            "main_voltage": np.round(4.0 * (3.3 + 0.9 * self.charge) - 0.02 * self.current, 2),
+            "main_current": np.round(self.current, 2),
+            "remaining_power_level": np.round(self.charge, 2),
+            "satellite_count": sats,
+            "gps_fix": fix,
+            "rc_link_quality": np.full(n, math.nan),
+            "gcs_link_quality": ones.copy(),
+            "downlink_present": ones.copy(),
+            "uplink_present": ones.copy(),
+            "is_armed": self.armed.astype(np.float64),
+            "fence_enabled": np.zeros(n),
+            "control_mode": self.control_mode.astype(np.float64),
+            "flight_mode": _FLIGHT_MODE_TABLE[self.activity],
+            "native_flight_mode": _NATIVE[self.activity],
+            "autopilot_status": status,
+            **self._places(has_position),
+        }
+
+    def _flight(self, has_position: BoolArray) -> dict[str, npt.NDArray[Any]]:
+        """Position, altitudes, heading, speeds and attitude (no position without a 3D fix)."""
+        nan = np.full(self.count, math.nan)
         lat, lon = self._geodetic(self.east, self.north)
-        home_lat, home_lon = self._geodetic(self.home[:, 0], self.home[:, 1])
-        target_lat, target_lon = self._geodetic(self.target[:, 0], self.target[:, 1])
-        navigating = np.isin(self.activity, _NAVIGATING) | (self.activity == Activity.HOLD)
-        navigating &= self.airborne
-        show_target = navigating & has_position
         ve, vn, vu = self.velocity[:, 0], self.velocity[:, 1], self.velocity[:, 2]
         ground_speed = np.hypot(ve, vn)
         moving = ground_speed > 0.05
@@ -388,18 +410,12 @@ class Fleet:
         right = ve * np.cos(self.heading) - vn * np.sin(self.heading)
         pitch = np.where(self.airborne, -np.clip(0.03 * forward, -0.5, 0.5), 0.0)
         roll = np.where(self.airborne, np.clip(0.03 * right, -0.5, 0.5), 0.0)
-        status = np.where(self.armed, 1.0, 0.0)  # Autopilot_status STANDBY / ACTIVE
-        status = np.where(self.charge < CRITICAL_BATTERY, 2.0, status)
-        status = np.where(self.emergency, 3.0, status)
-        flight_mode = _FLIGHT_MODE_TABLE[self.activity]
-        home_alt = self.home[:, 2]
-        ones = np.ones(n)
         return {
             "latitude": np.where(has_position, lat, nan),
             "longitude": np.where(has_position, lon, nan),
             "altitude_amsl": np.where(has_position, self.alt, nan),
             "altitude_agl": self.alt - self.ground,
-            "altitude_raw": self.alt - home_alt,
+            "altitude_raw": self.alt - self.home[:, 2],
             "altitude_origin": self.altitude_origin.copy(),
             "heading": self.heading.copy(),
             "course": course,
@@ -408,25 +424,22 @@ class Fleet:
             "vertical_speed": vu.copy(),
             "roll": roll,
             "pitch": pitch,
-            "main_voltage": np.round(4.0 * (3.3 + 0.9 * self.charge) - 0.02 * self.current, 2),
-            "main_current": np.round(self.current, 2),
-            "remaining_power_level": np.round(self.charge, 2),
-            "satellite_count": sats,
-            "gps_fix": fix,
-            "rc_link_quality": nan.copy(),
-            "gcs_link_quality": ones.copy(),
-            "downlink_present": ones.copy(),
-            "uplink_present": ones.copy(),
-            "is_armed": self.armed.astype(np.float64),
-            "fence_enabled": np.zeros(n),
-            "control_mode": self.control_mode.astype(np.float64),
-            "flight_mode": flight_mode,
-            "native_flight_mode": _NATIVE[self.activity],
-            "autopilot_status": status,
+        }
+
+    def _places(self, has_position: BoolArray) -> dict[str, npt.NDArray[Any]]:
+        """Home, the target while navigating or holding in the air, and the mission's place."""
+        nan = np.full(self.count, math.nan)
+        home_lat, home_lon = self._geodetic(self.home[:, 0], self.home[:, 1])
+        target_lat, target_lon = self._geodetic(self.target[:, 0], self.target[:, 1])
+        navigating = np.isin(self.activity, _NAVIGATING) | (self.activity == Activity.HOLD)
+        navigating &= self.airborne
+        show_target = navigating & has_position
+        home_alt = self.home[:, 2]
+        return {
             "home_latitude": np.where(has_position, home_lat, nan),
             "home_longitude": np.where(has_position, home_lon, nan),
             "home_altitude_amsl": np.where(has_position, home_alt, nan),
-            "home_altitude_raw": np.zeros(n),
+            "home_altitude_raw": np.zeros(self.count),
             "target_latitude": np.where(show_target, target_lat, nan),
             "target_longitude": np.where(show_target, target_lon, nan),
             "target_altitude_amsl": np.where(show_target, self.target[:, 2], nan),
@@ -1061,16 +1074,6 @@ class Fleet:
 SETTINGS = ("origin", "patrol", "spacing", "gps_warmup", "cruise_speed", "climb_rate",
             "descent_rate", "rth_altitude", "acceptance_radius", "battery_capacity")  # fmt: skip
 """The `Fleet` options a user can set (`Fleet.from_settings`)."""
-
-
-def _numbers(text: str, key: str, where: str) -> list[float]:
-    try:
-        numbers = [float(part) for part in text.split(",")]
-    except ValueError:
-        raise ConfigError(f"{where}: {key} must be numbers, not {text!r}") from None
-    if not all(math.isfinite(x) for x in numbers):
-        raise ConfigError(f"{where}: {key} must be finite, not {text!r}")
-    return numbers
 
 
 def _int_or(value: object, default: int) -> int:

@@ -1,9 +1,9 @@
 """UgCS services on the templates.
 
-VSM side (this block): `VsmServer`, the thin asyncio driver of one `VsmSession` (a listening
-server, or in reverse mode a dialler that retries), one shared `StreamDriver` per connection;
-`UgcsSim` (`robowire sim ugcs`: the model's fleet as a VSM) and `UgcsSink` (`robowire serve
-ugcs://...`: every world device as a UgCS vehicle).
+VSM side (this block): `UgcsSim` (`robowire sim ugcs`: the model's fleet as a VSM) and
+`UgcsSink` (`robowire serve ugcs://...`: every world device as a UgCS vehicle), both on
+`vsm_server` (`VsmServer`, the asyncio driver of one `VsmSession`; `VsmSim`, the runner of
+`Member`s).
 
 UCS side (the block at the end): the listen source (`robowire listen ugcs://host:5556`), and
 `UcsFileSource` (`robowire listen ugcs:capture.jsonl`, pcap/pcapng too: a capture's VSM side
@@ -24,19 +24,17 @@ through the UCS session and adapter, as live).
   `send_command`, `send_mission`), parameters in user units (degrees, metres, m/s, enumerations
   by name). Replies become statuses: IN_PROGRESS -> in_progress, OK -> ok, anything else ->
   failed with the VSM's text, no final reply in `COMMAND_TIMEOUT` s -> timeout. The browser's
-  `mission_upload` takes `MISSION_PARAMS` (see docs/control.md), not the registered ones.
+  `mission_upload` takes `control.MISSION_PARAMS` (see docs/control.md), not the registered
+  ones. `control` holds that vocabulary; `gcfreeze` keeps large registrations out of the
+  garbage collector's full collections.
 """
 
 from __future__ import annotations
 
-import asyncio
-import gc
-import ipaddress
 import itertools
 import logging
 import math
-import random
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
 from robowire.capture import CaptureReader, Record
@@ -45,209 +43,52 @@ from robowire.control import (
     IN_PROGRESS,
     OK,
     SENT,
-    TIMEOUT,
     CommandSpec,
     CommandStatus,
-    ParamSpec,
 )
-from robowire.endpoints import Endpoint, number, split_host_port
-from robowire.errors import ConfigError, TransportError
+from robowire.endpoints import Endpoint, number, place, split_host_port
+from robowire.errors import ConfigError
 from robowire.protocols.ugcs import model
 from robowire.protocols.ugcs.adapter import (
     DEFAULT_ORIGIN,
     Origin,
     UcsAdapter,
     WorldVehicles,
-    semantic_unit,
 )
 from robowire.protocols.ugcs.client import (
     Mission,
     Replies,
-    home_altitude,
     process_peer_id,
     send_command,
     send_mission,
-    status_name,
 )
-from robowire.protocols.ugcs.codec import DEFAULT_PORT, NAME, Value, ValueKind
-from robowire.protocols.ugcs.definitions import MissionItem, Params, ParamValue, Result
+from robowire.protocols.ugcs.codec import DEFAULT_PORT, NAME, Value
+from robowire.protocols.ugcs.control import command_spec, mission_of, reply_status
+from robowire.protocols.ugcs.definitions import MissionItem, Params, Result
 from robowire.protocols.ugcs.device import CommandInfo, DeviceSpec
 from robowire.protocols.ugcs.dissect import TO_UCS, direction_of
 from robowire.protocols.ugcs.events import (
     CommandReceived,
-    CommandTimedOut,
-    ConnectionEnded,
-    DeviceAcknowledged,
     DeviceRegistered,
     DeviceUnregistered,
     PeerRegistered,
-    ResponseReceived,
-    VsmEvent,
 )
+from robowire.protocols.ugcs.gcfreeze import FREEZE_AFTER, freeze, thaw
 from robowire.protocols.ugcs.proto import ucs_vsm_defs_pb2 as defs
 from robowire.protocols.ugcs.session_ucs import UcsDevice, UcsSession
-from robowire.protocols.ugcs.session_vsm import VsmLink, VsmSession
-from robowire.protocols.ugcs.vehicle import Member, vehicle_spec
-from robowire.service import CaptureSource, Sim, SimOptions, Sink, Source
+from robowire.protocols.ugcs.session_vsm import VsmSession
+from robowire.protocols.ugcs.vehicle import vehicle_spec
+from robowire.protocols.ugcs.vsm_server import DEFAULT_RATE, VsmServer, VsmSim, instance_id
+from robowire.service import CaptureSource, SimOptions, Sink, Source
 from robowire.timebase import WallClock, monotonic
-from robowire.transport.reconnect import Backoff, keep_connecting
 from robowire.transport.tcp import StreamDriver, connect_stream, serve_stream
-from robowire.wire import Address, ConnectionLost, PacketDropped
+from robowire.wire import ConnectionLost, PacketDropped
 from robowire.world import LogEvent, Update, World
 
 log = logging.getLogger("robowire.ugcs")
 
-RETRY_SECONDS = 10.0
-"""Reverse mode: the SDK's `ucs.retry_timeout` default, the longest wait between redials."""
-REDIAL_SECONDS = 1.0
-"""Reverse mode: the first wait before redialling (doubling up to `RETRY_SECONDS`)."""
-CONNECT_TIMEOUT = 10.0
-"""Reverse mode: the SDK's `TCP_CONNECT_TIMEOUT`."""
-MAX_BACKLOG = 8 << 20
-"""Bytes written to a UCS but not sent: past this the UCS has stalled and its connection is
-closed and counted as a drop (the SDK closes a connection whose write has not completed in
-60 s). Below the transport's own last-resort bound (`tcp.MAX_WRITE_BUFFER`, 16 MiB), so this
-rule is the one that acts."""
 MAX_VEHICLES = 10_000
-DEFAULT_RATE = 5.0
 SIM_SETTINGS = frozenset(model.SETTINGS) | {"keep_alive", "name", "camera", "gimbal"}
-
-
-def instance_id() -> int:
-    """A VSM's random 32-bit instance id, drawn once per VSM (its Register_peer `peer_id`)."""
-    return random.SystemRandom().getrandbits(32)
-
-
-def _loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host.split("%")[0]).is_loopback
-    except ValueError:
-        return host == "localhost"
-
-
-class VsmServer:
-    """Drives one `VsmSession` over asyncio: `serve` (listen) or `dial` (reverse mode)."""
-
-    def __init__(
-        self,
-        session: VsmSession,
-        on_command: Callable[[CommandReceived], None],
-        stats_owner: Any,
-    ) -> None:
-        self.session = session
-        self.on_command = on_command
-        self.owner = stats_owner
-        self.drivers: dict[int, StreamDriver] = {}
-        self.backoff = Backoff(REDIAL_SECONDS, RETRY_SECONDS)  # reverse mode's redials
-
-    def _link(self, peer: Address) -> VsmLink:
-        return self.session.connect(monotonic(), loopback=_loopback(peer[0]))
-
-    def _opened(self, driver: StreamDriver) -> None:
-        if isinstance(driver.session, VsmLink):
-            self.drivers[driver.session.conn] = driver
-
-    def _closed(self, driver: StreamDriver) -> None:
-        if isinstance(driver.session, VsmLink):
-            conn = driver.session.conn
-            self.drivers.pop(conn, None)
-            self.session.forget(conn)
-
-    def _events(self, driver: StreamDriver, events: list[VsmEvent]) -> None:
-        for event in events:
-            match event:
-                case CommandReceived():
-                    self.owner.stats.messages_in += 1
-                    self.on_command(event)
-                case PeerRegistered(compatible=False):
-                    log.warning(
-                        "ugcs: UCS %d:%d at %s:%d is too old (< 2.14): keeping quiet",
-                        event.version_major,
-                        event.version_minor,
-                        *driver.peer,
-                    )
-                case PeerRegistered():
-                    log.info("ugcs: UCS peer %08x at %s:%d", event.peer_id, *driver.peer)
-                case DeviceAcknowledged(code=code) if code != defs.STATUS_OK:
-                    log.info("ugcs: the UCS refused device %d (code %d)", event.device_id, code)
-                case PacketDropped():
-                    self.owner.stats.drop(event.reason)
-                case ConnectionEnded():
-                    log.info("ugcs: closing %s:%d: %s", *driver.peer, event.reason)
-        driver.flush()
-
-    def flush_all(self) -> None:
-        for driver in list(self.drivers.values()):
-            driver.flush()
-            if driver.write_buffer_size() > MAX_BACKLOG:
-                log.warning("ugcs: the UCS at %s:%d stopped reading: closing", *driver.peer)
-                self.owner.stats.drop("a UCS stopped reading")
-                driver.close()
-
-    async def serve(self, host: str, port: int, on_listening: Callable[[Address], None]) -> None:
-        """Listen until cancelled; then unregister every device on every connection before
-        the server closes them (an orderly VSM stop)."""
-        task = asyncio.create_task(
-            serve_stream(
-                host,
-                port,
-                self._link,
-                self._events,
-                on_listening=on_listening,
-                on_open=self._opened,
-                on_close=self._closed,
-            )
-        )
-        try:
-            await asyncio.shield(task)
-        except asyncio.CancelledError:
-            self.shutdown()
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-            raise
-
-    async def dial(
-        self, host: str, port: int, on_connected: Callable[[], None] | None = None
-    ) -> None:
-        """Reverse mode: connect to the UCS, and again after each failure or loss, on the
-        `Source` template's backoff (`transport.reconnect.keep_connecting`, `self.backoff`)."""
-        await keep_connecting(
-            lambda: self._dial_once(host, port, on_connected),
-            self.backoff,
-            failed=lambda exc: log.info("ugcs: %s; retrying", exc),
-            ended=lambda: log.info("ugcs: the UCS at %s:%d closed; redialling", host, port),
-        )
-
-    async def _dial_once(
-        self, host: str, port: int, on_connected: Callable[[], None] | None
-    ) -> None:
-        """One connection to the UCS, until it ends; TransportError if it cannot be made."""
-        loop = asyncio.get_running_loop()
-        try:
-            async with asyncio.timeout(CONNECT_TIMEOUT):
-                _, driver = await loop.create_connection(
-                    lambda: StreamDriver(
-                        self._link, self._events, on_open=self._opened, on_close=self._closed
-                    ),
-                    host,
-                    port,
-                )
-        except (OSError, TimeoutError) as exc:
-            reason = "timed out" if isinstance(exc, TimeoutError) else exc.strerror or str(exc)
-            raise TransportError(f"cannot reach the UCS at {host}:{port} ({reason})") from None
-        if on_connected is not None:
-            on_connected()
-        try:
-            await asyncio.shield(driver.closed)
-        finally:
-            driver.close()
-
-    def shutdown(self) -> None:
-        """Unregister every device where it was registered, send that, close everything."""
-        self.session.shutdown()
-        for driver in list(self.drivers.values()):
-            driver.flush()
-            driver.close()
 
 
 def _options(settings: dict[str, str], where: str) -> tuple[float | None, str]:
@@ -284,149 +125,6 @@ class FleetMember:
 
     def outbox(self) -> list[tuple[int, str, Result | str]]:
         return []
-
-
-class VsmSim(Sim):
-    """A VSM running `Member`s (your `vehicle.Vehicle`s, or the simulator's fleet): each
-    member's devices registered as one group; every 1/`rate` s each member steps, its
-    telemetry and command availability are committed (the SDK's 200 ms windows); a command
-    goes to its member's `handle` and the result is the reply (IN_PROGRESS replies are
-    followed by what the member's `outbox` reports). Listens on host:port, or with `target`
-    dials the UCS (reverse mode) and redials after a loss or failure (`VsmServer.dial`: the
-    `Source` template's backoff, from 1 s up to the SDK's 10 s). The `Sim` template runs the
-    ticks: one every 1/`rate` s, on that grid."""
-
-    def __init__(
-        self,
-        members: Sequence[Member],
-        *,
-        host: str = "127.0.0.1",
-        port: int = DEFAULT_PORT,
-        target: tuple[str, int] | None = None,
-        rate: float = DEFAULT_RATE,
-        keep_alive: float | None = None,
-        name: str = "robowire",
-        label: str = "ugcs-vsm",
-    ) -> None:
-        self.target = target
-        if target is not None:
-            self.announce = "connecting to"
-            host, port = target
-        self.host, self.port = host, port
-        if not 0 < rate <= 50:
-            raise ConfigError(f"{label}: rate must be in (0, 50] Hz")
-        self.rate = rate
-        super().__init__(f"{label}@{host}:{port}")
-        self.clock = WallClock()
-        self.session = VsmSession(peer_id=instance_id(), name=name, keep_alive=keep_alive)
-        self.members = list(members)
-        self._groups = []
-        self._row: dict[int, tuple[Member, int]] = {}
-        self._pending: dict[tuple[int, int, str], tuple[int, int, int]] = {}
-        self._due: float | None = None  # the next tick's time (on the rate's grid)
-        for member in self.members:
-            infos = self.session.register_group(member.specs(), self._wall_ms(monotonic()))
-            self._groups.append(self.session.groups[-1])
-            for row, info in enumerate(infos):
-                self._row[info.device_id] = (member, row)
-        self.server = VsmServer(self.session, self._command, self)
-
-    def _wall_ms(self, now: float) -> int:
-        return int(self.clock.wall(now) * 1000.0)
-
-    def _command(self, event: CommandReceived) -> None:
-        found = self._row.get(event.device_id)
-        if found is None:
-            return
-        member, row = found
-        command = event.command
-        items = [(sub.name, _plain(sub.parameters)) for sub in command.sub_commands]
-        try:
-            result = member.handle(row, command.name, _plain(command.parameters), items)
-        except Exception as exc:  # the integrator's handler broke: the operator is told
-            log.exception("ugcs: %s handler of device %d raised", command.name, event.device_id)
-            result = Result(code="STATUS_FAILED", text=f"{type(exc).__name__}: {exc}")
-        log.info("ugcs: device %d %s: %s %s", row, command.name, result.code, result.text)
-        request = (event.conn, event.device_id, event.message_id)
-        if result.code == "STATUS_IN_PROGRESS":
-            self._pending[(id(member), row, command.name)] = request
-        self._reply(request, command.name, result, event.response_required)
-
-    def _reply(
-        self, request: tuple[int, int, int], name: str, result: Result, required: bool
-    ) -> None:
-        conn, device_id, message_id = request
-        required = required and self.session.can_respond(conn, device_id)  # (the link may be gone)
-        if result.code == "STATUS_IN_PROGRESS":
-            if required:
-                self.session.progress(conn, device_id, message_id, result.progress or 0.0,
-                                      result.text)  # fmt: skip
-            return
-        # what the UgCS operator sees in the vehicle's log (not cached: only live connections)
-        refused = result.code != "STATUS_OK"
-        text = f"{name}: {result.text or ('refused' if refused else 'done')}"
-        self.session.status_message(
-            device_id, text, defs.SEVERITY_WARN if refused else defs.SEVERITY_INF
-        )
-        if required:
-            self.session.respond(
-                conn,
-                device_id,
-                message_id,
-                int(defs.Status_code.Value(result.code)),
-                result.text,
-                mission_id=result.mission_id,
-                command_map=result.command_map,
-            )
-
-    def _outbox(self, member: Member, group: Any) -> None:
-        for row, name, what in member.outbox():
-            device_id = int(group.device_ids[row])
-            if isinstance(what, str):
-                self.session.status_message(device_id, what)
-                continue
-            key = (id(member), row, name)
-            request = self._pending.get(key)
-            if request is None:
-                log.warning("ugcs: %s reported for %s, which is not in progress", name, row)
-                continue
-            if what.code != "STATUS_IN_PROGRESS":
-                del self._pending[key]
-            self._reply(request, name, what, True)
-
-    def tick(self, now: float, scheduled: float | None = None) -> None:
-        """One step: every member steps, telemetry and availability go into its group, then
-        one commit. `scheduled` is the tick's time on the rate's grid: commits on the grid are
-        exactly one period apart, so a tick that wakes a little early does not fall inside
-        the 200 ms window."""
-        wall = self._wall_ms(now)
-        for member, group in zip(self.members, self._groups, strict=True):
-            member.step(now)
-            group.update(member.telemetry(), wall)
-            group.set_enabled(member.availability())
-            self._outbox(member, group)
-        self.session.commit(now if scheduled is None else scheduled)
-        self.server.flush_all()
-        self._due = (now if scheduled is None else scheduled) + 1.0 / self.rate
-
-    def step(self, now: float) -> None:
-        self.tick(now)
-
-    def next_deadline(self) -> float | None:
-        return self._due
-
-    async def serve(self) -> None:
-        """Listen (or in reverse mode dial) until cancelled; then unregister every device."""
-        freeze()  # the registrations: out of every full collection (FREEZE_AFTER)
-        try:
-            if self.target is not None:
-                self.listening(self.target)
-                await self.server.dial(*self.target)
-            else:
-                await self.server.serve(self.host, self.port, self.listening)
-        finally:
-            self.server.shutdown()
-            thaw()  # the registrations, frozen above, can go once this VSM does
 
 
 class UgcsSim(VsmSim):
@@ -496,7 +194,9 @@ class UgcsSink(Sink):
             origin = settings["origin"]
         self.clock = WallClock()
         self.session = VsmSession(peer_id=instance_id(), name=name, keep_alive=keep_alive)
-        self.vehicles = WorldVehicles(self.session, origin=_origin(origin, where), name=name)
+        self.vehicles = WorldVehicles(
+            self.session, origin=place(origin, "origin", where), name=name
+        )
         self.server = VsmServer(self.session, self._command, self)
 
     def _command(self, event: CommandReceived) -> None:
@@ -526,63 +226,13 @@ class UgcsSink(Sink):
         self.server.shutdown()
 
 
-def _plain(params: Mapping[str, Value]) -> dict[str, ParamValue]:
-    """Parameters as the model takes them (no list or bytes value is registered for it)."""
-    return {k: None if isinstance(v, bytes | list) else v for k, v in params.items()}
-
-
 DEFAULT_ORIGIN_TEXT = ",".join(str(x) for x in DEFAULT_ORIGIN)
-
-
-def _origin(text: str, where: str) -> tuple[float, float, float]:
-    try:
-        lat, lon, alt = (float(x) for x in text.split(","))
-    except ValueError:
-        raise ConfigError(f"{where}: origin must be LAT,LON,ALT, not {text!r}") from None
-    if not (-90 <= lat <= 90 and -180 <= lon <= 180):
-        raise ConfigError(f"{where}: origin {text!r} is not a place on Earth")
-    return lat, lon, alt
 
 
 # --- UCS side: the listen source ------------------------------------------------------------
 
 UCS_SOURCE_OPTIONS = frozenset({"mode", "origin"})
 UCS_FILE_OPTIONS = frozenset({"speed", "origin"})
-FREEZE_AFTER = 100
-"""Registrations are big and live long (a 1,000-vehicle fleet's are about half a million
-Python objects), and every full garbage collection scans them all: a 60-80 ms pause, the
-whole tail of the telemetry lag (bench_ugcs). Once a connection has this many devices, a
-read that registered more ends with `gc.freeze()`: what exists then is left out of later
-collections (freed when no longer referenced, except what is in a reference cycle: `thaw`
-undoes the freeze when the connection ends)."""
-
-
-class _Freezer:
-    thawed = False  # a `thaw` happened since the last `freeze`
-
-
-def freeze() -> None:
-    """`gc.freeze()` what exists now (see FREEZE_AFTER). After a `thaw`, one full collection
-    first: what the ended connection or simulator left in reference cycles is freed, not
-    frozen again (one pause a reconnection, not one a registration)."""
-    if _Freezer.thawed:
-        _Freezer.thawed = False
-        gc.collect()
-    gc.freeze()
-
-
-def thaw() -> None:
-    """Undo `freeze` when what was frozen for a connection or a simulator ends: the cycle
-    collector never looks at frozen objects, so a frozen registration that is part of a
-    reference cycle (a session and its devices, a simulator and its server) would otherwise
-    stay in memory for good once unused, one fleet per reconnection. Back in the oldest
-    generation they are freed by the next full collection once unreachable; the next large
-    registration freezes what is still alive again."""
-    if gc.get_freeze_count():
-        gc.unfreeze()
-        _Freezer.thawed = True
-
-
 _PASSED_ON = (PacketDropped, ConnectionLost)  # what a standby connection still reports
 _REGISTRATIONS = (PeerRegistered, DeviceRegistered, DeviceUnregistered, ConnectionLost)
 
@@ -590,105 +240,11 @@ _REGISTRATIONS = (PeerRegistered, DeviceRegistered, DeviceUnregistered, Connecti
 def parse_origin(endpoint: Endpoint) -> Origin | None:
     """`?origin=lat,lon[,alt]` in degrees and metres, or None (the first fix)."""
     text = endpoint.options.get("origin")
-    if text is None:
-        return None
-    try:
-        parts = [float(p) for p in text.split(",")]
-    except ValueError:
-        parts = []
-    if len(parts) not in (2, 3) or not (-90 <= parts[0] <= 90 and -180 <= parts[1] <= 180):
-        raise ConfigError(f"{endpoint.raw}: origin must be LAT,LON[,ALT] in degrees and metres")
-    return (parts[0], parts[1], parts[2] if len(parts) == 3 else 0.0)
+    return None if text is None else place(text, "origin", endpoint.raw, altitude=0.0)
 
 
 COMMAND_TIMEOUT = 10.0
 """s without a final reply (IN_PROGRESS restarts it) before a viewer command is `timeout`."""
-_NUMBERS = frozenset({ValueKind.DOUBLE, ValueKind.FLOAT, ValueKind.INT})
-_DEGREE_UNIT = semantic_unit(defs.FIELD_SEMANTIC_LATITUDE)
-_LABELS = {
-    "arm": "Arm",
-    "disarm": "Disarm",
-    "auto": "Auto mode",
-    "manual": "Manual mode",
-    "guided": "Guided mode",
-    "emergency_land": "Emergency land",
-    "land_command": "Land",
-    "takeoff_command": "Take off",
-    "return_to_home": "Return home",
-    "mission_upload": "Upload mission",
-    "mission_pause": "Pause mission",
-    "mission_resume": "Resume mission",
-    "mission_clear": "Clear mission",
-    "waypoint": "Go to",
-}
-MISSION_PARAMS = (
-    ParamSpec(name="waypoints", type="waypoints", unit="deg,deg,m", required=True),
-    ParamSpec(name="speed", type="number", unit="m/s", default=5.0, minimum=0.1, maximum=100.0),
-    ParamSpec(name="name", type="string", default="robowire"),
-    ParamSpec(name="start", type="bool", default=False),
-)
-"""The browser's mission_upload: waypoints [lat deg, lon deg, height above home m], one ground
-speed for all, the mission's name, and `start` (send `auto` once the upload is OK)."""
-
-
-def command_spec(info: CommandInfo) -> CommandSpec:
-    """A registered command as the viewer shows it: its parameters in user units (degrees
-    for angles, metres, m/s), enumerations as strings naming a choice. Parameters of kinds a
-    browser cannot give (bytes, lists) are left out: they go as NA."""
-    label = _LABELS.get(info.name, info.name.replace("_", " ").capitalize())
-    if info.name == "mission_upload":
-        return CommandSpec(name=info.name, label=label, params=MISSION_PARAMS)
-    params = []
-    for p in info.parameters:
-        unit = semantic_unit(p.semantic)
-        low, high = p.min, p.max
-        if unit == _DEGREE_UNIT:
-            low = math.degrees(low) if isinstance(low, int | float) else None
-            high = math.degrees(high) if isinstance(high, int | float) else None
-        minimum = float(low) if isinstance(low, int | float) else None
-        maximum = float(high) if isinstance(high, int | float) else None
-        if p.enumeration:
-            choices = tuple(p.enumeration[k] for k in sorted(p.enumeration))
-            params.append(ParamSpec(name=p.name, type="string", choices=choices))
-        elif p.kind in _NUMBERS:
-            params.append(
-                ParamSpec(name=p.name, type="number", unit=unit, minimum=minimum, maximum=maximum)
-            )
-        elif p.kind is ValueKind.BOOL:
-            params.append(ParamSpec(name=p.name, type="bool"))
-        elif p.kind is ValueKind.STRING:
-            params.append(ParamSpec(name=p.name, type="string"))
-    return CommandSpec(name=info.name, label=label, params=tuple(params))
-
-
-def mission_of(params: Mapping[str, Any], target: UcsDevice) -> Mission:
-    """The browser's mission form as a `Mission`: heights above home become AMSL altitudes
-    over the vehicle's home (`altitude_origin` = home), one speed for all waypoints."""
-    home = home_altitude(target)
-    speed = float(params.get("speed", 5.0))
-    return Mission.from_json(
-        {
-            "attributes": {"altitude_origin": home, "name": str(params.get("name", "robowire"))},
-            "waypoints": [
-                {"latitude": lat, "longitude": lon, "altitude": home + alt, "speed": speed}
-                for lat, lon, alt in params["waypoints"]
-            ],
-        }
-    )
-
-
-def reply_status(command: str, reply: ResponseReceived | CommandTimedOut) -> CommandStatus:
-    """A VSM's reply as a command status."""
-    if isinstance(reply, CommandTimedOut):
-        return CommandStatus(TIMEOUT, f"{command}: no reply from the VSM in {reply.timeout:g} s")
-    text = reply.status
-    if reply.code == defs.STATUS_IN_PROGRESS:
-        if reply.progress is not None:
-            text = f"{text} {reply.progress:.0%}".strip()
-        return CommandStatus(IN_PROGRESS, f"{command}: {text or 'in progress'}")
-    if reply.code == defs.STATUS_OK:
-        return CommandStatus(OK, f"{command}: {text or 'done'}")
-    return CommandStatus(FAILED, f"{command}: {text or status_name(reply.code)}")
 
 
 class UcsSource(Source):

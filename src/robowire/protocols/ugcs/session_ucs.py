@@ -23,13 +23,18 @@ What it does (ugcs.md 1.3-3.7, the checklist in section 6):
 
 A frame that does not parse (or a length over 1,000,000) cannot be skipped in a stream: the
 session drops it, counts it and asks for the connection to be closed (the SDK does the same).
+
+Size: one module over 600 lines because it is one thing, the UCS side's state machine: the
+registrations, the commands and missions and the telemetry paths (one message at a time, or
+as columns) all read and change the same devices and pending replies (the held values'
+columns, which are a cache, are `held.py`).
 """
 
 from __future__ import annotations
 
 import enum
 import itertools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -66,6 +71,7 @@ from robowire.protocols.ugcs.events import (
     TelemetryValue,
     UcsSessionEvent,
 )
+from robowire.protocols.ugcs.held import MISSION_KEYS, Held, HeldView, received
 from robowire.wire import ConnectionLost, PacketDropped, SessionStats
 
 COLUMNS_FROM = 8
@@ -76,7 +82,6 @@ COMMAND_TIMEOUT = 10.0  # s for a command's final reply, unless the caller says 
 VERSION = (4, 4)  # what we claim; the SDK's VSM needs >= 2.14
 
 _ENUM_SEMANTICS = frozenset({defs.FIELD_SEMANTIC_ENUM})
-_MISSION_KEYS = frozenset({"current_command", "current_mission_id"})
 _LABEL_PROPERTIES = ("vehicle_serial", "serial_number", "vehicle_name")
 
 
@@ -125,109 +130,6 @@ def device_label(info: DeviceInfo) -> str:
     return f"device{info.device_id}"
 
 
-class Held:
-    """The latest value and time of every registered field of a session's devices, as
-    columns: a row per device and field, found by device id and field id (`find`, for many
-    at once). `kind` is -1 for a field that has said nothing yet, else a `codec.Kind` (a
-    string, bytes or list value is in `objects`)."""
-
-    def __init__(self) -> None:
-        self.keys = np.zeros(0, np.int64)  # device id << 32 | field id, sorted
-        self.rows_of_keys = np.zeros(0, np.intp)
-        self.devices = np.zeros(0, np.int64)  # registered device ids, sorted
-        self.begins = np.zeros(0, np.int64)  # their begin_of_epoch
-        self.kind = np.zeros(0, np.int8)
-        self.number = np.zeros(0)
-        self.integer = np.zeros(0, np.int64)
-        self.time = np.zeros(0, np.int64)
-        self.mission = np.zeros(0, bool)  # rows of current_command, current_mission_id
-        self.objects: dict[int, Value] = {}
-
-    def add(self, info: DeviceInfo) -> dict[int, int]:
-        """New rows for a device's fields (its old ones, if registered before, are dropped);
-        returns field id -> row."""
-        self.remove(info.device_id)
-        first = len(self.kind)
-        ids = np.array([f.field_id for f in info.fields], np.int64)
-        rows = np.arange(first, first + len(ids))
-        self.kind = np.concatenate((self.kind, np.full(len(ids), -1, np.int8)))
-        self.number = np.concatenate((self.number, np.full(len(ids), np.nan)))
-        self.integer = np.concatenate((self.integer, np.zeros(len(ids), np.int64)))
-        self.time = np.concatenate((self.time, np.zeros(len(ids), np.int64)))
-        mission = np.array([f.key in _MISSION_KEYS for f in info.fields], bool)
-        self.mission = np.concatenate((self.mission, mission))
-        keys = np.concatenate((self.keys, (info.device_id << 32) | ids))
-        order = np.argsort(keys, kind="stable")
-        self.keys, self.rows_of_keys = keys[order], np.concatenate((self.rows_of_keys, rows))[order]
-        at = np.searchsorted(self.devices, info.device_id)
-        self.devices = np.insert(self.devices, at, info.device_id)
-        self.begins = np.insert(self.begins, at, info.begin_of_epoch)
-        return dict(zip(ids.tolist(), rows.tolist(), strict=True))
-
-    def remove(self, device_id: int) -> None:
-        keep = (self.keys >> 32) != device_id
-        self.keys, self.rows_of_keys = self.keys[keep], self.rows_of_keys[keep]
-        keep = self.devices != device_id
-        self.devices, self.begins = self.devices[keep], self.begins[keep]
-
-    def find_devices(self, device_ids: np.ndarray) -> np.ndarray:
-        """The index in `devices` of each id, -1 for one not registered."""
-        at = np.minimum(np.searchsorted(self.devices, device_ids), max(len(self.devices) - 1, 0))
-        found = (self.devices[at] == device_ids) if len(self.devices) else np.zeros(0, bool)
-        return np.where(found, at, -1) if len(self.devices) else np.full(len(device_ids), -1)
-
-    def find(self, device_ids: np.ndarray, field_ids: np.ndarray) -> np.ndarray:
-        """The row of each (device id, field id), -1 for one not registered."""
-        if not len(self.keys):
-            return np.full(len(device_ids), -1, np.intp)
-        keys = (device_ids.astype(np.int64) << 32) | field_ids
-        at = np.minimum(np.searchsorted(self.keys, keys), len(self.keys) - 1)
-        return np.where(self.keys[at] == keys, self.rows_of_keys[at], -1)
-
-    def set(self, row: int, value: Value, time_ms: int) -> None:
-        """One value (as `_value` gives it)."""
-        self.time[row] = time_ms
-        if value is None:
-            self.kind[row], self.number[row] = Kind.NONE, np.nan
-        elif isinstance(value, bool):
-            self.kind[row], self.integer[row], self.number[row] = Kind.BOOL, value, value
-        elif isinstance(value, int):
-            self.kind[row], self.integer[row], self.number[row] = Kind.INT, value, value
-        elif isinstance(value, float):
-            self.kind[row], self.number[row] = Kind.DOUBLE, value
-        else:
-            kind = Kind.STRING if isinstance(value, str) else Kind.BYTES
-            self.kind[row] = Kind.LIST if isinstance(value, list) else kind
-            self.number[row] = np.nan
-            self.objects[row] = value
-
-    def set_many(
-        self, rows: np.ndarray, kind: np.ndarray, number: np.ndarray, integer: np.ndarray,
-        time_ms: np.ndarray, objects: Mapping[int, Value],
-    ) -> None:  # fmt: skip
-        """Values in order (`objects`: the string and bytes ones, by index into `rows`):
-        where a row comes more than once, the last one holds."""
-        for i, value in objects.items():
-            self.objects[int(rows[i])] = value
-        if len(rows) > 1:
-            last = len(rows) - 1 - np.unique(rows[::-1], return_index=True)[1]
-            rows, kind, number, integer, time_ms = (
-                a[last] for a in (rows, kind, number, integer, time_ms)
-            )
-        self.kind[rows], self.number[rows], self.integer[rows] = kind, number, integer
-        self.time[rows] = time_ms
-
-    def get(self, row: int) -> Value:
-        kind = int(self.kind[row])
-        if kind == Kind.INT:
-            return int(self.integer[row])
-        if kind == Kind.BOOL:
-            return bool(self.integer[row])
-        if kind in (Kind.FLOAT, Kind.DOUBLE):
-            return float(self.number[row])
-        return self.objects.get(row) if kind >= Kind.STRING else None
-
-
 @dataclass(slots=True, eq=False)
 class UcsDevice:
     """One registered device as the UCS side knows it: its registration (`info`), its stable
@@ -257,12 +159,12 @@ class UcsDevice:
     def values(self) -> Mapping[str, Value]:
         """The latest value of every field that said one, by key (None: not available); a
         live view."""
-        return HeldView(self, times=False)
+        return HeldView(self.held, self.fields, times=False)
 
     @property
     def times(self) -> Mapping[str, int]:
         """When each of `values` was set (ms since the Unix epoch); a live view."""
-        return HeldView(self, times=True)  # type: ignore[return-value]
+        return HeldView(self.held, self.fields, times=True)  # type: ignore[return-value]
 
     @property
     def device_id(self) -> int:
@@ -277,30 +179,6 @@ class UcsDevice:
         if name in (self.label, str(self.device_id)):
             return True
         return any(self.info.properties.get(key) == name for key in _LABEL_PROPERTIES)
-
-
-class HeldView(Mapping[str, Value]):
-    """A device's held values (or their times) by field key, read from its `Held` rows."""
-
-    __slots__ = ("_held", "_rows", "_times")
-
-    def __init__(self, device: UcsDevice, *, times: bool) -> None:
-        self._held = device.held
-        self._rows = {key: row for _, key, row in device.fields.values()}
-        self._times = times
-
-    def __getitem__(self, key: str) -> Value:
-        row = self._rows[key]
-        if self._held.kind[row] < 0:
-            raise KeyError(key)
-        return int(self._held.time[row]) if self._times else self._held.get(row)
-
-    def __iter__(self) -> Iterator[str]:
-        kind = self._held.kind
-        return (key for key, row in self._rows.items() if kind[row] >= 0)
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
 
 
 def _value(fv: pb.Field_value) -> Value:
@@ -750,32 +628,7 @@ class UcsSession:
     def received(self, columns: TelemetryColumns) -> list[TelemetryReceived]:
         """`columns` as the `TelemetryReceived` events its frames would have given one
         message at a time (for a caller that wants one event per Device_status)."""
-        out: list[TelemetryReceived] = []
-        frames = columns.frame.tolist()
-        starts = [i for i in range(len(frames)) if not i or frames[i] != frames[i - 1]]
-        for start, stop in zip(starts, [*starts[1:], len(frames)], strict=True):
-            device_id = int(columns.device_id[start])
-            device = self.devices.get(device_id)
-            fields = {} if device is None else device.fields
-            values = []
-            for i in range(start, stop):
-                field_id = int(columns.field_id[i])
-                found = fields.get(field_id)
-                kind = int(columns.kind[i])
-                value: Value = (
-                    None if kind == Kind.NONE
-                    else int(columns.integer[i]) if kind == Kind.INT
-                    else bool(columns.integer[i]) if kind == Kind.BOOL
-                    else columns.objects[i] if kind >= Kind.STRING
-                    else float(columns.number[i])
-                )  # fmt: skip
-                info = None if found is None else found[0]
-                values.append(TelemetryValue(field_id, info, int(columns.time_ms[i]), value))
-            events_values = tuple(values)
-            out.append(
-                TelemetryReceived(conn=columns.conn, device_id=device_id, values=events_values)
-            )
-        return out
+        return received(columns, self.devices)
 
     def _on_peer(self, peer: pb.Register_peer, events: list[UcsSessionEvent]) -> None:
         if peer.HasField("peer_type") and peer.peer_type == defs.PEER_TYPE_SERVER:
@@ -832,7 +685,7 @@ class UcsSession:
                 else:
                     info, key, row = found
                     held.set(row, value, time_ms)
-                    if key in _MISSION_KEYS:
+                    if key in MISSION_KEYS:
                         mission = True
                 received.append(TelemetryValue(field_id, info, time_ms, value))
             if unknown:

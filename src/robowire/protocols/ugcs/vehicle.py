@@ -21,7 +21,7 @@ Values are in user units (degrees for angles; the wire's radians are converted b
 handlers get every registered parameter by name (None when the UCS sent none) and return
 `ok()`, `failed(reason)` or `progress(fraction)` (then `report` the outcome later). Handlers run
 on the VSM's event loop: keep them quick. robowire's own simulated multicopters (`robowire sim
-ugcs`) run on the same VSM runner (`services.VsmSim`), a `model.Fleet` in place of a `Vehicle`.
+ugcs`) run on the same VSM runner (`vsm_server.VsmSim`), a `model.Fleet` in place of a `Vehicle`.
 
 `vehicle_spec(serial)` is the `DeviceSpec` of one vehicle: device properties `vehicle_type`
 (ENUM, a `Vehicle_type`), `vehicle_name`, `vehicle_serial`, `frame_type`, `port_name`; a flight
@@ -276,7 +276,7 @@ _MissionItem = definitions.MissionItem
 
 
 class Member(Protocol):
-    """What the VSM runner (`services.VsmSim`) drives: devices of one layout, one row each."""
+    """What the VSM runner (`vsm_server.VsmSim`) drives: devices of one layout, one row each."""
 
     def specs(self) -> list[DeviceSpec]:
         """The devices' registrations, one per row."""

@@ -11,7 +11,7 @@ with serve(rover, port=5556):
 
 `serve` runs the VSM on a background thread (a UgCS server connects to it on host:port, or with
 `to="HOST:PORT"` it dials the server, the SDK's reverse mode). In your own event loop, add
-`services.VsmSim([vehicle, ...])` to a `robowire.gateway.Gateway` instead.
+`vsm_server.VsmSim([vehicle, ...])` to a `robowire.gateway.Gateway` instead.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from __future__ import annotations
 from robowire.background import Running
 from robowire.endpoints import split_host_port
 from robowire.protocols.ugcs.codec import DEFAULT_PORT
-from robowire.protocols.ugcs.services import DEFAULT_RATE, VsmSim
 from robowire.protocols.ugcs.vehicle import (
     Member,
     Result,
@@ -30,6 +29,7 @@ from robowire.protocols.ugcs.vehicle import (
     param,
     progress,
 )
+from robowire.protocols.ugcs.vsm_server import DEFAULT_RATE, VsmSim
 
 __all__ = [
     "Member",
