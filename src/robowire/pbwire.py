@@ -56,7 +56,12 @@ def field(number: int, payload: bytes) -> bytes:
     return header(number, len(payload)) + payload
 
 
-def nested(number: int, parts: list[bytes]) -> list[bytes]:
+Part = bytes | memoryview
+"""A piece of a message, to be joined (`b"".join`) with the others: a memoryview is a
+numpy array's own bytes, not copied until then."""
+
+
+def nested(number: int, parts: list[Part]) -> list[Part]:
     """A length-delimited field made of `parts`, as parts (joined once, by the caller)."""
     return [header(number, sum(map(len, parts))), *parts]
 
@@ -65,11 +70,12 @@ def string(number: int, text: str) -> bytes:
     return field(number, text.encode())
 
 
-def packed(number: int, values: np.ndarray, dtype: str) -> list[bytes]:
+def packed(number: int, values: np.ndarray, dtype: str) -> list[Part]:
     """A packed repeated scalar field of fixed size (`dtype`: "<f8" double, "<f4" float,
-    "<u4" fixed32), values in order: its header and its bytes."""
-    data = np.ascontiguousarray(values, dtype=dtype).tobytes()
-    return [header(number, len(data)), data]
+    "<u4" fixed32), values in order: its header and its bytes (a view of `values` when
+    they are already those bytes: join the parts before `values` changes)."""
+    data = np.ascontiguousarray(values, dtype=dtype).reshape(-1).view(np.uint8)
+    return [header(number, len(data)), data.data]
 
 
 def as_range(slots: np.ndarray) -> np.ndarray | slice:
@@ -127,6 +133,7 @@ class Heads:
         self._lengths = np.zeros(0, np.intp)
         self._tail = -1  # the tail size `_keep` was made for
         self._last: tuple[np.ndarray, bytes, np.ndarray] | None = None  # slots, heads alone
+        self._out = np.zeros(0, np.uint8)  # where `join` lays out messages before copying
 
     def _grow(self, count: int, tail: int) -> None:
         if len(self._heads) < count:
@@ -154,7 +161,9 @@ class Heads:
         ends = np.cumsum(lengths + tail)
         runs = np.flatnonzero(np.diff(lengths)) + 1  # where the head length changes
         if len(runs) < RUNS:  # a few runs of equal heads (ids "1".."10000"): slices only
-            out = np.empty(int(ends[-1]), np.uint8)
+            if len(self._out) < int(ends[-1]):  # kept: a fresh megabyte is page faults
+                self._out = np.empty(int(ends[-1]), np.uint8)
+            out = self._out[: int(ends[-1])]
             width = self._padded.shape[1]
             bounds = [0, *runs.tolist(), len(slots)]
             pick = as_range(slots)

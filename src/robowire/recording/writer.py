@@ -32,7 +32,7 @@ from mcap.writer import CompressionType, Writer
 
 from robowire import pbwire
 from robowire.errors import ConfigError
-from robowire.pbwire import Heads
+from robowire.pbwire import Heads, Part
 from robowire.recording import update_pb2
 from robowire.service import Sink, Source
 from robowire.sinks.foxglove_messages import (
@@ -94,29 +94,38 @@ LOG_JSON_SCHEMA = orjson.dumps(
 SAME = pbwire.key(6, pbwire.VARINT) + b"\x01"  # Column.same = true
 
 
-def column(name: str, data: np.ndarray, unit: str = "") -> list[bytes]:
+def column(name: str, data: np.ndarray, unit: str = "") -> list[Part]:
     """A `robowire.Column` of `data` (a value per device, or a row of `width` each), in its
     most compact exact form (see update.proto), as parts to join."""
     width = 1 if data.ndim == 1 else data.shape[1]
-    out = [_column_head(name, unit, width)]
+    out: list[Part] = [_column_head(name, unit, width)]
+    if not np.isnan(data.min()):  # no value missing (NaN propagates through min): the cheap way
+        if (data[-1] == data[0]).all() and (data == data[0]).all():
+            return [*out, *pbwire.packed(4, data[0], "<f8"), SAME]  # one value for every device
+        return out + _floats(data)
     absent = np.isnan(data)
     missing = int(np.count_nonzero(absent))
     if missing == absent.size:
         return out  # written, as NaN (a payload these devices do not have)
-    if not missing and (data == data[0]).all():
-        return [*out, *pbwire.packed(4, data[0], "<f8"), SAME]  # one value for every device
-    rows = None
     if width == 1 and missing * 2 > len(data):  # mostly absent: only the others
         rows = np.flatnonzero(~absent)
-        data, missing = data[rows], 0
+        return out + _floats(data[rows]) + pbwire.packed(7, rows, "<u4")
     with np.errstate(over="ignore", invalid="ignore"):  # (too large: not exact, not narrowed)
         single = data.astype(np.float32)
-    equal = single == data
-    if equal.all() if not missing else (equal | absent).all():
-        out += pbwire.packed(5, single, "<f4")
-    else:
-        out += pbwire.packed(4, data, "<f8")
-    return out if rows is None else out + pbwire.packed(7, rows, "<u4")
+    if ((single == data) | absent).all():
+        return out + pbwire.packed(5, single, "<f4")
+    return out + pbwire.packed(4, data, "<f8")
+
+
+def _floats(data: np.ndarray) -> list[Part]:
+    """`data` (no NaN) as float32 when that holds every value exactly, else float64; the
+    first row tells most columns apart (an orientation, a latitude) without converting all."""
+    with np.errstate(over="ignore", invalid="ignore"):  # (too large: not exact, not narrowed)
+        if (data[:1].astype(np.float32) == data[:1]).all():
+            single = data.astype(np.float32)
+            if (single == data).all():
+                return pbwire.packed(5, single, "<f4")
+    return pbwire.packed(4, data, "<f8")
 
 
 def _column_head(name: str, unit: str, width: int) -> bytes:
@@ -124,29 +133,37 @@ def _column_head(name: str, unit: str, width: int) -> bytes:
     return head + pbwire.key(3, pbwire.VARINT) + pbwire.varint(width)
 
 
-def scalar_columns(names: list[str], data: np.ndarray, units: list[str]) -> list[list[bytes]]:
-    """`column` of each row of `data` ((k, n): a value per device each), the checks of all k
-    made at once; the same bytes as `column` gives for each."""
+def scalar_columns(names: list[str], data: np.ndarray, units: list[str]) -> list[list[Part]]:
+    """`column` of each row of `data` ((k, n): a value per device each): the same bytes as
+    `column` gives for each, the checks of the dense rows made at once."""
+    k, n = data.shape
     absent = np.isnan(data)
-    missing = np.count_nonzero(absent, axis=1)
-    n = data.shape[1]
-    with np.errstate(over="ignore", invalid="ignore"):
-        single = data.astype(np.float32)
-        exact = ((single == data) | absent).all(axis=1)
-        same = (data == data[:, :1]).all(axis=1)  # (NaN in a row: not the same)
-    out = []
-    for j, (name, unit) in enumerate(zip(names, units, strict=True)):
-        head = _column_head(name, unit, 1)
-        if missing[j] == n:
-            out.append([head])
-        elif same[j]:
-            out.append([head, *pbwire.packed(4, data[j, :1], "<f8"), SAME])
-        elif missing[j] * 2 > n:
-            out.append(column(name, data[j], unit))  # only the rows that have a value
-        elif exact[j]:
-            out.append([head, *pbwire.packed(5, single[j], "<f4")])
-        else:
-            out.append([head, *pbwire.packed(4, data[j], "<f8")])
+    counts = [n - np.count_nonzero(row) for row in absent]  # (row by row: faster than axis=1)
+    out: list[list[Part]] = [
+        [_column_head(name, unit, 1)] for name, unit in zip(names, units, strict=True)
+    ]
+    dense = [j for j in range(k) if counts[j] * 2 >= n]
+    if dense:
+        rows, gaps = data[dense], absent[dense]
+        with np.errstate(over="ignore", invalid="ignore"):
+            single = rows.astype(np.float32)
+            exact = ((single == rows) | gaps).all(axis=1)
+            same = (rows == rows[:, :1]).all(axis=1)  # (NaN in a row: not the same)
+        for i, j in enumerate(dense):
+            if same[i]:
+                out[j] += [*pbwire.packed(4, rows[i, :1], "<f8"), SAME]
+            elif exact[i]:
+                out[j] += pbwire.packed(5, single[i], "<f4")
+            else:
+                out[j] += pbwire.packed(4, rows[i], "<f8")
+    sparse = [j for j in range(k) if 0 < counts[j] * 2 < n]
+    if sparse:  # mostly absent: only the rows (devices) that have a value
+        present = np.flatnonzero(~absent[sparse]) % n  # by row, devices in order
+        end = 0
+        for j in sparse:
+            where = present[end : end + counts[j]]
+            end += counts[j]
+            out[j] += _floats(data[j, where]) + pbwire.packed(7, where, "<u4")
     return out
 
 
@@ -158,7 +175,7 @@ def update_message(
     plus kind, name, attributes and links of the devices not yet described (`described`, a
     bool per slot, is updated). `devices` holds each device's encoded id field."""
     slots = update.slots
-    parts = [devices.join(slots, np.zeros((len(slots), 0), np.uint8))[0]]
+    parts: list[Part] = [devices.join(slots, np.zeros((len(slots), 0), np.uint8))[0]]
     fresh = np.flatnonzero(~described[slots])
     if len(fresh):
         described[slots[fresh]] = True
@@ -182,7 +199,7 @@ def update_message(
         parts += pbwire.nested(4, column(SOURCE_TIME, times))
     names = [name for name in update.fields if name in table.telemetry]
     if names:  # all telemetry fields as one (k, n) array: each check once for all of them
-        data = np.empty((len(names), len(slots)))
+        data = _scratch(len(names) * len(slots)).reshape(len(names), len(slots))
         for j, name in enumerate(names):
             own = values.get(name)
             data[j] = own if own is not None else table.telemetry[name][slots]
@@ -199,6 +216,17 @@ def update_message(
                 for s in index
             ]
     return b"".join(parts)
+
+
+_SCRATCH = [np.zeros(0)]
+
+
+def _scratch(size: int) -> np.ndarray:
+    """A float64 buffer of `size`, kept from call to call: a fresh one of a megabyte or more
+    costs its page faults every update. (Its contents are copied out before it is reused.)"""
+    if len(_SCRATCH[0]) < size:
+        _SCRATCH[0] = np.empty(size)
+    return _SCRATCH[0][:size]
 
 
 def attributes_json(attributes: dict[str, Any]) -> str:

@@ -276,5 +276,13 @@ class FoxgloveMessages:
             "units": {n: table.units[n] for n in names},
         }
         for name in names:
-            message[name] = table.telemetry[name][pick]  # NaN (not written) -> null
+            message[name] = whole(table.telemetry[name][pick])  # NaN (not written) -> null
         return orjson.dumps(message, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+def whole(values: FloatArray) -> np.ndarray:
+    """`values` as integers when every one is a whole number (LED levels, counts): the same
+    JSON numbers, written several times faster than floats."""
+    if np.isnan(values.min()) or not (np.abs(values).max() < 2**53):
+        return values
+    return values.astype(np.int64) if (values == np.trunc(values)).all() else values

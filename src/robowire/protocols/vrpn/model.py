@@ -156,11 +156,20 @@ class DeviceModel:
         self.rate = rate
         self.pose_only = pose_only
         self.buttons = [0] * BUTTONS
-        self._sensors = np.arange(count, dtype=np.int32)
-        # frame()'s scratch: each call overwrites the columns of the frame before it
+        # frame()'s scratch: each call overwrites the columns of the frame before it, and
+        # returns the same Frame of views (no object made per frame: a 1 kHz hot path)
+        self._terms = _circle_terms(count)
         self._angles = np.empty((count, 4))
         self._basis = np.ones((count, 1, 5))
+        self._cosines = self._basis[:, 0, :4]
         self._block = np.empty((count, 1, 13))
+        block = self._block[:, 0, :]
+        sensors = np.arange(count, dtype=np.int32)
+        self._frame = (
+            Frame(sensors, block[:, 0:7], None, None)
+            if pose_only
+            else Frame(sensors, block[:, 0:7], block[:, 7:10], block[:, 10:13])
+        )
         self._next_analog = self._next_button = self._next_dial = 0.0
 
     def set_rate(self, rate: float) -> None:
@@ -172,16 +181,15 @@ class DeviceModel:
         return ButtonStates(states=tuple(self.buttons))
 
     def frame(self, t: float) -> Frame:
-        """Every sensor at t (`sensor_block` in place: the next call overwrites this one's
-        columns; the simulator encodes each frame before it computes the next)."""
-        base, rates, terms = _circle_terms(self.count)
-        np.multiply(rates, t, out=self._angles)
-        np.add(self._angles, base, out=self._angles)
-        np.cos(self._angles, out=self._basis[:, 0, :4])
-        block = np.matmul(self._basis, terms, out=self._block)[:, 0, :]
-        if self.pose_only:
-            return Frame(self._sensors, block[:, 0:7], None, None)
-        return Frame(self._sensors, block[:, 0:7], block[:, 7:10], block[:, 10:13])
+        """Every sensor at t (`sensor_block` in place: the same Frame each call, its columns
+        overwritten; the simulator encodes each frame before it computes the next)."""
+        base, rates, terms = self._terms
+        angles = self._angles
+        np.multiply(rates, t, out=angles)
+        np.add(angles, base, out=angles)
+        np.cos(angles, out=self._cosines)
+        np.matmul(self._basis, terms, out=self._block)
+        return self._frame
 
     def analog(self, t: float) -> AnalogChannel | None:
         """The analog's channels, when a report is due at t."""

@@ -170,17 +170,17 @@ class VrpnServer:
         mapping, which all sessions share unless names were registered in another order, so
         every client gets the same bytes but for its own seq numbers."""
         names = [sender] if isinstance(sender, str) else list(sender)
-        messages = int(np.size(sensors)) * len(encoder.kinds)
         batches: dict[tuple[tuple[int, ...], tuple[int, ...]], FrameBatch] = {}
         for link in self.connected():
             session = link.session
             assert session is not None
             if link.congested:
+                messages = int(np.size(sensors)) * len(encoder.kinds)
                 link.skipped += messages
                 self.skipped += messages
                 continue
-            ids = tuple(session.register_sender(name) for name in names)
-            types = tuple(session.register_type(kind) for kind in encoder.kinds)
+            ids = tuple(map(session.register_sender, names))
+            types = tuple(map(session.register_type, encoder.kinds))
             batch = batches.get((ids, types))
             if batch is None:
                 rows: int | npt.NDArray[np.int32] = (
