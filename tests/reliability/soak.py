@@ -26,13 +26,14 @@ without end never comes back down; one that fills for a while on a starved machi
 when it sits at its bound (the recorder's, 64 MiB: it dropped its oldest updates in the second
 half, counted in `recorder_drops`; a recorder slower than its input is issue 23's item 2). And
 the overload policy's promises (docs/architecture.md, "Overload"), over the second half: the
-reading viewer got at least `--min-fps` frames a second and never had to connect again
-(`viewer_reconnects`); no source disconnected (`disconnects`: reconnections) and the VRPN
-source never said "no pong" (`vrpn_silences`); the loop answered a timer within `--max-lag-ms`
-at the 99th percentile (`loop_lag_p99_ms`: what a command or a keep-alive waits at most, beyond
-its own cost); and a control command (an XRP `stop` sent from a second viewer client with
-control every `COMMAND_PERIOD` seconds) went out, as the robot's packet, within `--max-lag-ms`
-of being sent at the 99th percentile (`command_p99_ms`; none may fail once the robot answered).
+reading viewer got at least `--min-fps` frames a second, and it and the commander never had
+to connect again (`viewer_reconnects`); no source disconnected (`disconnects`: reconnections)
+and the VRPN source never said "no pong" (`vrpn_silences`); the loop answered a timer within
+`--max-lag-ms` at the 99th percentile (`loop_lag_p99_ms`: what a command or a keep-alive waits
+at most, beyond its own cost); and a control command (an XRP `stop` sent from a second viewer
+client with control every `COMMAND_PERIOD` seconds) went out, as the robot's packet, within
+`--max-lag-ms` of being sent at the 99th percentile (`command_p99_ms`; none may fail once the
+robot answered).
 It also reports what each source shed (`shed`), the recorder's drops, the CPU shares and how
 often the loop fell behind (`fell_behind`: the overload policy's budgets apply only then). Exit
 status 0 when all hold, 1 otherwise.
@@ -52,7 +53,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -225,6 +226,7 @@ class Commander:
         self.sent: list[float] = []
         self.latencies: list[float] = []
         self.failed = 0
+        self.reconnects = 0
         send_now = robot._send_now
 
         def timed() -> None:
@@ -236,8 +238,18 @@ class Commander:
     async def run(self) -> None:
         while not self.robot.up:  # (it is up once the robot answered)
             await asyncio.sleep(COMMAND_PERIOD)
+        idents = itertools.count()
+        while True:  # a connection that ends is said (stderr) and made again, as the page does
+            try:
+                await self.command(idents)
+            except (OSError, ConnectionClosed) as exc:
+                self.reconnects += 1
+                print(f"soak: the commander's connection ended ({exc!r})", file=sys.stderr)
+                await asyncio.sleep(COMMAND_PERIOD)
+
+    async def command(self, idents: Iterator[int]) -> None:
         async with open_ws(self.url) as ws:
-            for ident in itertools.count():
+            for ident in idents:
                 await asyncio.sleep(COMMAND_PERIOD)
                 command = {
                     "type": "command", "id": ident, "source": self.robot.name,
@@ -412,7 +424,7 @@ async def soak(
                 frames=browser.frames,
                 recorder_drops=recorder.stats.dropped,
                 fell_behind=pressure().entered,
-                viewer_reconnects=browser.reconnects,
+                viewer_reconnects=browser.reconnects + (commander.reconnects if commander else 0),
                 sims_exited=[p.args[4] for p in procs if p.poll() is not None],
                 shed={s.name: s.budget.shed for s in sources if s.budget is not None},
                 reconnects=sum(max(0, s.connections - 1) for s in sources),
@@ -444,7 +456,9 @@ async def soak(
         for task in (browser_task, commander_task, lag_task):
             if task is not None:
                 task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
+                (ended,) = await asyncio.gather(task, return_exceptions=True)
+                if not isinstance(ended, asyncio.CancelledError | None):
+                    print(f"soak: {task.get_coro()!r} failed: {ended!r}", file=sys.stderr)
         gateway.stop()
         await asyncio.gather(run, return_exceptions=True)
         for proc in procs:
