@@ -163,6 +163,34 @@ async def test_udp_driver_reads_a_burst_in_few_wakeups_and_replies():
     sender.close()
 
 
+async def test_a_connected_udp_driver_hears_a_peer_that_came_up_after_it_sent():
+    """An XRP source sends before its robot's port is bound (a simulator still starting): the
+    kernel reports the ICMP "port unreachable" on the socket, and the driver must still read
+    the peer's datagrams once the peer is there (uvloop stopped polling such a socket)."""
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()  # nobody there yet
+    events: list[object] = []
+    opened: asyncio.Future[DatagramDriver] = asyncio.get_running_loop().create_future()
+    task = asyncio.create_task(
+        run_datagram(Counter(), events.extend, local_addr=("127.0.0.1", 0),
+                     remote_addr=("127.0.0.1", port), on_open=opened.set_result)
+    )  # fmt: skip
+    driver = await opened
+    driver.sock.send(b"anyone?")
+    await asyncio.sleep(0.1)  # the refusal comes back and is read
+    peer = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    peer.bind(("127.0.0.1", port))
+    try:
+        peer.sendto(b"here", driver.sock.getsockname())
+        await until(lambda: events == [b"here"], "the peer's datagram read", seconds=5)
+    finally:
+        peer.close()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
 class Batches(Counter):
     """A batch session: records each `feed_datagrams` call (the datagrams, and `now`)."""
 
@@ -234,3 +262,4 @@ def test_drivers_work_on_the_loop_the_cli_uses():
 
     run(test_tcp_server_and_client_drive_sessions())
     run(test_udp_driver_reads_a_burst_in_few_wakeups_and_replies())
+    run(test_a_connected_udp_driver_hears_a_peer_that_came_up_after_it_sent())

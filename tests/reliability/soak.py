@@ -101,10 +101,24 @@ FULL = [
 _given: set[int] = set()  # ports handed out already (a simulator may not have bound yet)
 
 
+def below_ephemeral() -> range:
+    """The ports this soak hands out: below where the kernel's ephemeral ports begin, so that
+    no socket that binds port 0 or connects (the gateway's own sources, or any process of the
+    machine) takes a port between its handing out and its simulator binding it, a second later."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768  # Linux's default
+    return range(10000, max(low, 20000))
+
+
 def free_ports(kind: int, count: int = 1) -> int:
     """The first of `count` consecutive ports free on 127.0.0.1 for TCP and UDP, not handed
-    out before by this process."""
-    base = 20000 + os.getpid() % 20000
+    out before by this process (`below_ephemeral`; where in that range depends on the process,
+    so that soaks run at once start apart)."""
+    ports = below_ephemeral()
+    spread = len(ports) - count
+    base = ports.start + (os.getpid() * 997) % spread
     while True:
         span = set(range(base, base + count))
         held: list[socket.socket] = []
@@ -119,7 +133,7 @@ def free_ports(kind: int, count: int = 1) -> int:
             _given.update(span)
             return base
         except OSError:
-            base = 20000 + (base + count + 7 - 20000) % 40000
+            base = ports.start + (base - ports.start + count + 7) % spread
         finally:
             for sock in held:
                 sock.close()
@@ -227,6 +241,8 @@ class Commander:
         self.latencies: list[float] = []
         self.failed = 0
         self.reconnects = 0
+        self.answered = 0
+        self.step = ""
         send_now = robot._send_now
 
         def timed() -> None:
@@ -235,7 +251,12 @@ class Commander:
 
         robot._send_now = timed  # type: ignore[method-assign]
 
+    def state(self) -> str:
+        """Where the commander is (said when no command was answered)."""
+        return f"robot {self.robot.name} up {self.robot.up}, at {self.step!r}"
+
     async def run(self) -> None:
+        self.step = "waiting for the robot"
         while not self.robot.up:  # (it is up once the robot answered)
             await asyncio.sleep(COMMAND_PERIOD)
         idents = itertools.count()
@@ -248,8 +269,10 @@ class Commander:
                 await asyncio.sleep(COMMAND_PERIOD)
 
     async def command(self, idents: Iterator[int]) -> None:
+        self.step = "connecting"
         async with open_ws(self.url) as ws:
             for ident in idents:
+                self.step = f"connected, before command {ident}"
                 await asyncio.sleep(COMMAND_PERIOD)
                 command = {
                     "type": "command", "id": ident, "source": self.robot.name,
@@ -257,9 +280,11 @@ class Commander:
                 }  # fmt: skip
                 began = time.monotonic()
                 await ws.send(json.dumps(command))
+                self.step = f"waiting for the answer to command {ident}"
                 while True:
                     message = await ws.recv()
                     if isinstance(message, str) and f'"id":{ident},' in message:
+                        self.answered += 1
                         break
                 went = [t for t in self.sent if t >= began]
                 if went:
@@ -373,6 +398,7 @@ async def soak(
     run = asyncio.create_task(gateway.run())
     browser_task: asyncio.Task[None] | None = None
     commander_task: asyncio.Task[None] | None = None
+    commander: Commander | None = None
     samples: list[Sample] = []
     silences = Silences()
     logging.getLogger("robowire").addHandler(silences)
@@ -387,7 +413,6 @@ async def soak(
         browser = Browser(f"ws://127.0.0.1:{viewer.address[1]}/ws")
         browser_task = asyncio.create_task(browser.run())
         robot = next((s for s in sources if isinstance(s, XrpSource)), None)  # (not in workers)
-        commander: Commander | None = None
         if robot is not None:
             token = f"?token={viewer.gate.access.token}"
             commander = Commander(f"ws://127.0.0.1:{viewer.address[1]}/ws{token}", robot)
@@ -453,6 +478,8 @@ async def soak(
             )
     finally:
         logging.getLogger("robowire").removeHandler(silences)
+        if commander_task is not None and commander is not None and not commander.answered:
+            print(f"soak: no command was answered: {commander.state()}", file=sys.stderr)
         for task in (browser_task, commander_task, lag_task):
             if task is not None:
                 task.cancel()

@@ -32,11 +32,12 @@ RECEIVE_BUFFER = 4 << 20  # ask the kernel for room to absorb bursts while Pytho
 OnEvents = Callable[[list[Any]], None]
 
 
-def read_datagrams(sock: socket.socket, limit: int) -> list[tuple[bytes, Address]]:
+def read_datagrams(sock: socket.socket, limit: int) -> tuple[list[tuple[bytes, Address]], bool]:
     """What the kernel has queued on `sock` (at most `limit` datagrams): the body of the one
     receive loop every UDP socket of robowire is read with, `DatagramReader` (and where a
-    recording taps the datagrams)."""
+    recording taps the datagrams), and whether the socket reported an error meanwhile."""
     out: list[tuple[bytes, Address]] = []
+    failed = False
     append, recvfrom = out.append, sock.recvfrom
     for _ in range(limit):
         try:
@@ -44,6 +45,7 @@ def read_datagrams(sock: socket.socket, limit: int) -> list[tuple[bytes, Address
         except BlockingIOError:
             break
         except OSError:  # ICMP port unreachable reported on a connected socket
+            failed = True
             continue
         append((data, (str(addr[0]), int(addr[1]))))
     receiver = RECEIVER.get()
@@ -53,7 +55,7 @@ def read_datagrams(sock: socket.socket, limit: int) -> list[tuple[bytes, Address
         if tap is not None:
             for data, peer in out:
                 tap(data, now, "udp", peer)
-    return out
+    return out, failed
 
 
 def send_datagrams(sock: socket.socket, datagrams: list[tuple[bytes, Address | None]]) -> int:
@@ -89,7 +91,10 @@ class DatagramReader:
 
     def _readable(self) -> None:
         self.wakeups += 1
-        datagrams = read_datagrams(self.sock, self._batch)
+        datagrams, failed = read_datagrams(self.sock, self._batch)
+        if failed:  # uvloop polls a socket no more once it reported an error: poll it anew
+            self._loop.remove_reader(self.sock.fileno())
+            self._loop.add_reader(self.sock.fileno(), self._readable)
         if datagrams:
             self._take(datagrams, monotonic())
 
