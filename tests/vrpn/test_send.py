@@ -332,3 +332,77 @@ def test_two_vrpn_sources_with_one_sender_name_are_told_apart_by_sender() -> Non
         ("vrpn_b_3883_Tracker0", 0),
         ("vrpn_b_3883_Tracker0", 1),
     ]
+
+
+# -- the simulator: frames planned ahead, sent one per step ----------------------------------------
+
+
+class Wire:
+    """The transport of one client connection: keeps what the server writes."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+
+    def write(self, data: bytes) -> None:
+        self.data += data
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def is_closing(self) -> bool:
+        return False
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"peername": ("127.0.0.1", 50000), "sockname": ("127.0.0.1", 3883)}.get(name)
+
+    def close(self) -> None:
+        pass
+
+
+def client_of(sim: Any) -> Wire:
+    """A TCP client connected to `sim`'s server, past the cookie exchange (`sim`'s
+    handshake is in the wire's data)."""
+    from robowire.protocols.vrpn.driver import VrpnLink
+
+    server = sim.server
+    link = VrpnLink(server.make_session, server._events, on_open=server.links.add)
+    wire = Wire()
+    link.connection_made(wire)  # type: ignore[arg-type]
+    link.data_received(encode_cookie())
+    assert link.session is not None and link.session.connected
+    return wire
+
+
+async def test_frames_planned_ahead_are_the_bytes_of_frames_made_one_at_a_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The simulator computes and encodes `PLAN_SECONDS` of frames in one pass; on the wire
+    each step's frame is what one made at that step gives: the pose at its time, stamped
+    with it, seq numbers going on across plans and around the analog, button and dial
+    messages, and a plan made anew when steps were skipped or a client set a new rate."""
+    from robowire.protocols.vrpn import services
+    from robowire.service import SimOptions
+
+    sims = [services.VrpnSim(SimOptions(port=0, count=3, rate=1000)) for _ in range(2)]
+    ahead, alone = sims
+    alone.clock = ahead.clock  # one wall clock for both
+    alone.server.clock_offset = ahead.server.clock_offset
+    wires = [client_of(sim) for sim in sims]
+    for wire in wires:
+        wire.data.clear()  # the handshake, stamped with the time each connected
+
+    def run(sim: Any, until: float) -> None:
+        while (due := sim.next_deadline()) is not None and due < until:
+            sim.step(due)
+
+    for sim, plan_seconds in ((ahead, services.PLAN_SECONDS), (alone, 0.0)):
+        monkeypatch.setattr(services, "PLAN_SECONDS", plan_seconds)
+        sim.step(100.0)
+        run(sim, 100.12)  # past two plans, an analog report and a dial's
+        sim.step(100.5)  # the loop was held up: the missed steps skipped
+        run(sim, 101.2)  # a button change at 1 s
+        sim.model.set_rate(300.0)  # a client's set_update_rate
+        run(sim, 101.4)
+    assert ahead.frames == alone.frames == 120 + 700 + 60
+    assert len(wires[0].data) > ahead.frames * 3 * 280
+    assert wires[0].data == wires[1].data

@@ -68,13 +68,15 @@ def _circle_terms(
     return base, rates, terms
 
 
-def sensor_block(t: float, count: int) -> npt.NDArray[np.float64]:
-    """Every sensor at time t as one row of 13 columns: position, xyzw quaternion, velocity,
-    acceleration."""
+def sensor_block(times: float | npt.ArrayLike, count: int) -> npt.NDArray[np.float64]:
+    """Every sensor at each of `times` (one time or several) as rows of 13 columns:
+    position, xyzw quaternion, velocity, acceleration; time-major (the first time's
+    `count` sensors, then the next time's)."""
     base, rates, terms = _circle_terms(count)
-    basis = np.ones((count, 1, 5))
-    np.cos(base + rates * t, out=basis[:, 0, :4])
-    block: npt.NDArray[np.float64] = np.matmul(basis, terms)[:, 0, :]
+    t = np.asarray(times, dtype=np.float64).reshape(-1, 1, 1)
+    basis = np.ones((t.shape[0], count, 1, 5))
+    np.cos(base + rates * t, out=basis[:, :, 0, :4])
+    block: npt.NDArray[np.float64] = np.matmul(basis, terms).reshape(-1, 13)
     return block
 
 
@@ -91,9 +93,9 @@ MOTION_DEFAULTS = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0)
 
 @dataclass(frozen=True, slots=True)
 class Frame:
-    """One tracker frame as columns: every sensor's pose, and unless pose-only its velocity
-    and acceleration (all sent unreliably, sensor by sensor: Pos_Quat, Velocity, Acceleration).
-    """
+    """Tracker frames as columns, one row per sensor and frame (frame after frame): every
+    sensor's pose, and unless pose-only its velocity and acceleration (all sent unreliably,
+    sensor by sensor: Pos_Quat, Velocity, Acceleration)."""
 
     sensors: npt.NDArray[np.int32]
     pose: npt.NDArray[np.float64]  # position, then quaternion x, y, z, w
@@ -122,10 +124,10 @@ class Frame:
     def reports(self) -> list[Body]:
         """The same reports one message object each (what the per-report encoder sent)."""
         out: list[Body] = []
-        for k in range(len(self.sensors)):
+        for k, sensor in enumerate(self.sensors.tolist()):
             out.append(
                 TrackerPosQuat(
-                    sensor=k,
+                    sensor=sensor,
                     position=tuple(self.positions[k].tolist()),
                     quaternion=tuple(self.quaternions[k].tolist()),
                 )
@@ -133,14 +135,14 @@ class Frame:
             if self.velocities is not None and self.accelerations is not None:
                 out.append(
                     TrackerVelocity(
-                        sensor=k,
+                        sensor=sensor,
                         velocity=tuple(self.velocities[k].tolist()),
                         velocity_quaternion_dt=1.0,
                     )
                 )
                 out.append(
                     TrackerAcceleration(
-                        sensor=k,
+                        sensor=sensor,
                         acceleration=tuple(self.accelerations[k].tolist()),
                         acceleration_quaternion_dt=1.0,
                     )
@@ -156,20 +158,6 @@ class DeviceModel:
         self.rate = rate
         self.pose_only = pose_only
         self.buttons = [0] * BUTTONS
-        # frame()'s scratch: each call overwrites the columns of the frame before it, and
-        # returns the same Frame of views (no object made per frame: a 1 kHz hot path)
-        self._terms = _circle_terms(count)
-        self._angles = np.empty((count, 4))
-        self._basis = np.ones((count, 1, 5))
-        self._cosines = self._basis[:, 0, :4]
-        self._block = np.empty((count, 1, 13))
-        block = self._block[:, 0, :]
-        sensors = np.arange(count, dtype=np.int32)
-        self._frame = (
-            Frame(sensors, block[:, 0:7], None, None)
-            if pose_only
-            else Frame(sensors, block[:, 0:7], block[:, 7:10], block[:, 10:13])
-        )
         self._next_analog = self._next_button = self._next_dial = 0.0
 
     def set_rate(self, rate: float) -> None:
@@ -181,15 +169,16 @@ class DeviceModel:
         return ButtonStates(states=tuple(self.buttons))
 
     def frame(self, t: float) -> Frame:
-        """Every sensor at t (`sensor_block` in place: the same Frame each call, its columns
-        overwritten; the simulator encodes each frame before it computes the next)."""
-        base, rates, terms = self._terms
-        angles = self._angles
-        np.multiply(rates, t, out=angles)
-        np.add(angles, base, out=angles)
-        np.cos(angles, out=self._cosines)
-        np.matmul(self._basis, terms, out=self._block)
-        return self._frame
+        """Every sensor at t."""
+        return self.frames([t])
+
+    def frames(self, times: npt.ArrayLike) -> Frame:
+        """Every sensor at each of `times`, in one pass: the frames, one after the other."""
+        block = sensor_block(times, self.count)
+        sensors = np.tile(np.arange(self.count, dtype=np.int32), len(block) // self.count)
+        if self.pose_only:
+            return Frame(sensors, block[:, 0:7], None, None)
+        return Frame(sensors, block[:, 0:7], block[:, 7:10], block[:, 10:13])
 
     def analog(self, t: float) -> AnalogChannel | None:
         """The analog's channels, when a report is due at t."""

@@ -229,14 +229,34 @@ class FrameBatch:
     words: npt.NDArray[np.uint32] = field(init=False, repr=False)  # `data` as big-endian u32
     counts: npt.NDArray[np.uint32] = field(init=False, repr=False)  # 0 .. n-1
     seqs: npt.NDArray[np.uint32] = field(init=False, repr=False)  # scratch for `number`
+    parts: dict[int, list[FrameBatch]] = field(init=False, repr=False)  # `split`'s, by count
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "words", self.data.view(_U32))
         object.__setattr__(self, "counts", np.arange(len(self.seq_words), dtype=np.uint32))
         object.__setattr__(self, "seqs", np.empty(len(self.seq_words), dtype=np.uint32))
+        object.__setattr__(self, "parts", {})
 
     def __len__(self) -> int:
         return len(self.seq_words)
+
+    def split(self, count: int) -> list[FrameBatch]:
+        """The batch as `count` runs of as many messages and bytes each (e.g. one frame
+        each, of a batch of several frames), in order: views of this batch's buffer, made
+        once (whatever is encoded into the buffer later, they show)."""
+        found = self.parts.get(count)
+        if found is None:
+            n, size = divmod(len(self), count), divmod(len(self.data), count)
+            assert n[1] == size[1] == 0, "a batch splits into equal runs only"
+            found = self.parts[count] = [
+                FrameBatch(
+                    self.data[k * size[0] : (k + 1) * size[0]],
+                    self.seq_words[k * n[0] : (k + 1) * n[0]] - k * size[0] // 4,
+                    self.ends[k * n[0] : (k + 1) * n[0]] - k * size[0],
+                )
+                for k in range(count)
+            ]
+        return found
 
     def number(self, first: int) -> None:
         """Write seq numbers first, first + 1, ... (mod 2**32) into the messages."""

@@ -166,28 +166,45 @@ class VrpnServer:
     ) -> None:
         """Tracker reports (rows of `encoder.kinds`, sent unreliably) to every client that is
         keeping up. `sender` is one tracker for every row, or several with `senders` giving
-        each row's index among them. Encoded once per distinct (sender ids, type ids)
-        mapping, which all sessions share unless names were registered in another order, so
-        every client gets the same bytes but for its own seq numbers."""
+        each row's index among them (see `broadcast_batch`)."""
+
+        def encode(ids: tuple[int, ...], types: tuple[int, ...]) -> FrameBatch:
+            rows = ids[0] if senders is None else np.array(ids, dtype=np.int32)[senders]
+            return encoder.encode(rows, types, sensors, values, time=time)
+
         names = [sender] if isinstance(sender, str) else list(sender)
+        messages = int(np.size(sensors)) * len(encoder.kinds)
+        self.broadcast_batch(names, encoder.kinds, encode, messages, flush=flush)
+
+    def broadcast_batch(
+        self,
+        senders: Sequence[str],
+        kinds: Sequence[str],
+        encode: Callable[[tuple[int, ...], tuple[int, ...]], FrameBatch],
+        messages: int,
+        *,
+        flush: bool = True,
+    ) -> None:
+        """`messages` messages encoded once (sent unreliably) to every client that is keeping
+        up. `encode(sender ids, type ids)` gives the batch for a session's ids of `senders` and
+        `kinds`; it is called once per distinct mapping, which all sessions share unless names
+        were registered in another order, so every client gets the same bytes but for its own
+        seq numbers. A client too far behind skips them (counted)."""
         batches: dict[tuple[tuple[int, ...], tuple[int, ...]], FrameBatch] = {}
         for link in self.connected():
             session = link.session
             assert session is not None
             if link.congested:
-                messages = int(np.size(sensors)) * len(encoder.kinds)
                 link.skipped += messages
                 self.skipped += messages
                 continue
-            ids = tuple(map(session.register_sender, names))
-            types = tuple(map(session.register_type, encoder.kinds))
-            batch = batches.get((ids, types))
+            key = (
+                tuple(map(session.register_sender, senders)),
+                tuple(map(session.register_type, kinds)),
+            )
+            batch = batches.get(key)
             if batch is None:
-                rows: int | npt.NDArray[np.int32] = (
-                    ids[0] if senders is None else np.array(ids, dtype=np.int32)[senders]
-                )
-                batch = encoder.encode(rows, types, sensors, values, time=time)
-                batches[(ids, types)] = batch
+                batch = batches[key] = encode(*key)
             session.send_batch(batch)
             if flush:
                 link.flush()

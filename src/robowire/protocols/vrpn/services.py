@@ -21,6 +21,7 @@ import logging
 from collections.abc import Iterator
 
 import numpy as np
+import numpy.typing as npt
 
 from robowire.capture import CaptureReader, Record
 from robowire.endpoints import Endpoint, number
@@ -41,7 +42,7 @@ from robowire.protocols.vrpn.logfile import encode_log_entry, stream_to_log
 from robowire.protocols.vrpn.messages import ButtonStates, Ping, Pong, TrackerSetUpdateRate
 from robowire.protocols.vrpn.model import MAX_RATE, MOTION_DEFAULTS, REPORTS, DeviceModel
 from robowire.protocols.vrpn.model import Frame as TrackerFrame
-from robowire.protocols.vrpn.registry import SERVER_TYPE_NAMES, ReportEncoder
+from robowire.protocols.vrpn.registry import SERVER_TYPE_NAMES, FrameBatch, ReportEncoder
 from robowire.protocols.vrpn.server import VrpnServer
 from robowire.protocols.vrpn.session import VERSION_MISMATCH, Role, VrpnSession
 from robowire.service import RETRY_SECONDS, CaptureSource, Sim, SimOptions, Sink, Source
@@ -58,6 +59,7 @@ SIM_SETTINGS = frozenset({"tracker", "analog", "button", "dial", "reports", "clo
 FIRST_CONNECT_TIMEOUT = 5.0
 PONG_AFTER = 1.0  # seconds after a device's first log entry: its pong (`VrpnLogSink`)
 RECONNECT_TIMEOUT = 2.0
+PLAN_SECONDS = 0.05  # the simulator computes and encodes this far ahead in one pass (`_plan`)
 
 
 def open_sink(endpoint: Endpoint) -> Sink:
@@ -401,8 +403,14 @@ class VrpnSim(Sim):
         )
         self.frames = 0
         self._start: float | None = None  # the first step's time: the run's t = 0
-        self._frame: TrackerFrame | None = None  # the next frame, computed ahead ...
-        self._frame_at = 0.0  # ... for this time
+        # the frames planned ahead (`_plan`): their step times, the tracker's columns, header
+        # times, and their batches encoded per (sender ids, type ids) mapping, one per frame
+        self._times: list[float] = []
+        self._planned: TrackerFrame | None = None
+        self._walls: npt.NDArray[np.float64] = np.empty(0)
+        self._rate = 0.0  # the rate they were planned at
+        self._encoded: dict[tuple[tuple[int, ...], tuple[int, ...]], list[FrameBatch]] = {}
+        self._next = 0  # the index of the next step's frame among them
         self._due: float | None = None  # the next step's
 
     @property
@@ -431,31 +439,63 @@ class VrpnSim(Sim):
         await self.server.run(self.host, self.port, self.listening)
 
     def step(self, now: float) -> None:
-        """Send the frame due at `now`, then compute the next one: each frame is computed
-        right after the one before went out, when this process's caches are warm (after a
-        sleep on a busy machine every call costs several times more), and stamped with the
-        time it is the pose at."""
+        """Send the frame due at `now`: the next of the frames planned ahead, unless `now` is
+        not its time (the first step, steps skipped, a new rate) or none is left; then the
+        frames from `now` on are planned first."""
         if self._start is None:
             self._start = now
-        if self._frame is None or self._frame_at != now:  # the first, or steps skipped
-            self._frame = self.model.frame(now - self._start)
-        self._send(now - self._start, self.clock.wall(now) + self.clock_offset, self._frame)
-        self._due = now + 1.0 / self.model.rate
-        self._frame, self._frame_at = self.model.frame(self._due - self._start), self._due
+        k = self._next
+        if k >= len(self._times) or self._times[k] != now:
+            self._plan(now)
+            k = self._next = 0
+        self._send(now - self._start, float(self._walls[k]))
+        self._next = k + 1
+        rate = self.model.rate
+        if k + 1 < len(self._times) and rate == self._rate:
+            self._due = self._times[k + 1]
+        else:  # none left, or a client asked for a new rate: planned again next step
+            self._due, self._times = now + 1.0 / rate, []
+
+    def _plan(self, now: float) -> None:
+        """The next `PLAN_SECONDS` of frames from `now`, one period apart, computed in one
+        numpy pass; each mapping's batch of them is encoded in one pass too, when first sent
+        (`_batch`). Each frame is stamped with the time it is the pose at."""
+        assert self._start is not None
+        rate = self._rate = self.model.rate
+        times = [now]
+        for _ in range(max(1, round(rate * PLAN_SECONDS)) - 1):
+            times.append(times[-1] + 1.0 / rate)  # as each step adds a period to the last
+        self._times = times
+        steps = np.array(times)
+        self._planned = self.model.frames(steps - self._start)
+        self._walls = (self.clock.wall(0.0) + steps) + self.clock_offset  # as wall(now) each
+        self._encoded.clear()
+
+    def _batch(self, ids: tuple[int, ...], types: tuple[int, ...]) -> FrameBatch:
+        """The frame of this step (`_next`) for a session's ids (see `_plan`)."""
+        frames = self._encoded.get((ids, types))
+        if frames is None:
+            planned = self._planned
+            assert planned is not None
+            rows = np.repeat(self._walls, self.model.count)  # each frame's header time
+            batch = self.encoder.encode(ids[0], types, planned.sensors, planned.values(), time=rows)
+            frames = self._encoded[(ids, types)] = batch.split(len(self._times))
+        return frames[self._next]
 
     def next_deadline(self) -> float | None:
         return self._due
 
-    def _send(self, t: float, wall: float, frame: TrackerFrame) -> None:
-        """Send what is due at `t` seconds into the run (header time `wall`): `frame` (the
-        tracker at t), then the analog, buttons and dials when due."""
+    def _send(self, t: float, wall: float) -> None:
+        """Send what is due at `t` seconds into the run (header time `wall`): the tracker's
+        frame (`_next` of those planned), then the analog, buttons and dials when due."""
         server, model = self.server, self.model
-        server.broadcast_reports(  # one frame encoded once, in one buffer
-            self.encoder, self.tracker, frame.sensors, frame.values(), time=wall, flush=False
+        kinds = self.encoder.kinds
+        server.broadcast_batch(  # one frame of those encoded at once, in one buffer
+            [self.tracker], kinds, self._batch, model.count * len(kinds), flush=False
         )
         server.flush()  # one frame: one TCP write / few datagrams per client
         self.frames += 1
-        self.stats.messages_out += model.count * len(self.encoder.kinds)
+        self.stats.messages_out += model.count * len(kinds)
         analog = model.analog(t)
         if analog is not None:
             server.broadcast(self.analog, analog, time=wall, reliable=False)
