@@ -17,7 +17,7 @@ from robowire.protocols.vrpn import (
     VrpnSession,
     encode_cookie,
 )
-from robowire.protocols.vrpn.codec import split_time
+from robowire.protocols.vrpn.codec import scan, split_time
 from robowire.protocols.vrpn.messages import (
     AnalogChannel,
     Body,
@@ -359,9 +359,9 @@ class Wire:
         pass
 
 
-def client_of(sim: Any) -> Wire:
-    """A TCP client connected to `sim`'s server, past the cookie exchange (`sim`'s
-    handshake is in the wire's data)."""
+def client_of(sim: Any) -> tuple[Wire, VrpnSession]:
+    """A TCP client connected to `sim`'s server, past the cookie exchange (the handshake is
+    in the wire's data), and the server's session of it."""
     from robowire.protocols.vrpn.driver import VrpnLink
 
     server = sim.server
@@ -370,7 +370,7 @@ def client_of(sim: Any) -> Wire:
     link.connection_made(wire)  # type: ignore[arg-type]
     link.data_received(encode_cookie())
     assert link.session is not None and link.session.connected
-    return wire
+    return wire, link.session
 
 
 async def test_frames_planned_ahead_are_the_bytes_of_frames_made_one_at_a_time(
@@ -379,7 +379,8 @@ async def test_frames_planned_ahead_are_the_bytes_of_frames_made_one_at_a_time(
     """The simulator computes and encodes `PLAN_SECONDS` of frames in one pass; on the wire
     each step's frame is what one made at that step gives: the pose at its time, stamped
     with it, seq numbers going on across plans and around the analog, button and dial
-    messages, and a plan made anew when steps were skipped or a client set a new rate."""
+    messages (a second client's seq apart from the first's), and a plan made anew when
+    steps were skipped or a client set a new rate."""
     from robowire.protocols.vrpn import services
     from robowire.service import SimOptions
 
@@ -387,9 +388,11 @@ async def test_frames_planned_ahead_are_the_bytes_of_frames_made_one_at_a_time(
     ahead, alone = sims
     alone.clock = ahead.clock  # one wall clock for both
     alone.server.clock_offset = ahead.server.clock_offset
-    wires = [client_of(sim) for sim in sims]
-    for wire in wires:
-        wire.data.clear()  # the handshake, stamped with the time each connected
+    clients = [[client_of(sim) for _ in range(2)] for sim in sims]
+    for sim_clients in clients:
+        for wire, _ in sim_clients:
+            wire.data.clear()  # the handshake, stamped with the time each connected
+        sim_clients[1][1].send("Button0", ButtonStates(states=(1, 0)), time=WALL)
 
     def run(sim: Any, until: float) -> None:
         while (due := sim.next_deadline()) is not None and due < until:
@@ -404,5 +407,8 @@ async def test_frames_planned_ahead_are_the_bytes_of_frames_made_one_at_a_time(
         sim.model.set_rate(300.0)  # a client's set_update_rate
         run(sim, 101.4)
     assert ahead.frames == alone.frames == 120 + 700 + 60
-    assert len(wires[0].data) > ahead.frames * 3 * 280
-    assert wires[0].data == wires[1].data
+    for (wire, _), (reference, _) in zip(*clients, strict=True):
+        assert len(wire.data) > ahead.frames * 3 * 280
+        assert wire.data == reference.data
+        seqs = scan(wire.data).seq.astype(np.int64)
+        assert (np.diff(seqs) == 1).all()  # each message numbered after the one before

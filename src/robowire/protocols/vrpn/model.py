@@ -42,41 +42,51 @@ DIALS = 2
 @functools.cache
 def _circle_terms(
     count: int,
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """What turns a time t into every sensor's 13 columns (position, xyzw quaternion,
-    velocity, acceleration) in a few numpy calls (the simulator runs it 1000 times a second):
-    the angles (a, a - pi/2, h, h - pi/2) of each sensor are `base + rates * t` (a its angle on
-    its circle, h half its yaw: facing along the travel), their cosines are (cos a, sin a,
-    cos h, sin h), and `terms` turns (cos a, sin a, cos h, sin h, 1) into the 13 columns."""
+) -> tuple[
+    npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.intp], npt.NDArray[np.float64]
+]:
+    """What turns times t into every sensor's 13 columns (position, xyzw quaternion,
+    velocity, acceleration) in a few numpy calls: the angles (a, a - pi/2, h, h - pi/2) of
+    each sensor are `base + rates * t` (a its angle on its circle, h half its yaw: facing
+    along the travel), their cosines are (cos a, sin a, cos h, sin h), and column c is
+    `scale[:, c]` times term `pick[c]` of (cos a, sin a, cos h, sin h, 1)."""
     i = np.arange(count, dtype=np.float64)
     radius = 1.0 + 0.25 * i
     w = ANGULAR_SPEED
-    terms = np.zeros((count, 5, 13))
-    terms[:, 0, 0] = radius  # x = r cos a
-    terms[:, 1, 1] = radius  # y = r sin a
-    terms[:, 4, 2] = 1.0 + 0.1 * i  # z
-    terms[:, 3, 5] = 1.0  # qz = sin h
-    terms[:, 2, 6] = 1.0  # qw = cos h
-    terms[:, 1, 7] = -radius * w  # vx = -r w sin a
-    terms[:, 0, 8] = radius * w  # vy = r w cos a
-    terms[:, 0, 10] = -radius * w * w  # ax = -r w^2 cos a
-    terms[:, 1, 11] = -radius * w * w  # ay = -r w^2 sin a
+    one, zero = np.ones(count), np.zeros(count)
+    columns = [  # (term, scale) per column
+        (0, radius),  # x = r cos a
+        (1, radius),  # y = r sin a
+        (4, 1.0 + 0.1 * i),  # z
+        (4, zero),  # qx
+        (4, zero),  # qy
+        (3, one),  # qz = sin h
+        (2, one),  # qw = cos h
+        (1, -radius * w),  # vx = -r w sin a
+        (0, radius * w),  # vy = r w cos a
+        (4, zero),  # vz
+        (0, -radius * w * w),  # ax = -r w^2 cos a
+        (1, -radius * w * w),  # ay = -r w^2 sin a
+        (4, zero),  # az
+    ]
+    pick = np.array([term for term, _ in columns], dtype=np.intp)
+    scale = np.stack([value for _, value in columns], axis=1)
     phase = i * (2 * math.pi / max(count, 1))
     half = phase * 0.5 + math.pi / 4
     base = np.stack([phase, phase - math.pi / 2, half, half - math.pi / 2], axis=1)
     rates = np.array([w, w, w * 0.5, w * 0.5])
-    return base, rates, terms
+    return base, rates, pick, scale
 
 
 def sensor_block(times: float | npt.ArrayLike, count: int) -> npt.NDArray[np.float64]:
     """Every sensor at each of `times` (one time or several) as rows of 13 columns:
     position, xyzw quaternion, velocity, acceleration; time-major (the first time's
     `count` sensors, then the next time's)."""
-    base, rates, terms = _circle_terms(count)
+    base, rates, pick, scale = _circle_terms(count)
     t = np.asarray(times, dtype=np.float64).reshape(-1, 1, 1)
-    basis = np.ones((t.shape[0], count, 1, 5))
-    np.cos(base + rates * t, out=basis[:, :, 0, :4])
-    block: npt.NDArray[np.float64] = np.matmul(basis, terms).reshape(-1, 13)
+    basis = np.ones((t.shape[0], count, 5))
+    np.cos(base + rates * t, out=basis[:, :, :4])
+    block: npt.NDArray[np.float64] = np.multiply(basis[:, :, pick], scale).reshape(-1, 13)
     return block
 
 

@@ -230,12 +230,19 @@ class FrameBatch:
     counts: npt.NDArray[np.uint32] = field(init=False, repr=False)  # 0 .. n-1
     seqs: npt.NDArray[np.uint32] = field(init=False, repr=False)  # scratch for `number`
     parts: dict[int, list[FrameBatch]] = field(init=False, repr=False)  # `split`'s, by count
+    # a part (`split`) is numbered through the batch it is part of: that batch, and the
+    # index of the part's first message in it
+    whole: FrameBatch | None = field(default=None, init=False, repr=False)
+    start: int = field(default=0, init=False, repr=False)
+    # the latest `number`: from which message to the end, with which first seq ([-1, 0]: none)
+    run: list[int] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "words", self.data.view(_U32))
         object.__setattr__(self, "counts", np.arange(len(self.seq_words), dtype=np.uint32))
         object.__setattr__(self, "seqs", np.empty(len(self.seq_words), dtype=np.uint32))
         object.__setattr__(self, "parts", {})
+        object.__setattr__(self, "run", [-1, 0])
 
     def __len__(self) -> int:
         return len(self.seq_words)
@@ -248,19 +255,36 @@ class FrameBatch:
         if found is None:
             n, size = divmod(len(self), count), divmod(len(self.data), count)
             assert n[1] == size[1] == 0, "a batch splits into equal runs only"
-            found = self.parts[count] = [
-                FrameBatch(
+            found = self.parts[count] = []
+            for k in range(count):
+                part = FrameBatch(
                     self.data[k * size[0] : (k + 1) * size[0]],
                     self.seq_words[k * n[0] : (k + 1) * n[0]] - k * size[0] // 4,
                     self.ends[k * n[0] : (k + 1) * n[0]] - k * size[0],
                 )
-                for k in range(count)
-            ]
+                object.__setattr__(part, "whole", self)
+                object.__setattr__(part, "start", k * n[0])
+                found.append(part)
         return found
 
     def number(self, first: int) -> None:
-        """Write seq numbers first, first + 1, ... (mod 2**32) into the messages."""
-        self.words[self.seq_words] = np.add(self.counts, first & 0xFFFFFFFF, out=self.seqs)
+        """Write seq numbers first, first + 1, ... (mod 2**32) into the messages.
+
+        A part of a split batch numbers the rest of the batch too, as though the parts after
+        it were sent next, so a session that sends them in turn with nothing between (a
+        simulator's frames) finds each numbered already: nothing to write."""
+        whole = self if self.whole is None else self.whole
+        start, run = self.start, whole.run
+        if 0 <= run[0] <= start and run[1] + (start - run[0]) == first:
+            return  # numbered so by an earlier run
+        rest = len(whole) - start
+        seqs = np.add(whole.counts[:rest], first & 0xFFFFFFFF, out=whole.seqs[:rest])
+        whole.words[whole.seq_words[start:]] = seqs
+        run[:] = start, first
+
+    def forget(self) -> None:
+        """The buffer was written over, seq words and all: number every message anew."""
+        self.run[:] = -1, 0
 
 
 _U32 = np.dtype(">u4")
@@ -388,6 +412,7 @@ class ReportEncoder:
         widths = tuple(b.shape[1] if b.ndim == 2 else b.size // max(sensor.size, 1) for b in blocks)
         if widths != layout.widths:  # the defaults under fewer columns than last time
             np.copyto(layout.work, layout.base)
+            layout.batch.forget()
             layout.widths = widths
         words, doubles = layout.words, layout.doubles
         if isinstance(time, float | int):

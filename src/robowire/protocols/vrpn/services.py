@@ -391,6 +391,8 @@ class VrpnSim(Sim):
         self.model = DeviceModel(count, rate, pose_only=settings.get("reports", "all") == "pos")
         kinds = REPORTS[:1] if self.model.pose_only else REPORTS
         self.encoder = ReportEncoder(kinds, [None, MOTION_DEFAULTS, MOTION_DEFAULTS])
+        self._senders = (self.tracker,)
+        self._messages = count * len(kinds)  # a frame's
         # `--set clock_offset=SECONDS`: a sender whose clock is that far ahead of ours
         self.clock_offset = number(settings, "clock_offset", 0.0, "vrpn sim", sign="any")
         self.clock = WallClock()
@@ -489,13 +491,11 @@ class VrpnSim(Sim):
         """Send what is due at `t` seconds into the run (header time `wall`): the tracker's
         frame (`_next` of those planned), then the analog, buttons and dials when due."""
         server, model = self.server, self.model
-        kinds = self.encoder.kinds
-        server.broadcast_batch(  # one frame of those encoded at once, in one buffer
-            [self.tracker], kinds, self._batch, model.count * len(kinds), flush=False
-        )
-        server.flush()  # one frame: one TCP write / few datagrams per client
+        messages = self._messages
+        # one frame of those encoded at once: one TCP write / few datagrams per client
+        server.broadcast_batch(self._senders, self.encoder.kinds, self._batch, messages)
         self.frames += 1
-        self.stats.messages_out += model.count * len(kinds)
+        self.stats.messages_out += messages
         analog = model.analog(t)
         if analog is not None:
             server.broadcast(self.analog, analog, time=wall, reliable=False)
