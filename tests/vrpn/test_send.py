@@ -342,9 +342,11 @@ class Wire:
 
     def __init__(self) -> None:
         self.data = bytearray()
+        self.writes = 0
 
     def write(self, data: bytes) -> None:
         self.data += data
+        self.writes += 1
 
     def get_write_buffer_size(self) -> int:
         return 0
@@ -387,6 +389,7 @@ async def test_frames_planned_ahead_are_the_bytes_of_frames_made_one_at_a_time(
     sims = [services.VrpnSim(SimOptions(port=0, count=3, rate=1000)) for _ in range(2)]
     ahead, alone = sims
     alone.clock = ahead.clock  # one wall clock for both
+    monkeypatch.setattr(services, "monotonic", lambda: 0.0)  # every step on time
     alone.server.clock_offset = ahead.server.clock_offset
     clients = [[client_of(sim) for _ in range(2)] for sim in sims]
     for sim_clients in clients:
@@ -412,3 +415,25 @@ async def test_frames_planned_ahead_are_the_bytes_of_frames_made_one_at_a_time(
         assert wire.data == reference.data
         seqs = scan(wire.data).seq.astype(np.int64)
         assert (np.diff(seqs) == 1).all()  # each message numbered after the one before
+
+
+async def test_frames_caught_up_after_a_late_wake_up_go_out_in_one_write(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A step whose next step is due already (the loop woke late) leaves its frame queued:
+    the frames caught up go out with the first step that is on time, in one write."""
+    from robowire.protocols.vrpn import services
+    from robowire.service import SimOptions
+
+    now = [200.0]  # the loop's time: the steps from 100.0 on are late
+    monkeypatch.setattr(services, "monotonic", lambda: now[0])
+    sim = services.VrpnSim(SimOptions(port=0, count=3, rate=1000))
+    wire, _ = client_of(sim)
+    sim.step(100.0)
+    writes, size = wire.writes, len(wire.data)  # (the analog, buttons and dials due at 0)
+    for _ in range(20):
+        sim.step(sim.next_deadline())
+    assert (wire.writes, len(wire.data)) == (writes, size)  # queued, none written yet
+    now[0] = 100.0205  # caught up: the step at 100.021 is not due yet
+    sim.step(sim.next_deadline())
+    assert wire.writes == writes + 1 and len(wire.data) == size + 21 * 3 * 280

@@ -48,8 +48,9 @@ def _circle_terms(
     """What turns times t into every sensor's 13 columns (position, xyzw quaternion,
     velocity, acceleration) in a few numpy calls: the angles (a, a - pi/2, h, h - pi/2) of
     each sensor are `base + rates * t` (a its angle on its circle, h half its yaw: facing
-    along the travel), their cosines are (cos a, sin a, cos h, sin h), and column c is
-    `scale[:, c]` times term `pick[c]` of (cos a, sin a, cos h, sin h, 1)."""
+    along the travel), their cosines are (cos a, sin a, cos h, sin h), and column c of a
+    sensor is a scale times one term of its (cos a, sin a, cos h, sin h, 1): flattened over a
+    frame's sensors, the frame's columns are `basis[take] * scale`."""
     i = np.arange(count, dtype=np.float64)
     radius = 1.0 + 0.25 * i
     w = ANGULAR_SPEED
@@ -70,24 +71,25 @@ def _circle_terms(
         (4, zero),  # az
     ]
     pick = np.array([term for term, _ in columns], dtype=np.intp)
-    scale = np.stack([value for _, value in columns], axis=1)
+    take = (np.arange(count)[:, None] * 5 + pick).reshape(-1)
+    scale = np.stack([value for _, value in columns], axis=1).reshape(-1)
     phase = i * (2 * math.pi / max(count, 1))
     half = phase * 0.5 + math.pi / 4
     base = np.stack([phase, phase - math.pi / 2, half, half - math.pi / 2], axis=1)
     rates = np.array([w, w, w * 0.5, w * 0.5])
-    return base, rates, pick, scale
+    return base, rates, take, scale
 
 
 def sensor_block(times: float | npt.ArrayLike, count: int) -> npt.NDArray[np.float64]:
     """Every sensor at each of `times` (one time or several) as rows of 13 columns:
     position, xyzw quaternion, velocity, acceleration; time-major (the first time's
     `count` sensors, then the next time's)."""
-    base, rates, pick, scale = _circle_terms(count)
+    base, rates, take, scale = _circle_terms(count)
     t = np.asarray(times, dtype=np.float64).reshape(-1, 1, 1)
-    basis = np.ones((t.shape[0], count, 5))
+    basis = np.ones((len(t), count, 5))
     np.cos(base + rates * t, out=basis[:, :, :4])
-    block: npt.NDArray[np.float64] = np.multiply(basis[:, :, pick], scale).reshape(-1, 13)
-    return block
+    block: npt.NDArray[np.float64] = np.multiply(basis.reshape(len(t), -1)[:, take], scale)
+    return block.reshape(-1, 13)
 
 
 def sensor_poses(t: float, count: int) -> tuple[npt.NDArray[np.float64], ...]:

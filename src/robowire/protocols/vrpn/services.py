@@ -443,7 +443,8 @@ class VrpnSim(Sim):
     def step(self, now: float) -> None:
         """Send the frame due at `now`: the next of the frames planned ahead, unless `now` is
         not its time (the first step, steps skipped, a new rate) or none is left; then the
-        frames from `now` on are planned first."""
+        frames from `now` on are planned first. When the next step is due already (the loop
+        woke late), the frame waits for it: the frames caught up go out in one write."""
         if self._start is None:
             self._start = now
         k = self._next
@@ -457,6 +458,8 @@ class VrpnSim(Sim):
             self._due = self._times[k + 1]
         else:  # none left, or a client asked for a new rate: planned again next step
             self._due, self._times = now + 1.0 / rate, []
+        if self._due > monotonic():
+            self.server.flush()
 
     def _plan(self, now: float) -> None:
         """The next `PLAN_SECONDS` of frames from `now`, one period apart, computed in one
@@ -492,8 +495,10 @@ class VrpnSim(Sim):
         frame (`_next` of those planned), then the analog, buttons and dials when due."""
         server, model = self.server, self.model
         messages = self._messages
-        # one frame of those encoded at once: one TCP write / few datagrams per client
-        server.broadcast_batch(self._senders, self.encoder.kinds, self._batch, messages)
+        # one frame of those encoded at once, queued: `step` writes it (one TCP write / few
+        # datagrams per client), or what else is sent now does
+        kinds = self.encoder.kinds
+        server.broadcast_batch(self._senders, kinds, self._batch, messages, flush=False)
         self.frames += 1
         self.stats.messages_out += messages
         analog = model.analog(t)
