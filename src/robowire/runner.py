@@ -10,12 +10,21 @@ finished (files read to the end); then sinks get a moment to drain what the worl
 It knows services, not URLs: opening them is `robowire.gateway`'s (whose `Gateway` is this
 runner plus `add_sources`), so the library's background thread (`robowire.background`) and a
 protocol's own `serve` run services below the protocol registry.
+
+A runner with `pace` (`listen`'s terminal table) runs its loop at a frame rate: each turn of
+the loop handles what is ready, then rests `pace` seconds (a blocking sleep, so the process
+wakes about `1 / pace` times a second however much comes). Meanwhile the kernel queues what
+arrives, and the next turn reads each socket's whole queue as one batch: a display that
+refreshes a few times a second gains nothing from waking for each datagram, and a batch costs
+far less per message. Everything is still read and answered (pings, keep-alives), a turn or
+so late; a coroutine waits a turn for each `await` that is not ready at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Self
 
@@ -36,6 +45,7 @@ class Runner:
     services: list[Service] = field(default_factory=list)
     failures: list[tuple[Service, BaseException]] = field(default_factory=list)
     drain_seconds: float = 0.2
+    pace: float | None = None  # seconds the loop rests each turn (see above); None: never
     _tasks: dict[asyncio.Task[None], Service] = field(default_factory=dict)
     _stopping: asyncio.Event = field(default_factory=asyncio.Event)
     _running: bool = False
@@ -79,6 +89,8 @@ class Runner:
         Raises the RobowireError of a sink or simulator that failed, once everything stopped.
         """
         self._running = True
+        if self.pace:
+            asyncio.get_running_loop().call_soon(self._rest)
         try:
             async with asyncio.timeout(duration):
                 await self._start_servers_then_sources()
@@ -94,6 +106,12 @@ class Runner:
         for service, exc in self.failures:
             if not isinstance(service, Source) and isinstance(exc, RobowireError):
                 raise exc
+
+    def _rest(self) -> None:
+        """One turn's rest (`pace`), then again on the next turn, while the run goes on."""
+        if self._running and self.pace:
+            time.sleep(self.pace)
+            asyncio.get_running_loop().call_soon(self._rest)
 
     async def _start_servers_then_sources(self) -> None:
         """Sinks and simulators first, each until it is ready (bound, subscribed) or has

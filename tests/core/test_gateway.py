@@ -2,11 +2,14 @@ import asyncio
 import io
 import json
 import logging
+import socket
+import time
 
 from robowire.errors import TransportError
 from robowire.gateway import Gateway
 from robowire.service import Source
 from robowire.sinks import JsonLinesSink
+from robowire.transport.udp import DatagramReader
 from robowire.world import World
 
 
@@ -93,3 +96,44 @@ async def test_a_server_on_port_0_is_named_after_the_port_it_got():
     assert sink.name.endswith(f":{sink.address[1]}")
     gateway.stop()
     await run
+
+
+class Datagrams(Source):
+    """Counts the datagrams sent to its socket, and the wake-ups they took to read."""
+
+    def __init__(self) -> None:
+        super().__init__("datagrams")
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.setblocking(False)
+        self.received = 0
+        self.reader: DatagramReader | None = None
+
+    def take(self, datagrams: list[tuple[bytes, tuple[str, int]]], now: float) -> None:
+        self.received += len(datagrams)
+
+    async def run(self, world: World) -> None:
+        self.reader = DatagramReader(self.sock, self.take, batch=1024)
+        try:
+            await asyncio.Future()
+        finally:
+            self.reader.close()
+
+
+async def test_a_paced_gateway_reads_a_stream_of_datagrams_in_few_wakeups_and_misses_none():
+    source = Datagrams()
+    gateway = Gateway(pace=0.05).add(source)  # 20 turns a second
+    run = asyncio.create_task(gateway.run(2.0))
+    address = source.sock.getsockname()
+
+    def send() -> None:  # 2,000 datagrams a second for a second, from outside the loop
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as out:
+            for _ in range(100):
+                for _ in range(20):
+                    out.sendto(b"x" * 100, address)
+                time.sleep(0.01)
+
+    await asyncio.to_thread(send)
+    await run
+    assert source.received == 2000
+    assert source.reader is not None and source.reader.wakeups <= 2.0 / 0.05 + 5
