@@ -30,7 +30,7 @@ from typing import Self
 
 from robowire.errors import RobowireError
 from robowire.service import Service, Source
-from robowire.status import RateMeter, ServiceStatus, service_status
+from robowire.status import RateMeter, Remote, ServiceStatus, service_status
 from robowire.timebase import monotonic
 from robowire.world import World
 
@@ -64,12 +64,15 @@ class Runner:
         self._stopping.set()
 
     def status(self) -> list[ServiceStatus]:
-        """What each service is doing now (see `robowire.status`); the message rates are
-        measured between calls."""
+        """What each service is doing now (see `robowire.status`), a worker's followed by
+        the services it runs; the message rates are measured between calls."""
         now = monotonic()
-        return [
-            service_status(s, self._state(s), self.world, self._rates, now) for s in self.services
-        ]
+        out: list[ServiceStatus] = []
+        for service in self.services:
+            out.append(service_status(service, self._state(service), self.world, self._rates, now))
+            if isinstance(service, Remote):  # a worker: then the services it runs
+                out += service.remote_status()
+        return out
 
     def _state(self, service: Service) -> str:
         if any(s is service for s, _ in self.failures):
