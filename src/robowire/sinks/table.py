@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
 from robowire.service import Service, Sink
+from robowire.status import RateMeter
+from robowire.timebase import monotonic
 from robowire.world import Device, LogEvent, Update, World
 
 MAX_ROWS = 30
@@ -91,9 +93,11 @@ def device_table(
     services: Iterable[Service] = (),
     max_rows: int = MAX_ROWS,
     width: int | None = None,
+    rate: Callable[[Service], float] | None = None,
 ) -> Text:
     """A table of the devices (each source gets its share of `max_rows`), and a line of
-    counters per service, at most `width` columns wide where it fits.
+    counters per service (with `rate`, its messages per second too), at most `width` columns
+    wide where it fits.
 
     Laid out here as plain lines of text (one style per line): rich's own `Table` took 8 ms
     to draw ten rows, a third of a core for a live table that refreshes a few times a
@@ -138,6 +142,8 @@ def device_table(
         s = service.stats
         if s.messages_in or s.dropped:
             said = f"{service.name}: {s.messages_in} messages in, {s.dropped} dropped"
+            if rate is not None:
+                said += f", {rate(service):,.0f}/s"
             text.append(said + "\n", style="dim")
     text.rstrip()
     return text
@@ -157,6 +163,7 @@ class TableSink(Sink):
         self.refresh_hz = refresh_hz
         self.max_rate = refresh_hz  # redraw at this rate whether or not anything changed
         self.console = console or Console()
+        self._rates = RateMeter(window=1.0)
 
     async def run(self, world: World) -> None:
         # drawn here, at each pull (`max_rate`), not by a thread of rich's of its own
@@ -169,4 +176,8 @@ class TableSink(Sink):
         return True
 
     def _table(self, world: World) -> Text:
-        return device_table(world, self.services, width=self.console.width)
+        return device_table(world, self.services, width=self.console.width, rate=self._rate)
+
+    def _rate(self, service: Service) -> float:
+        """A service's messages per second, over the last second or so of draws."""
+        return self._rates.rate(id(service), service.stats.messages_in, monotonic())
