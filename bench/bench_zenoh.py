@@ -228,7 +228,7 @@ async def through_gateways(n: int, steps: int) -> tuple[float, float, float, int
 
     def counted(events: Any, receive_time: float) -> int:
         taken = int(apply(events, receive_time))
-        arrivals.arrived(taken)
+        arrivals.arrived(sum(isinstance(getattr(e, "frame", None), codec.State) for e in events))
         return taken
 
     adapter.apply = counted
