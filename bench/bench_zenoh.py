@@ -87,7 +87,8 @@ def payload(n: int) -> bytes:
 # -- the publishing child --------------------------------------------------------------------
 
 
-def child_bare(port: int, n: int, steps: int) -> None:
+def child_bare(port: int, n: int, steps: int, rate: float = 0.0) -> None:
+    """Puts as fast as it can or, with `rate`, that many a second (sleeping between)."""
     import zenoh
 
     session = zenoh.open(zenoh.Config.from_json5(Link("127.0.0.1", port, "listen").config()))
@@ -98,7 +99,11 @@ def child_bare(port: int, n: int, steps: int) -> None:
     print("ready", flush=True)
     sys.stdin.readline()
     cpu = time.process_time()
+    due = time.perf_counter()
     for _ in range(steps):
+        if rate:
+            due += 1.0 / rate
+            time.sleep(max(0.0, due - time.perf_counter()))
         publisher.put(data)
     print(f"cpu {time.process_time() - cpu}", flush=True)
     sys.stdin.readline()
@@ -133,8 +138,9 @@ async def child_gateway(port: int, n: int, steps: int) -> None:
 class Publisher:
     """A publishing child process: `ready`, then `go()` and `cpu()`."""
 
-    def __init__(self, role: str, port: int, n: int, steps: int) -> None:
+    def __init__(self, role: str, port: int, n: int, steps: int, rate: float = 0.0) -> None:
         args = [sys.executable, "-m", "bench.bench_zenoh", role, str(port), str(n), str(steps)]
+        args.append(str(rate))
         self.proc = subprocess.Popen(
             args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV, cwd=ROOT
         )
@@ -184,12 +190,13 @@ class Arrivals:
         return (count - 1) / took, (time.process_time() - self.cpu) / max(count, 1)
 
 
-def bare(n: int, steps: int) -> tuple[float, float, float, int]:
-    """Zenoh alone: (messages/s, publisher CPU s/msg, subscriber CPU s/msg, payload size)."""
+def bare(n: int, steps: int, rate: float = 0.0) -> tuple[float, float, float, int]:
+    """Zenoh alone: (messages/s, publisher CPU s/msg, subscriber CPU s/msg, payload size);
+    with `rate`, the publisher puts that many a second, not as fast as it can."""
     import zenoh
 
     port = free_port()
-    publisher = Publisher("bare", port, n, steps)
+    publisher = Publisher("bare", port, n, steps, rate)
     session = zenoh.open(zenoh.Config.from_json5(Link("127.0.0.1", port, "connect").config()))
     arrivals = Arrivals()
 
@@ -222,6 +229,7 @@ async def through_gateways(n: int, steps: int) -> tuple[float, float, float, int
     task = asyncio.create_task(gateway.run())
     while len(gateway.world) < n:  # every drone is here: the DEVICES frame is through
         await asyncio.sleep(0.01)
+    await asyncio.sleep(0.5)  # the snapshot asked for at start is in: steady state from here
     arrivals = Arrivals()
     adapter: Any = source.adapter
     apply = adapter.apply
@@ -252,6 +260,7 @@ def main() -> dict[str, float]:
     for n, steps in SIZES:
         floor, put_cpu, sub_cpu, size = bare(n, steps)
         frames, pub_cpu, in_cpu, received = asyncio.run(through_gateways(n, steps))
+        _, paced_put, paced_sub, _ = bare(n, steps, frames)
         ratio = frames / floor
         figures[f"ratio_{n}"] = ratio
         print(f"   {n} drones, STATE payload {size / 1e3:.1f} kB, {steps} steps, two processes:")
@@ -264,6 +273,10 @@ def main() -> dict[str, float]:
             f"   CPU/msg: publish {pub_cpu * 1e6:6.0f} us, take in {in_cpu * 1e6:6.0f} us"
         )
         print(
+            f"     zenoh alone at that rate:  {frames:8.0f} msg/s  {'':12s} dev/s"
+            f"   CPU/msg: put {paced_put * 1e6:6.0f} us, subscribe {paced_sub * 1e6:6.0f} us"
+        )
+        print(
             f"     robowire / zenoh alone: {ratio:.2f}x messages/s, {sub_cpu / in_cpu:.2f}x"
             f" CPU to take in (took in {received} of {steps} steps)"
         )
@@ -274,6 +287,6 @@ if __name__ == "__main__":
     keep_big_buffers()
     role, port, n, steps = sys.argv[1], *(int(a) for a in sys.argv[2:5])
     if role == "bare":
-        child_bare(port, n, steps)
+        child_bare(port, n, steps, float(sys.argv[5]))
     else:
         asyncio.run(child_gateway(port, n, steps))

@@ -300,11 +300,10 @@ class ZenohSource(Source):
                 session.liveliness().declare_subscriber(
                     f"{keys.GATEWAY}/*",
                     lambda sample: loop.call_soon_threadsafe(self._gateway_seen, sample),
-                    history=True,
+                    history=True,  # the gateways up now: each is asked for, as it is seen
                 )
             )
             self.connected()
-            self.ask("*", force=True)
             while True:
                 frames = await inbox.wait()
                 self.deliver(decode_all(frames), monotonic())
