@@ -23,6 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import heapq
+import operator
+from collections.abc import Callable, Mapping
 from typing import IO, Any
 
 import numpy as np
@@ -72,6 +75,7 @@ LOG_SCHEMA = "robowire.Log"
 FOXGLOVE_RATE = 10.0
 """Foxglove world messages per source per second (the latest state of what changed)."""
 VECTORS = (POSITION, ORIENTATION, VELOCITY, GEODETIC)
+VECTOR_WIDTHS = {POSITION: 3, ORIENTATION: 4, VELOCITY: 3, GEODETIC: 3}
 UPDATE_PROTO = FileDescriptorSet(
     file=[FileDescriptorProto.FromString(update_pb2.DESCRIPTOR.serialized_pb)]
 ).SerializeToString()
@@ -180,14 +184,7 @@ def update_message(
     if len(fresh):
         described[slots[fresh]] = True
         for row, slot in zip(fresh.tolist(), slots[fresh].tolist(), strict=True):  # once each
-            attributes = table.attributes[slot]
-            new = (
-                pbwire.key(1, pbwire.VARINT) + pbwire.varint(row)
-                + pbwire.string(2, table.kinds[slot]) + pbwire.string(3, table.names[slot])
-                + (pbwire.string(4, attributes_json(attributes)) if attributes else b"")
-                + b"".join(pbwire.string(5, link) for link in table.links[slot])
-            )  # fmt: skip
-            parts.append(pbwire.field(2, new))
+            parts.append(new_device(table, row, slot))
     values = update.values
     for name in VECTORS:
         if name in update.fields:
@@ -216,6 +213,142 @@ def update_message(
                 for s in index
             ]
     return b"".join(parts)
+
+
+def new_device(table: SourceTable, row: int, slot: int) -> bytes:
+    """The `Update.new` field describing the device at `slot` (row `row` of its update)."""
+    attributes = table.attributes[slot]
+    return pbwire.field(
+        2,
+        pbwire.key(1, pbwire.VARINT) + pbwire.varint(row)
+        + pbwire.string(2, table.kinds[slot]) + pbwire.string(3, table.names[slot])
+        + (pbwire.string(4, attributes_json(attributes)) if attributes else b"")
+        + b"".join(pbwire.string(5, link) for link in table.links[slot]),
+    )  # fmt: skip
+
+
+MAX_PATTERNS = 16
+"""Which columns of a one-device update are NaN (not written) is a pattern the layout of its
+message depends on; a source's usual ones are a few, and this many are kept per set of fields
+(more: the general path)."""
+
+
+class OneDevice:
+    """The `robowire.Update` of one device for one set of fields, laid out once: every column's
+    constant bytes (keys, names, units, lengths) with a place for each value, per pattern of
+    absent columns. `encode` gathers the values (one array operation per kind of column) and
+    writes them into a copy of that layout: the same message `update_message` writes (for one
+    device a column is either absent, or its row with `same`), for a fraction of its cost.
+    A column only partly NaN (a position without its z), attributes or links: `None`, for the
+    general path."""
+
+    def __init__(self, table: SourceTable, fields: frozenset[str], times: bool) -> None:
+        vectors = [name for name in VECTORS if name in fields]
+        scalars = [name for name in fields if name in table.telemetry]
+        self.columns = [
+            *((3, name, "", VECTOR_WIDTHS[name]) for name in vectors),
+            *([(4, SOURCE_TIME, "", 1)] if times else []),
+            *((5, name, table.units[name], 1) for name in scalars),
+        ]
+        self._vectors = _getter(vectors)
+        self._scalars = _getter([SOURCE_TIME] * times + scalars)
+        self._units_of = _getter(scalars)
+        self._units = self._units_of(table.units)
+        self._widths = np.array([c[3] for c in self.columns], np.intp)
+        self._layouts: dict[bytes, tuple[np.ndarray, np.ndarray] | None] = {}
+
+    def fits(self, table: SourceTable) -> bool:
+        """Whether the table's units are still those laid out."""
+        return bool(self._units_of(table.units) == self._units)
+
+    def encode(self, values: Mapping[str, np.ndarray]) -> bytes | None:
+        """The columns' part of the message, or None where the general path must write it."""
+        try:
+            vectors, scalars = self._vectors(values), self._scalars(values)
+        except KeyError:  # a column without the update's own values: the table's
+            return None
+        if vectors and scalars:
+            flat = np.concatenate((np.concatenate(vectors, axis=1)[0], np.concatenate(scalars)))
+        else:
+            flat = np.concatenate(vectors, axis=1)[0] if vectors else np.concatenate(scalars)
+        absent = np.isnan(flat)
+        pattern = absent.tobytes() if absent.any() else b""
+        layout = self._layouts.get(pattern, False)
+        if layout is False:
+            layout = self._layout(absent) if len(self._layouts) < MAX_PATTERNS else None
+            self._layouts[pattern] = layout
+        if layout is None:
+            return None
+        template, places = layout
+        out = template.copy()
+        out[places] = (flat[~absent] if pattern else flat).view(np.uint8)
+        return out.tobytes()
+
+    def _layout(self, absent: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """The message's bytes (values zero) and where each present value's bytes go."""
+        parts: list[bytes] = []
+        places: list[np.ndarray] = []
+        size = 0
+        ends = np.cumsum(self._widths)
+        for (number, name, unit, width), end in zip(self.columns, ends.tolist(), strict=True):
+            missing = int(absent[end - width : end].sum())
+            head = _column_head(name, unit, width)
+            if missing == width:
+                parts.append(pbwire.field(number, head))
+            elif missing:
+                return None  # partly absent: `column` decides its form
+            else:
+                values = pbwire.header(4, 8 * width)
+                body = head + values + bytes(8 * width) + SAME
+                outer = pbwire.header(number, len(body))
+                start = size + len(outer) + len(head) + len(values)
+                places.append(np.arange(start, start + 8 * width))
+                parts.append(outer + body)
+            size += len(parts[-1])
+        template = np.frombuffer(b"".join(parts), np.uint8)
+        return template, np.concatenate(places) if places else np.zeros(0, np.intp)
+
+
+def _getter(names: list[str]) -> Callable[[Mapping[str, np.ndarray]], tuple[np.ndarray, ...]]:
+    """What gives `names`' arrays of a mapping as a tuple, in one call."""
+    if not names:
+        return lambda values: ()
+    if len(names) == 1:
+        only = names[0]
+        return lambda values: (values[only],)
+    return operator.itemgetter(*names)
+
+
+class UpdateEncoder:
+    """One source's `/robowire/<source>` messages: which devices it has described, each
+    device's id field, and for updates of one device (a robot, a node: many small updates) the
+    layout of each set of fields (`OneDevice`); other updates take `update_message`."""
+
+    def __init__(self, table: SourceTable) -> None:
+        self.described = np.zeros(16, bool)
+        self.devices = Heads(lambda slot: pbwire.string(1, table.ids[slot]))  # Update.devices
+        self._one: dict[tuple[frozenset[str], bool], OneDevice] = {}
+
+    def encode(self, table: SourceTable, update: Update) -> bytes:
+        if len(self.described) < len(table):
+            grown = np.zeros(len(table) * 2, dtype=bool)
+            grown[: len(self.described)] = self.described
+            self.described = grown
+        fields = update.fields
+        if len(update.slots) == 1 and ATTRIBUTES not in fields and LINKS not in fields:
+            key = (fields, SOURCE_TIME in update.values)
+            one = self._one.get(key)
+            if one is None or not one.fits(table):
+                one = self._one[key] = OneDevice(table, *key)
+            columns = one.encode(update.values)
+            if columns is not None:
+                slot = int(update.slots[0])
+                head = self.devices.head(slot)
+                if self.described[slot]:
+                    return head + columns
+                self.described[slot] = True
+                return head + new_device(table, 0, slot) + columns
+        return update_message(table, update, self.described, self.devices)
 
 
 _SCRATCH = [np.zeros(0)]
@@ -255,10 +388,10 @@ class McapRecorder(Sink):
         self._channels: dict[Any, int] = {}
         self._schemas: dict[str, int] = {}
         self._builder = FoxgloveMessages(batch_locations=True)
-        self._described: dict[str, np.ndarray] = {}  # source -> bool per slot
-        self._devices: dict[str, Heads] = {}  # source -> each device's encoded id field
+        self._updates: dict[str, tuple[int, UpdateEncoder]] = {}  # source -> channel, encoder
         self._dirty: dict[str, tuple[np.ndarray, set[str]]] = {}  # source -> slots, fields
         self._foxglove_due: dict[str, float] = {}  # source -> next log time to write at
+        self._due: list[tuple[float, str]] = []  # heap of (that time, source) of the dirty ones
         self._latest = 0.0  # the newest receive time written
         self._chunk_opened: float | None = None  # when the open chunk got its first message
         self._chunk_timer: asyncio.TimerHandle | None = None
@@ -325,7 +458,7 @@ class McapRecorder(Sink):
             for source in list(self._dirty):  # what changed since the last Foxglove messages
                 table = world.tables.get(source)
                 if table is not None:
-                    self._write_foxglove(table, force=True)
+                    self._write_foxglove(table)
         if self._chunk_timer is not None:
             self._chunk_timer.cancel()
             self._chunk_timer = None
@@ -381,33 +514,28 @@ class McapRecorder(Sink):
             self._write_update(table, item)
             if self.foxglove_rate > 0:
                 self._mark(table, item)
-        if self.foxglove_rate > 0:
-            for source in list(self._dirty):
-                table = world.tables.get(source)
-                if table is not None:
-                    self._write_foxglove(table)
+        due = self._due
+        while due and due[0][0] <= self._latest:  # the sources whose Foxglove messages are due
+            source = heapq.heappop(due)[1]
+            table = world.tables.get(source)
+            if table is not None:
+                self._write_foxglove(table)
+            else:
+                del self._dirty[source]
         return True
 
     def _write_update(self, table: SourceTable, update: Update) -> None:
-        described = self._described.get(table.source)
-        if described is None or len(described) < len(table):
-            grown = np.zeros(max(len(table), 16) * 2, dtype=bool)
-            if described is not None:
-                grown[: len(described)] = described
-            described = self._described[table.source] = grown
-        devices = self._devices.get(table.source)
-        if devices is None:
-            devices = self._devices[table.source] = Heads(
-                lambda slot: pbwire.string(1, table.ids[slot])  # Update.devices
-            )
-        schema = self._schema(UPDATE_SCHEMA, "protobuf", UPDATE_PROTO)
-        topic = TOPIC_PREFIX + table.source
-        metadata = {"source": table.source}
-        if table.protocol is not None:  # whose native names the ids are (replay keeps them)
-            metadata["protocol"] = table.protocol
-        channel = self._channel(topic, topic, "protobuf", schema, metadata)
-        message = update_message(table, update, described, devices)
-        self._add(channel, int(update.receive_time * 1e9), message)
+        stream = self._updates.get(table.source)
+        if stream is None:
+            schema = self._schema(UPDATE_SCHEMA, "protobuf", UPDATE_PROTO)
+            topic = TOPIC_PREFIX + table.source
+            metadata = {"source": table.source}
+            if table.protocol is not None:  # whose native names the ids are (replay keeps them)
+                metadata["protocol"] = table.protocol
+            channel = self._channel(topic, topic, "protobuf", schema, metadata)
+            stream = self._updates[table.source] = (channel, UpdateEncoder(table))
+        channel, encoder = stream
+        self._add(channel, int(update.receive_time * 1e9), encoder.encode(table, update))
         self.messages += 1
 
     def _mark(self, table: SourceTable, update: Update) -> None:
@@ -415,7 +543,8 @@ class McapRecorder(Sink):
         dirty = self._dirty.get(table.source)
         if dirty is None:
             dirty = self._dirty[table.source] = (np.zeros(len(table), dtype=bool), set())
-            self._foxglove_due.setdefault(table.source, update.receive_time)
+            due = self._foxglove_due.setdefault(table.source, update.receive_time)
+            heapq.heappush(self._due, (due, table.source))
         mask, fields = dirty
         if len(mask) < len(table):
             grown = np.zeros(len(table) * 2, dtype=bool)
@@ -426,11 +555,9 @@ class McapRecorder(Sink):
         fields.update(update.fields)
         self._latest = max(self._latest, update.receive_time)
 
-    def _write_foxglove(self, table: SourceTable, force: bool = False) -> None:
-        """The Foxglove messages of what changed in `table`, once they are due."""
+    def _write_foxglove(self, table: SourceTable) -> None:
+        """The Foxglove messages of what changed in `table` (due, or the last)."""
         latest = self._latest
-        if not force and latest < self._foxglove_due.get(table.source, 0.0):
-            return
         mask, fields = self._dirty.pop(table.source)
         self._foxglove_due[table.source] = latest + 1.0 / self.foxglove_rate
         slots = np.flatnonzero(mask[: len(table)]).astype(np.intp)
