@@ -161,13 +161,22 @@ def scalar_columns(names: list[str], data: np.ndarray, units: list[str]) -> list
             else:
                 out[j] += pbwire.packed(4, rows[i], "<f8")
     sparse = [j for j in range(k) if 0 < counts[j] * 2 < n]
-    if sparse:  # mostly absent: only the rows (devices) that have a value
-        present = np.flatnonzero(~absent[sparse]) % n  # by row, devices in order
-        end = 0
-        for j in sparse:
-            where = present[end : end + counts[j]]
-            end += counts[j]
-            out[j] += _floats(data[j, where]) + pbwire.packed(7, where, "<u4")
+    if sparse:  # mostly absent: only the rows (devices) that have a value, all at once
+        row, device = np.divmod(np.flatnonzero(~absent[sparse]), n)  # by row, devices in order
+        present = data.take(np.array(sparse)[row] * n + device)  # their values, in that order
+        where = device.astype(np.uint32)
+        sizes = [counts[j] for j in sparse]
+        starts = np.cumsum([0, *sizes[:-1]])
+        with np.errstate(over="ignore", invalid="ignore"):  # (too large: not exact)
+            single = present.astype(np.float32)
+            exact = np.logical_and.reduceat(single == present, starts).tolist()
+        for j, a, size, narrow in zip(sparse, starts.tolist(), sizes, exact, strict=True):
+            end = a + size
+            if narrow:
+                out[j] += pbwire.packed(5, single[a:end], "<f4")
+            else:
+                out[j] += pbwire.packed(4, present[a:end], "<f8")
+            out[j] += pbwire.packed(7, where[a:end], "<u4")
     return out
 
 
