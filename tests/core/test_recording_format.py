@@ -192,3 +192,14 @@ def test_the_generated_module_is_not_stale(tmp_path: Path) -> None:
         fresh = (tmp_path / "robowire" / "recording" / name).read_text(encoding="utf-8")
         committed = (SRC / "robowire" / "recording" / name).read_text(encoding="utf-8")
         assert committed == fresh, f"{name} is stale: run `make proto`"
+
+
+def test_an_update_of_one_device_with_no_columns_names_the_device() -> None:
+    world = World()
+    encoder = UpdateEncoder(world.table("robot"))
+    with world.subscribe(every_update=True) as changes:
+        world.update_device("robot", "r1", receive_time=1.0)
+        (update,) = changes.pull()
+    assert isinstance(update, Update)
+    message = UPDATE.FromString(encoder.encode(world.tables["robot"], update))
+    assert list(message.devices) == ["r1"] and not message.telemetry and not message.vectors

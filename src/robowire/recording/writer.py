@@ -132,7 +132,9 @@ def _floats(data: np.ndarray) -> list[Part]:
     return pbwire.packed(4, data, "<f8")
 
 
+@functools.lru_cache(maxsize=4096)
 def _column_head(name: str, unit: str, width: int) -> bytes:
+    """A column's name, unit and width fields (made once per column: the same each update)."""
     head = pbwire.string(1, name) + (pbwire.string(2, unit) if unit else b"")
     return head + pbwire.key(3, pbwire.VARINT) + pbwire.varint(width)
 
@@ -259,8 +261,7 @@ class OneDevice:
             *([(4, SOURCE_TIME, "", 1)] if times else []),
             *((5, name, table.units[name], 1) for name in scalars),
         ]
-        self._vectors = _getter(vectors)
-        self._scalars = _getter([SOURCE_TIME] * times + scalars)
+        self._get = _getter([*vectors, *[SOURCE_TIME] * times, *scalars])
         self._units_of = _getter(scalars)
         self._units = self._units_of(table.units)
         self._widths = np.array([c[3] for c in self.columns], np.intp)
@@ -272,14 +273,12 @@ class OneDevice:
 
     def encode(self, values: Mapping[str, np.ndarray]) -> bytes | None:
         """The columns' part of the message, or None where the general path must write it."""
+        if not self.columns:
+            return b""
         try:
-            vectors, scalars = self._vectors(values), self._scalars(values)
+            flat = np.concatenate(self._get(values), axis=None)  # (flattened, one after another)
         except KeyError:  # a column without the update's own values: the table's
             return None
-        if vectors and scalars:
-            flat = np.concatenate((np.concatenate(vectors, axis=1)[0], np.concatenate(scalars)))
-        else:
-            flat = np.concatenate(vectors, axis=1)[0] if vectors else np.concatenate(scalars)
         absent = np.isnan(flat)
         pattern = absent.tobytes() if absent.any() else b""
         layout = self._layouts.get(pattern, False)
@@ -443,13 +442,12 @@ class McapRecorder(Sink):
     def _add(self, channel: int, nanos: int, data: bytes) -> None:
         assert self._writer is not None
         self._writer.add_message(channel, nanos, data, nanos)
-        now = monotonic()
         if self._chunk_opened is None:
-            self._chunk_opened = now
+            self._chunk_opened = monotonic()
             if self._loop is not None:
                 self._chunk_timer = self._loop.call_later(CHUNK_SECONDS, self.close_chunk)
-        elif now - self._chunk_opened >= CHUNK_SECONDS:  # (without an event loop)
-            self.close_chunk()
+        elif self._loop is None and monotonic() - self._chunk_opened >= CHUNK_SECONDS:
+            self.close_chunk()  # (without an event loop: no timer)
 
     def close_chunk(self) -> None:
         """Write the open chunk (compressed, with its message indexes) and flush the file.
@@ -569,17 +567,19 @@ class McapRecorder(Sink):
         latest = self._latest
         mask, fields = self._dirty.pop(table.source)
         self._foxglove_due[table.source] = latest + 1.0 / self.foxglove_rate
-        slots = np.flatnonzero(mask[: len(table)]).astype(np.intp)
+        slots = np.flatnonzero(mask[: len(table)])
         update = Update(table.source, slots, frozenset(fields), latest)
         nanos = int(latest * 1e9)
         for topic, message in self._builder.build(table, update):
             assert isinstance(message, bytes)  # (batch_locations: one /location message)
-            name = self._builder.schemas.get(topic)
-            if name is None:  # a source's telemetry (JSON)
-                schema = self._schema(TELEMETRY_SCHEMA_NAME, "jsonschema", TELEMETRY_SCHEMA)
-                channel = self._channel(topic, topic, "json", schema, {})
-            else:
-                schema = self._schema(*foxglove_schema(name))
-                channel = self._channel(topic, topic, "protobuf", schema, {})
+            channel = self._channels.get(topic)
+            if channel is None:
+                name = self._builder.schemas.get(topic)
+                if name is None:  # a source's telemetry (JSON)
+                    schema = self._schema(TELEMETRY_SCHEMA_NAME, "jsonschema", TELEMETRY_SCHEMA)
+                    channel = self._channel(topic, topic, "json", schema, {})
+                else:
+                    schema = self._schema(*foxglove_schema(name))
+                    channel = self._channel(topic, topic, "protobuf", schema, {})
             self._add(channel, nanos, message)
             self.foxglove_messages += 1

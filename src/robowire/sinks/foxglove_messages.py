@@ -43,6 +43,7 @@ from robowire.world.model import GEODETIC, ORIENTATION, POSITION
 from robowire.world.table import FloatArray, SourceTable
 
 WORLD_FRAME = "world"
+MAX_FIELD_SETS = 1024  # the sets of fields whose telemetry names are kept sorted
 CUBE_SIZE = 0.2  # metres
 LED_FIELDS = ("led_red", "led_green", "led_blue")
 KIND_COLOURS: dict[str, tuple[float, float, float]] = {
@@ -168,10 +169,12 @@ class FoxgloveMessages:
         self._heads: dict[tuple[str, str], Heads] = {}  # (source, topic) -> device heads
         self._sent: dict[str, FloatArray] = {}  # source -> colour last sent per slot
         self._kind_colours: dict[str, FloatArray] = {}  # source -> colour of each kind
+        self._names: dict[frozenset[str], list[str]] = {}  # fields -> the telemetry ones
 
     def reset(self) -> None:
         """Forget the colours sent: the next build sends every device's cube again."""
         self._sent.clear()
+        self._names.clear()
 
     def build(
         self, table: SourceTable, update: Update, topics: Container[str] | None = None
@@ -267,7 +270,13 @@ class FoxgloveMessages:
     def _telemetry(
         self, table: SourceTable, update: Update, pick: np.ndarray | slice
     ) -> bytes | None:
-        names = sorted(n for n in update.fields if n in table.telemetry)
+        names = self._names.get(update.fields)
+        if names is None:  # (the sets of fields written are few: each sorted once)
+            if len(self._names) >= MAX_FIELD_SETS:
+                self._names.clear()
+            names = self._names[update.fields] = sorted(
+                n for n in update.fields if n in table.telemetry
+            )
         if not names:
             return None
         message: dict[str, Any] = {
