@@ -43,6 +43,7 @@ from robowire.world.model import GEODETIC, ORIENTATION, POSITION
 from robowire.world.table import FloatArray, SourceTable
 
 WORLD_FRAME = "world"
+FEW_VALUES = 1024  # telemetry values that go to JSON as lists, not arrays (see `wholes`)
 MAX_FIELD_SETS = 1024  # the sets of fields whose telemetry names are kept sorted
 CUBE_SIZE = 0.2  # metres
 LED_FIELDS = ("led_red", "led_green", "led_blue")
@@ -289,15 +290,16 @@ class FoxgloveMessages:
         return orjson.dumps(message, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
-def wholes(data: FloatArray) -> list[np.ndarray]:
+def wholes(data: FloatArray) -> list[Any]:
     """Each row of `data` as integers when every one of its values is a whole number (LED
     levels, counts; NaN is not), else as it is: the same JSON numbers, written several times
-    faster than floats. The checks are made for all rows at once."""
-    rows: list[np.ndarray] = list(data)
+    faster than floats. The checks are made for all rows at once. A few values (a robot's)
+    come as lists, which `orjson` prints faster than arrays; many as arrays."""
     with np.errstate(invalid="ignore"):  # (NaN, inf)
         exact = ((data == np.trunc(data)) & (np.abs(data) < 2**53)).all(axis=1)
-        if exact.any():
-            integers = data.astype(np.int64)
-            for i in np.flatnonzero(exact).tolist():
-                rows[i] = integers[i]
+        integers = data.astype(np.int64) if exact.any() else data
+    few = data.size <= FEW_VALUES
+    rows: list[Any] = data.tolist() if few else list(data)
+    for i in np.flatnonzero(exact).tolist():
+        rows[i] = integers[i].tolist() if few else integers[i]
     return rows
