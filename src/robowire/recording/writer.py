@@ -247,11 +247,10 @@ message depends on; a source's usual ones are a few, and this many are kept per 
 class OneDevice:
     """The `robowire.Update` of one device for one set of fields, laid out once: every column's
     constant bytes (keys, names, units, lengths) with a place for each value, per pattern of
-    absent columns. `encode` gathers the values (one array operation per kind of column) and
+    absent columns. `encode` gathers the values (one `itemgetter`, one `concatenate`) and
     writes them into a copy of that layout: the same message `update_message` writes (for one
     device a column is either absent, or its row with `same`), for a fraction of its cost.
-    A column only partly NaN (a position without its z), attributes or links: `None`, for the
-    general path."""
+    A column only partly NaN (a position without its z): `None`, for the general path."""
 
     def __init__(self, table: SourceTable, fields: frozenset[str], times: bool) -> None:
         vectors = [name for name in VECTORS if name in fields]
@@ -281,8 +280,9 @@ class OneDevice:
             return None
         absent = np.isnan(flat)
         pattern = absent.tobytes() if absent.any() else b""
-        layout = self._layouts.get(pattern, False)
-        if layout is False:
+        if pattern in self._layouts:
+            layout = self._layouts[pattern]
+        else:
             layout = self._layout(absent) if len(self._layouts) < MAX_PATTERNS else None
             self._layouts[pattern] = layout
         if layout is None:
@@ -317,8 +317,8 @@ class OneDevice:
         return template, np.concatenate(places) if places else np.zeros(0, np.intp)
 
 
-def _getter(names: list[str]) -> Callable[[Mapping[str, np.ndarray]], tuple[np.ndarray, ...]]:
-    """What gives `names`' arrays of a mapping as a tuple, in one call."""
+def _getter(names: list[str]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
+    """What gives the values of `names` in a mapping as a tuple, in one call."""
     if not names:
         return lambda values: ()
     if len(names) == 1:
