@@ -1,6 +1,6 @@
 """The recorder's world channel, `/robowire/<source>`: protobuf `robowire.Update`
-(src/robowire/recording/update.proto), written with numpy (`writer.update_message`, and for one
-device a layout made once per set of fields, `writer.OneDevice`). Read here
+(src/robowire/recording/update.proto), written with numpy (`writer.update_message`, and for a
+few devices a layout made once per set of fields, `writer.SmallUpdate`). Read here
 with the protobuf runtime's own parser from the FileDescriptorSet the recording carries (not
 with robowire's reader), for random columns: every value comes back, NaN where none."""
 
@@ -19,9 +19,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from robowire.errors import DecodeError
-from robowire.pbwire import Heads, string
 from robowire.recording.reader import from_protobuf, world_message
-from robowire.recording.writer import UPDATE_PROTO, UPDATE_SCHEMA, UpdateEncoder, update_message
+from robowire.recording.writer import SMALL, UPDATE_PROTO, UPDATE_SCHEMA, UpdateEncoder
 from robowire.world import Update, World
 from robowire.world.model import ATTRIBUTES, LINKS
 
@@ -65,7 +64,7 @@ values = st.one_of(
 
 @st.composite
 def updates(draw: st.DrawFn) -> tuple[World, Update, dict[str, np.ndarray]]:
-    n = draw(st.one_of(st.just(1), st.integers(1, 30)))  # one device: its own path
+    n = draw(st.one_of(st.integers(1, SMALL), st.integers(SMALL + 1, 40)))  # both paths
     world = World()
     table = world.table("swarm")
     ids = draw(st.lists(st.text(min_size=1, max_size=12), min_size=n, max_size=n, unique=True))
@@ -123,7 +122,7 @@ def test_an_update_reads_back_with_protobufs_own_parser(
     world, update, written = case
     table = world.tables["swarm"]
     n = len(update.slots)
-    encoder = UpdateEncoder(table)  # (one device: its own layout; more: `update_message`)
+    encoder = UpdateEncoder(table)  # (a few devices: a layout; more: `update_message`)
     data = encoder.encode(table, update)
     message = UPDATE.FromString(data)
     assert list(message.devices) == [table.ids[s] for s in update.slots]
@@ -150,9 +149,6 @@ def test_an_update_reads_back_with_protobufs_own_parser(
     assert np.array_equal(ours.vectors["position"], written["position"], equal_nan=True)
     # a device already described is not described again
     assert not UPDATE.FromString(encoder.encode(table, update)).new
-    if n == 1:  # the one-device layout writes what the general path writes
-        general = Heads(lambda slot: string(1, table.ids[slot]))
-        assert data == update_message(table, update, np.zeros(len(table), bool), general)
 
 
 def test_a_device_whose_unit_changed_is_written_with_the_new_unit() -> None:

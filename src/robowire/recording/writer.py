@@ -238,24 +238,25 @@ def new_device(table: SourceTable, row: int, slot: int) -> bytes:
     )  # fmt: skip
 
 
-MAX_PATTERNS = 16
-"""Which columns of a one-device update are NaN (not written) is a pattern the layout of its
-message depends on; a source's usual ones are a few, and this many are kept per set of fields
-(more: the general path)."""
+SMALL = 16
+"""An update of at most this many devices is written from a layout (`SmallUpdate`)."""
+MAX_LAYOUTS = 256
+"""Layouts kept per source (sets of fields x device counts); more: made anew."""
 
 
-class OneDevice:
-    """The `robowire.Update` of one device for one set of fields, laid out once: every column's
-    constant bytes (keys, names, units, lengths) with a place for each value, per pattern of
-    absent columns. `encode` gathers the values (one `itemgetter`, one `concatenate`) and
-    writes them into a copy of that layout: the same message `update_message` writes (for one
-    device a column is either absent, or its row with `same`), for a fraction of its cost.
-    A column only partly NaN (a position without its z): `None`, for the general path."""
+class SmallUpdate:
+    """The columns of a `robowire.Update` of `n` devices for one set of fields, laid out once:
+    every column's constant bytes (keys, names, units, lengths) with a place for its values,
+    each column as float64 (NaN where a device has no value: a form update.proto allows, a few
+    bytes more than the compact forms `update_message` picks). `encode` gathers the values
+    (one `itemgetter`, one `concatenate`) into a copy of that layout, with no check of their
+    form: for the many small updates of a show (a robot, a node, a VRPN tracker's sensors),
+    a fraction of `update_message`'s cost."""
 
-    def __init__(self, table: SourceTable, fields: frozenset[str], times: bool) -> None:
+    def __init__(self, table: SourceTable, fields: frozenset[str], times: bool, n: int) -> None:
         vectors = [name for name in VECTORS if name in fields]
         scalars = [name for name in fields if name in table.telemetry]
-        self.columns = [
+        columns = [
             *((3, name, "", VECTOR_WIDTHS[name]) for name in vectors),
             *([(4, SOURCE_TIME, "", 1)] if times else []),
             *((5, name, table.units[name], 1) for name in scalars),
@@ -263,58 +264,39 @@ class OneDevice:
         self._get = _getter([*vectors, *[SOURCE_TIME] * times, *scalars])
         self._units_of = _getter(scalars)
         self._units = self._units_of(table.units)
-        self._widths = np.array([c[3] for c in self.columns], np.intp)
-        self._layouts: dict[bytes, tuple[np.ndarray, np.ndarray] | None] = {}
+        parts: list[bytes] = []
+        places: list[np.ndarray] = [np.zeros(0, np.intp)]
+        size = 0
+        for number, name, unit, width in columns:
+            head = _column_head(name, unit, width)
+            values = pbwire.header(4, 8 * n * width)
+            body = head + values + bytes(8 * n * width)
+            outer = pbwire.header(number, len(body))
+            start = size + len(outer) + len(head) + len(values)
+            places.append(np.arange(start, start + 8 * n * width))
+            parts.append(outer + body)
+            size += len(parts[-1])
+        self._template = np.frombuffer(b"".join(parts), np.uint8)
+        self._places = np.concatenate(places)
 
     def fits(self, table: SourceTable) -> bool:
         """Whether the table's units are still those laid out."""
         return bool(self._units_of(table.units) == self._units)
 
     def encode(self, values: Mapping[str, np.ndarray]) -> bytes | None:
-        """The columns' part of the message, or None where the general path must write it."""
-        if not self.columns:
-            return b""
+        """The columns' part of the message, or None where the general path must write it (a
+        column without the update's own values)."""
+        if not len(self._places):
+            return self._template.tobytes()
         try:
-            flat = np.concatenate(self._get(values), axis=None)  # (flattened, one after another)
-        except KeyError:  # a column without the update's own values: the table's
+            flat = np.concatenate(self._get(values), axis=None, dtype=np.float64)
+        except KeyError:
             return None
-        absent = np.isnan(flat)
-        pattern = absent.tobytes() if absent.any() else b""
-        if pattern in self._layouts:
-            layout = self._layouts[pattern]
-        else:
-            layout = self._layout(absent) if len(self._layouts) < MAX_PATTERNS else None
-            self._layouts[pattern] = layout
-        if layout is None:
+        if len(flat) * 8 != len(self._places):
             return None
-        template, places = layout
-        out = template.copy()
-        out[places] = (flat[~absent] if pattern else flat).view(np.uint8)
+        out = self._template.copy()
+        out[self._places] = flat.view(np.uint8)
         return out.tobytes()
-
-    def _layout(self, absent: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-        """The message's bytes (values zero) and where each present value's bytes go."""
-        parts: list[bytes] = []
-        places: list[np.ndarray] = []
-        size = 0
-        ends = np.cumsum(self._widths)
-        for (number, name, unit, width), end in zip(self.columns, ends.tolist(), strict=True):
-            missing = int(absent[end - width : end].sum())
-            head = _column_head(name, unit, width)
-            if missing == width:
-                parts.append(pbwire.field(number, head))
-            elif missing:
-                return None  # partly absent: `column` decides its form
-            else:
-                values = pbwire.header(4, 8 * width)
-                body = head + values + bytes(8 * width) + SAME
-                outer = pbwire.header(number, len(body))
-                start = size + len(outer) + len(head) + len(values)
-                places.append(np.arange(start, start + 8 * width))
-                parts.append(outer + body)
-            size += len(parts[-1])
-        template = np.frombuffer(b"".join(parts), np.uint8)
-        return template, np.concatenate(places) if places else np.zeros(0, np.intp)
 
 
 def _getter(names: list[str]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
@@ -329,33 +311,37 @@ def _getter(names: list[str]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
 
 class UpdateEncoder:
     """One source's `/robowire/<source>` messages: which devices it has described, each
-    device's id field, and for updates of one device (a robot, a node: many small updates) the
-    layout of each set of fields (`OneDevice`); other updates take `update_message`."""
+    device's id field, and for updates of a few devices (many small updates) the layout of
+    each set of fields and count (`SmallUpdate`); larger updates take `update_message`."""
 
     def __init__(self, table: SourceTable) -> None:
         self.described = np.zeros(16, bool)
         self.devices = Heads(lambda slot: pbwire.string(1, table.ids[slot]))  # Update.devices
-        self._one: dict[tuple[frozenset[str], bool], OneDevice] = {}
+        self._small: dict[tuple[frozenset[str], bool, int], SmallUpdate] = {}
 
     def encode(self, table: SourceTable, update: Update) -> bytes:
         if len(self.described) < len(table):
             grown = np.zeros(len(table) * 2, dtype=bool)
             grown[: len(self.described)] = self.described
             self.described = grown
-        fields = update.fields
-        if len(update.slots) == 1 and ATTRIBUTES not in fields and LINKS not in fields:
-            key = (fields, SOURCE_TIME in update.values)
-            one = self._one.get(key)
-            if one is None or not one.fits(table):
-                one = self._one[key] = OneDevice(table, *key)
-            columns = one.encode(update.values)
+        slots, fields = update.slots, update.fields
+        if len(slots) <= SMALL and ATTRIBUTES not in fields and LINKS not in fields:
+            key = (fields, SOURCE_TIME in update.values, len(slots))
+            small = self._small.get(key)
+            if small is None or not small.fits(table):
+                if len(self._small) >= MAX_LAYOUTS:
+                    self._small.clear()
+                small = self._small[key] = SmallUpdate(table, *key)
+            columns = small.encode(update.values)
             if columns is not None:
-                slot = int(update.slots[0])
-                head = self.devices.head(slot)
-                if self.described[slot]:
-                    return head + columns
-                self.described[slot] = True
-                return head + new_device(table, 0, slot) + columns
+                index = slots.tolist()
+                parts = list(map(self.devices.head, index))
+                fresh = np.flatnonzero(~self.described[slots])
+                if len(fresh):
+                    self.described[slots[fresh]] = True
+                    parts += [new_device(table, row, index[row]) for row in fresh.tolist()]
+                parts.append(columns)
+                return b"".join(parts)
         return update_message(table, update, self.described, self.devices)
 
 
