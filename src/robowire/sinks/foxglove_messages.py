@@ -43,7 +43,7 @@ from robowire.world.model import GEODETIC, ORIENTATION, POSITION
 from robowire.world.table import FloatArray, SourceTable
 
 WORLD_FRAME = "world"
-FEW_VALUES = 1024  # telemetry values that go to JSON as lists, not arrays (see `wholes`)
+FEW_VALUES = 1024  # telemetry values checked at once and printed from lists (`few_wholes`)
 MAX_FIELD_SETS = 1024  # the sets of fields whose telemetry names are kept sorted
 CUBE_SIZE = 0.2  # metres
 LED_FIELDS = ("led_red", "led_green", "led_blue")
@@ -284,22 +284,31 @@ class FoxgloveMessages:
             "device": self._device_ids(table)[pick].tolist(),
             "units": {n: table.units[n] for n in names},
         }
-        columns = table.telemetry
-        data = np.array([columns[n][pick] for n in names])  # (fields, devices)
-        message.update(zip(names, wholes(data), strict=True))  # NaN (not written) -> null
+        columns = table.telemetry  # NaN (not written) -> null
+        if len(update.slots) * len(names) <= FEW_VALUES:  # (a robot's: checked at once)
+            data = np.array([columns[n][pick] for n in names])
+            message.update(zip(names, few_wholes(data), strict=True))
+        else:
+            for name in names:
+                message[name] = whole(columns[name][pick])
         return orjson.dumps(message, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
-def wholes(data: FloatArray) -> list[Any]:
-    """Each row of `data` as integers when every one of its values is a whole number (LED
-    levels, counts; NaN is not), else as it is: the same JSON numbers, written several times
-    faster than floats. The checks are made for all rows at once. A few values (a robot's)
-    come as lists, which `orjson` prints faster than arrays; many as arrays."""
+def whole(values: FloatArray) -> np.ndarray:
+    """`values` as integers when every one is a whole number (LED levels, counts): the same
+    JSON numbers, written several times faster than floats."""
+    if np.isnan(values.min()) or not (np.abs(values).max() < 2**53):
+        return values
+    return values.astype(np.int64) if (values == np.trunc(values)).all() else values
+
+
+def few_wholes(data: FloatArray) -> list[list[float] | list[int]]:
+    """`whole` of each row of `data` (a few values), checked for all rows at once, as lists:
+    `orjson` prints a few values faster from lists than from arrays."""
     with np.errstate(invalid="ignore"):  # (NaN, inf)
         exact = ((data == np.trunc(data)) & (np.abs(data) < 2**53)).all(axis=1)
         integers = data.astype(np.int64) if exact.any() else data
-    few = data.size <= FEW_VALUES
-    rows: list[Any] = data.tolist() if few else list(data)
+    rows: list[list[float] | list[int]] = data.tolist()
     for i in np.flatnonzero(exact).tolist():
-        rows[i] = integers[i].tolist() if few else integers[i]
+        rows[i] = integers[i].tolist()
     return rows
