@@ -22,7 +22,7 @@ this process's CPU time (`time.process_time`), so that other work on a shared ma
 less than it would in wall time.
 
 Small updates: `robowire sim xrp --count 50` and 50 `XrpSource`s in this process (each robot
-reports at 20 Hz, an update of one device with 41 columns); the recorder (world channels only:
+reports at 20 Hz, an update of one device with 42 columns); the recorder (world channels only:
 no raw tap, so that the figure is the updates' own cost) against the writer alone on the same
 messages, as above, and the recorder's cost per update.
 """
