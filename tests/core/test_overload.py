@@ -25,12 +25,13 @@ from robowire.gateway import Gateway, open_source
 from robowire.service import Sink, Source
 from robowire.transport.budget import (
     CALM,
-    LATE,
-    LATE_PROBES,
+    LATE_SHARE,
     MAX_WAIT,
+    PROBE,
     SINK_TURN,
     SLICE,
     SMOOTHING,
+    WINDOW,
     Budget,
     Held,
     Pressure,
@@ -83,25 +84,30 @@ def test_a_budget_ignores_time_going_backwards():
     assert budget.credit == -0.01
 
 
-def test_the_loop_is_behind_only_after_several_late_probes_in_a_row_until_it_is_calm():
+def test_the_loop_is_behind_once_its_probe_ran_late_for_most_of_a_while_until_it_is_calm():
     pressure = Pressure()
-    t = 0.0
-    for _ in range(LATE_PROBES - 1):  # a busy machine's late wake-ups, then one on time
-        t += 0.1
-        pressure.probed(t, LATE * 3)
-        assert not pressure.behind(t)
-    pressure.probed(t + 0.01, 0.0)
-    pressure.probed(t + 0.02, LATE * 3)
-    assert not pressure.behind(t + 0.02), "a late run was cut by a probe on time"
-    for _ in range(LATE_PROBES):
-        t += 0.1
-        pressure.probed(t, LATE)
-    assert pressure.behind(t) and pressure.entered == 1
-    pressure.probed(t + 0.5, 0.0)
-    assert pressure.behind(t + 0.5), "one probe on time is not calm"
-    pressure.probed(t + 0.9, LATE / 2)  # one half as late while behind keeps it behind
-    assert pressure.behind(t + 0.9 + CALM - 0.01)
-    assert not pressure.behind(t + 0.9 + CALM)
+    t = 0.9
+    pressure.probed(t, t - PROBE)  # one stall of most of a second: not enough alone
+    assert not pressure.behind(t)
+    for _ in range(80):  # then two seconds on time
+        t += PROBE
+        pressure.probed(t, 0.0)
+    assert pressure.late < LATE_SHARE / 2
+    began = t
+    turn = 0
+    while not pressure.behind(t):  # a busy loop: every other probe runs 100 ms late
+        turn += 1
+        lag = 0.1 if turn % 2 else 0.0
+        t += PROBE + lag
+        pressure.probed(t, lag)
+        assert t - began < 2 * WINDOW, "still not behind"
+    assert pressure.entered == 1
+    while pressure.late >= LATE_SHARE / 2:  # keeping up again: probes on time
+        t += PROBE
+        pressure.probed(t, 0.0)
+        assert pressure.behind(t), "behind while it is still half as late"
+    calm_since = t - PROBE  # the last probe that was still half as late
+    assert pressure.behind(calm_since + CALM - 0.01) and not pressure.behind(calm_since + CALM)
 
 
 async def test_the_running_loop_has_one_pressure_probe_and_an_idle_loop_is_not_behind():

@@ -130,6 +130,10 @@ async def test_a_worker_run_source_reaches_the_gateway_and_a_worker_run_recorder
         mocap = status(status_port)["mocap"]
         assert (mocap["role"], mocap["state"], mocap["worker"]) == ("source", "connected", "ingest")
         assert mocap["devices"] == 3 and mocap["shed"] == 0
+        await until(  # worker rec's own status is asked for every POLL_SECONDS too
+            lambda: any(s["worker"] == "rec" for s in status(status_port).values()),
+            "the gateway shows worker rec's recorder",
+        )
         recorder = next(s for s in status(status_port).values() if s["worker"] == "rec")
         assert recorder["role"] == "sink" and recorder["name"].endswith("worker.mcap")
         shown = [s["name"] for s in status(status_port).values() if s["worker"] is not None]

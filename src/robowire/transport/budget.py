@@ -5,9 +5,10 @@ A gateway on a busy machine cannot always keep up. The policy (docs/architecture
 
 * **Nothing is shed or delayed while the gateway keeps up.** Whether it does is measured, once
   per event loop (`pressure()`): a timer every `PROBE` seconds, and how late it runs. The loop
-  is `behind` once `LATE_PROBES` probes in a row ran at least `LATE` seconds late (a loop with
-  more to do than time, or a process the machine cannot give its share; a lone late wake-up of
-  a busy machine is not enough), and stays behind until no probe was half as late for `CALM`
+  is `behind` once its probe ran late for at least `LATE_SHARE` of the last `WINDOW` seconds
+  or so (a time-weighted mean: a loop with more to do than time, whose turns are long, or a
+  process the machine cannot give its share; one stall shorter than about half of `WINDOW`
+  is not enough), and stays behind until that share was under half as much for `CALM`
   seconds (shedding makes it keep up: it does not stop at once for that).
   Only while it is behind do the budgets below apply.
 * **Sessions see every byte at once.** The drivers read what the kernel queued and feed it to
@@ -60,9 +61,9 @@ SLICE = 0.002  # seconds of writing a sink is handed at once; the clock is read 
 SINK_SHARE = 0.25  # of wall time the turns of one sink that takes every update take, behind
 SMOOTHING = 0.2  # weight of the newest measurement in a cost per item
 PROBE = 0.025  # seconds between the loop-lag probe's timers
-LATE = 0.050  # seconds late a probe must run to count as late
-LATE_PROBES = 8  # late probes in a row (at least 0.6 s of it): the loop is behind
-CALM = 2.0  # seconds without a probe half as late (LATE / 2): it has caught up
+LATE_SHARE = 0.5  # of its recent time the probe ran late: the loop is behind
+WINDOW = 2.0  # seconds the late share is a mean over (time-weighted)
+CALM = 2.0  # seconds with the late share under half of LATE_SHARE: it has caught up
 
 log = logging.getLogger("robowire")
 
@@ -72,19 +73,20 @@ class Pressure:
     """Whether an event loop is behind, from how late its probe timer runs (pure: `probed`
     is given the times; see the module docstring)."""
 
-    late_run: int = 0  # late probes in a row
+    late: float = 0.0  # the share of recent time the probe ran late (a time-weighted mean)
     until: float = -math.inf  # behind until then (monotonic seconds)
     entered: int = 0  # times it fell behind (for tests and the log)
 
     def probed(self, now: float, lag: float) -> None:
-        """A probe ran at `now`, `lag` seconds after it was due."""
+        """A probe ran at `now`, `lag` seconds after it was due (`PROBE` after the last)."""
         was = self.behind(now)
-        self.late_run = self.late_run + 1 if lag >= LATE else 0
-        if self.late_run >= LATE_PROBES or (was and lag >= LATE / 2):
+        span = PROBE + lag  # the time since the last probe, of which `lag` late
+        self.late += min(1.0, span / WINDOW) * (lag / span - self.late)
+        if self.late >= LATE_SHARE or (was and self.late >= LATE_SHARE / 2):
             self.until = now + CALM
             if not was:
                 self.entered += 1
-                log.info("gateway behind (its loop runs %.0f ms late): shedding", 1e3 * lag)
+                log.info("gateway behind (its loop ran %.0f%% late): shedding", 100 * self.late)
 
     def behind(self, now: float) -> bool:
         return now < self.until
