@@ -44,6 +44,7 @@ class Held:
         self.integer = np.zeros(0, np.int64)
         self.time = np.zeros(0, np.int64)
         self.mission = np.zeros(0, bool)  # rows of current_command, current_mission_id
+        self._last = np.zeros(0, np.intp)  # -1 a row (`set_many`'s scratch)
         self.objects: dict[int, Value] = {}
 
     def add(self, info: DeviceInfo) -> dict[int, int]:
@@ -57,6 +58,7 @@ class Held:
         self.number = np.concatenate((self.number, np.full(len(ids), np.nan)))
         self.integer = np.concatenate((self.integer, np.zeros(len(ids), np.int64)))
         self.time = np.concatenate((self.time, np.zeros(len(ids), np.int64)))
+        self._last = np.concatenate((self._last, np.full(len(ids), -1, np.intp)))
         mission = np.array([f.key in MISSION_KEYS for f in info.fields], bool)
         self.mission = np.concatenate((self.mission, mission))
         keys = np.concatenate((self.keys, (info.device_id << 32) | ids))
@@ -113,10 +115,14 @@ class Held:
         for i, value in objects.items():
             self.objects[int(rows[i])] = value
         if len(rows) > 1:
-            last = len(rows) - 1 - np.unique(rows[::-1], return_index=True)[1]
-            rows, kind, number, integer, time_ms = (
-                a[last] for a in (rows, kind, number, integer, time_ms)
-            )
+            order = np.arange(len(rows))
+            np.maximum.at(self._last, rows, order)  # each row's last index
+            last = self._last[rows] == order
+            self._last[rows] = -1
+            if not last.all():
+                rows, kind, number, integer, time_ms = (
+                    a[last] for a in (rows, kind, number, integer, time_ms)
+                )
         self.kind[rows], self.number[rows], self.integer[rows] = kind, number, integer
         self.time[rows] = time_ms
 

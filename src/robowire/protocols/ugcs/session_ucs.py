@@ -33,9 +33,11 @@ columns, which are a cache, are `held.py`).
 from __future__ import annotations
 
 import enum
+import functools
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 
 import numpy as np
 
@@ -80,6 +82,18 @@ columns (`codec.scan_telemetry`, one `TelemetryColumns`); fewer: one message at 
 PEER_TIMEOUT = 10.0  # s for the VSM's Register_peer (the SDK's REGISTER_PEER_TIMEOUT)
 COMMAND_TIMEOUT = 10.0  # s for a command's final reply, unless the caller says otherwise
 VERSION = (4, 4)  # what we claim; the SDK's VSM needs >= 2.14
+
+_command_state = functools.partial(tuple.__new__, CommandState)
+"""A `CommandState` from one (id, name, available, enabled) tuple without a Python call:
+what a named tuple's own constructor does, for the tens of thousands of a fleet's first
+Device_status frames."""
+_STRING = int(Kind.STRING)
+
+
+def _count_runs(values: np.ndarray) -> int:
+    """How many runs of equal values `values` holds (distinct frames: they come in order)."""
+    return int(np.count_nonzero(values[1:] != values[:-1])) + 1 if len(values) else 0
+
 
 _ENUM_SEMANTICS = frozenset({defs.FIELD_SEMANTIC_ENUM})
 _LABEL_PROPERTIES = ("vehicle_serial", "serial_number", "vehicle_name")
@@ -149,11 +163,14 @@ class UcsDevice:
     mission_matched: bool = False  # current_mission_id has been our mission's id
     fields: dict[int, tuple[FieldInfo, str, int]] = field(init=False, repr=False)
     """field id -> (its registration, its key, its row in `held`)"""
+    command_names: dict[int, str] = field(init=False, repr=False)
+    """command id -> its name"""
 
     def __post_init__(self) -> None:
         if not self.rows:
             self.rows = self.held.add(self.info)
         self.fields = {f.field_id: (f, f.key, self.rows[f.field_id]) for f in self.info.fields}
+        self.command_names = {c.command_id: c.name for c in self.info.commands}
 
     @property
     def values(self) -> Mapping[str, Value]:
@@ -564,10 +581,15 @@ class UcsSession:
         time_ms = held.begins[index[frame]] + scan.ms[a_rows]
         kind, number, integer = scan.kind[a_rows], scan.number[a_rows], scan.integer[a_rows]
         objects: dict[int, Value] = {}
-        for i in np.flatnonzero(kind >= Kind.STRING).tolist():
-            start = int(scan.start[a_rows[i]])
-            data = buf[start : start + int(scan.size[a_rows[i]])]
-            objects[i] = data.decode() if kind[i] == Kind.STRING else data
+        texts = np.flatnonzero(kind >= _STRING)
+        if len(texts):
+            at = a_rows[texts]
+            for i, start, size, text in zip(
+                texts.tolist(), scan.start[at].tolist(), scan.size[at].tolist(),
+                (kind[texts] == _STRING).tolist(), strict=True,
+            ):  # fmt: skip
+                data = buf[start : start + size]
+                objects[i] = data.decode() if text else data
         found = rows >= 0
         if not found.all():
             for at in np.unique(frame[~found]).tolist():
@@ -584,7 +606,7 @@ class UcsSession:
             )  # fmt: skip
         events.append(
             TelemetryColumns(
-                conn=self.conn, frames=len(np.unique(frame)), frame=frame, device_id=device_id,
+                conn=self.conn, frames=_count_runs(frame), frame=frame, device_id=device_id,
                 field_id=field_id, row=rows, time_ms=time_ms, kind=kind, number=number,
                 integer=integer, objects=objects,
             )
@@ -610,17 +632,17 @@ class UcsSession:
         available = scan.available[a:b].tolist()
         enabled = scan.enabled[a:b].tolist()
         devices = scan.device[frames[edges]].tolist()
+        conn, known = self.conn, self.devices
         for start, end, device_id in zip(edges, [*edges[1:], len(commands)], devices, strict=True):
-            device = self.devices.get(device_id)
+            device = known.get(device_id)
             if device is None:
                 continue
-            names = device.info.commands_by_id
             ids, on, usable = commands[start:end], available[start:end], enabled[start:end]
-            labels = ["" if (info := names.get(c)) is None else info.name for c in ids]
-            states = tuple(map(CommandState._make, zip(ids, labels, on, usable, strict=True)))
+            labels = list(map(device.command_names.get, ids, repeat("")))
+            states = tuple(map(_command_state, zip(ids, labels, on, usable, strict=True)))
             device.availability.update(zip(labels, zip(on, usable, strict=True), strict=True))
             device.availability.pop("", None)  # (ids the device did not register)
-            events.append(AvailabilityChanged(conn=self.conn, device_id=device_id, commands=states))
+            events.append(AvailabilityChanged(conn=conn, device_id=device_id, commands=states))
 
     def received(self, columns: TelemetryColumns) -> list[TelemetryReceived]:
         """`columns` as the `TelemetryReceived` events its frames would have given one
