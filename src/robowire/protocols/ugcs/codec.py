@@ -238,9 +238,7 @@ class FrameReader:
         out, bad = parse_frames(frames, buf)
         return out, self.failing(error or bad, len(out))
 
-    def split(
-        self, data: bytes, slices: bool = False
-    ) -> tuple[bytes, Any, DecodeError | None]:
+    def split(self, data: bytes, slices: bool = False) -> tuple[bytes, Any, DecodeError | None]:
         """The whole frames `data` completes, unparsed: the buffer they are in and their
         spans in it, flat (an `array("q")` `[start, stop, start, stop, ...]`, length prefix
         included: numpy reads it without a copy), or
