@@ -548,9 +548,9 @@ def _records(
 ) -> tuple[np.ndarray, np.ndarray]:
     """The records (Telemetry_field, Command_availability) of each frame: a chain (a tag and a
     one-byte length each), followed for every frame at once while many are left, the rest (a
-    vehicle's first, full Device_status: sixty records) in Python. Returns (where each record
-    is, its frame), in buffer order; a frame whose chain does not end at its end, or with a
-    record that is neither field or has a longer length, is not `ok`."""
+    vehicle's first, full Device_status: sixty records) by `_walk`. Returns (where each
+    record is, its frame), in buffer order; a frame whose chain does not end at its end, or
+    with a record that is neither field or has a longer length, is not `ok`."""
     frames = np.flatnonzero(ok)
     at, end = first[frames], stops[frames]
     found_at: list[np.ndarray] = []
@@ -564,19 +564,8 @@ def _records(
         at[going] = here
         going = going[here < end[going]]
     if len(going):
-        walked: list[int] = []
-        counts: list[int] = []
-        ends: list[int] = []
-        add = walked.append
-        for here, stop in zip(at[going].tolist(), end[going].tolist(), strict=True):
-            before = len(walked)
-            while here < stop:
-                add(here)
-                here += 2 + buf[here + 1] if here + 1 < stop else stop + 1
-            counts.append(len(walked) - before)
-            ends.append(here)
-        at[going] = ends
-        found_at.append(np.array(walked, np.intp))
+        records, counts, at[going] = _walk(buf, b, at[going], end[going])
+        found_at.append(records)
         found_frame.append(np.repeat(frames[going], counts))
     if not found_at:
         return np.zeros(0, np.intp), np.zeros(0, np.intp)
@@ -588,6 +577,55 @@ def _records(
     ok[frame[bad]] = False
     order = np.argsort(record, kind="stable")
     return record[order], frame[order]
+
+
+def _walk(
+    buf: bytes, b: np.ndarray, at: np.ndarray, end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The record chains from each of `at` to `end`: the records (frame after frame), how
+    many each frame has, and where each chain ended (its `end` if it ended well). One chain
+    is followed in Python; its records, moved to each other frame of the same size, are then
+    tried there at once (a fleet's first Device_status frames mostly share one layout): a
+    chain whose every record's length leads to the next, and the last to its end, is the
+    chain a walk would follow. Once a layout fits no other frame, the rest are walked."""
+    n = len(at)
+    records: list[np.ndarray | None] = [None] * n
+    finals = end.copy()
+    todo = np.arange(n)
+    sizes = end - at
+    while len(todo):
+        g = int(todo[0])
+        chain, finals[g] = _chain(buf, int(at[g]), int(end[g]))
+        records[g] = np.array(chain, np.intp)
+        todo = todo[1:]
+        same = todo[sizes[todo] == sizes[g]]
+        fits = np.zeros(0, np.intp)
+        if len(same) and finals[g] == end[g] and chain:
+            guess = at[same, None] + (records[g] - at[g])  # (frames, records)
+            hops = guess + 2 + b[guess + 1]
+            good = (hops[:, :-1] == guess[:, 1:]).all(axis=1) & (hops[:, -1] == end[same])
+            fits = same[good]
+            for f, rows in zip(fits.tolist(), guess[good], strict=True):
+                records[f] = rows
+        if len(fits) < 2:  # a layout of its own: walk the rest
+            for f in todo.tolist():
+                if records[f] is None:
+                    chain, finals[f] = _chain(buf, int(at[f]), int(end[f]))
+                    records[f] = np.array(chain, np.intp)
+            break
+        todo = todo[~np.isin(todo, fits)]
+    counts = [len(r) for r in records if r is not None]
+    return np.concatenate([r for r in records if r is not None]), np.array(counts), finals
+
+
+def _chain(buf: bytes, here: int, stop: int) -> tuple[list[int], int]:
+    """The records of one chain from `here` to `stop`, and where it ended."""
+    out: list[int] = []
+    add = out.append
+    while here < stop:
+        add(here)
+        here += 2 + buf[here + 1] if here + 1 < stop else stop + 1
+    return out, here
 
 
 def _availabilities(

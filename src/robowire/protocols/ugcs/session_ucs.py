@@ -33,7 +33,6 @@ columns, which are a cache, are `held.py`).
 from __future__ import annotations
 
 import enum
-import functools
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -83,10 +82,6 @@ PEER_TIMEOUT = 10.0  # s for the VSM's Register_peer (the SDK's REGISTER_PEER_TI
 COMMAND_TIMEOUT = 10.0  # s for a command's final reply, unless the caller says otherwise
 VERSION = (4, 4)  # what we claim; the SDK's VSM needs >= 2.14
 
-_command_state = functools.partial(tuple.__new__, CommandState)
-"""A `CommandState` from one (id, name, available, enabled) tuple without a Python call:
-what a named tuple's own constructor does, for the tens of thousands of a fleet's first
-Device_status frames."""
 _STRING = int(Kind.STRING)
 
 
@@ -639,7 +634,9 @@ class UcsSession:
                 continue
             ids, on, usable = commands[start:end], available[start:end], enabled[start:end]
             labels = list(map(device.command_names.get, ids, repeat("")))
-            states = tuple(map(_command_state, zip(ids, labels, on, usable, strict=True)))
+            states = tuple(  # CommandStates made in C (what a named tuple's __new__ does)
+                map(tuple.__new__, repeat(CommandState), zip(ids, labels, on, usable, strict=True))
+            )
             device.availability.update(zip(labels, zip(on, usable, strict=True), strict=True))
             device.availability.pop("", None)  # (ids the device did not register)
             events.append(AvailabilityChanged(conn=conn, device_id=device_id, commands=states))
