@@ -415,6 +415,7 @@ for _tag, _kind, _size in (
     _KIND_OF_TAG[_tag], _SIZE_OF_TAG[_tag] = _kind, _size
     _VARINT_TAG[_tag] = _tag in (0x08, 0x10, 0x30)
 _WALK = 150  # frames whose records are followed in Python once no more are left
+_MISSES = 4  # layouts that fitted no other frame of their size before `_walk` stops trying
 
 
 def _u64(value: int) -> np.uint64:
@@ -442,6 +443,9 @@ def _varints(b: np.ndarray, at: np.ndarray, limit: int) -> tuple[np.ndarray, np.
     at each are one little-endian word (an unaligned view of `b`), whose first byte without
     its top bit ends the varint, and whose 7-bit groups are packed with shifts: a few array
     operations, however long the varints (a 9- or 10-byte one a byte at a time)."""
+    first = b[at]
+    if not (first >= 0x80).any():  # all one byte long (lengths, booleans, small ids)
+        return first.astype(np.uint64), np.ones(len(at), np.intp)
     words = _unaligned(b, "<u8")[at]
     ends = ~words & _HIGH  # the top bit of each byte that ends a varint
     last = ends & (~ends + _ONE)  # the first of them (0: none in these 8 bytes)
@@ -583,39 +587,38 @@ def _walk(
     buf: bytes, b: np.ndarray, at: np.ndarray, end: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The record chains from each of `at` to `end`: the records (frame after frame), how
-    many each frame has, and where each chain ended (its `end` if it ended well). One chain
-    is followed in Python; its records, moved to each other frame of the same size, are then
-    tried there at once (a fleet's first Device_status frames mostly share one layout): a
+    many each frame has, and where each chain ended (its `end` if it ended well). A chain is
+    followed in Python; its records, moved to each other frame of the same size, are then
+    tried there at once (a fleet's first Device_status frames mostly share a few layouts): a
     chain whose every record's length leads to the next, and the last to its end, is the
-    chain a walk would follow. Once a layout fits no other frame, the rest are walked."""
-    n = len(at)
-    records: list[np.ndarray | None] = [None] * n
+    chain a walk would follow. After `_MISSES` layouts that fit no other frame of their
+    size, the rest are walked."""
+    records: list[np.ndarray] = [np.zeros(0, np.intp)] * len(at)
     finals = end.copy()
-    todo = np.arange(n)
+    todo = np.arange(len(at))
     sizes = end - at
+    misses = 0
     while len(todo):
         g = int(todo[0])
+        todo = todo[1:]
         chain, finals[g] = _chain(buf, int(at[g]), int(end[g]))
         records[g] = np.array(chain, np.intp)
-        todo = todo[1:]
+        if misses >= _MISSES or finals[g] != end[g]:
+            continue
         same = todo[sizes[todo] == sizes[g]]
-        fits = np.zeros(0, np.intp)
-        if len(same) and finals[g] == end[g] and chain:
-            guess = at[same, None] + (records[g] - at[g])  # (frames, records)
-            hops = guess + 2 + b[guess + 1]
-            good = (hops[:, :-1] == guess[:, 1:]).all(axis=1) & (hops[:, -1] == end[same])
-            fits = same[good]
-            for f, rows in zip(fits.tolist(), guess[good], strict=True):
-                records[f] = rows
-        if len(fits) < 2:  # a layout of its own: walk the rest
-            for f in todo.tolist():
-                if records[f] is None:
-                    chain, finals[f] = _chain(buf, int(at[f]), int(end[f]))
-                    records[f] = np.array(chain, np.intp)
-            break
-        todo = todo[~np.isin(todo, fits)]
-    counts = [len(r) for r in records if r is not None]
-    return np.concatenate([r for r in records if r is not None]), np.array(counts), finals
+        if not len(same):
+            continue
+        guess = at[same, None] + (records[g] - at[g])  # (frames, records)
+        hops = guess + 2 + b[guess + 1]
+        good = (hops[:, :-1] == guess[:, 1:]).all(axis=1) & (hops[:, -1] == end[same])
+        if not good.any():
+            misses += 1
+            continue
+        for f, rows in zip(same[good].tolist(), guess[good], strict=True):
+            records[f] = rows
+        todo = todo[~np.isin(todo, same[good])]
+    counts = [len(r) for r in records]
+    return np.concatenate(records), np.array(counts, np.intp), finals
 
 
 def _chain(buf: bytes, here: int, stop: int) -> tuple[list[int], int]:

@@ -83,6 +83,8 @@ COMMAND_TIMEOUT = 10.0  # s for a command's final reply, unless the caller says 
 VERSION = (4, 4)  # what we claim; the SDK's VSM needs >= 2.14
 
 _STRING = int(Kind.STRING)
+_PAIRS = ((False, False), (False, True), (True, False), (True, True))
+"""(available, enabled) by 2 * available + enabled: one tuple for every command's."""
 
 
 def _count_runs(values: np.ndarray) -> int:
@@ -160,12 +162,17 @@ class UcsDevice:
     """field id -> (its registration, its key, its row in `held`)"""
     command_names: dict[int, str] = field(init=False, repr=False)
     """command id -> its name"""
+    command_ids: list[int] = field(init=False, repr=False)
+    command_labels: list[str] = field(init=False, repr=False)
+    """the ids and names of its commands, in the order registered"""
 
     def __post_init__(self) -> None:
         if not self.rows:
             self.rows = self.held.add(self.info)
         self.fields = {f.field_id: (f, f.key, self.rows[f.field_id]) for f in self.info.fields}
         self.command_names = {c.command_id: c.name for c in self.info.commands}
+        self.command_ids = [c.command_id for c in self.info.commands]
+        self.command_labels = list(map(self.command_names.__getitem__, self.command_ids))
 
     @property
     def values(self) -> Mapping[str, Value]:
@@ -626,6 +633,7 @@ class UcsSession:
         commands = scan.command[a:b].tolist()
         available = scan.available[a:b].tolist()
         enabled = scan.enabled[a:b].tolist()
+        pairs = (2 * scan.available[a:b] + scan.enabled[a:b]).tolist()  # _PAIRS' index
         devices = scan.device[frames[edges]].tolist()
         conn, known = self.conn, self.devices
         for start, end, device_id in zip(edges, [*edges[1:], len(commands)], devices, strict=True):
@@ -633,11 +641,15 @@ class UcsSession:
             if device is None:
                 continue
             ids, on, usable = commands[start:end], available[start:end], enabled[start:end]
-            labels = list(map(device.command_names.get, ids, repeat("")))
+            if ids == device.command_ids:  # every command, in order: a first Device_status
+                labels = device.command_labels
+            else:
+                labels = list(map(device.command_names.get, ids, repeat("")))
             states = tuple(  # CommandStates made in C (what a named tuple's __new__ does)
                 map(tuple.__new__, repeat(CommandState), zip(ids, labels, on, usable, strict=True))
             )
-            device.availability.update(zip(labels, zip(on, usable, strict=True), strict=True))
+            states_of = map(_PAIRS.__getitem__, pairs[start:end])
+            device.availability.update(zip(labels, states_of, strict=True))
             device.availability.pop("", None)  # (ids the device did not register)
             events.append(AvailabilityChanged(conn=conn, device_id=device_id, commands=states))
 
