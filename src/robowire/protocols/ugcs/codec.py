@@ -596,6 +596,7 @@ def _walk(
     records: list[np.ndarray] = [np.zeros(0, np.intp)] * len(at)
     finals = end.copy()
     todo = np.arange(len(at))
+    left = np.ones(len(at), bool)  # not walked or fitted yet
     sizes = end - at
     misses = 0
     while len(todo):
@@ -616,7 +617,8 @@ def _walk(
             continue
         for f, rows in zip(same[good].tolist(), guess[good], strict=True):
             records[f] = rows
-        todo = todo[~np.isin(todo, same[good])]
+        left[same[good]] = False
+        todo = todo[left[todo]]
     counts = [len(r) for r in records]
     return np.concatenate(records), np.array(counts, np.intp), finals
 
