@@ -241,10 +241,10 @@ class FrameReader:
     def split(self, data: bytes, slices: bool = False) -> tuple[bytes, Any, DecodeError | None]:
         """The whole frames `data` completes, unparsed: the buffer they are in and their
         spans in it, flat (an `array("q")` `[start, stop, start, stop, ...]`, length prefix
-        included: numpy reads it without a copy), or
-        with `slices` the frames themselves after an empty start (what `parse_frames` takes);
-        and the DecodeError of a bad length, if one stopped the stream. Call `failing` with
-        what the frames gave once they are parsed."""
+        included: numpy reads it without a copy), or with `slices` the frames themselves
+        after an empty start (what `parse_frames` takes); and the DecodeError of a bad
+        length, if one stopped the stream. Call `failing` with what the frames gave once
+        they are parsed."""
         if self.error is not None:
             return b"", [b""] if slices else array("q"), None
         buf = self._buf + data if self._buf else data
@@ -667,7 +667,7 @@ def _fields(
     good &= (b[time_at] == 0x10) & (size > 0) & (b[value_at] == 0x1A)
     value_size = b[value_at + 1].astype(np.intp)
     member = value_at + 2
-    good &= member + value_size == stop  # (and value_size < 0x80: checked below)
+    good &= (value_size < 0x80) & (member + value_size == stop)
     tag = np.where(value_size > 0, b[member], 0)
     kind = _KIND_OF_TAG[tag]
     expected = _SIZE_OF_TAG[tag]  # the value's size its member needs (-1: no such member)

@@ -36,7 +36,6 @@ import enum
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
 
 import numpy as np
 
@@ -556,11 +555,10 @@ class UcsSession:
         a, b = np.searchsorted(scan.frame, (first, stop))
         frame = scan.frame[a:b] - first
         known = index[frame] >= 0
+        a_rows: np.ndarray | slice = slice(a, b)  # (a slice: views of the scan's columns)
         if not known.all():
             frame = frame[known]
             a_rows = np.flatnonzero(known) + a
-        else:
-            a_rows = np.arange(a, b)
         if len(frame):
             self._on_values(buf, scan, devices, index, frame, a_rows, events)
         self._on_availability(scan, first, stop, events)
@@ -572,7 +570,7 @@ class UcsSession:
         devices: np.ndarray,
         index: np.ndarray,
         frame: np.ndarray,
-        a_rows: np.ndarray,
+        a_rows: np.ndarray | slice,
         events: list[UcsSessionEvent],
     ) -> None:
         """The telemetry values of `_on_columns` (rows `a_rows` of `scan`, of known devices)."""
@@ -585,7 +583,7 @@ class UcsSession:
         objects: dict[int, Value] = {}
         texts = np.flatnonzero(kind >= _STRING)
         if len(texts):
-            at = a_rows[texts]
+            at = a_rows[texts] if isinstance(a_rows, np.ndarray) else texts + a_rows.start
             for i, start, size, text in zip(
                 texts.tolist(), scan.start[at].tolist(), scan.size[at].tolist(),
                 (kind[texts] == _STRING).tolist(), strict=True,
@@ -644,10 +642,10 @@ class UcsSession:
             if ids == device.command_ids:  # every command, in order: a first Device_status
                 labels = device.command_labels
             else:
-                labels = list(map(device.command_names.get, ids, repeat("")))
-            states = tuple(  # CommandStates made in C (what a named tuple's __new__ does)
-                map(tuple.__new__, repeat(CommandState), zip(ids, labels, on, usable, strict=True))
-            )
+                labels = list(map(device.command_names.get, ids, itertools.repeat("")))
+            rows = zip(ids, labels, on, usable, strict=True)
+            # CommandStates made in C (what a named tuple's __new__ does)
+            states = tuple(map(tuple.__new__, itertools.repeat(CommandState), rows))
             states_of = map(_PAIRS.__getitem__, pairs[start:end])
             device.availability.update(zip(labels, states_of, strict=True))
             device.availability.pop("", None)  # (ids the device did not register)
