@@ -1,4 +1,5 @@
-"""MCAP recording: the recorder against the mcap library alone, for a 10,000-drone VRSP show.
+"""MCAP recording: the recorder against the mcap library alone, for a 10,000-drone VRSP show
+and for many small updates (50 XRP robots: an update of one device each).
 
 The input is real: `robowire sim vrsp --drones 10000` and a `VrspSource` run in this process
 over loopback for a few seconds; every world update the receiver wrote is kept (a queue
@@ -19,6 +20,11 @@ again from after the first update on (a recording describes each device once, in
 update: a cost a long recording does not see). Times are
 this process's CPU time (`time.process_time`), so that other work on a shared machine counts
 less than it would in wall time.
+
+Small updates: `robowire sim xrp --count 50` and 50 `XrpSource`s in this process (each robot
+reports at 20 Hz, an update of one device with 42 columns); the recorder (world channels only:
+no raw tap, so that the figure is the updates' own cost) against the writer alone on the same
+messages, as above, and the recorder's cost per update.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from mcap.reader import make_reader
 from mcap.writer import Writer
 
 from robowire.gateway import open_sim, open_source
+from robowire.protocols.xrp.services import XrpSim
 from robowire.recording import McapRecorder
 from robowire.recording.writer import CHUNK_BYTES, COMPRESSION
 from robowire.service import SimOptions
@@ -41,6 +48,7 @@ from robowire.wire import Address
 from robowire.world import LogEvent, Update, World
 
 DRONES = 10_000
+ROBOTS = 50
 SECONDS = 3.0
 REPEATS = 3
 """The recorder and the writer alone each run this many times, in turn; each keeps its
@@ -64,20 +72,45 @@ async def capture() -> tuple[World, list[Update | LogEvent], list[Any], float, A
             t.cancel()
         await asyncio.gather(sending, task, return_exceptions=True)
         items = changes.pull()
+    return world, items, datagrams, _span(items), source
+
+
+async def capture_robots() -> tuple[World, list[Update | LogEvent], float]:
+    """Run `ROBOTS` XRP robots, each read by its own source; the world, every update, the
+    span."""
+    world = World()
+    sim = XrpSim(SimOptions(port=0, count=ROBOTS))
+    serving = asyncio.create_task(sim.run(World()))
+    await sim.ready.wait()
+    sources = [
+        open_source(f"xrp://{a[0]}:{a[1]}?enable=1&left=0.3&right=0.2") for a in sim.addresses if a
+    ]
+    with world.subscribe(every_update=True, max_bytes=1 << 31) as changes:
+        tasks = [asyncio.create_task(s.run(world)) for s in sources]
+        await asyncio.sleep(SECONDS)
+        for t in (*tasks, serving):
+            t.cancel()
+        await asyncio.gather(*tasks, serving, return_exceptions=True)
+        items = changes.pull()
+    return world, items, _span(items)
+
+
+def _span(items: list[Update | LogEvent]) -> float:
     updates = [i for i in items if isinstance(i, Update)]
-    span = updates[-1].receive_time - updates[0].receive_time if len(updates) > 1 else SECONDS
-    return world, items, datagrams, span, source
+    return updates[-1].receive_time - updates[0].receive_time if len(updates) > 1 else SECONDS
 
 
 def record(
     path: str, world: World, items: list[Any], datagrams: list[Any], source: Any
 ) -> tuple[float, float, int]:
     """The recorder's CPU time for everything, and from after its first update on (once it
-    has described every device); and the log time (ns) of that first update."""
+    has described every device); and the log time (ns) of that first update. `source`: the
+    source whose `datagrams` are tapped, or None."""
     recorder = McapRecorder(path)
     recorder.open()
-    recorder.tap_source(source, "vrsp", "vrsp://127.0.0.1:0")
-    tap = source.tap
+    if source is not None:
+        recorder.tap_source(source, "vrsp", "vrsp://127.0.0.1:0")
+    tap = source.tap if source is not None else None
     # the datagrams that came before each update, then the update (merged before timing)
     times = [source.clock.wall(d[1]) for d in datagrams]
     order: list[tuple[Any, ...] | None] = []
@@ -93,6 +126,7 @@ def record(
     steady, first = 0.0, 0
     for datagram in order:
         if datagram is not None:
+            assert tap is not None
             tap(*datagram)
             continue
         item = next(updates)
@@ -135,6 +169,29 @@ def floor(recorded: str, path: str, after: int) -> tuple[float, float, int]:
         return end - start, end - steady, len(messages)
 
 
+def small() -> dict[str, float]:
+    """The small updates' figures (see the module's docstring)."""
+    world, items, span = run(capture_robots())
+    updates = sum(isinstance(i, Update) for i in items)
+    runs, floors = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(REPEATS):
+            runs.append(record(str(Path(tmp) / "run.mcap"), world, items, [], None))
+            floors.append(floor(str(Path(tmp) / "run.mcap"), str(Path(tmp) / "floor.mcap"), 0))
+    took, base, messages = min(r[0] for r in runs), min(f[0] for f in floors), floors[0][2]
+    print(
+        f"   {ROBOTS} XRP robots, {span:.1f} s: {updates} updates of one device "
+        f"({updates / span:,.0f}/s) -> {messages} messages"
+    )
+    print(
+        f"   recorder: {took / updates * 1e6:.1f} us per update; mcap Writer alone, same "
+        f"messages: {base / updates * 1e6:.1f} us per update"
+    )
+    print(f"   ratio recorder / writer alone: {took / base:.2f}x the time")
+    print(f"   recording these robots live: {took / span:.1%} of a core")
+    return {"small_ratio": took / base, "small_cpu": took / span, "small_us": took / updates * 1e6}
+
+
 def main() -> dict[str, float]:
     world, items, datagrams, span, source = run(capture())
     updates = [i for i in items if isinstance(i, Update)]
@@ -170,6 +227,7 @@ def main() -> dict[str, float]:
         "cpu": took / span,
         "steady_ratio": steady / base_steady,
         "steady_cpu": steady / rest,
+        **small(),
     }
 
 

@@ -4,8 +4,10 @@ Runs `python -m tests.reliability.soak --json` twice on the same load: the gatew
 (every source, the viewer and the recorder in one process), then with the sources in worker
 processes joined by Zenoh (`--workers 2`, as a site file's `worker = …` does), and prints
 what the soak reports for each: CPU of the gateway (with its workers) and of the simulators,
-drops, and the shed count where the soak has one. `ROBOWIRE_SOAK_SECONDS` (default 60) and
-`ROBOWIRE_SOAK_SCALE` (default 1: the full load) set the run.
+drops, and the shed count where the soak has one (with workers, the sources' in the workers
+too: the gateway's status carries each worker's), summed per protocol.
+`ROBOWIRE_SOAK_SECONDS` (default 60) and `ROBOWIRE_SOAK_SCALE` (default 1: the full load) set
+the run.
 """
 
 from __future__ import annotations
@@ -48,6 +50,16 @@ def shed(result: dict[str, Any]) -> str:
     return "-" if total is None else str(total)
 
 
+def shed_by_protocol(result: dict[str, Any]) -> str:
+    """What the sources shed, summed per protocol (`xrp@127.0.0.1:…` -> xrp; the gateway's
+    bus source, `workers@…`, is what it shed of the workers' frames); "" if none shed."""
+    by: dict[str, int] = {}
+    for name, count in (result.get("shed") or {}).items():
+        key = name.split("@", 1)[0]
+        by[key] = by.get(key, 0) + int(count)
+    return ", ".join(f"{k} {v:,}" for k, v in sorted(by.items()) if v)
+
+
 def main() -> dict[str, float]:
     figures: dict[str, float] = {}
     load = os.getloadavg()[0]  # the soak wants a quiet machine: say how busy this one was
@@ -62,6 +74,8 @@ def main() -> dict[str, float]:
             f"  RSS {result['rss_start_mib']} -> {result['rss_end_mib']} MiB"
             f"  {'PASS' if result['ok'] else 'FAIL'}"
         )
+        if shed_by_protocol(result):
+            print(f"     {'':12s} shed per protocol: {shed_by_protocol(result)}")
         key = "workers" if workers else "single"
         figures[f"{key}_cpu"] = float(result["gateway_cpu"])
         if shed(result) != "-":

@@ -135,6 +135,13 @@ class Heads:
         self._last: tuple[np.ndarray, bytes, np.ndarray] | None = None  # slots, heads alone
         self._out = np.zeros(0, np.uint8)  # where `join` lays out messages before copying
 
+    def head(self, slot: int) -> bytes:
+        """One slot's head, made once."""
+        heads = self._heads
+        if slot >= len(heads):
+            heads.extend(self.make(s) for s in range(len(heads), slot + 1))
+        return heads[slot]
+
     def _grow(self, count: int, tail: int) -> None:
         if len(self._heads) < count:
             self._heads.extend(self.make(slot) for slot in range(len(self._heads), count))
@@ -153,6 +160,9 @@ class Heads:
         concatenated; and where each message ends in it."""
         if not len(slots):
             return b"", np.zeros(0, np.intp)
+        if len(slots) == 1:  # one device (a robot): no layout to make
+            joined = self.head(int(slots[0])) + tails.tobytes()
+            return joined, np.array([len(joined)], np.intp)
         if not tails.shape[1] and self._last is not None and np.array_equal(slots, self._last[0]):
             return self._last[1], self._last[2]  # the same heads alone again (ids of a swarm)
         self._grow(int(slots.max()) + 1, tails.shape[1])

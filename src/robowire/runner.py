@@ -10,18 +10,27 @@ finished (files read to the end); then sinks get a moment to drain what the worl
 It knows services, not URLs: opening them is `robowire.gateway`'s (whose `Gateway` is this
 runner plus `add_sources`), so the library's background thread (`robowire.background`) and a
 protocol's own `serve` run services below the protocol registry.
+
+A runner with `pace` (`listen`'s terminal table) runs its loop at a frame rate: each turn of
+the loop handles what is ready, then rests `pace` seconds (a blocking sleep, so the process
+wakes about `1 / pace` times a second however much comes). Meanwhile the kernel queues what
+arrives, and the next turn reads each socket's whole queue as one batch: a display that
+refreshes a few times a second gains nothing from waking for each datagram, and a batch costs
+far less per message. Everything is still read and answered (pings, keep-alives), a turn or
+so late; a coroutine waits a turn for each `await` that is not ready at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Self
 
 from robowire.errors import RobowireError
 from robowire.service import Service, Source
-from robowire.status import RateMeter, ServiceStatus, service_status
+from robowire.status import RateMeter, Remote, ServiceStatus, service_status
 from robowire.timebase import monotonic
 from robowire.world import World
 
@@ -36,6 +45,7 @@ class Runner:
     services: list[Service] = field(default_factory=list)
     failures: list[tuple[Service, BaseException]] = field(default_factory=list)
     drain_seconds: float = 0.2
+    pace: float | None = None  # seconds the loop rests each turn (see above); None: never
     _tasks: dict[asyncio.Task[None], Service] = field(default_factory=dict)
     _stopping: asyncio.Event = field(default_factory=asyncio.Event)
     _running: bool = False
@@ -54,12 +64,15 @@ class Runner:
         self._stopping.set()
 
     def status(self) -> list[ServiceStatus]:
-        """What each service is doing now (see `robowire.status`); the message rates are
-        measured between calls."""
+        """What each service is doing now (see `robowire.status`), a worker's followed by
+        the services it runs; the message rates are measured between calls."""
         now = monotonic()
-        return [
-            service_status(s, self._state(s), self.world, self._rates, now) for s in self.services
-        ]
+        out: list[ServiceStatus] = []
+        for service in self.services:
+            out.append(service_status(service, self._state(service), self.world, self._rates, now))
+            if isinstance(service, Remote):  # a worker: then the services it runs
+                out += service.remote_status()
+        return out
 
     def _state(self, service: Service) -> str:
         if any(s is service for s, _ in self.failures):
@@ -79,6 +92,8 @@ class Runner:
         Raises the RobowireError of a sink or simulator that failed, once everything stopped.
         """
         self._running = True
+        if self.pace:
+            asyncio.get_running_loop().call_soon(self._rest)
         try:
             async with asyncio.timeout(duration):
                 await self._start_servers_then_sources()
@@ -94,6 +109,12 @@ class Runner:
         for service, exc in self.failures:
             if not isinstance(service, Source) and isinstance(exc, RobowireError):
                 raise exc
+
+    def _rest(self) -> None:
+        """One turn's rest (`pace`), then again on the next turn, while the run goes on."""
+        if self._running and self.pace:
+            time.sleep(self.pace)
+            asyncio.get_running_loop().call_soon(self._rest)
 
     async def _start_servers_then_sources(self) -> None:
         """Sinks and simulators first, each until it is ready (bound, subscribed) or has

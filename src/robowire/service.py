@@ -35,7 +35,15 @@ from robowire.capture import Record, batches
 from robowire.endpoints import Endpoint
 from robowire.errors import ConfigError, DecodeError, RobowireError, TransportError
 from robowire.timebase import TIME_MODES, SourceClock, WallClock, monotonic
-from robowire.transport.budget import SINK_SHARE, SINK_TURN, Budget, Held, Turns, pressure
+from robowire.transport.budget import (
+    CALM_TURN,
+    SINK_SHARE,
+    SINK_TURN,
+    Budget,
+    Held,
+    Turns,
+    pressure,
+)
 from robowire.transport.reconnect import Backoff, keep_connecting
 from robowire.transport.tap import RECEIVER, Tap
 from robowire.transport.timer import Ticker
@@ -451,19 +459,18 @@ class Sink(Service):
                         server.result()  # raises what stopped the server
                         return
                     waiting = None
-                    # a turn of a queue of every update is what `write` does in SINK_TURN
-                    # seconds (behind; else CALM_TURN); the rest waits for the next turn,
-                    # and while behind, for the sink's share of wall time (SINK_SHARE)
+                    # a turn of a queue of every update ends SINK_TURN seconds in (behind;
+                    # else CALM_TURN); the rest waits for the next turn, and while behind,
+                    # for the sink's share of wall time (SINK_SHARE)
                     began = monotonic()
                     behind = False
                     if isinstance(changes, Subscription):
                         behind = pressure().behind(began)
-                        items = changes.pull(turns.size(behind))
+                        end = began + (SINK_TURN if behind else CALM_TURN)
+                        going = self._turn(world, changes, turns, end)
                     else:
-                        items = changes.pull()
-                    going = self.write(world, items)
+                        going = self.write(world, changes.pull())
                     took = monotonic() - began
-                    turns.took(len(items), took)
                     self._count_feed_drops(changes.dropped)
                     if behind:
                         budget.spend(began, took)
@@ -478,6 +485,20 @@ class Sink(Service):
                 self.write(world, changes.pull())  # what arrived while ending
                 self._count_feed_drops(changes.dropped)
                 self.finish(world)
+
+    def _turn(
+        self, world: World, queue: Subscription[Update | LogEvent], turns: Turns, end: float
+    ) -> bool:
+        """Hand `write` the oldest queued updates a slice at a time (`Turns`) until `end` or
+        until none are left; False once this sink has done its job."""
+        while True:
+            size, began = queue.bytes, monotonic()
+            items = queue.pull(*turns.slice())
+            going = self.write(world, items)
+            now = monotonic()
+            turns.took(len(items), size - queue.bytes, now - began)
+            if not going or not queue.pending() or now >= end:
+                return going
 
     _feed_drops = 0  # what the subscription had dropped at the last pull
 

@@ -24,6 +24,9 @@ the ones the templates keep, read; nothing but the `StatusServer` reads a socket
 * `refused`: HTTP requests a server answered with 403 (a Host or Origin of another site, no
   token where one is needed; see `robowire.access`).
 * `devices`: how many devices the service's own world table holds (sources).
+* `worker`: the worker process that runs the service (`robowire.workers`), None for the
+  gateway's own: a gateway shows each worker's sources and sinks (and their `shed`) as the
+  worker's status server last said them, after the worker's own row (`Remote`).
 * `clock_offset`: a source's sender clock minus ours, in seconds (the smallest network delay
   included; see `robowire.timebase.ClockOffset`), to the millisecond; null when unknown (no
   stamped message yet, a protocol without stamps, or not a source).
@@ -37,8 +40,8 @@ import json
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Protocol, runtime_checkable
 
 from robowire.access import Gate
 from robowire.service import Service, Source, Status
@@ -70,9 +73,20 @@ class ServiceStatus:
     clock_offset: float | None = None
     refused: int = 0
     shed: int = 0
+    worker: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+FIELDS = frozenset(f.name for f in fields(ServiceStatus))
+
+
+@runtime_checkable
+class Remote(Protocol):
+    """A service that runs others elsewhere (a worker process) and says their status too."""
+
+    def remote_status(self) -> Sequence[ServiceStatus]: ...
 
 
 @dataclass(slots=True)

@@ -95,7 +95,8 @@ def status_table(message: dict[str, Any], url: str = "") -> Table:
     for service in message["services"]:
         state = str(service.get("state", "?"))
         cells = [
-            str(service.get("name", "?")),
+            str(service.get("name", "?"))
+            + (f" (worker {service['worker']})" if service.get("worker") else ""),
             str(service.get("role", "?")),
             f"[{STATE_STYLES.get(state, 'white')}]{state}[/]",
             str(service.get("address") or "-"),

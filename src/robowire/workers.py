@@ -21,7 +21,10 @@ bus host is the gateway's address).
 `Worker` supervises one child: it starts it, restarts it when it ends (backoff doubling from
 1 s to 8 s; the first exit is said in one line, then nothing until it has run for a while),
 shows it in the gateway's status (state; messages, those its sources took in, as its own
-status server says every `POLL_SECONDS`; restarts as drops), and stops it when the gateway stops
+status server says every `POLL_SECONDS`; restarts as drops) followed by the worker's own
+sources and sinks as that server said them (state, counters, rates, and what each source
+shed under overload: `Remote`; not its bus or status endpoint, and nothing while it is
+down, since a restarted worker counts from 0), and stops it when the gateway stops
 (SIGTERM, then SIGKILL after `STOP_SECONDS`). A gateway killed outright leaves no worker
 either: each child's stdin is a pipe from the gateway, and a worker ends when it closes.
 """
@@ -46,6 +49,7 @@ from robowire.endpoints import Endpoint
 from robowire.errors import ConfigError, RobowireError
 from robowire.gateway import open_site
 from robowire.service import MAX_RETRY_SECONDS, RETRY_SECONDS, Service, Sink, Source
+from robowire.status import FIELDS, ServiceStatus
 from robowire.status_client import fetch_status
 from robowire.timebase import monotonic
 from robowire.world import World
@@ -96,7 +100,7 @@ def site_services(site: Site, path: str, worker: str | None = None) -> list[Serv
         heard.name = f"workers@{heard.link.host}:{heard.link.port}"
         out.append(heard)
         spawned = [n for n in site.worker_names if n not in site.workers.remote]
-        out += [Worker(name, path) for name in spawned]
+        out += [Worker(name, path, bus=_bus_name(bus)) for name in spawned]
         return out
     mine = frozenset(s.name for s in out if isinstance(s, Source))
     sinks = any(isinstance(s, Sink) for s in out)
@@ -105,6 +109,12 @@ def site_services(site: Site, path: str, worker: str | None = None) -> list[Serv
     if sinks:  # they get the whole world: every worker's sources and the gateway's own
         out.append(ZenohSource(link_of(bus, "connect")))
     return out
+
+
+def _bus_name(bus: Endpoint) -> str:
+    """The name a worker's bus sink and source have (their link's)."""
+    link = link_of(bus, "connect")
+    return f"zenoh://{link.host}:{link.port}"
 
 
 def _bus_sink(bus: Endpoint, sources: frozenset[str], mode: Mode) -> ZenohSink:
@@ -119,13 +129,22 @@ class Worker(Service):
     role = "worker"
     announce = "running"
 
-    def __init__(self, worker: str, path: str) -> None:
+    def __init__(self, worker: str, path: str, bus: str | None = None) -> None:
         super().__init__(f"worker {worker}")
         self.worker = worker
         self.path = path
+        self.bus = bus  # the name of the worker's bus services (not shown as its own)
         self.pid: int | None = None
         self.status_url: str | None = None  # the worker's own status server
         self.status: list[dict[str, Any]] = []  # its services, as it last said
+
+    def remote_status(self) -> list[ServiceStatus]:
+        """The worker's own sources and sinks, as it last said (see the module docstring)."""
+        return [
+            ServiceStatus(**{k: v for k, v in s.items() if k in FIELDS} | {"worker": self.worker})
+            for s in self.status
+            if s.get("role") in ("source", "sink") and s.get("name") != self.bus
+        ]
 
     def command(self, status_port: int) -> list[str]:
         return [
@@ -167,6 +186,7 @@ class Worker(Service):
         finally:
             poll.cancel()
             self.pid = None
+            self.status = []
 
     async def _poll(self, url: str) -> None:
         """Ask the worker for its status every POLL_SECONDS (quietly: it may be starting)."""

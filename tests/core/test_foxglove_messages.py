@@ -7,9 +7,11 @@ colour, its kind's colour)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
+import pytest
 from foxglove.messages import (
     Color,
     CubePrimitive,
@@ -155,3 +157,32 @@ def test_only_the_topics_read_are_built() -> None:
     update = Update("lab", np.array([0], np.intp), frozenset({POSITION}), 0.0)
     built = FoxgloveMessages().build(world.tables["lab"], update, {SCENE_TOPIC})
     assert [topic for topic, _ in built] == [SCENE_TOPIC]
+
+
+@pytest.mark.parametrize("devices", [1, 40])  # a robot's few values (lists), a swarm's (arrays)
+def test_telemetry_json_prints_whole_numbers_as_integers_and_no_value_as_null(
+    devices: int,
+) -> None:
+    world = World()
+    slots = world.table("fleet").slots(f"r{i}" for i in range(devices))
+    count = np.arange(devices, dtype=np.float64)  # whole numbers: integers
+    volt = count + 0.25
+    gaps = np.where(count % 2 == 1, count, np.nan)  # whole, but not every device has one
+    world.update(
+        "fleet",
+        slots,
+        receive_time=1.0,
+        telemetry={"count": (count, "1"), "volt": (volt, "V"), "gaps": (gaps, "1")},
+    )
+    update = Update("fleet", slots, frozenset({"count", "volt", "gaps"}), 1.0)
+    ((topic, data),) = FoxgloveMessages().build(world.tables["fleet"], update, ["/telemetry/fleet"])
+    assert topic == "/telemetry/fleet" and isinstance(data, bytes)
+    assert json.loads(data) == {
+        "device": [f"r{i}" for i in range(devices)],
+        "units": {"count": "1", "gaps": "1", "volt": "V"},
+        "count": list(range(devices)),
+        "volt": [i + 0.25 for i in range(devices)],
+        "gaps": [float(i) if i % 2 == 1 else None for i in range(devices)],
+    }
+    assert b'"count":[0' in data  # integers only where every device has one
+    assert b'"gaps":[null' + (b",1.0" if devices > 1 else b"]") in data

@@ -2,12 +2,16 @@ import asyncio
 import io
 import json
 import logging
+import socket
+import time
 
 from robowire.errors import TransportError
 from robowire.gateway import Gateway
 from robowire.service import Source
 from robowire.sinks import JsonLinesSink
+from robowire.transport.udp import DatagramReader
 from robowire.world import World
+from support import until
 
 
 class Ticker(Source):
@@ -93,3 +97,49 @@ async def test_a_server_on_port_0_is_named_after_the_port_it_got():
     assert sink.name.endswith(f":{sink.address[1]}")
     gateway.stop()
     await run
+
+
+class Datagrams(Source):
+    """Counts the datagrams sent to its socket, and the wake-ups they took to read."""
+
+    def __init__(self) -> None:
+        super().__init__("datagrams")
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.setblocking(False)
+        self.received = 0
+        self.reader: DatagramReader | None = None
+
+    def take(self, datagrams: list[tuple[bytes, tuple[str, int]]], now: float) -> None:
+        self.received += len(datagrams)
+
+    async def run(self, world: World) -> None:
+        self.reader = DatagramReader(self.sock, self.take, batch=1024)
+        try:
+            await asyncio.Future()
+        finally:
+            self.reader.close()
+
+
+async def test_a_paced_gateway_reads_a_stream_of_datagrams_in_few_wakeups_and_misses_none():
+    source = Datagrams()
+    source.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)  # (a busy machine)
+    gateway = Gateway(pace=0.05)  # at most 20 turns a second
+    gateway.add(source)
+    began = time.monotonic()
+    run = asyncio.create_task(gateway.run())
+    address = source.sock.getsockname()
+
+    def send() -> None:  # 1,000 datagrams a second for a second, from outside the loop
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as out:
+            for _ in range(50):
+                for _ in range(20):
+                    out.sendto(b"x" * 100, address)
+                time.sleep(0.02)
+
+    await asyncio.to_thread(send)
+    await until(lambda: source.received == 1000, "every datagram read")
+    gateway.stop()
+    await run
+    assert source.reader is not None
+    assert source.reader.wakeups <= (time.monotonic() - began) / 0.05 + 2

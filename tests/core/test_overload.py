@@ -6,11 +6,13 @@ oldest state reports and counts them in the status, while a reading viewer still
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import math
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,12 +25,13 @@ from robowire.gateway import Gateway, open_source
 from robowire.service import Sink, Source
 from robowire.transport.budget import (
     CALM,
-    CALM_TURN,
-    FIRST,
-    LATE,
-    LATE_PROBES,
+    LATE_SHARE,
     MAX_WAIT,
+    PROBE,
     SINK_TURN,
+    SLICE,
+    SMOOTHING,
+    WINDOW,
     Budget,
     Held,
     Pressure,
@@ -81,25 +84,30 @@ def test_a_budget_ignores_time_going_backwards():
     assert budget.credit == -0.01
 
 
-def test_the_loop_is_behind_only_after_several_late_probes_in_a_row_until_it_is_calm():
+def test_the_loop_is_behind_once_its_probe_ran_late_for_most_of_a_while_until_it_is_calm():
     pressure = Pressure()
-    t = 0.0
-    for _ in range(LATE_PROBES - 1):  # a busy machine's late wake-ups, then one on time
-        t += 0.1
-        pressure.probed(t, LATE * 3)
-        assert not pressure.behind(t)
-    pressure.probed(t + 0.01, 0.0)
-    pressure.probed(t + 0.02, LATE * 3)
-    assert not pressure.behind(t + 0.02), "a late run was cut by a probe on time"
-    for _ in range(LATE_PROBES):
-        t += 0.1
-        pressure.probed(t, LATE)
-    assert pressure.behind(t) and pressure.entered == 1
-    pressure.probed(t + 0.5, 0.0)
-    assert pressure.behind(t + 0.5), "one probe on time is not calm"
-    pressure.probed(t + 0.9, LATE / 2)  # one half as late while behind keeps it behind
-    assert pressure.behind(t + 0.9 + CALM - 0.01)
-    assert not pressure.behind(t + 0.9 + CALM)
+    t = 0.9
+    pressure.probed(t, t - PROBE)  # one stall of most of a second: not enough alone
+    assert not pressure.behind(t)
+    for _ in range(80):  # then two seconds on time
+        t += PROBE
+        pressure.probed(t, 0.0)
+    assert pressure.late < LATE_SHARE / 2
+    began = t
+    turn = 0
+    while not pressure.behind(t):  # a busy loop: every other probe runs 100 ms late
+        turn += 1
+        lag = 0.1 if turn % 2 else 0.0
+        t += PROBE + lag
+        pressure.probed(t, lag)
+        assert t - began < 2 * WINDOW, "still not behind"
+    assert pressure.entered == 1
+    while pressure.late >= LATE_SHARE / 2:  # keeping up again: probes on time
+        t += PROBE
+        pressure.probed(t, 0.0)
+        assert pressure.behind(t), "behind while it is still half as late"
+    calm_since = t - PROBE  # the last probe that was still half as late
+    assert pressure.behind(calm_since + CALM - 0.01) and not pressure.behind(calm_since + CALM)
 
 
 async def test_the_running_loop_has_one_pressure_probe_and_an_idle_loop_is_not_behind():
@@ -184,16 +192,17 @@ def test_each_protocols_state_reports_supersede_older_ones_of_the_same_things_on
     assert supersede(ugcs) == (ugcs[1:], 1)
 
 
-def test_turns_start_small_behind_or_whole_keeping_up_then_fit_the_measured_cost():
+def test_a_sink_is_handed_one_item_first_then_slices_that_fit_both_measured_costs():
     turns = Turns()
-    assert turns.size(behind=True) == FIRST and turns.size(behind=False) is None
-    turns.took(16, 0.032)  # 2 ms an item
-    assert turns.size(behind=True) == int(SINK_TURN / 0.002)
-    assert turns.size(behind=False) == int(CALM_TURN / 0.002)
-    turns.took(1, 5.0)  # far over: at least one item a turn, never none
-    assert turns.size(behind=True) == 1 and turns.size(behind=False) == 1
-    turns.took(0, 1.0)  # an empty turn says nothing
-    assert turns.size(behind=True) == 1
+    assert turns.slice() == (1, None)  # one item: its cost is not known yet
+    turns.took(1, 1000, 0.001)  # 1 ms an item, 1 us a byte
+    assert turns.slice() == (int(SLICE / 1e-3), int(SLICE / 1e-6))
+    turns.took(10, 100, 50.0)  # far costlier: believed at once; at least one item, never none
+    assert turns.slice() == (1, 1)
+    turns.took(0, 0, 1.0)  # an empty slice says nothing
+    assert turns.slice() == (1, 1)
+    turns.took(1, 1, 0.0)  # cheap again: believed slowly
+    assert turns.per_item == pytest.approx(5.0 * (1 - SMOOTHING))
 
 
 def test_a_queue_hands_over_its_oldest_items_a_turn_at_a_time_and_keeps_its_byte_count():
@@ -203,7 +212,10 @@ def test_a_queue_hands_over_its_oldest_items_a_turn_at_a_time_and_keeps_its_byte
         feed.publish(bytes([i]) * (i + 1))
     assert [x[0] for x in queue.pull(3)] == [0, 1, 2]
     assert queue.bytes == sum(range(4, 11))
-    assert [x[0] for x in queue.pull(100)] == list(range(3, 10))
+    assert [x[0] for x in queue.pull(max_bytes=9)] == [3, 4]  # 4 + 5 bytes fit, 6 more not
+    assert [x[0] for x in queue.pull(max_bytes=1)] == [5]  # at least one, whatever its size
+    assert queue.bytes == sum(range(7, 11))
+    assert [x[0] for x in queue.pull(100)] == list(range(6, 10))
     assert queue.bytes == 0 and not queue.pending()
 
 
@@ -282,45 +294,73 @@ class Slow(Sink):
     def __init__(self, cost: float) -> None:
         super().__init__("slow")
         self.cost = cost
-        self.turns: list[list[int]] = []
+        self.written: list[int] = []
 
     def write(self, world: World, items: list[Update | LogEvent]) -> bool:
         end = time.perf_counter() + self.cost * len(items)
         while time.perf_counter() < end:
             pass
-        self.turns.append([int(i.text) for i in items if isinstance(i, LogEvent)])
+        self.written += [int(i.text) for i in items if isinstance(i, LogEvent)]
         return True
 
 
-async def test_a_sink_that_takes_every_update_is_handed_all_of_them_while_the_gateway_keeps_up():
+@contextlib.asynccontextmanager
+async def running(sink: Sink) -> AsyncIterator[World]:
+    """`sink` running on a world of its own."""
     world = World()
-    sink = Slow(cost=0.0001)
     task = asyncio.create_task(sink.run(world))
     await until(lambda: world.feed.subscriber_count == 1, "subscribed")
-    for i in range(200):
+    try:
+        yield world
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def turns_of(sink: Slow, world: World, numbers: range) -> list[int]:
+    """Log `numbers` as updates at once, and say how many of them `sink` wrote in each of
+    its turns (what it wrote between two runs of another task of the loop)."""
+    for i in numbers:
         world.log("s", "d", str(i), time=0.0)
-    await until(lambda: sum(map(len, sink.turns)) == 200, "every update written")
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
-    assert [t for t in sink.turns if t] == [list(range(200))]  # one turn, as queued
+    turns: list[int] = []
+    seen = len(sink.written)
+    async with asyncio.timeout(60):
+        while seen < numbers.stop:
+            await asyncio.sleep(0)
+            if len(sink.written) > seen:
+                turns.append(len(sink.written) - seen)
+                seen = len(sink.written)
+    assert sink.written == list(range(numbers.stop))  # in order, none lost
+    return turns
+
+
+async def test_a_sink_that_takes_every_update_is_handed_all_of_them_while_the_gateway_keeps_up():
+    sink = Slow(cost=0.0001)
+    async with running(sink) as world:
+        assert sum(await turns_of(sink, world, range(200))) == 200
 
 
 async def test_a_sink_that_takes_every_update_is_handed_them_a_turn_at_a_time_when_behind(
     behind: Pressure,
 ):
-    world = World()
-    sink = Slow(cost=0.004)  # 4 ms an item: a 30 ms turn holds a handful
-    task = asyncio.create_task(sink.run(world))
-    await until(lambda: world.feed.subscriber_count == 1, "subscribed")
-    for i in range(200):
-        world.log("s", "d", str(i), time=0.0)
-    await until(lambda: sum(map(len, sink.turns)) == 200, "every update written")
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
-    written = [n for turn in sink.turns for n in turn]
-    assert written == list(range(200))  # in order, none lost
-    assert len(sink.turns) >= 200 // FIRST
-    assert max(map(len, sink.turns)) <= FIRST
+    sink = Slow(cost=0.004)  # 4 ms an item: a turn of SINK_TURN (10 ms) holds three
+    async with running(sink) as world:
+        turns = await turns_of(sink, world, range(200))
+    assert max(turns) <= math.ceil(SINK_TURN / sink.cost)  # the clock ends each turn
+    assert len(turns) >= 200 / math.ceil(SINK_TURN / sink.cost)
+
+
+async def test_a_turn_ends_on_time_however_unlike_its_items(behind: Pressure):
+    """Cheap items teach the sink a small cost; then costly ones come: the first slice of them
+    overruns its turn (no cost is known before it is measured), the turns after it hold what
+    fits in their time again."""
+    sink = Slow(cost=0.0001)  # 0.1 ms an item: a slice (SLICE, 2 ms) holds 20
+    async with running(sink) as world:
+        await turns_of(sink, world, range(100))
+        sink.cost = 0.004
+        turns = await turns_of(sink, world, range(100, 200))
+    assert turns[0] <= 2 * SLICE / 0.0001  # one slice of the old cost (and some timing slack)
+    assert max(turns[1:]) <= math.ceil(SINK_TURN / 0.004)
 
 
 # -- live -------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """The recorder's world channel, `/robowire/<source>`: protobuf `robowire.Update`
-(src/robowire/recording/update.proto), written with numpy (`writer.update_message`). Read here
+(src/robowire/recording/update.proto), written with numpy (`writer.update_message`, and for a
+few devices a layout made once per set of fields, `writer.SmallUpdate`). Read here
 with the protobuf runtime's own parser from the FileDescriptorSet the recording carries (not
 with robowire's reader), for random columns: every value comes back, NaN where none."""
 
@@ -18,9 +19,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from robowire.errors import DecodeError
-from robowire.pbwire import Heads, string
 from robowire.recording.reader import from_protobuf, world_message
-from robowire.recording.writer import UPDATE_PROTO, UPDATE_SCHEMA, update_message
+from robowire.recording.writer import SMALL, UPDATE_PROTO, UPDATE_SCHEMA, UpdateEncoder
 from robowire.world import Update, World
 from robowire.world.model import ATTRIBUTES, LINKS
 
@@ -64,7 +64,7 @@ values = st.one_of(
 
 @st.composite
 def updates(draw: st.DrawFn) -> tuple[World, Update, dict[str, np.ndarray]]:
-    n = draw(st.integers(1, 30))
+    n = draw(st.one_of(st.integers(1, SMALL), st.integers(SMALL + 1, 40)))  # both paths
     world = World()
     table = world.table("swarm")
     ids = draw(st.lists(st.text(min_size=1, max_size=12), min_size=n, max_size=n, unique=True))
@@ -122,9 +122,8 @@ def test_an_update_reads_back_with_protobufs_own_parser(
     world, update, written = case
     table = world.tables["swarm"]
     n = len(update.slots)
-    described = np.zeros(len(table), bool)
-    devices = Heads(lambda slot: string(1, table.ids[slot]))
-    data = update_message(table, update, described, devices)
+    encoder = UpdateEncoder(table)  # (a few devices: a layout; more: `update_message`)
+    data = encoder.encode(table, update)
     message = UPDATE.FromString(data)
     assert list(message.devices) == [table.ids[s] for s in update.slots]
     assert [(d.row, d.kind, d.name) for d in message.new] == [
@@ -149,7 +148,19 @@ def test_an_update_reads_back_with_protobufs_own_parser(
     assert ours.devices == list(message.devices)
     assert np.array_equal(ours.vectors["position"], written["position"], equal_nan=True)
     # a device already described is not described again
-    assert not UPDATE.FromString(update_message(table, update, described, devices)).new
+    assert not UPDATE.FromString(encoder.encode(table, update)).new
+
+
+def test_a_device_whose_unit_changed_is_written_with_the_new_unit() -> None:
+    world = World()
+    encoder = UpdateEncoder(world.table("robot"))
+    with world.subscribe(every_update=True) as changes:
+        for unit in ("V", "V", "mV"):
+            world.update_device("robot", "r1", receive_time=1.0, telemetry={"volt": (5.0, unit)})
+            (update,) = changes.pull()
+            assert isinstance(update, Update)
+            (column,) = UPDATE.FromString(encoder.encode(world.tables["robot"], update)).telemetry
+            assert (column.unit, list(column.float64)) == (unit, [5.0])
 
 
 @settings(max_examples=300, deadline=None)
@@ -177,3 +188,14 @@ def test_the_generated_module_is_not_stale(tmp_path: Path) -> None:
         fresh = (tmp_path / "robowire" / "recording" / name).read_text(encoding="utf-8")
         committed = (SRC / "robowire" / "recording" / name).read_text(encoding="utf-8")
         assert committed == fresh, f"{name} is stale: run `make proto`"
+
+
+def test_an_update_of_one_device_with_no_columns_names_the_device() -> None:
+    world = World()
+    encoder = UpdateEncoder(world.table("robot"))
+    with world.subscribe(every_update=True) as changes:
+        world.update_device("robot", "r1", receive_time=1.0)
+        (update,) = changes.pull()
+    assert isinstance(update, Update)
+    message = UPDATE.FromString(encoder.encode(world.tables["robot"], update))
+    assert list(message.devices) == ["r1"] and not message.telemetry and not message.vectors

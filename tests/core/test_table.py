@@ -39,3 +39,10 @@ def test_counters_line_per_service():
     source.stats.messages_in = 7
     source.stats.drop("bad")
     assert "net: 7 messages in, 1 dropped" in render(world, source)
+
+
+def test_counters_line_says_the_rate_when_given():
+    source = Named("net")
+    source.stats.messages_in = 3100
+    text = device_table(World(), [source], rate=lambda s: 2000.0 if s is source else 0.0).plain
+    assert "net: 3100 messages in, 0 dropped, 2,000/s" in text

@@ -4,6 +4,7 @@ restarts a worker that crashed (saying so once) and leaves no worker behind when
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -16,7 +17,11 @@ from mcap.reader import make_reader
 
 from robowire import config, workers
 from robowire.errors import ConfigError
-from robowire.service import Source
+from robowire.gateway import Gateway
+from robowire.runner import Runner
+from robowire.service import Sink, Source
+from robowire.status import StatusServer
+from robowire.world import LogEvent, Update, World
 from robowire.zenoh.sink import ZenohSink
 from robowire.zenoh.source import ZenohSource
 from support import Process, free_port, until
@@ -118,6 +123,21 @@ async def test_a_worker_run_source_reaches_the_gateway_and_a_worker_run_recorder
             lambda: int(status(status_port)["worker ingest"]["messages"]) > 50,
             "the gateway shows what the worker's sources took in",
         )
+        await until(  # and the worker's source itself, as `robowire status` shows a source
+            lambda: int(status(status_port).get("mocap", {}).get("messages", 0)) > 50,
+            "the gateway shows the worker's source",
+        )
+        mocap = status(status_port)["mocap"]
+        assert (mocap["role"], mocap["state"], mocap["worker"]) == ("source", "connected", "ingest")
+        assert mocap["devices"] == 3 and mocap["shed"] == 0
+        await until(  # worker rec's own status is asked for every POLL_SECONDS too
+            lambda: any(s["worker"] == "rec" for s in status(status_port).values()),
+            "the gateway shows worker rec's recorder",
+        )
+        recorder = next(s for s in status(status_port).values() if s["worker"] == "rec")
+        assert recorder["role"] == "sink" and recorder["name"].endswith("worker.mcap")
+        shown = [s["name"] for s in status(status_port).values() if s["worker"] is not None]
+        assert len(shown) == 2, shown  # not the workers' bus or status endpoints
     finally:
         up.proc.send_signal(signal.SIGTERM)  # a clean end: the workers close their files
         assert up.proc.wait(30) == 0, up.lines
@@ -177,3 +197,42 @@ def test_the_example_site_with_workers_is_valid() -> None:
     names = [s.name for s in workers.site_services(site, str(path))]
     assert "mocap" in names and "show" not in names
     assert {"worker show", "worker rec"} <= set(names)
+
+
+class Idle(Source):
+    async def run(self, world: World) -> None:
+        self.ready.set()
+        await asyncio.Future()
+
+
+class Bus(Sink):
+    def write(self, world: World, items: list[Update | LogEvent]) -> bool:
+        return True
+
+
+async def test_what_a_source_in_a_worker_shed_shows_in_the_gateway_status(monkeypatch) -> None:
+    monkeypatch.setattr(workers, "POLL_SECONDS", 0.05)
+    source = Idle("mocap")  # a worker's source that shed 7 reports while its worker was behind
+    assert source.budget is not None
+    source.budget.shed, source.stats.messages_in = 7, 120
+    server = StatusServer()
+    inside = Runner().add(source, Bus("zenoh://127.0.0.1:7450"), server)  # the worker's side
+    running = asyncio.create_task(inside.run())
+    worker = workers.Worker("ingest", "site.toml", bus="zenoh://127.0.0.1:7450")
+    gateway = Gateway().add(worker)
+    try:
+        await until(lambda: server.url is not None, "the worker's status server listens")
+        assert server.url is not None
+        polling = asyncio.create_task(worker._poll(server.url))
+        await until(
+            lambda: any(s.name == "mocap" for s in gateway.status()),
+            "the gateway shows the worker's source",
+            seconds=20,
+        )
+        polling.cancel()
+    finally:
+        inside.stop()
+        await running
+    rows = gateway.status()
+    assert [(s.name, s.worker) for s in rows] == [("worker ingest", None), ("mocap", "ingest")]
+    assert (rows[1].role, rows[1].shed, rows[1].messages) == ("source", 7, 120)

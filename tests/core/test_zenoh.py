@@ -409,3 +409,33 @@ def test_a_busy_port_is_one_error_line(command: str) -> None:
 def test_zenoh_sink_and_source_are_registered() -> None:
     assert isinstance(open_sink("zenoh://127.0.0.1:7447"), Sink)
     assert isinstance(open_source("zenoh://127.0.0.1:7447"), Source)
+
+
+def test_slots_described_anew_take_the_next_states_of_those_slots() -> None:
+    """A publisher that restarts numbers its devices afresh: after its new DEVICES frame, a
+    STATE frame with the very same slots as before writes the devices now at those slots."""
+    from robowire.zenoh import codec
+    from robowire.zenoh.source import Received, ZenohAdapter
+
+    world = World()
+    adapter = ZenohAdapter(world)
+
+    def devices(ids: tuple[str, ...]) -> Received:
+        frame = codec.Devices(
+            slots=(0, 1), ids=ids, kinds=("drone",) * 2, names=ids, links=((), ()),
+            attributes=({}, {}),
+        )  # fmt: skip
+        return Received("show", frame)
+
+    def state(x: float) -> Received:
+        position = np.array([[x, 0.0, 0.0], [x + 1, 0.0, 0.0]])
+        columns = {"position": codec.Column(values=position)}
+        frame = codec.State(receive_time=1.0, slots=np.array([0, 1], np.uint32), columns=columns)
+        return Received("show", codec.decode(codec.encode(frame)))
+
+    adapter.apply([devices(("a", "b")), state(1.0), state(2.0)], 1.0)
+    adapter.apply([devices(("c", "d")), state(5.0)], 2.0)
+    positions = {d.device_id: d.position for d in world.devices("show")}
+    assert positions == {
+        "a": (2.0, 0.0, 0.0), "b": (3.0, 0.0, 0.0), "c": (5.0, 0.0, 0.0), "d": (6.0, 0.0, 0.0)
+    }  # fmt: skip

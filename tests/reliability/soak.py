@@ -451,7 +451,7 @@ async def soak(
                 fell_behind=pressure().entered,
                 viewer_reconnects=browser.reconnects + (commander.reconnects if commander else 0),
                 sims_exited=[p.args[4] for p in procs if p.poll() is not None],
-                shed={s.name: s.budget.shed for s in sources if s.budget is not None},
+                shed={s.name: s.shed for s in gateway.status() if s.role == "source"},
                 reconnects=sum(max(0, s.connections - 1) for s in sources),
                 silences=silences.count,
                 lags=lags[:],

@@ -195,11 +195,20 @@ def flat(events: list[Any]) -> list[tuple[Any, ...]]:
 @settings(max_examples=150, deadline=None)
 @given(frames=statuses())
 def test_one_read_as_columns_is_one_message_at_a_time(frames: list[bytes]) -> None:
+    assert_columns_are_messages(frames)
+
+
+def assert_columns_are_messages(frames: list[bytes], names: bool = True) -> None:
+    """`frames` in one read (columns) and one at a time (protobuf) give the same (without
+    `names`, fields by id only: a connection closed by a bad frame has no devices left to
+    name the fields of its columns with, `Ucs.telemetry`)."""
     together, alone = Ucs(), Ucs()
     together.feed(b"".join(frames))
     for data in frames:
         alone.feed(data)
     got, want = flat(together.telemetry()), flat(alone.telemetry())
+    if not names:
+        got, want = ([v[:2] + v[3:] for v in values] for values in (got, want))
     assert len(got) == len(want)
     for g, w in zip(got, want, strict=True):
         assert all(same(x, y) for x, y in zip(g, w, strict=True)), (g, w)
@@ -276,3 +285,84 @@ def test_a_fleet_of_the_sdk_layout_is_one_columns_event() -> None:
     device = ucs.world.device("ugcs@test", last.label)
     assert device.telemetry["battery"] == (50.0, "%")
     assert device.attributes["native_flight_mode"] == "GO"
+
+
+@st.composite
+def fleet(draw: st.DrawFn) -> list[bytes]:
+    """What a fleet sends in one large read: many short Device_status frames (more than
+    `codec._WALK`, so that the records are followed with arrays) and a vehicle's first, full
+    ones: every field and command, in a few layouts of one size (two ints of 1 and 2 bytes
+    either way round), so that a layout walked once fits several frames and not others."""
+    frames = []
+    ms = 1000
+    for _ in range(draw(st.integers(0, 30))):  # full frames
+        info = INFOS[draw(st.integers(0, VEHICLES - 1))]
+        msg = pb.Vsm_message(device_id=info.device_id)
+        status = msg.device_status
+        small, large = (1, 300) if draw(st.booleans()) else (300, 1)
+        values: dict[str, Any] = {"flight_mode": small, "satellite_count": large}
+        filler = draw(st.sampled_from([None, 0.25, True, "GO", b"x"]))  # the other fields'
+        for f in info.fields:
+            tf = status.telemetry_fields.add(field_id=f.field_id, ms_since_epoch=ms)
+            codec.write_value(tf.value, values.get(f.key, filler))
+        for c in info.commands:
+            status.command_availability.add(id=c.command_id, is_available=True, is_enabled=False)
+        frames.append(codec.encode(msg))
+    for _ in range(draw(st.integers(0, 3))):  # short frames between them
+        for vehicle in range(VEHICLES):
+            for _ in range(60):
+                info = INFOS[vehicle]
+                msg = pb.Vsm_message(device_id=info.device_id)
+                field = info.fields_by_key["latitude"]
+                ms += 1
+                tf = msg.device_status.telemetry_fields.add(
+                    field_id=field.field_id, ms_since_epoch=ms
+                )
+                tf.value.double_value = ms / 1e6
+                frames.append(codec.encode(msg))
+    order = draw(st.permutations(range(len(frames))))
+    return [frames[i] for i in order]
+
+
+@settings(max_examples=25, deadline=None)
+@given(frames=fleet())
+def test_a_fleet_read_as_columns_is_one_message_at_a_time(frames: list[bytes]) -> None:
+    assert_columns_are_messages(frames)
+
+
+@settings(max_examples=25, deadline=None)
+@given(frames=fleet(), data=st.data())
+def test_a_broken_byte_in_a_fleet_read_is_read_as_protobuf_reads_it(
+    frames: list[bytes], data: st.DataObject
+) -> None:
+    """A byte changed inside one frame (its length kept): the frame is left to protobuf,
+    which reads it, drops it or closes the connection, as it would alone."""
+    if not frames:
+        return
+    at = data.draw(st.integers(0, len(frames) - 1))
+    frame = bytearray(frames[at])
+    where = data.draw(st.integers(2, len(frame) - 1))  # after the length and device_id key
+    frame[where] = data.draw(st.integers(0, 255))
+    frames[at] = bytes(frame)
+    assert_columns_are_messages(frames, names=False)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.binary(min_size=1, max_size=64), at=st.lists(st.integers(0, 63), max_size=8),
+       limit=st.sampled_from([1, 3, 5, 8, 9, 10]))  # fmt: skip
+def test_varints_read_as_leb128_does(data: bytes, at: list[int], limit: int) -> None:
+    """The array varint reader (8-byte words, 7-bit groups packed with shifts) against a
+    byte-by-byte reading: the same value and length, or no varint within `limit` bytes."""
+    at = [i for i in at if i < len(data)]
+    b = np.concatenate((np.frombuffer(data, np.uint8), np.zeros(32, np.uint8)))
+    values, lengths = codec._varints(b, np.array(at, np.intp), limit)
+    for i, value, length in zip(at, values.tolist(), lengths.tolist(), strict=True):
+        want, size = 0, 0
+        for k, byte in enumerate(b[i : i + limit].tolist()):
+            want |= (byte & 0x7F) << (7 * k)
+            if byte < 0x80:
+                size = k + 1
+                break
+        assert length == size
+        if size:
+            assert value == want & 0xFFFFFFFFFFFFFFFF

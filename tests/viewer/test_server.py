@@ -12,6 +12,7 @@ import asyncio
 import http.client
 import json
 import math
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -25,7 +26,9 @@ from websockets.asyncio.client import ClientConnection, connect
 from robowire.access import Access
 from robowire.gateway import Gateway, open_sim, open_source
 from robowire.service import SimOptions
+from robowire.transport.budget import Pressure
 from robowire.viewer import server as viewer_server
+from robowire.viewer.client import BEHIND_RATE
 from robowire.viewer.frames import Frame, decode_frame
 from robowire.viewer.server import ViewerSink
 from robowire.world import World
@@ -567,3 +570,38 @@ async def test_devices_added_later_get_a_catalog_before_the_frame_that_uses_them
     assert catalog["devices"] == [{"id": "r9", "name": "r9", "kind": "robot"}]
     assert frame.blocks[0].slot.tolist() == [1]
     assert frame.blocks[0].position[0].tolist() == [9.0, 9.0, 9.0]
+
+
+async def test_a_browser_gets_at_most_behind_rate_frames_a_second_while_the_gateway_is_behind(
+    monkeypatch: Any,
+) -> None:
+    """The overload policy's viewer: fewer fresh frames, never none (BEHIND_RATE, not 100)."""
+    monkeypatch.setattr("robowire.viewer.client.pressure", lambda: Pressure(until=math.inf))
+    world = World()
+    slots = np.arange(5)
+    world.table("swarm").slots([str(k) for k in range(5)], "drone")
+
+    async def ingest() -> None:
+        t = 0.0
+        while True:
+            t += 1.0
+            world.update("swarm", slots, receive_time=t, position=np.full((5, 3), t))
+            await asyncio.sleep(0.005)
+
+    async with viewer(world, rate=100) as (sink, _):
+        feeder = asyncio.create_task(ingest())
+        try:
+            async with connect(ws_url(sink), subprotocols=[SUBPROTOCOL]) as ws:
+                await ws.send(json.dumps({"type": "hello", "rate": 100}))
+                await ws.send(json.dumps({"type": "ready"}))
+                await ws.send(json.dumps({"type": "ready"}))
+                await next_frame(ws)
+                began, frames = time.monotonic(), 0
+                while time.monotonic() - began < 2.0:
+                    await ws.send(json.dumps({"type": "ready"}))
+                    await next_frame(ws)
+                    frames += 1
+                seconds = time.monotonic() - began
+        finally:
+            feeder.cancel()
+    assert 3 <= frames <= BEHIND_RATE * seconds + 1

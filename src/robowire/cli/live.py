@@ -34,6 +34,7 @@ from robowire.cli.common import (
 from robowire.gateway import Gateway, open_sim, open_sink, open_source, project
 from robowire.service import SimOptions, Source
 from robowire.sinks import JsonLinesSink, TableSink
+from robowire.sinks.table import TABLE_PACE
 
 # Every landed simulator, and the URL that listens to it.
 DEMO_SIMS = {
@@ -157,7 +158,7 @@ def listen(
     """
 
     async def go() -> int:
-        gateway = Gateway()
+        gateway = Gateway(pace=None if as_json else TABLE_PACE)  # a table needs no haste
         gateway.add_sources(urls)
         sink = (
             JsonLinesSink(count=count, on_done=gateway.stop)

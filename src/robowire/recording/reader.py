@@ -25,10 +25,9 @@ from zstandard import ZstdError
 from robowire.capture import BoundedFile, Record
 from robowire.errors import ConfigError, DecodeError
 from robowire.recording import update_pb2
-from robowire.recording.writer import RAW_PREFIX, TOPIC_PREFIX
+from robowire.recording.writer import RAW_PREFIX, TOPIC_PREFIX, VECTOR_WIDTHS
 from robowire.world.model import ATTRIBUTES, LINKS, SOURCE_TIME
 
-VECTOR_WIDTHS = {"position": 3, "orientation": 4, "velocity": 3, "geodetic": 3}
 DAMAGED = (
     McapError,
     ValueError,

@@ -23,6 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import heapq
+import operator
+from collections.abc import Callable, Mapping
 from typing import IO, Any
 
 import numpy as np
@@ -72,6 +75,7 @@ LOG_SCHEMA = "robowire.Log"
 FOXGLOVE_RATE = 10.0
 """Foxglove world messages per source per second (the latest state of what changed)."""
 VECTORS = (POSITION, ORIENTATION, VELOCITY, GEODETIC)
+VECTOR_WIDTHS = {POSITION: 3, ORIENTATION: 4, VELOCITY: 3, GEODETIC: 3}
 UPDATE_PROTO = FileDescriptorSet(
     file=[FileDescriptorProto.FromString(update_pb2.DESCRIPTOR.serialized_pb)]
 ).SerializeToString()
@@ -128,7 +132,9 @@ def _floats(data: np.ndarray) -> list[Part]:
     return pbwire.packed(4, data, "<f8")
 
 
+@functools.lru_cache(maxsize=4096)
 def _column_head(name: str, unit: str, width: int) -> bytes:
+    """A column's name, unit and width fields (made once per column: the same each update)."""
     head = pbwire.string(1, name) + (pbwire.string(2, unit) if unit else b"")
     return head + pbwire.key(3, pbwire.VARINT) + pbwire.varint(width)
 
@@ -157,13 +163,22 @@ def scalar_columns(names: list[str], data: np.ndarray, units: list[str]) -> list
             else:
                 out[j] += pbwire.packed(4, rows[i], "<f8")
     sparse = [j for j in range(k) if 0 < counts[j] * 2 < n]
-    if sparse:  # mostly absent: only the rows (devices) that have a value
-        present = np.flatnonzero(~absent[sparse]) % n  # by row, devices in order
-        end = 0
-        for j in sparse:
-            where = present[end : end + counts[j]]
-            end += counts[j]
-            out[j] += _floats(data[j, where]) + pbwire.packed(7, where, "<u4")
+    if sparse:  # mostly absent: only the rows (devices) that have a value, all at once
+        row, device = np.divmod(np.flatnonzero(~absent[sparse]), n)  # by row, devices in order
+        present = data.take(np.array(sparse)[row] * n + device)  # their values, in that order
+        where = device.astype(np.uint32)
+        sizes = [counts[j] for j in sparse]
+        starts = np.cumsum([0, *sizes[:-1]])
+        with np.errstate(over="ignore", invalid="ignore"):  # (too large: not exact)
+            single = present.astype(np.float32)
+            exact = np.logical_and.reduceat(single == present, starts).tolist()
+        for j, a, size, narrow in zip(sparse, starts.tolist(), sizes, exact, strict=True):
+            end = a + size
+            if narrow:
+                out[j] += pbwire.packed(5, single[a:end], "<f4")
+            else:
+                out[j] += pbwire.packed(4, present[a:end], "<f8")
+            out[j] += pbwire.packed(7, where[a:end], "<u4")
     return out
 
 
@@ -180,14 +195,7 @@ def update_message(
     if len(fresh):
         described[slots[fresh]] = True
         for row, slot in zip(fresh.tolist(), slots[fresh].tolist(), strict=True):  # once each
-            attributes = table.attributes[slot]
-            new = (
-                pbwire.key(1, pbwire.VARINT) + pbwire.varint(row)
-                + pbwire.string(2, table.kinds[slot]) + pbwire.string(3, table.names[slot])
-                + (pbwire.string(4, attributes_json(attributes)) if attributes else b"")
-                + b"".join(pbwire.string(5, link) for link in table.links[slot])
-            )  # fmt: skip
-            parts.append(pbwire.field(2, new))
+            parts.append(new_device(table, row, slot))
     values = update.values
     for name in VECTORS:
         if name in update.fields:
@@ -216,6 +224,125 @@ def update_message(
                 for s in index
             ]
     return b"".join(parts)
+
+
+def new_device(table: SourceTable, row: int, slot: int) -> bytes:
+    """The `Update.new` field describing the device at `slot` (row `row` of its update)."""
+    attributes = table.attributes[slot]
+    return pbwire.field(
+        2,
+        pbwire.key(1, pbwire.VARINT) + pbwire.varint(row)
+        + pbwire.string(2, table.kinds[slot]) + pbwire.string(3, table.names[slot])
+        + (pbwire.string(4, attributes_json(attributes)) if attributes else b"")
+        + b"".join(pbwire.string(5, link) for link in table.links[slot]),
+    )  # fmt: skip
+
+
+SMALL = 16
+"""An update of at most this many devices is written from a layout (`SmallUpdate`)."""
+MAX_LAYOUTS = 256
+"""Layouts kept per source (sets of fields x device counts); more: made anew."""
+
+
+class SmallUpdate:
+    """The columns of a `robowire.Update` of `n` devices for one set of fields, laid out once:
+    every column's constant bytes (keys, names, units, lengths) with a place for its values,
+    each column as float64 (NaN where a device has no value: a form update.proto allows, a few
+    bytes more than the compact forms `update_message` picks). `encode` gathers the values
+    (one `itemgetter`, one `concatenate`) into a copy of that layout, with no check of their
+    form: for the many small updates of a show (a robot, a node, a VRPN tracker's sensors),
+    a fraction of `update_message`'s cost."""
+
+    def __init__(self, table: SourceTable, fields: frozenset[str], times: bool, n: int) -> None:
+        vectors = [name for name in VECTORS if name in fields]
+        scalars = [name for name in fields if name in table.telemetry]
+        columns = [
+            *((3, name, "", VECTOR_WIDTHS[name]) for name in vectors),
+            *([(4, SOURCE_TIME, "", 1)] if times else []),
+            *((5, name, table.units[name], 1) for name in scalars),
+        ]
+        self._get = _getter([*vectors, *[SOURCE_TIME] * times, *scalars])
+        self._units_of = _getter(scalars)
+        self._units = self._units_of(table.units)
+        parts: list[bytes] = []
+        places: list[np.ndarray] = [np.zeros(0, np.intp)]
+        size = 0
+        for number, name, unit, width in columns:
+            head = _column_head(name, unit, width)
+            values = pbwire.header(4, 8 * n * width)
+            body = head + values + bytes(8 * n * width)
+            outer = pbwire.header(number, len(body))
+            start = size + len(outer) + len(head) + len(values)
+            places.append(np.arange(start, start + 8 * n * width))
+            parts.append(outer + body)
+            size += len(parts[-1])
+        self._template = np.frombuffer(b"".join(parts), np.uint8)
+        self._places = np.concatenate(places)
+
+    def fits(self, table: SourceTable) -> bool:
+        """Whether the table's units are still those laid out."""
+        return bool(self._units_of(table.units) == self._units)
+
+    def encode(self, values: Mapping[str, np.ndarray]) -> bytes | None:
+        """The columns' part of the message, or None where the general path must write it (a
+        column without the update's own values)."""
+        if not len(self._places):
+            return self._template.tobytes()
+        try:
+            flat = np.concatenate(self._get(values), axis=None, dtype=np.float64)
+        except KeyError:
+            return None
+        if len(flat) * 8 != len(self._places):
+            return None
+        out = self._template.copy()
+        out[self._places] = flat.view(np.uint8)
+        return out.tobytes()
+
+
+def _getter(names: list[str]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
+    """What gives the values of `names` in a mapping as a tuple, in one call."""
+    if not names:
+        return lambda values: ()
+    if len(names) == 1:
+        only = names[0]
+        return lambda values: (values[only],)
+    return operator.itemgetter(*names)
+
+
+class UpdateEncoder:
+    """One source's `/robowire/<source>` messages: which devices it has described, each
+    device's id field, and for updates of a few devices (many small updates) the layout of
+    each set of fields and count (`SmallUpdate`); larger updates take `update_message`."""
+
+    def __init__(self, table: SourceTable) -> None:
+        self.described = np.zeros(16, bool)
+        self.devices = Heads(lambda slot: pbwire.string(1, table.ids[slot]))  # Update.devices
+        self._small: dict[tuple[frozenset[str], bool, int], SmallUpdate] = {}
+
+    def encode(self, table: SourceTable, update: Update) -> bytes:
+        if len(self.described) < len(table):
+            grown = np.zeros(len(table) * 2, dtype=bool)
+            grown[: len(self.described)] = self.described
+            self.described = grown
+        slots, fields = update.slots, update.fields
+        if len(slots) <= SMALL and ATTRIBUTES not in fields and LINKS not in fields:
+            key = (fields, SOURCE_TIME in update.values, len(slots))
+            small = self._small.get(key)
+            if small is None or not small.fits(table):
+                if len(self._small) >= MAX_LAYOUTS:
+                    self._small.clear()
+                small = self._small[key] = SmallUpdate(table, *key)
+            columns = small.encode(update.values)
+            if columns is not None:
+                index = slots.tolist()
+                parts = list(map(self.devices.head, index))
+                fresh = np.flatnonzero(~self.described[slots])
+                if len(fresh):
+                    self.described[slots[fresh]] = True
+                    parts += [new_device(table, row, index[row]) for row in fresh.tolist()]
+                parts.append(columns)
+                return b"".join(parts)
+        return update_message(table, update, self.described, self.devices)
 
 
 _SCRATCH = [np.zeros(0)]
@@ -255,10 +382,10 @@ class McapRecorder(Sink):
         self._channels: dict[Any, int] = {}
         self._schemas: dict[str, int] = {}
         self._builder = FoxgloveMessages(batch_locations=True)
-        self._described: dict[str, np.ndarray] = {}  # source -> bool per slot
-        self._devices: dict[str, Heads] = {}  # source -> each device's encoded id field
+        self._updates: dict[str, tuple[int, UpdateEncoder]] = {}  # source -> channel, encoder
         self._dirty: dict[str, tuple[np.ndarray, set[str]]] = {}  # source -> slots, fields
         self._foxglove_due: dict[str, float] = {}  # source -> next log time to write at
+        self._due: list[tuple[float, str]] = []  # heap of (that time, source) of the dirty ones
         self._latest = 0.0  # the newest receive time written
         self._chunk_opened: float | None = None  # when the open chunk got its first message
         self._chunk_timer: asyncio.TimerHandle | None = None
@@ -301,13 +428,12 @@ class McapRecorder(Sink):
     def _add(self, channel: int, nanos: int, data: bytes) -> None:
         assert self._writer is not None
         self._writer.add_message(channel, nanos, data, nanos)
-        now = monotonic()
         if self._chunk_opened is None:
-            self._chunk_opened = now
+            self._chunk_opened = monotonic()
             if self._loop is not None:
                 self._chunk_timer = self._loop.call_later(CHUNK_SECONDS, self.close_chunk)
-        elif now - self._chunk_opened >= CHUNK_SECONDS:  # (without an event loop)
-            self.close_chunk()
+        elif self._loop is None and monotonic() - self._chunk_opened >= CHUNK_SECONDS:
+            self.close_chunk()  # (without an event loop: no timer)
 
     def close_chunk(self) -> None:
         """Write the open chunk (compressed, with its message indexes) and flush the file.
@@ -325,7 +451,7 @@ class McapRecorder(Sink):
             for source in list(self._dirty):  # what changed since the last Foxglove messages
                 table = world.tables.get(source)
                 if table is not None:
-                    self._write_foxglove(table, force=True)
+                    self._write_foxglove(table)
         if self._chunk_timer is not None:
             self._chunk_timer.cancel()
             self._chunk_timer = None
@@ -381,33 +507,28 @@ class McapRecorder(Sink):
             self._write_update(table, item)
             if self.foxglove_rate > 0:
                 self._mark(table, item)
-        if self.foxglove_rate > 0:
-            for source in list(self._dirty):
-                table = world.tables.get(source)
-                if table is not None:
-                    self._write_foxglove(table)
+        due = self._due
+        while due and due[0][0] <= self._latest:  # the sources whose Foxglove messages are due
+            source = heapq.heappop(due)[1]
+            table = world.tables.get(source)
+            if table is not None:
+                self._write_foxglove(table)
+            else:
+                del self._dirty[source]
         return True
 
     def _write_update(self, table: SourceTable, update: Update) -> None:
-        described = self._described.get(table.source)
-        if described is None or len(described) < len(table):
-            grown = np.zeros(max(len(table), 16) * 2, dtype=bool)
-            if described is not None:
-                grown[: len(described)] = described
-            described = self._described[table.source] = grown
-        devices = self._devices.get(table.source)
-        if devices is None:
-            devices = self._devices[table.source] = Heads(
-                lambda slot: pbwire.string(1, table.ids[slot])  # Update.devices
-            )
-        schema = self._schema(UPDATE_SCHEMA, "protobuf", UPDATE_PROTO)
-        topic = TOPIC_PREFIX + table.source
-        metadata = {"source": table.source}
-        if table.protocol is not None:  # whose native names the ids are (replay keeps them)
-            metadata["protocol"] = table.protocol
-        channel = self._channel(topic, topic, "protobuf", schema, metadata)
-        message = update_message(table, update, described, devices)
-        self._add(channel, int(update.receive_time * 1e9), message)
+        stream = self._updates.get(table.source)
+        if stream is None:
+            schema = self._schema(UPDATE_SCHEMA, "protobuf", UPDATE_PROTO)
+            topic = TOPIC_PREFIX + table.source
+            metadata = {"source": table.source}
+            if table.protocol is not None:  # whose native names the ids are (replay keeps them)
+                metadata["protocol"] = table.protocol
+            channel = self._channel(topic, topic, "protobuf", schema, metadata)
+            stream = self._updates[table.source] = (channel, UpdateEncoder(table))
+        channel, encoder = stream
+        self._add(channel, int(update.receive_time * 1e9), encoder.encode(table, update))
         self.messages += 1
 
     def _mark(self, table: SourceTable, update: Update) -> None:
@@ -415,7 +536,8 @@ class McapRecorder(Sink):
         dirty = self._dirty.get(table.source)
         if dirty is None:
             dirty = self._dirty[table.source] = (np.zeros(len(table), dtype=bool), set())
-            self._foxglove_due.setdefault(table.source, update.receive_time)
+            due = self._foxglove_due.setdefault(table.source, update.receive_time)
+            heapq.heappush(self._due, (due, table.source))
         mask, fields = dirty
         if len(mask) < len(table):
             grown = np.zeros(len(table) * 2, dtype=bool)
@@ -426,24 +548,24 @@ class McapRecorder(Sink):
         fields.update(update.fields)
         self._latest = max(self._latest, update.receive_time)
 
-    def _write_foxglove(self, table: SourceTable, force: bool = False) -> None:
-        """The Foxglove messages of what changed in `table`, once they are due."""
+    def _write_foxglove(self, table: SourceTable) -> None:
+        """The Foxglove messages of what changed in `table` (due, or the last)."""
         latest = self._latest
-        if not force and latest < self._foxglove_due.get(table.source, 0.0):
-            return
         mask, fields = self._dirty.pop(table.source)
         self._foxglove_due[table.source] = latest + 1.0 / self.foxglove_rate
-        slots = np.flatnonzero(mask[: len(table)]).astype(np.intp)
+        slots = np.flatnonzero(mask[: len(table)])
         update = Update(table.source, slots, frozenset(fields), latest)
         nanos = int(latest * 1e9)
         for topic, message in self._builder.build(table, update):
             assert isinstance(message, bytes)  # (batch_locations: one /location message)
-            name = self._builder.schemas.get(topic)
-            if name is None:  # a source's telemetry (JSON)
-                schema = self._schema(TELEMETRY_SCHEMA_NAME, "jsonschema", TELEMETRY_SCHEMA)
-                channel = self._channel(topic, topic, "json", schema, {})
-            else:
-                schema = self._schema(*foxglove_schema(name))
-                channel = self._channel(topic, topic, "protobuf", schema, {})
+            channel = self._channels.get(topic)
+            if channel is None:
+                name = self._builder.schemas.get(topic)
+                if name is None:  # a source's telemetry (JSON)
+                    schema = self._schema(TELEMETRY_SCHEMA_NAME, "jsonschema", TELEMETRY_SCHEMA)
+                    channel = self._channel(topic, topic, "json", schema, {})
+                else:
+                    schema = self._schema(*foxglove_schema(name))
+                    channel = self._channel(topic, topic, "protobuf", schema, {})
             self._add(channel, nanos, message)
             self.foxglove_messages += 1

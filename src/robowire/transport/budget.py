@@ -5,9 +5,10 @@ A gateway on a busy machine cannot always keep up. The policy (docs/architecture
 
 * **Nothing is shed or delayed while the gateway keeps up.** Whether it does is measured, once
   per event loop (`pressure()`): a timer every `PROBE` seconds, and how late it runs. The loop
-  is `behind` once `LATE_PROBES` probes in a row ran at least `LATE` seconds late (a loop with
-  more to do than time, or a process the machine cannot give its share; a lone late wake-up of
-  a busy machine is not enough), and stays behind until no probe was half as late for `CALM`
+  is `behind` once its probe ran late for at least `LATE_SHARE` of the last `WINDOW` seconds
+  or so (a time-weighted mean: a loop with more to do than time, whose turns are long, or a
+  process the machine cannot give its share; one stall shorter than about half of `WINDOW`
+  is not enough), and stays behind until that share was under half as much for `CALM`
   seconds (shedding makes it keep up: it does not stop at once for that).
   Only while it is behind do the budgets below apply.
 * **Sessions see every byte at once.** The drivers read what the kernel queued and feed it to
@@ -20,12 +21,15 @@ A gateway on a busy machine cannot always keep up. The policy (docs/architecture
   (`Report`) is shed as soon as a newer one covering the same comes, and counted: a busy
   gateway shows fewer, fresher states.
 * **A sink's turn is bounded** (`Turns`): a sink that takes every update (the recorder) is
-  handed at most what it writes in `SINK_TURN` seconds per turn while the loop is behind
-  (`CALM_TURN` while it keeps up: a backlog left by a busy spell does not hold the loop for
-  long either), then the loop goes round, so that neither ingest nor one output can hold the
-  others off; while behind, its turns also take at most `SINK_SHARE` of wall time (a
-  `Budget`). What it cannot take waits in its bounded queue, whose oldest updates are
-  dropped and counted.
+  handed its queue a slice at a time (`SLICE` seconds of writing, by its measured costs)
+  until its turn is `SINK_TURN` seconds old while the loop is behind (`CALM_TURN` while it
+  keeps up: a backlog left by a busy spell does not hold the loop for long either), then the
+  loop goes round, so that neither ingest nor one output can hold the others off; while
+  behind, its turns also take at most `SINK_SHARE` of wall time (a `Budget`). What it cannot
+  take waits in its bounded queue, whose oldest updates are dropped and counted.
+* **No read holds the loop long**: a TCP read is at most `READ_SIZE` bytes
+  (`transport.tcp`), a UDP wake-up at most its driver's batch of datagrams; what is left is
+  read when the loop comes round.
 """
 
 from __future__ import annotations
@@ -51,14 +55,15 @@ INTERVAL = 0.1  # seconds between one source's world writes, at least (10 a seco
 # viewer at its 10 frames/s floor shows; fifty XRP robots at 50 Hz each cost little alone,
 # a lot together)
 SINK_TURN = 0.010  # seconds one sink's turn takes while the loop is behind (one item at least)
-CALM_TURN = 0.5  # seconds one sink's turn takes at most while it keeps up
+CALM_TURN = 0.020  # seconds one sink's turn takes at most while it keeps up (a backlog left by
+# a busy spell must not hold a command or a keep-alive for longer than that either)
+SLICE = 0.002  # seconds of writing a sink is handed at once; the clock is read between slices
 SINK_SHARE = 0.25  # of wall time the turns of one sink that takes every update take, behind
-FIRST = 16  # items in a sink's first turn behind, before their cost is known
 SMOOTHING = 0.2  # weight of the newest measurement in a cost per item
 PROBE = 0.025  # seconds between the loop-lag probe's timers
-LATE = 0.050  # seconds late a probe must run to count as late
-LATE_PROBES = 8  # late probes in a row (at least 0.6 s of it): the loop is behind
-CALM = 2.0  # seconds without a probe half as late (LATE / 2): it has caught up
+LATE_SHARE = 0.5  # of its recent time the probe ran late: the loop is behind
+WINDOW = 2.0  # seconds the late share is a mean over (time-weighted)
+CALM = 2.0  # seconds with the late share under half of LATE_SHARE: it has caught up
 
 log = logging.getLogger("robowire")
 
@@ -68,19 +73,20 @@ class Pressure:
     """Whether an event loop is behind, from how late its probe timer runs (pure: `probed`
     is given the times; see the module docstring)."""
 
-    late_run: int = 0  # late probes in a row
+    late: float = 0.0  # the share of recent time the probe ran late (a time-weighted mean)
     until: float = -math.inf  # behind until then (monotonic seconds)
     entered: int = 0  # times it fell behind (for tests and the log)
 
     def probed(self, now: float, lag: float) -> None:
-        """A probe ran at `now`, `lag` seconds after it was due."""
+        """A probe ran at `now`, `lag` seconds after it was due (`PROBE` after the last)."""
         was = self.behind(now)
-        self.late_run = self.late_run + 1 if lag >= LATE else 0
-        if self.late_run >= LATE_PROBES or (was and lag >= LATE / 2):
+        span = PROBE + lag  # the time since the last probe, of which `lag` late
+        self.late += min(1.0, span / WINDOW) * (lag / span - self.late)
+        if self.late >= LATE_SHARE or (was and self.late >= LATE_SHARE / 2):
             self.until = now + CALM
             if not was:
                 self.entered += 1
-                log.info("gateway behind (its loop runs %.0f ms late): shedding", 1e3 * lag)
+                log.info("gateway behind (its loop ran %.0f%% late): shedding", 100 * self.late)
 
     def behind(self, now: float) -> bool:
         return now < self.until
@@ -202,20 +208,33 @@ def supersede(events: Sequence[T]) -> tuple[list[T], int]:
 
 @dataclass(slots=True)
 class Turns:
-    """How many items fit in a sink's turn, from the measured cost per item: a turn of
-    `SINK_TURN` seconds while the loop is behind (`FIRST` items until a cost is measured), of
-    `CALM_TURN` while it keeps up (None: all of them, until a cost is measured)."""
+    """How much of a sink's queue to hand it at once (a slice): about `SLICE` seconds of
+    writing by both its measured cost per item and per byte (one robot's status and ten
+    thousand drones are items of very unlike cost; one of the two measures holds for each), at
+    least one item, one alone until a cost is measured. A cost measured higher is believed at
+    once, a lower one slowly (`SMOOTHING`). A turn is slices until its time is up or the queue
+    is empty (`Sink.run`): the clock, read between slices, bounds it."""
 
-    cost: float = 0.0  # seconds per item, smoothed
+    per_item: float = 0.0  # seconds
+    per_byte: float = 0.0  # seconds
 
-    def size(self, behind: bool) -> int | None:
-        if self.cost <= 0.0:
-            return FIRST if behind else None
-        return max(1, int((SINK_TURN if behind else CALM_TURN) / self.cost))
+    def slice(self) -> tuple[int, int | None]:
+        """Items and bytes of queued updates to hand over next (None: any size)."""
+        if self.per_item <= 0.0:
+            return 1, None
+        items = max(1, int(SLICE / self.per_item))
+        return items, (max(1, int(SLICE / self.per_byte)) if self.per_byte > 0.0 else None)
 
-    def took(self, items: int, seconds: float) -> None:
-        """A turn of `items` items took `seconds`."""
+    def took(self, items: int, size: int, seconds: float) -> None:
+        """A slice of `items` items and `size` bytes took `seconds`."""
         if items <= 0:
             return
-        per = max(seconds, 0.0) / items
-        self.cost = per if self.cost <= 0.0 else self.cost + SMOOTHING * (per - self.cost)
+        seconds = max(seconds, 0.0)
+        self.per_item = _learn(self.per_item, seconds / items)
+        if size > 0:
+            self.per_byte = _learn(self.per_byte, seconds / size)
+
+
+def _learn(cost: float, measured: float) -> float:
+    """A cost estimate after a measurement: up at once, down by `SMOOTHING` of the gap."""
+    return measured if measured >= cost else cost + SMOOTHING * (measured - cost)

@@ -22,6 +22,7 @@ MAX_WRITE_BUFFER = 16 << 20
 """Bytes a connection may have written but unsent; past it the peer has stopped reading and is
 dropped. Sinks skip a slow peer's updates long before (at about 1 MiB); this bounds what is
 sent regardless (reliable messages)."""
+READ_SIZE = 64 << 10  # bytes read at once at most (see StreamDriver)
 
 SessionFactory = Callable[[Address], StreamSession[Any]]
 OnEvents = Callable[["StreamDriver", list[Any]], None]
@@ -34,11 +35,13 @@ Attach = Callable[[Address, OnDriver, OnDriver], Callable[[], None]]
 tracks a driver (for connections the server opens itself); returns what to call at the end."""
 
 
-class StreamDriver(asyncio.Protocol):
+class StreamDriver(asyncio.BufferedProtocol):
     """Feeds one connection's bytes to its session and writes what the session wants sent.
 
     The session is built when the connection is made, from the peer's address. Code that gives
     the session something to send between reads (a sink pushing an update) calls `flush()`.
+    A read is at most `READ_SIZE` bytes (the event loop's own reads are 256 KiB: a peer that
+    sends faster than the session decodes would hold the loop that long each time).
     """
 
     def __init__(
@@ -61,8 +64,9 @@ class StreamDriver(asyncio.Protocol):
         self.closed: asyncio.Future[None] = self._loop.create_future()
         self._ended = False  # the peer's EOF was fed, or we closed the connection ourselves
         self._receiver = RECEIVER.get()  # the source this connection reads for (its tap)
+        self._buffer = memoryview(bytearray(READ_SIZE))
 
-    # asyncio.Protocol callbacks
+    # asyncio.BufferedProtocol callbacks
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's TCP transport implements asyncio.Transport without subclassing it
@@ -86,6 +90,12 @@ class StreamDriver(asyncio.Protocol):
     def _start(self) -> None:
         """Send what the new session queued (subclasses may start its clock instead)."""
         self.flush()
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._buffer
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.data_received(self._buffer[:nbytes].tobytes())
 
     def data_received(self, data: bytes) -> None:
         now = monotonic()

@@ -31,7 +31,8 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from robowire.access import CONTROL_NEEDS_TOKEN
-from robowire.timebase import WallClock
+from robowire.timebase import WallClock, monotonic
+from robowire.transport.budget import pressure
 from robowire.viewer.frames import BlockSource, KindColours, encode_frame
 from robowire.wire import SessionStats
 from robowire.world import LatestState, Update, World
@@ -42,6 +43,9 @@ log = logging.getLogger("robowire")
 TELEMETRY_RATE = 10.0  # telemetry pushes per second, at most
 OUTBOX = 1000  # text messages held for a browser that is behind; the oldest go first
 READY_WINDOW = 2  # `ready`s a browser may have outstanding (frames asked for ahead)
+BEHIND_RATE = 12.0  # frames a second per browser at most while the gateway is behind (the
+# overload policy's floor is 10: the rest of a frame's cost, 10,000 drones encoded, goes to
+# ingest and commands)
 CONTROL_OFF = "control is off: start with --allow-control"
 
 
@@ -285,7 +289,9 @@ class ViewerClient:
             self._granted -= 1
             if not self._granted:
                 self._ready.clear()
-            next_at = loop.time() + 1.0 / self.rate
+            now = loop.time()
+            rate = min(self.rate, BEHIND_RATE) if pressure().behind(monotonic()) else self.rate
+            next_at = now + 1.0 / rate
             await self.ws.send(frame)
             self.frames_sent += 1
             self.sink.frames_sent += 1

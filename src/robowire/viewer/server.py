@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import http
-import itertools
 import json
 import logging
 import mimetypes
@@ -26,7 +25,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
-import numpy as np
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
@@ -42,6 +40,7 @@ from robowire.transport.budget import pressure
 from robowire.transport.tcp import listen_error
 from robowire.version import __version__
 from robowire.viewer.client import ControllerLike, ViewerClient
+from robowire.viewer.links import LinkPass, link_pairs
 from robowire.world import LogEvent, Update, World
 from robowire.world.model import LINKS
 
@@ -90,6 +89,7 @@ class ViewerSink(Sink):
         self._indices: dict[str, int] = {}
         self._links_due: set[str] = set()
         self._links_sent_at = 0.0
+        self._link_passes: dict[str, LinkPass] = {}  # links being resolved, a part a write
         self._world: World | None = None
         self._own_rates = RateMeter()
 
@@ -238,32 +238,22 @@ class ViewerSink(Sink):
                 self._links_due.add(item.source)
         now = monotonic()
         period = LINKS_PERIOD_BEHIND if pressure().behind(now) else LINKS_PERIOD
-        if self._links_due and now - self._links_sent_at >= period:
+        if self._links_due and not self._link_passes and now - self._links_sent_at >= period:
             self._links_sent_at = now
-            for source in sorted(self._links_due):
-                self._broadcast(self.links(world, source))
+            self._link_passes = {s: LinkPass(world.tables[s]) for s in sorted(self._links_due)}
             self._links_due.clear()
+        for source, links in list(self._link_passes.items()):  # a part a write
+            if links.step(world.tables[source]):
+                self._broadcast({"type": "links", "source": source, "pairs": links.pairs()})
+                del self._link_passes[source]
+            break
         self.stats.messages_out = self.frames_sent
         return True
 
     def links(self, world: World, source: str) -> dict[str, Any]:
         """The `links` message of one source: pairs of slots, each pair once, in order (an
         array of two columns; a SpyGlass network has hundreds of thousands of links)."""
-        table = world.tables[source]
-        links = list(table.links)
-        count = len(links)
-        per_slot = np.fromiter(map(len, links), dtype=np.intp, count=count)
-        peers = np.fromiter(  # the neighbours' slots (-1: not a device of this source)
-            map(table.index.get, itertools.chain.from_iterable(links), itertools.repeat(-1)),
-            dtype=np.intp,
-            count=int(per_slot.sum()),
-        )
-        slots = np.repeat(np.arange(count, dtype=np.intp), per_slot)
-        keep = (peers >= 0) & (peers != slots)
-        keys = np.sort(np.minimum(slots, peers)[keep] * count + np.maximum(slots, peers)[keep])
-        keys = keys[np.flatnonzero(np.diff(keys, prepend=-1))]  # each pair once, in order
-        pairs = np.stack(np.divmod(keys, count), axis=1)
-        return {"type": "links", "source": source, "pairs": pairs}
+        return {"type": "links", "source": source, "pairs": link_pairs(world.tables[source])}
 
     def links_now(self) -> list[dict[str, Any]]:
         """The `links` of every source that has any (for a browser that just came)."""

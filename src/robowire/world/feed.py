@@ -15,6 +15,7 @@ Publishing never blocks and never waits for a subscriber.
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import Generic, Protocol, TypeVar
@@ -102,11 +103,21 @@ class Subscription(Waiting, Generic[T]):
         self.bytes = 0
         return items
 
-    def pull(self, limit: int | None = None) -> list[T]:
-        """The oldest `limit` items queued (all with None), oldest first, off the queue."""
-        if limit is None or limit >= len(self._queue):
-            return self.drain()
+    def pull(self, limit: int | None = None, max_bytes: int | None = None) -> list[T]:
+        """The oldest `limit` items queued (all with None), oldest first, off the queue; with
+        `max_bytes` (where sizes are known), only as many as fit in that many bytes, but at
+        least one."""
         queue, sizes = self._queue, self._sizes
+        if max_bytes is not None and sizes:
+            count, total = 1, sizes[0]
+            for size in itertools.islice(sizes, 1, limit):
+                total += size
+                if total > max_bytes:
+                    break
+                count += 1
+            limit = count
+        if limit is None or limit >= len(queue):
+            return self.drain()
         items = [queue.popleft() for _ in range(limit)]
         if sizes:
             self.bytes -= sum(sizes.popleft() for _ in range(limit))

@@ -97,7 +97,7 @@ class LatestState(Waiting):
             if not changes.any:
                 continue
             slots = np.flatnonzero(changes.mask)
-            at = run_of(slots)
+            at = run_of(slots, increasing=True)
             changes.mask[at] = False
             items.append(
                 Update(

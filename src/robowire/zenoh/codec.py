@@ -115,10 +115,15 @@ def _short(text: str, what: str) -> bytes:
     return bytes([len(data)]) + data
 
 
-def _raw(values: npt.NDArray[Any], dtype: str) -> memoryview:
-    """The bytes of an array in the wire's dtype, without a copy when it has it already."""
-    flat = np.ascontiguousarray(values, dtype=dtype).reshape(-1).view(np.uint8)
-    return flat.data
+F8 = np.dtype("<f8")
+U4 = np.dtype("<u4")
+
+
+def _raw(values: npt.NDArray[Any], dtype: np.dtype[Any]) -> memoryview:
+    """The memory of an array in the wire's dtype, without a copy when it has it already."""
+    if values.dtype != dtype or not values.flags.c_contiguous:
+        values = np.ascontiguousarray(values, dtype=dtype)
+    return values.data
 
 
 @functools.lru_cache(maxsize=4096)
@@ -136,14 +141,14 @@ def encode(frame: Frame) -> bytes:
             parts: list[bytes | memoryview] = [
                 _header(State.TYPE),
                 STATE_HEAD.pack(frame.receive_time, n, len(frame.columns)),
-                _raw(frame.slots, "<u4"),
+                _raw(frame.slots, U4),
             ]
             for name, column in frame.columns.items():
                 if len(column.values) != n:
                     raise ValueError(f"column {name!r} has {len(column.values)} rows, not {n}")
                 parts += [
                     _column_head(name, column.unit, column.telemetry, column.width),
-                    _raw(column.values, "<f8"),
+                    _raw(column.values, F8),
                 ]
             return b"".join(parts)  # the one copy of the columns
         case Devices():
@@ -195,29 +200,18 @@ def _decode_state(data: bytes) -> State:
         raise DecodeError(PROTOCOL, at - 6, f"{n} rows x {m} columns is over the limit")
     if len(data) < at + 4 * n:
         raise DecodeError(PROTOCOL, at, f"STATE frame cut in its {n} slots")
-    slots = np.frombuffer(data, dtype="<u4", count=n, offset=at)
+    slots = np.frombuffer(data, dtype=U4, count=n, offset=at)
     at += 4 * n
     columns: dict[str, Column] = {}
     for _ in range(m):
         start = at
-        if len(data) < at + 3:
-            raise DecodeError(PROTOCOL, at, "STATE frame cut in a column header")
-        flags, width = data[at], data[at + 1]
-        if not 1 <= width <= 4 or flags > 1:
-            raise DecodeError(PROTOCOL, at, f"bad column flags {flags} or width {width}")
-        name, at = _text(data, at + 2, "column name")
-        unit, at = _text(data, at, "unit")
+        name, unit, telemetry, width, at = _column_at(data, at)
         size = 8 * n * width
         if len(data) < at + size:
             raise DecodeError(PROTOCOL, at, f"STATE frame cut in column {name!r}")
         if name in columns:
             raise DecodeError(PROTOCOL, start, f"column {name!r} twice")
-        telemetry = bool(flags)
-        if not telemetry and VECTOR_WIDTHS.get(name) != width:
-            raise DecodeError(PROTOCOL, start, f"unknown column {name!r} of width {width}")
-        if telemetry and width != 1:
-            raise DecodeError(PROTOCOL, start, f"telemetry {name!r} has width {width}")
-        values = np.frombuffer(data, dtype="<f8", count=n * width, offset=at)
+        values = np.frombuffer(data, dtype=F8, count=n * width, offset=at)
         columns[name] = Column(
             values=values if width == 1 else values.reshape(n, width),
             unit=unit,
@@ -227,6 +221,44 @@ def _decode_state(data: bytes) -> State:
     if at != len(data):
         raise DecodeError(PROTOCOL, at, f"{len(data) - at} bytes after the last column")
     return State(receive_time=receive_time, slots=slots, columns=columns)
+
+
+ColumnHead = tuple[str, str, bool, int]  # name, unit, telemetry, width
+_heads: dict[bytes, ColumnHead] = {}  # the column heads seen (the same few, frame after frame)
+
+
+def _column_at(data: bytes, at: int) -> tuple[str, str, bool, int, int]:
+    """The column head at `at` (name, unit, telemetry, width) and where its values start;
+    a head seen before is looked up, not parsed and checked again."""
+    if len(data) >= at + 4:
+        units = at + 3 + data[at + 2]
+        end = units + 1 + data[units] if units < len(data) else units
+        known = _heads.get(data[at:end])
+        if known is not None:
+            return (*known, end)
+    head = _parse_head(data, at)
+    name, unit, telemetry, width, end = head
+    if len(_heads) >= 4096:  # made-up names, frame after frame: start again
+        _heads.clear()
+    _heads[data[at:end]] = (name, unit, telemetry, width)
+    return head
+
+
+def _parse_head(data: bytes, at: int) -> tuple[str, str, bool, int, int]:
+    start = at
+    if len(data) < at + 3:
+        raise DecodeError(PROTOCOL, at, "STATE frame cut in a column header")
+    flags, width = data[at], data[at + 1]
+    if not 1 <= width <= 4 or flags > 1:
+        raise DecodeError(PROTOCOL, at, f"bad column flags {flags} or width {width}")
+    name, at = _text(data, at + 2, "column name")
+    unit, at = _text(data, at, "unit")
+    telemetry = bool(flags)
+    if not telemetry and VECTOR_WIDTHS.get(name) != width:
+        raise DecodeError(PROTOCOL, start, f"unknown column {name!r} of width {width}")
+    if telemetry and width != 1:
+        raise DecodeError(PROTOCOL, start, f"telemetry {name!r} has width {width}")
+    return name, unit, telemetry, width, at
 
 
 def _text(data: bytes, at: int, what: str) -> tuple[str, int]:

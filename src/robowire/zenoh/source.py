@@ -72,6 +72,8 @@ class ZenohAdapter:
         self.unknown_rows = 0
         self.owned: set[str] = set()  # the world's tables this adapter made
         self.foreign: set[str] = set()  # sources heard that belong to someone else here
+        # per source, the slots of its last STATE frame (bytes) and ours, while all are known
+        self._same_slots: dict[str, tuple[bytes, npt.NDArray[np.intp]]] = {}
 
     def _mine(self, source: str) -> bool:
         name = self.prefix + source
@@ -128,6 +130,7 @@ class ZenohAdapter:
             grown[: len(mapping)] = mapping
             mapping = self.slot_maps[source] = grown
         mapping[remote] = ours
+        self._same_slots.pop(source, None)
         changed = np.asarray(ours, dtype=np.intp)
         changed = changed[changed < known]  # new devices are published with their first state
         if len(changed):
@@ -135,22 +138,34 @@ class ZenohAdapter:
                 table.source, changed, receive_time=receive_time, changed={LINKS, ATTRIBUTES}
             )
 
-    def _state(self, source: str, frame: codec.State, receive_time: float) -> None:
+    def _ours(self, source: str, remote: codec.SlotArray) -> npt.NDArray[np.intp]:
+        """Our slots of a publisher's (-1: not described yet)."""
         mapping = self.slot_maps.get(source, np.empty(0, dtype=np.intp))
-        remote = frame.slots
         if len(remote) and int(remote.max()) < len(mapping):  # the usual case: one gather
-            ours = mapping[remote]
+            return mapping[remote]
+        inside = remote < len(mapping)
+        ours = np.full(len(remote), -1, dtype=np.intp)
+        ours[inside] = mapping[remote[inside]]
+        return ours
+
+    def _state(self, source: str, frame: codec.State, receive_time: float) -> None:
+        remote = frame.slots.tobytes()  # a publisher sends the same slots again and again
+        same = self._same_slots.get(source)
+        if same is not None and same[0] == remote:
+            ours, rows = same[1], None
         else:
-            inside = remote < len(mapping)
-            ours = np.full(len(remote), -1, dtype=np.intp)
-            ours[inside] = mapping[remote[inside]]
-        known = ours >= 0
-        if not known.all():
-            self.unknown.add(source)
-            self.unknown_rows += int((~known).sum())
-            if not known.any():
-                return
-        rows = None if known.all() else np.flatnonzero(known)
+            ours = self._ours(source, frame.slots)
+            known = ours >= 0
+            if known.all():
+                ours.flags.writeable = False  # held for the next frames, and by the Updates
+                self._same_slots[source] = (remote, ours)
+                rows = None
+            else:
+                self.unknown.add(source)
+                self.unknown_rows += int((~known).sum())
+                if not known.any():
+                    return
+                rows = np.flatnonzero(known)
 
         def take(values: codec.FloatArray) -> codec.FloatArray:
             return values if rows is None else values[rows]
@@ -285,11 +300,10 @@ class ZenohSource(Source):
                 session.liveliness().declare_subscriber(
                     f"{keys.GATEWAY}/*",
                     lambda sample: loop.call_soon_threadsafe(self._gateway_seen, sample),
-                    history=True,
+                    history=True,  # the gateways up now: each is asked for, as it is seen
                 )
             )
             self.connected()
-            self.ask("*", force=True)
             while True:
                 frames = await inbox.wait()
                 self.deliver(decode_all(frames), monotonic())

@@ -26,6 +26,7 @@ bytes protobuf would, and the values both read.
 from __future__ import annotations
 
 import enum
+from array import array
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple, TypeAlias
 
@@ -237,20 +238,19 @@ class FrameReader:
         out, bad = parse_frames(frames, buf)
         return out, self.failing(error or bad, len(out))
 
-    def split(
-        self, data: bytes, slices: bool = False
-    ) -> tuple[bytes, list[Any], DecodeError | None]:
+    def split(self, data: bytes, slices: bool = False) -> tuple[bytes, Any, DecodeError | None]:
         """The whole frames `data` completes, unparsed: the buffer they are in and their
-        spans in it, flat (`[start, stop, start, stop, ...]`, length prefix included), or
-        with `slices` the frames themselves after an empty start (what `parse_frames` takes);
-        and the DecodeError of a bad length, if one stopped the stream. Call `failing` with
-        what the frames gave once they are parsed."""
+        spans in it, flat (an `array("q")` `[start, stop, start, stop, ...]`, length prefix
+        included: numpy reads it without a copy), or with `slices` the frames themselves
+        after an empty start (what `parse_frames` takes); and the DecodeError of a bad
+        length, if one stopped the stream. Call `failing` with what the frames gave once
+        they are parsed."""
         if self.error is not None:
-            return b"", [b""] if slices else [], None
+            return b"", [b""] if slices else array("q"), None
         buf = self._buf + data if self._buf else data
         end = len(buf)
         pos = 0
-        spans: list[Any] = [b""] if slices else []  # whole non-empty frames, prefix included
+        spans: Any = [b""] if slices else array("q")  # whole non-empty frames, prefix included
         add = spans.append
         error: DecodeError | None = None
         while pos < end:
@@ -394,17 +394,77 @@ class Scan(NamedTuple):
     enabled: np.ndarray
 
 
-_BYTES = np.arange(10)
-_SHIFTS = (7 * _BYTES).astype(np.uint64)
+_OFFSETS = np.arange(10)
+_SHIFTS = (7 * _OFFSETS).astype(np.uint64)
 _U32 = 1 << 32
 _TELEMETRY, _AVAILABILITY = 0x12, 0x1A  # Device_status fields 2 and 3, length-delimited
-_WALK = 16  # frames whose records are followed in Python once no more are left
+_NONE, _INT, _FLOAT, _DOUBLE, _BOOL, _STRING, _BYTES = (int(k) for k in list(Kind)[:7])
+_KIND_OF_TAG = np.full(256, -1, np.int8)  # a Field_value member's key -> its Kind
+_SIZE_OF_TAG = np.full(256, -1, np.intp)  # -> the value's size, where the key sets it
+_VARINT_TAG = np.zeros(256, bool)
+for _tag, _kind, _size in (
+    (0, _NONE, 0),  # an empty Field_value
+    (0x08, _NONE, -1),  # meta_value: NA (a varint)
+    (0x10, _INT, -1),
+    (0x1D, _FLOAT, 5),
+    (0x21, _DOUBLE, 9),
+    (0x2A, _STRING, -1),
+    (0x30, _BOOL, -1),
+    (0x42, _BYTES, -1),
+):
+    _KIND_OF_TAG[_tag], _SIZE_OF_TAG[_tag] = _kind, _size
+    _VARINT_TAG[_tag] = _tag in (0x08, 0x10, 0x30)
+_WALK = 150  # frames whose records are followed in Python once no more are left
+_MISSES = 4  # layouts that fitted no other frame of their size before `_walk` stops trying
+
+
+def _u64(value: int) -> np.uint64:
+    return np.uint64(value)
+
+
+_HIGH, _LOW7, _ONE = _u64(0x8080808080808080), _u64(0x7F7F7F7F7F7F7F7F), _u64(1)
+_PACK = (  # (keep, move, shift): 7-bit groups of 8 bytes packed into 56 bits in 3 steps
+    (_u64(0x007F007F007F007F), _u64(0x7F007F007F007F00), _u64(1)),
+    (_u64(0x00003FFF00003FFF), _u64(0x3FFF00003FFF0000), _u64(2)),
+    (_u64(0x000000000FFFFFFF), _u64(0x0FFFFFFF00000000), _u64(4)),
+)
+
+
+def _unaligned(b: np.ndarray, dtype: str) -> np.ndarray:
+    """`b` (bytes) as an array of `dtype` starting at every byte: element i is the value
+    whose bytes start at b[i]."""
+    size = np.dtype(dtype).itemsize
+    return np.ndarray((len(b) - size + 1,), dtype, b, 0, (1,))
 
 
 def _varints(b: np.ndarray, at: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
-    """The varints starting at each of `at` (at most `limit` bytes; `b` padded past its end):
-    their values (uint64) and lengths (0: none within `limit`). A byte at a time, only for
-    the varints not finished yet (most are one or two bytes)."""
+    """The varints starting at each of `at` (at most `limit` bytes; `b` padded past its end
+    by at least 16): their values (uint64) and lengths (0: none within `limit`). The 8 bytes
+    at each are one little-endian word (an unaligned view of `b`), whose first byte without
+    its top bit ends the varint, and whose 7-bit groups are packed with shifts: a few array
+    operations, however long the varints (a 9- or 10-byte one a byte at a time)."""
+    first = b[at]
+    if not (first >= 0x80).any():  # all one byte long (lengths, booleans, small ids)
+        return first.astype(np.uint64), np.ones(len(at), np.intp)
+    words = _unaligned(b, "<u8")[at]
+    ends = ~words & _HIGH  # the top bit of each byte that ends a varint
+    last = ends & (~ends + _ONE)  # the first of them (0: none in these 8 bytes)
+    mask = last | (last - _ONE)  # the varint's bytes (all 8 when none ended)
+    length = np.bitwise_count(mask).astype(np.intp) >> 3
+    value = words & mask & _LOW7
+    for keep, move, shift in _PACK:
+        value = (value & keep) | ((value & move) >> shift)
+    length[length > limit] = 0
+    longer = np.flatnonzero(ends == 0)
+    if len(longer):  # no end in 8 bytes: longer than 8, or none at all
+        length[longer] = 0
+        if limit > 8:
+            value[longer], length[longer] = _bytewise(b, at[longer], limit)
+    return value, length
+
+
+def _bytewise(b: np.ndarray, at: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
+    """`_varints`, a byte at a time (for varints longer than 8 bytes)."""
     byte = b[at]
     value = (byte & 0x7F).astype(np.uint64)
     length = np.ones(len(at), np.intp)
@@ -438,7 +498,7 @@ def _optional_varint(
     return value, np.where(present, at + 1 + size, at), ~present | (size > 0)
 
 
-def scan_telemetry(buf: bytes, spans: Sequence[int]) -> Scan:
+def scan_telemetry(buf: bytes, spans: array[int]) -> Scan:
     """Read the frames `spans` (flat start, stop pairs in `buf`, length prefix included) that
     are a Device_status, as columns, with numpy: no Python object per frame or value. A frame
     is read (`plain`) only in the layout the SDK writes: `device_id`, then `device_status`
@@ -451,7 +511,7 @@ def scan_telemetry(buf: bytes, spans: Sequence[int]) -> Scan:
     The steps: each frame's envelope (`_envelopes`), the chain of its records (`_records`),
     the command availabilities (`_availabilities`), the telemetry fields (`_fields`) and their
     values (`_values`). Each step clears `ok` for a frame it cannot read."""
-    b = np.concatenate((np.frombuffer(buf, np.uint8), np.zeros(16, np.uint8)))
+    b = np.concatenate((np.frombuffer(buf, np.uint8), np.zeros(32, np.uint8)))
     ok, device, first, stops = _envelopes(b, spans)
     record, frame = _records(buf, b, ok, first, stops)
     body, stop = record + 2, record + 2 + b[record + 1]
@@ -459,10 +519,10 @@ def scan_telemetry(buf: bytes, spans: Sequence[int]) -> Scan:
     c_frame, command, available, enabled = _availabilities(
         b, ok, body[commands], stop[commands], frame[commands]
     )
-    frame, field, ms, tag, member, varint, start, text_size = _fields(
+    frame, field, ms, kind, member, varint, start, text_size = _fields(
         buf, b, ok, body[~commands], stop[~commands], frame[~commands]
     )
-    kind, number, integer = _values(b, tag, member, varint)
+    number, integer = _values(b, kind, member, varint)
     keep = ok[c_frame]
     return Scan(
         ok, device, frame, field, ms, kind, number, integer, start, text_size,
@@ -470,11 +530,11 @@ def scan_telemetry(buf: bytes, spans: Sequence[int]) -> Scan:
     )  # fmt: skip
 
 
-def _envelopes(b: np.ndarray, spans: Sequence[int]) -> tuple[np.ndarray, ...]:
+def _envelopes(b: np.ndarray, spans: array[int]) -> tuple[np.ndarray, ...]:
     """Each frame's `device_id` and its `device_status` (the only two fields, in that order):
     (ok, device, where the status's records start, where the frame stops)."""
     n = len(spans) // 2
-    bounds = np.asarray(spans, np.intp).reshape(n, 2)
+    bounds = np.frombuffer(spans, np.int64).astype(np.intp).reshape(n, 2)
     starts, stops = bounds[:, 0], bounds[:, 1]
     _, prefix = _varints(b, starts, 3)
     payload = starts + prefix
@@ -490,43 +550,87 @@ def _envelopes(b: np.ndarray, spans: Sequence[int]) -> tuple[np.ndarray, ...]:
 def _records(
     buf: bytes, b: np.ndarray, ok: np.ndarray, first: np.ndarray, stops: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The records (Telemetry_field, Command_availability) of each frame: a chain, followed
-    for every frame at once (the longest few in Python). Returns (where each record is, its
-    frame), in buffer order; a frame whose chain does not end at its end is not `ok`."""
+    """The records (Telemetry_field, Command_availability) of each frame: a chain (a tag and a
+    one-byte length each), followed for every frame at once while many are left, the rest (a
+    vehicle's first, full Device_status: sixty records) by `_walk`. Returns (where each
+    record is, its frame), in buffer order; a frame whose chain does not end at its end, or
+    with a record that is neither field or has a longer length, is not `ok`."""
     frames = np.flatnonzero(ok)
     at, end = first[frames], stops[frames]
     found_at: list[np.ndarray] = []
     found_frame: list[np.ndarray] = []
-    while True:
-        going = np.flatnonzero(at < end)
-        if len(going) <= _WALK:  # the longest few (a vehicle's first, full Device_status)
-            walked_at, walked_frame = [], []
-            for g in going.tolist():
-                here_at, stop, frame_of = int(at[g]), int(end[g]), int(frames[g])
-                while here_at < stop:
-                    walked_at.append(here_at)
-                    walked_frame.append(frame_of)
-                    if buf[here_at] not in (_TELEMETRY, _AVAILABILITY) or buf[here_at + 1] >= 0x80:
-                        here_at = stop + 1
-                        break
-                    here_at += 2 + buf[here_at + 1]
-                at[g] = here_at
-            found_at.append(np.array(walked_at, np.intp))
-            found_frame.append(np.array(walked_frame, np.intp))
-            break
+    going = np.flatnonzero(at < end)
+    while len(going) > _WALK:  # a step costs about what _WALK steps in Python do
         here = at[going]
         found_at.append(here)
         found_frame.append(frames[going])
-        tag = b[here]
-        bad = ((tag != _TELEMETRY) & (tag != _AVAILABILITY)) | (b[here + 1] >= 0x80)
-        at[going] = np.where(bad, end[going] + 1, here + 2 + b[here + 1])
-    ok[frames[at != end]] = False  # a record ran past its frame, or was neither field
+        here = here + 2 + b[here + 1]
+        at[going] = here
+        going = going[here < end[going]]
+    if len(going):
+        records, counts, at[going] = _walk(buf, b, at[going], end[going])
+        found_at.append(records)
+        found_frame.append(np.repeat(frames[going], counts))
     if not found_at:
         return np.zeros(0, np.intp), np.zeros(0, np.intp)
     record = np.concatenate(found_at)
     frame = np.concatenate(found_frame)
+    tag = b[record]
+    bad = ((tag != _TELEMETRY) & (tag != _AVAILABILITY)) | (b[record + 1] >= 0x80)
+    ok[frames[at != end]] = False  # a record ran past its frame
+    ok[frame[bad]] = False
     order = np.argsort(record, kind="stable")
     return record[order], frame[order]
+
+
+def _walk(
+    buf: bytes, b: np.ndarray, at: np.ndarray, end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The record chains from each of `at` to `end`: the records (frame after frame), how
+    many each frame has, and where each chain ended (its `end` if it ended well). A chain is
+    followed in Python; its records, moved to each other frame of the same size, are then
+    tried there at once (a fleet's first Device_status frames mostly share a few layouts): a
+    chain whose every record's length leads to the next, and the last to its end, is the
+    chain a walk would follow. After `_MISSES` layouts that fit no other frame of their
+    size, the rest are walked."""
+    records: list[np.ndarray] = [np.zeros(0, np.intp)] * len(at)
+    finals = end.copy()
+    todo = np.arange(len(at))
+    left = np.ones(len(at), bool)  # not walked or fitted yet
+    sizes = end - at
+    misses = 0
+    while len(todo):
+        g = int(todo[0])
+        todo = todo[1:]
+        chain, finals[g] = _chain(buf, int(at[g]), int(end[g]))
+        records[g] = np.array(chain, np.intp)
+        if misses >= _MISSES or finals[g] != end[g]:
+            continue
+        same = todo[sizes[todo] == sizes[g]]
+        if not len(same):
+            continue
+        guess = at[same, None] + (records[g] - at[g])  # (frames, records)
+        hops = guess + 2 + b[guess + 1]
+        good = (hops[:, :-1] == guess[:, 1:]).all(axis=1) & (hops[:, -1] == end[same])
+        if not good.any():
+            misses += 1
+            continue
+        for f, rows in zip(same[good].tolist(), guess[good], strict=True):
+            records[f] = rows
+        left[same[good]] = False
+        todo = todo[left[todo]]
+    counts = [len(r) for r in records]
+    return np.concatenate(records), np.array(counts, np.intp), finals
+
+
+def _chain(buf: bytes, here: int, stop: int) -> tuple[list[int], int]:
+    """The records of one chain from `here` to `stop`, and where it ended."""
+    out: list[int] = []
+    add = out.append
+    while here < stop:
+        add(here)
+        here += 2 + buf[here + 1] if here + 1 < stop else stop + 1
+    return out, here
 
 
 def _availabilities(
@@ -553,8 +657,8 @@ def _fields(
 ) -> tuple[np.ndarray, ...]:
     """Telemetry_field records: field_id (1), ms_since_epoch (2), value (3: one member).
     A frame with one it cannot read is not `ok`; returns the fields of the frames still `ok`:
-    (frame, field, ms, the value's tag, where its member is, its varint, where its text
-    starts, the text's size)."""
+    (frame, field, ms, `Kind`, where its member is, the member's varint (ints, bools), where
+    its text starts, the text's size)."""
     field, size = _varints(b, body + 1, 5)
     good = (b[body] == 0x08) & (size > 0) & (field < _U32)
     time_at = body + 1 + size
@@ -565,62 +669,46 @@ def _fields(
     member = value_at + 2
     good &= (value_size < 0x80) & (member + value_size == stop)
     tag = np.where(value_size > 0, b[member], 0)
-    varint, size = _varints(b, member + 1, 10)
-    text = (tag == 0x2A) | (tag == 0x42)
-    good &= (
-        (tag == 0) & (value_size == 0)
-        | ((tag == 0x08) | (tag == 0x10) | (tag == 0x30)) & (size > 0) & (size == value_size - 1)
-        | (tag == 0x1D) & (value_size == 5)
-        | (tag == 0x21) & (value_size == 9)
-        | text & (size == 1) & (varint == value_size - 2)
-    )
-    start = np.where(text, member + 2, 0)
-    text_size = np.where(text, value_size - 2, 0)
-    for i in np.flatnonzero((tag == 0x2A) & good).tolist():  # ASCII (else protobuf's UTF-8)
-        good[i] = buf[start[i] : start[i] + text_size[i]].isascii()
+    kind = _KIND_OF_TAG[tag]
+    expected = _SIZE_OF_TAG[tag]  # the value's size its member needs (-1: no such member)
+    varints = np.flatnonzero(_VARINT_TAG[tag])
+    varint, size = _varints(b, member[varints] + 1, 10)
+    expected[varints] = np.where(size > 0, size + 1, -1)
+    texts = np.flatnonzero(kind >= _STRING)
+    text_size = b[member[texts] + 1].astype(np.intp)
+    expected[texts] = np.where(text_size < 0x80, text_size + 2, -1)
+    good &= expected == value_size
+    for i, start, n in zip(texts.tolist(), (member[texts] + 2).tolist(), text_size.tolist(),
+                           strict=True):  # fmt: skip
+        if good[i] and kind[i] == _STRING:  # ASCII (else protobuf's UTF-8)
+            good[i] = buf[start : start + n].isascii()
     ok[frame[~good]] = False
     keep = ok[frame]
-    frame, tag, member, varint, start, text_size = (
-        a[keep] for a in (frame, tag, member, varint, start, text_size)
-    )
-    return (
-        frame,
-        field[keep].astype(np.int64),
-        _zigzag(ms[keep]),
-        tag,
-        member,
-        varint,
-        start,
-        text_size,
-    )
+    values = np.zeros(len(tag), np.uint64)
+    values[varints] = varint
+    start = np.zeros(len(tag), np.intp)
+    start[texts] = member[texts] + 2
+    sizes = np.zeros(len(tag), np.intp)
+    sizes[texts] = text_size
+    if not keep.all():
+        frame, field, ms, kind, member, values, start, sizes = (
+            a[keep] for a in (frame, field, ms, kind, member, values, start, sizes)
+        )
+    return frame, field.astype(np.int64), _zigzag(ms), kind, member, values, start, sizes
 
 
 def _values(
-    b: np.ndarray, tag: np.ndarray, member: np.ndarray, varint: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The values' kinds and numbers: (kind, number as float64, NaN for none and text;
-    integer, for ints and bools)."""
-    kind = np.zeros(len(tag), np.int8)
-    for key, member_kind in (
-        (0x10, Kind.INT),
-        (0x30, Kind.BOOL),
-        (0x1D, Kind.FLOAT),
-        (0x21, Kind.DOUBLE),
-        (0x2A, Kind.STRING),
-        (0x42, Kind.BYTES),
-    ):
-        kind[tag == key] = member_kind  # (0x08, meta_value, and none: Kind.NONE)
-    integer = np.where(kind == Kind.INT, _zigzag(varint), 0)
-    integer = np.where(kind == Kind.BOOL, (varint != 0).astype(np.int64), integer)
-    number = integer.astype(np.float64)
-    number[(kind == Kind.NONE) | (kind >= Kind.STRING)] = np.nan
-    floats = np.flatnonzero(kind == Kind.FLOAT)
-    raw = b[(member[floats] + 1)[:, None] + _BYTES[:4]]
-    number[floats] = raw.view("<f4")[:, 0]
-    doubles = np.flatnonzero(kind == Kind.DOUBLE)
-    raw = b[(member[doubles] + 1)[:, None] + _BYTES[:8]]
-    number[doubles] = raw.view("<f8")[:, 0]
-    return kind, number, integer
+    b: np.ndarray, kind: np.ndarray, member: np.ndarray, varint: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The values' numbers: (number as float64, NaN for none and text; integer, for ints
+    and bools)."""
+    integer = np.where(kind == _INT, _zigzag(varint), (kind == _BOOL) & (varint != 0))
+    number = np.where((kind == _INT) | (kind == _BOOL), integer, np.nan)
+    for member_kind, dtype in ((_FLOAT, "<f4"), (_DOUBLE, "<f8")):
+        rows = np.flatnonzero(kind == member_kind)
+        if len(rows):  # (the value after the member's key, through an unaligned view of `b`)
+            number[rows] = _unaligned(b, dtype)[member[rows] + 1]
+    return number, integer
 
 
 # ---------------------------------------------------------------------------------------------

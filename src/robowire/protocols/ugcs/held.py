@@ -21,6 +21,10 @@ MISSION_KEYS = frozenset({"current_command", "current_mission_id"})
 """The fields whose values move a mission on (`Held.mission` marks their rows)."""
 
 
+BY_FIELD = 1 << 20
+"""Field ids below this are also found by id alone (`Held.by_field`, 4 bytes an id)."""
+
+
 class HasFields(Protocol):
     """What `received` reads of a device: field id -> (registration, key, row in `Held`)."""
 
@@ -44,6 +48,9 @@ class Held:
         self.integer = np.zeros(0, np.int64)
         self.time = np.zeros(0, np.int64)
         self.mission = np.zeros(0, bool)  # rows of current_command, current_mission_id
+        self._last = np.zeros(0, np.intp)  # -1 a row (`set_many`'s scratch)
+        self.device_of_row = np.full(1, -1, np.int64)  # -1: removed (and the last, a sentinel)
+        self.by_field = np.full(1, -1, np.int32)  # field id -> the latest row of that id
         self.objects: dict[int, Value] = {}
 
     def add(self, info: DeviceInfo) -> dict[int, int]:
@@ -57,6 +64,15 @@ class Held:
         self.number = np.concatenate((self.number, np.full(len(ids), np.nan)))
         self.integer = np.concatenate((self.integer, np.zeros(len(ids), np.int64)))
         self.time = np.concatenate((self.time, np.zeros(len(ids), np.int64)))
+        self._last = np.concatenate((self._last, np.full(len(ids), -1, np.intp)))
+        owner = np.full(len(ids), info.device_id, np.int64)
+        self.device_of_row = np.concatenate((self.device_of_row[:-1], owner, [-1]))
+        dense = ids[ids < BY_FIELD]
+        if len(dense) and dense.max() >= len(self.by_field) - 1:  # the last: ids beyond
+            grown = np.full(max(2 * len(self.by_field), int(dense.max()) + 2), -1, np.int32)
+            grown[: len(self.by_field) - 1] = self.by_field[:-1]
+            self.by_field = grown
+        self.by_field[dense] = rows[ids < BY_FIELD]
         mission = np.array([f.key in MISSION_KEYS for f in info.fields], bool)
         self.mission = np.concatenate((self.mission, mission))
         keys = np.concatenate((self.keys, (info.device_id << 32) | ids))
@@ -68,6 +84,7 @@ class Held:
         return dict(zip(ids.tolist(), rows.tolist(), strict=True))
 
     def remove(self, device_id: int) -> None:
+        self.device_of_row[self.device_of_row == device_id] = -1
         keep = (self.keys >> 32) != device_id
         self.keys, self.rows_of_keys = self.keys[keep], self.rows_of_keys[keep]
         keep = self.devices != device_id
@@ -80,12 +97,21 @@ class Held:
         return np.where(found, at, -1) if len(self.devices) else np.full(len(device_ids), -1)
 
     def find(self, device_ids: np.ndarray, field_ids: np.ndarray) -> np.ndarray:
-        """The row of each (device id, field id), -1 for one not registered."""
+        """The row of each (device id, field id), -1 for one not registered. First by field
+        id alone (`by_field`: a VSM that numbers fields across its devices gives each its
+        own), checked against the row's device; the others by both ids."""
         if not len(self.keys):
             return np.full(len(device_ids), -1, np.intp)
-        keys = (device_ids.astype(np.int64) << 32) | field_ids
+        by_field = self.by_field
+        rows: np.ndarray = by_field[np.minimum(field_ids, len(by_field) - 1)].astype(np.intp)
+        good = self.device_of_row[rows] == device_ids
+        if good.all():
+            return rows
+        other = np.flatnonzero(~good)
+        keys = (device_ids[other].astype(np.int64) << 32) | field_ids[other]
         at = np.minimum(np.searchsorted(self.keys, keys), len(self.keys) - 1)
-        return np.where(self.keys[at] == keys, self.rows_of_keys[at], -1)
+        rows[other] = np.where(self.keys[at] == keys, self.rows_of_keys[at], -1)
+        return rows
 
     def set(self, row: int, value: Value, time_ms: int) -> None:
         """One value (as `_value` gives it)."""
@@ -113,10 +139,14 @@ class Held:
         for i, value in objects.items():
             self.objects[int(rows[i])] = value
         if len(rows) > 1:
-            last = len(rows) - 1 - np.unique(rows[::-1], return_index=True)[1]
-            rows, kind, number, integer, time_ms = (
-                a[last] for a in (rows, kind, number, integer, time_ms)
-            )
+            order = np.arange(len(rows))
+            np.maximum.at(self._last, rows, order)  # each row's last index
+            last = self._last[rows] == order
+            self._last[rows] = -1
+            if not last.all():
+                rows, kind, number, integer, time_ms = (
+                    a[last] for a in (rows, kind, number, integer, time_ms)
+                )
         self.kind[rows], self.number[rows], self.integer[rows] = kind, number, integer
         self.time[rows] = time_ms
 

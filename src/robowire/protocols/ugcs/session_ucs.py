@@ -81,6 +81,16 @@ PEER_TIMEOUT = 10.0  # s for the VSM's Register_peer (the SDK's REGISTER_PEER_TI
 COMMAND_TIMEOUT = 10.0  # s for a command's final reply, unless the caller says otherwise
 VERSION = (4, 4)  # what we claim; the SDK's VSM needs >= 2.14
 
+_STRING = int(Kind.STRING)
+_PAIRS = ((False, False), (False, True), (True, False), (True, True))
+"""(available, enabled) by 2 * available + enabled: one tuple for every command's."""
+
+
+def _count_runs(values: np.ndarray) -> int:
+    """How many runs of equal values `values` holds (distinct frames: they come in order)."""
+    return int(np.count_nonzero(values[1:] != values[:-1])) + 1 if len(values) else 0
+
+
 _ENUM_SEMANTICS = frozenset({defs.FIELD_SEMANTIC_ENUM})
 _LABEL_PROPERTIES = ("vehicle_serial", "serial_number", "vehicle_name")
 
@@ -149,11 +159,19 @@ class UcsDevice:
     mission_matched: bool = False  # current_mission_id has been our mission's id
     fields: dict[int, tuple[FieldInfo, str, int]] = field(init=False, repr=False)
     """field id -> (its registration, its key, its row in `held`)"""
+    command_names: dict[int, str] = field(init=False, repr=False)
+    """command id -> its name"""
+    command_ids: list[int] = field(init=False, repr=False)
+    command_labels: list[str] = field(init=False, repr=False)
+    """the ids and names of its commands, in the order registered"""
 
     def __post_init__(self) -> None:
         if not self.rows:
             self.rows = self.held.add(self.info)
         self.fields = {f.field_id: (f, f.key, self.rows[f.field_id]) for f in self.info.fields}
+        self.command_names = {c.command_id: c.name for c in self.info.commands}
+        self.command_ids = [c.command_id for c in self.info.commands]
+        self.command_labels = list(map(self.command_names.__getitem__, self.command_ids))
 
     @property
     def values(self) -> Mapping[str, Value]:
@@ -537,11 +555,10 @@ class UcsSession:
         a, b = np.searchsorted(scan.frame, (first, stop))
         frame = scan.frame[a:b] - first
         known = index[frame] >= 0
+        a_rows: np.ndarray | slice = slice(a, b)  # (a slice: views of the scan's columns)
         if not known.all():
             frame = frame[known]
             a_rows = np.flatnonzero(known) + a
-        else:
-            a_rows = np.arange(a, b)
         if len(frame):
             self._on_values(buf, scan, devices, index, frame, a_rows, events)
         self._on_availability(scan, first, stop, events)
@@ -553,7 +570,7 @@ class UcsSession:
         devices: np.ndarray,
         index: np.ndarray,
         frame: np.ndarray,
-        a_rows: np.ndarray,
+        a_rows: np.ndarray | slice,
         events: list[UcsSessionEvent],
     ) -> None:
         """The telemetry values of `_on_columns` (rows `a_rows` of `scan`, of known devices)."""
@@ -564,10 +581,15 @@ class UcsSession:
         time_ms = held.begins[index[frame]] + scan.ms[a_rows]
         kind, number, integer = scan.kind[a_rows], scan.number[a_rows], scan.integer[a_rows]
         objects: dict[int, Value] = {}
-        for i in np.flatnonzero(kind >= Kind.STRING).tolist():
-            start = int(scan.start[a_rows[i]])
-            data = buf[start : start + int(scan.size[a_rows[i]])]
-            objects[i] = data.decode() if kind[i] == Kind.STRING else data
+        texts = np.flatnonzero(kind >= _STRING)
+        if len(texts):
+            at = a_rows[texts] if isinstance(a_rows, np.ndarray) else texts + a_rows.start
+            for i, start, size, text in zip(
+                texts.tolist(), scan.start[at].tolist(), scan.size[at].tolist(),
+                (kind[texts] == _STRING).tolist(), strict=True,
+            ):  # fmt: skip
+                data = buf[start : start + size]
+                objects[i] = data.decode() if text else data
         found = rows >= 0
         if not found.all():
             for at in np.unique(frame[~found]).tolist():
@@ -584,7 +606,7 @@ class UcsSession:
             )  # fmt: skip
         events.append(
             TelemetryColumns(
-                conn=self.conn, frames=len(np.unique(frame)), frame=frame, device_id=device_id,
+                conn=self.conn, frames=_count_runs(frame), frame=frame, device_id=device_id,
                 field_id=field_id, row=rows, time_ms=time_ms, kind=kind, number=number,
                 integer=integer, objects=objects,
             )
@@ -609,18 +631,25 @@ class UcsSession:
         commands = scan.command[a:b].tolist()
         available = scan.available[a:b].tolist()
         enabled = scan.enabled[a:b].tolist()
+        pairs = (2 * scan.available[a:b] + scan.enabled[a:b]).tolist()  # _PAIRS' index
         devices = scan.device[frames[edges]].tolist()
+        conn, known = self.conn, self.devices
         for start, end, device_id in zip(edges, [*edges[1:], len(commands)], devices, strict=True):
-            device = self.devices.get(device_id)
+            device = known.get(device_id)
             if device is None:
                 continue
-            names = device.info.commands_by_id
             ids, on, usable = commands[start:end], available[start:end], enabled[start:end]
-            labels = ["" if (info := names.get(c)) is None else info.name for c in ids]
-            states = tuple(map(CommandState._make, zip(ids, labels, on, usable, strict=True)))
-            device.availability.update(zip(labels, zip(on, usable, strict=True), strict=True))
+            if ids == device.command_ids:  # every command, in order: a first Device_status
+                labels = device.command_labels
+            else:
+                labels = list(map(device.command_names.get, ids, itertools.repeat("")))
+            rows = zip(ids, labels, on, usable, strict=True)
+            # CommandStates made in C (what a named tuple's __new__ does)
+            states = tuple(map(tuple.__new__, itertools.repeat(CommandState), rows))
+            states_of = map(_PAIRS.__getitem__, pairs[start:end])
+            device.availability.update(zip(labels, states_of, strict=True))
             device.availability.pop("", None)  # (ids the device did not register)
-            events.append(AvailabilityChanged(conn=self.conn, device_id=device_id, commands=states))
+            events.append(AvailabilityChanged(conn=conn, device_id=device_id, commands=states))
 
     def received(self, columns: TelemetryColumns) -> list[TelemetryReceived]:
         """`columns` as the `TelemetryReceived` events its frames would have given one
