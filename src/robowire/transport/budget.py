@@ -55,7 +55,7 @@ INTERVAL = 0.1  # seconds between one source's world writes, at least (10 a seco
 # viewer at its 10 frames/s floor shows; fifty XRP robots at 50 Hz each cost little alone,
 # a lot together)
 SINK_TURN = 0.010  # seconds one sink's turn takes while the loop is behind (one item at least)
-CALM_TURN = 0.020  # seconds one sink's turn takes at most while it keeps up (a backlog left by
+CALM_TURN = 0.010  # seconds one sink's turn takes at most while it keeps up (a backlog left by
 # a busy spell must not hold a command or a keep-alive for longer than that either)
 SLICE = 0.002  # seconds of writing a sink is handed at once; the clock is read between slices
 SINK_SHARE = 0.25  # of wall time the turns of one sink that takes every update take, behind

@@ -44,7 +44,7 @@ from robowire.world import LogEvent, Update, World
 
 log = logging.getLogger("robowire.vrsp")
 
-BATCH = 512  # datagrams read per wake-up at most (three 10,000-drone frames; more waits for
+BATCH = 256  # datagrams read per wake-up at most (1.6 10,000-drone frames; more waits for
 # the loop to come round, see transport.budget)
 SEND_BUFFER = 4 << 20  # room for a whole frame's datagrams at once
 DEFAULT_RATE = 30.0
