@@ -36,7 +36,7 @@ class WallClock:
     _epoch_at_zero: float = field(init=False)
 
     def __post_init__(self) -> None:
-        self._epoch_at_zero = time.time() - time.monotonic()
+        self._epoch_at_zero = _epoch_at_zero()
 
     def wall(self, monotonic: float) -> float:
         """Unix epoch seconds for a `time.monotonic()` / `loop.time()` reading."""
@@ -49,6 +49,24 @@ class WallClock:
     def now(self) -> float:
         """Unix epoch seconds now, on this clock's monotonic base."""
         return self.wall(time.monotonic())
+
+
+ANCHOR_READINGS = 5  # readings of both clocks a `WallClock` takes its anchor from
+
+
+def _epoch_at_zero() -> float:
+    """`time.time() - time.monotonic()` as of one instant. A process paused between the two
+    readings (a loaded machine) would be off by the pause for its whole run, a shift no
+    receiver could tell from a network delay: so the wall reading is taken between two
+    monotonic ones, `ANCHOR_READINGS` times, and the tightest pair anchors it."""
+    best, span = math.nan, math.inf
+    for _ in range(ANCHOR_READINGS):
+        before = time.monotonic()
+        wall = time.time()
+        after = time.monotonic()
+        if after - before < span:
+            best, span = wall - (before + after) / 2.0, after - before
+    return best
 
 
 def split_seconds(t: float) -> tuple[int, int]:

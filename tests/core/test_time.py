@@ -14,7 +14,7 @@ from robowire.errors import ConfigError
 from robowire.gateway import Gateway, open_source
 from robowire.protocols.vrpn.services import VrpnSim
 from robowire.service import SimOptions, Source, TimedWorld, time_option
-from robowire.timebase import ClockOffset, SourceClock
+from robowire.timebase import ClockOffset, SourceClock, WallClock
 from robowire.world import World
 
 RATE = 100.0  # batches per second
@@ -41,6 +41,27 @@ def sender(
         estimator.observe(sent + offset + drift * (sent - start), t)
         t += 1.0 / RATE
     return t
+
+
+def test_a_wall_clock_paused_while_it_anchors_is_not_off_by_the_pause(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # both clocks of a machine whose wall clock reads 990 s ahead of its monotonic one; each
+    # reading takes 1 us, and the process is paused 0.4 s right after its first wall reading
+    now, pauses = [10.0], [0.4]
+
+    def read(ahead: float) -> float:
+        now[0] += 1e-6
+        return now[0] - 1e-6 + ahead
+
+    def wall() -> float:
+        value = read(990.0)
+        now[0] += pauses.pop() if pauses else 0.0
+        return value
+
+    monkeypatch.setattr("time.monotonic", lambda: read(0.0))
+    monkeypatch.setattr("time.time", wall)
+    assert WallClock().wall(20.0) == pytest.approx(1010.0, abs=1e-5)  # not 1009.6
 
 
 def test_a_known_offset_under_jitter_is_found_delay_floor_included() -> None:
