@@ -20,7 +20,9 @@ the ones the templates keep, read; nothing but the `StatusServer` reads a socket
 * `dropped`: a sink's updates lost to falling behind (the subscription's drops), or not sent
   to a peer too far behind (see docs/operations.md).
 * `shed`: a source's state reports shed by the overload policy (a newer report of the same
-  device came while the gateway was behind; see `robowire.transport.budget`).
+  device came while the gateway was behind; see `robowire.transport.budget`); a sink's
+  reports it did not send because a newer one of the same had come before it could
+  (`stats.extra["shed"]`: a SpyGlass relay's superseded packets).
 * `refused`: HTTP requests a server answered with 403 (a Host or Origin of another site, no
   token where one is needed; see `robowire.access`).
 * `devices`: how many devices the service's own world table holds (sources).
@@ -249,8 +251,9 @@ class StatusServer(Service):
 
 
 def _shed(service: Service) -> int:
-    budget = service.budget if isinstance(service, Source) else None
-    return 0 if budget is None else budget.shed
+    if not isinstance(service, Source):
+        return int(service.stats.extra.get("shed", 0))
+    return 0 if service.budget is None else service.budget.shed
 
 
 def _rounded(offset: float) -> float | None:

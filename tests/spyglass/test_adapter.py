@@ -9,8 +9,9 @@ from spyglass_strategies import DEMO
 
 from robowire.protocols.spyglass import codec as c
 from robowire.protocols.spyglass import rec
-from robowire.protocols.spyglass.adapter import SpyglassAdapter, object_id
+from robowire.protocols.spyglass.adapter import SpyglassAdapter, WorldEncoder, object_id
 from robowire.protocols.spyglass.events import PacketReceived
+from robowire.protocols.spyglass.session import SpyglassSession
 from robowire.world import Update, World
 
 SRC = "spyglass@test"
@@ -215,3 +216,51 @@ def test_world_encoder_gives_the_packets_the_codec_encodes_one_by_one() -> None:
                 expected.append(c.encode(c.DataPacket(semantic_type=code, values=(float(value),),
                     syntax_type=c.SyntaxType.FLOAT_LIST, **header)))  # fmt: skip
     assert sorted(got) == sorted(expected) and len(got) == 3 + 2
+
+
+def relayed_one_update_at_a_time(
+    batches: Sequence[Sequence[c.Packet]],
+) -> tuple[list[c.Packet], int]:
+    """What a SpyGlass relay sends of `batches` (each one read of the stream) when its sink
+    takes the updates one at a time, after the source wrote them all (a sink behind its
+    source, as on a loaded machine); and how many packets it found superseded."""
+    world = World()
+    world.table(SRC).protocol = c.NAME  # a SpyGlass source's own table: its packets go out
+    adapter = SpyglassAdapter(world, SRC)
+    encoder = WorldEncoder()
+    with world.subscribe(every_update=True) as queue:
+        for batch in batches:
+            events = SpyglassSession().feed(b"".join(map(c.encode, batch)), 0.0)
+            adapter.apply(events, T0)
+        out = [p for u in queue.drain() if isinstance(u, Update) for p in encoder.update(world, u)]
+    return [c.decode(p) for p in out], encoder.superseded
+
+
+def neighbours(sender: int, ms: int, *others: int) -> c.NeighborhoodPacket:
+    return c.NeighborhoodPacket(semantic_type=10, neighbors=others, **head(sender, milliseconds=ms))
+
+
+def reading(sender: int, ms: int, value: int) -> c.DataPacket:
+    return c.DataPacket(
+        semantic_type=20,
+        syntax_type=c.SyntaxType.UINT8_LIST,
+        values=(value,),
+        **head(sender, milliseconds=ms),
+    )
+
+
+def test_a_relay_sends_each_packet_with_its_own_time_in_time_order() -> None:
+    # node 1's reading comes after its neighbourhood, and node 3 after both: in one read, and
+    # over two reads taken by the sink after both (it went out stamped with the neighbourhood's
+    # time, and node 3's neighbourhood before node 2's reading)
+    packets = [neighbours(1, 100, 2), reading(2, 200, 21), reading(1, 300, 22), neighbours(3, 400)]
+    assert relayed_one_update_at_a_time([packets]) == (packets, 0)
+    assert relayed_one_update_at_a_time([packets[:2], packets[2:]]) == (packets, 0)
+
+
+def test_a_relay_behind_its_source_sheds_superseded_packets_and_counts_them() -> None:
+    packets = [reading(1, 100, 21), neighbours(1, 150, 2), reading(1, 200, 22)]
+    packets += [neighbours(1, 250, 3), neighbours(2, 300, 1)]
+    for batches in ([packets], [packets[:2], packets[2:]], [[p] for p in packets]):
+        # node 1's first reading and neighbourhood were replaced before the sink took them
+        assert relayed_one_update_at_a_time(batches) == (packets[2:], 2)

@@ -81,6 +81,8 @@ from robowire.world.model import ATTRIBUTES, LINKS, POSITION, SOURCE_TIME
 
 NODE_KIND = "sensor_node"
 VALUE_TYPES = "value_types"  # attribute: data name -> the number type of its values
+PACKET_TIMES = "packet_times"  # attribute: data name, other attribute or LINKS -> the source
+# time (as the world has it) of the packet that set it (`WorldEncoder` relays each at its own)
 OBJECT_KIND = "object"
 FIRST_FREE_SEMANTIC = 100  # telemetry without a profile entry gets semantic types from here
 FloatArray = npt.NDArray[np.float64]
@@ -147,6 +149,8 @@ class SpyglassAdapter:
         self._clock_offset = 0.0  # source time - receive time, from the latest packet
         self._node_slots = np.full(0x10000, -1, dtype=np.intp)  # node id -> slot in _table
         self._table: SourceTable | None = None
+        self._set: dict[tuple[int, str], int] = {}  # (slot, attribute or LINKS) -> the batch
+        # row of the packet that set it last (its time goes into PACKET_TIMES in `_publish`)
 
     @property
     def scale(self) -> FloatArray:
@@ -194,7 +198,9 @@ class SpyglassAdapter:
         changed: list[set[str]] = []
         for i, packet in enumerate(packets):
             changed.append(set())
-            self._apply_one(table, int(slots[i]), packet, float(times[i]), receive_time, changed[i])
+            self._apply_one(
+                table, int(slots[i]), i, packet, float(times[i]), receive_time, changed[i]
+            )
         self._publish(slots, times, heads[:, :3], changed, receive_time)
 
     def _write_columns(self, columns: PacketColumns, receive_time: float) -> None:
@@ -238,7 +244,8 @@ class SpyglassAdapter:
                 data_lists[row] = (values, [DTYPES[tag].name for tag, _ in packet.items])
             else:
                 slot = int(slots[row])
-                self._apply_one(table, slot, packet, float(times[row]), receive_time, changed[row])
+                time = float(times[row])
+                self._apply_one(table, slot, row, packet, time, receive_time, changed[row])
         if link_rows:  # the last neighbourhood of each node in the batch gives its links
             rows = np.concatenate(link_rows)
             lists = [v for block in link_lists for v in block.tolist()]
@@ -246,6 +253,7 @@ class SpyglassAdapter:
             for i in _last_per_key(slots[rows], rows).tolist():
                 slot, own = int(slots[rows[i]]), int(senders[rows[i]])
                 table.links[slot] = tuple(str(n) for n in dict.fromkeys(lists[i]) if n != own)
+                self._set[(slot, LINKS)] = int(rows[i])
             for row in rows.tolist():
                 changed[row].add(LINKS)
         if data_rows:
@@ -287,6 +295,7 @@ class SpyglassAdapter:
                 mine_now = attributes[int(slots[row])]
                 mine_now[name] = values
                 mine_now.setdefault(VALUE_TYPES, {})[name] = kind
+                self._set[(int(slots[row]), name)] = row
             for row, has_value in zip(these.tolist(), has.tolist(), strict=True):
                 changed[row].add(ATTRIBUTES)
                 if has_value:
@@ -296,12 +305,14 @@ class SpyglassAdapter:
         self,
         table: SourceTable,
         slot: int,
+        row: int,
         packet: Packet,
         time: float,
         receive_time: float,
         changed: set[str],
     ) -> None:
-        """What one typed packet writes into its node's row (fields named in `changed`)."""
+        """What one typed packet (batch row `row`) writes into its node's row (fields named in
+        `changed`)."""
         match packet:
             case NeighborhoodPacket():
                 own = packet.sender
@@ -309,28 +320,34 @@ class SpyglassAdapter:
                     str(n) for n in dict.fromkeys(packet.neighbors) if n != own
                 )
                 changed.add(LINKS)
+                self._set[(slot, LINKS)] = row
+                return
             case DataPacket():
                 kind = DTYPES[packet.syntax_type].name
-                self._data(table, slot, packet.semantic_type, packet.values, changed, kind)
+                key = self._data(table, slot, packet.semantic_type, packet.values, changed, kind)
             case VariableListPacket():
                 kinds = [DTYPES[tag].name for tag, _ in packet.items]
-                self._data(table, slot, packet.semantic_type, packet.values, changed, kinds)
+                key = self._data(table, slot, packet.semantic_type, packet.values, changed, kinds)
             case StdPacket():
-                table.attributes[slot][f"raw.{packet.semantic_type}"] = packet.payload.hex()
-                changed.add(ATTRIBUTES)
+                key = f"raw.{packet.semantic_type}"
+                table.attributes[slot][key] = packet.payload.hex()
             case NodeLinkPacket():
+                key = f"link.{packet.semantic_type}"
                 link = {"to": str(packet.destination), "values": list(packet.values)}
-                table.attributes[slot][f"link.{packet.semantic_type}"] = link
-                changed.add(ATTRIBUTES)
+                table.attributes[slot][key] = link
             case CoordinatesList2Packet() | CoordinatesList3Packet():
+                key = f"polyline.{packet.semantic_type}"
                 points = np.zeros((len(packet.points), 3))
                 if packet.points:
                     points[:, : len(packet.points[0])] = packet.points
-                polyline = np.round(self.frame.to_enu(points), 6).tolist()
-                table.attributes[slot][f"polyline.{packet.semantic_type}"] = polyline
-                changed.add(ATTRIBUTES)
+                table.attributes[slot][key] = np.round(self.frame.to_enu(points), 6).tolist()
             case TrajectoryPacket2() | TrajectoryPacket3():
                 self._start_motion(packet, time, receive_time)
+                return
+            case _:
+                return
+        changed.add(ATTRIBUTES)
+        self._set[(slot, key)] = row
 
     def _publish(
         self,
@@ -340,36 +357,47 @@ class SpyglassAdapter:
         changed: list[set[str]],
         receive_time: float,
     ) -> None:
-        """The batch's packets as world updates: one per set of changed fields while each
-        node's packets share one time (the usual batch: one update for the lot), in rounds
-        where a node's packets differ in time. Round k holds each node's k-th time of the
-        batch, with the header position and fields of its packets of that time, so they
-        reach every-update subscribers with their own times (a SpyGlass relay sends each
-        again as it came); the columns already hold the batch's last values."""
+        """The batch's packets as world updates, in time order: one per time and set of
+        changed fields (the usual batch, one time: one update per set of fields), with the
+        header positions and fields of the packets of that time, so that every-update
+        subscribers get each packet with its own time (a SpyGlass relay sends each again as it
+        came), in order even if they take the updates a few at a time. The columns already
+        hold the batch's last values; `PACKET_TIMES` says, for each attribute and the links,
+        the time of the packet whose value they hold (as the world has it, once written)."""
         self._clock_offset = float(times[-1]) - receive_time
         positions = self.frame.to_enu(units)
+        at = times.tolist()
         moments: dict[tuple[int, float], int] = {}  # (slot, time) -> its row (the last)
         fields: dict[int, set[str]] = {}
-        for row, (slot, time) in enumerate(zip(slots.tolist(), times.tolist(), strict=True)):
+        for row, (slot, time) in enumerate(zip(slots.tolist(), at, strict=True)):
             last = moments.pop((slot, time), None)
             moments[(slot, time)] = row
             fields[row] = changed[row] if last is None else fields.pop(last) | changed[row]
+        keys: dict[int, list[str]] = {}  # a moment's row -> the keys its packets set last
+        for (slot, key), row in self._set.items():
+            keys.setdefault(moments[(slot, at[row])], []).append(key)
+        self._set.clear()
         rows = np.fromiter(moments.values(), dtype=np.intp, count=len(moments))
         rows.sort()
-        for round_rows in _rounds(slots[rows]):
-            groups: dict[frozenset[str], list[int]] = {}
-            for row in rows[round_rows].tolist():
-                groups.setdefault(frozenset(fields[row]), []).append(row)
-            for group, members in groups.items():
-                index = np.array(members, dtype=np.intp)
-                self.world.update(
-                    self.source,
-                    slots[index],
-                    receive_time=receive_time,
-                    source_time=times[index],
-                    position=positions[index],
-                    changed=group,
-                )
+        groups: dict[tuple[float, frozenset[str]], list[int]] = {}
+        for row in rows[np.argsort(times[rows], kind="stable")].tolist():
+            groups.setdefault((at[row], frozenset(fields[row])), []).append(row)
+        table = self.world.table(self.source)
+        for (_, group), members in groups.items():
+            index = np.array(members, dtype=np.intp)
+            self.world.update(
+                self.source,
+                slots[index],
+                receive_time=receive_time,
+                source_time=times[index],
+                position=positions[index],
+                changed=group,
+            )
+            for row in members:
+                if row in keys:
+                    slot = int(slots[row])
+                    stamps = table.attributes[slot].setdefault(PACKET_TIMES, {})
+                    stamps.update(dict.fromkeys(keys[row], float(table.source_time[slot])))
 
     def _data(
         self,
@@ -379,7 +407,8 @@ class SpyglassAdapter:
         values: Iterable[float],
         changed: set[str],
         kind: str | list[str],
-    ) -> None:
+    ) -> str:
+        """A data packet's values into `slot`'s telemetry and attributes; the attribute's name."""
         rule = self.profile.rule(semantic)
         name = (rule.name if rule else None) or f"data.{semantic}"
         values = list(values)
@@ -391,6 +420,7 @@ class SpyglassAdapter:
         # the number type the values came as ("uint8"; a list for a variable list)
         attributes.setdefault(VALUE_TYPES, {})[name] = kind
         changed.add(ATTRIBUTES)
+        return name
 
     def _start_motion(
         self,
@@ -446,19 +476,6 @@ class SpyglassAdapter:
     @property
     def objects(self) -> int:
         return len(self._motions)
-
-
-def _rounds(slots: npt.NDArray[np.intp]) -> list[npt.NDArray[np.intp]]:
-    """Rows of `slots` in rounds: round k holds the k-th row of each slot, in row order."""
-    if not len(slots):
-        return []
-    order = np.argsort(slots, kind="stable")
-    ordered = slots[order]
-    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
-    first = np.repeat(starts, np.diff(np.r_[starts, len(slots)]))
-    occurrence = np.empty(len(slots), dtype=np.intp)
-    occurrence[order] = np.arange(len(slots)) - first
-    return [np.flatnonzero(occurrence == k) for k in range(int(occurrence.max()) + 1)]
 
 
 def _last_per_key(keys: npt.NDArray[np.intp], rows: npt.NDArray[np.intp]) -> npt.NDArray[np.intp]:
@@ -565,6 +582,9 @@ class SemanticTypes:
         return code
 
 
+_NOT_PACKETS = frozenset({VALUE_TYPES, PACKET_TIMES})  # attributes that say of the others
+
+
 class WorldEncoder:
     """World updates -> encoded SpyGlass packets (what `SpyglassSink` serves).
 
@@ -578,6 +598,7 @@ class WorldEncoder:
         self.numbers = NodeNumbers()
         self.semantic_types = SemanticTypes(profile)
         self._sent: dict[tuple[str, int], dict[str, object]] = {}  # what `_native` last sent
+        self.superseded = 0  # packets not sent: a newer one of the same had come (`_native`)
 
     def snapshot(self, world: World) -> list[bytes]:
         """Every device's latest state (what a viewer that just connected gets first)."""
@@ -608,7 +629,13 @@ class WorldEncoder:
         the adapter wrote a new object since the last call; with `fresh` everything (a new
         viewer).
         Trajectory objects go out as their trajectory packet, not as nodes. `times` and
-        `positions` are the update's own (a queue of every update), else the table's."""
+        `positions` are the update's own (a queue of every update), else the table's.
+
+        Each packet goes out with its own time (`PACKET_TIMES`): an attribute a later packet
+        set goes out with that packet's update, and when the links or every attribute of an
+        update's packets were replaced by newer ones before it got here (the source wrote
+        faster than the sink took them), they are not sent again as of that time: such a
+        packet is superseded, counted in `superseded` (at least one per node and time)."""
         out: list[tuple[float, bytes]] = []
         heads = self.frame.to_units(table.position[slots] if positions is None else positions)
         for row, slot in enumerate(slots.tolist()):
@@ -624,6 +651,7 @@ class WorldEncoder:
 
             time = float(table.source_time[slot] if times is None else times[row])
             time = float(table.receive_time[slot]) if math.isnan(time) else time
+            stamps = {} if fresh else attributes.get(PACKET_TIMES, {})
             seconds, millis = time_fields(time)
             if table.kinds[slot] == OBJECT_KIND:
                 path = attributes.get("path")
@@ -639,7 +667,9 @@ class WorldEncoder:
             head = dict(sender=sender, seconds=seconds, milliseconds=millis, x=x, y=y, z=z)
             packets: list[Packet] = []
             links = table.links[slot]
-            if LINKS in fields or (fresh and links):
+            if stamps.get(LINKS, time) > time:  # (with LINKS in `fields`: superseded)
+                self.superseded += LINKS in fields
+            elif LINKS in fields or (fresh and links):
                 neighbors = tuple(
                     n for link in links if (n := self.numbers.of(table, link)) is not None
                 )
@@ -648,10 +678,13 @@ class WorldEncoder:
                 )
             types = attributes.get(VALUE_TYPES, {})
             for key, value in attributes.items():
-                if key != VALUE_TYPES and new(key, value):
-                    packet = self._attribute(table, key, value, types, head)
-                    if packet is not None:
-                        packets.append(packet)
+                if key in _NOT_PACKETS or stamps.get(key, time) > time or not new(key, value):
+                    continue  # (a later packet's value goes out with that packet)
+                packet = self._attribute(table, key, value, types, head)
+                if packet is not None:
+                    packets.append(packet)
+            if ATTRIBUTES in fields and stamps:  # no attribute left of this time: superseded
+                self.superseded += all(t != time for k, t in stamps.items() if k != LINKS)
             out += [(time, encode(packet)) for packet in packets]
         out.sort(key=lambda item: item[0])  # a pull holds many nodes: their packets in time order
         return [packet for _, packet in out]

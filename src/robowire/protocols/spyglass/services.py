@@ -224,8 +224,14 @@ def _pieces(packets: Sequence[bytes], size: int = 64 << 10) -> Iterator[bytes]:
 
 class SpyglassSink(Sink):
     """Serves the world as a SpyGlass packet stream to every TCP client (see `WorldEncoder`;
-    options: `SINK_OPTIONS`). A new viewer first gets every device's latest state. It takes
-    every update (a SpyGlass source's packets go out again one for one, `WorldEncoder`)."""
+    options: `SINK_OPTIONS`). It takes every update (a SpyGlass source's packets go out again
+    one for one, `WorldEncoder`), and its packets' times never go backwards (`write` sorts
+    what it takes; the updates come in time order).
+
+    A new viewer first gets every device's latest state; the updates still queued then are
+    older than that (the world had them all), so of those it gets only what is as new as the
+    state it got (per node), until they have gone: `_joining`. Packets the encoder finds
+    superseded count as `stats.extra["shed"]`."""
 
     every_update = True
 
@@ -236,17 +242,33 @@ class SpyglassSink(Sink):
         settings = Settings.parse(endpoint.options)
         self.encoder = WorldEncoder(profile=settings.profile, frame=settings.frame)
         self.viewers: set[StreamDriver] = set()
+        # a new viewer -> the newest time its first packets had per node (sender field bytes
+        # -> time field bytes, which sort as the time does), and the newest of all
+        self._joining: dict[StreamDriver, tuple[dict[bytes, bytes], bytes]] = {}
 
     async def serve(self, world: World) -> None:
         def welcome(driver: StreamDriver) -> None:  # a new viewer first gets every device
-            self._send([driver], self.encoder.snapshot(world))
+            packets = self.encoder.snapshot(world)
+            self._send([driver], packets)
+            newest: dict[bytes, bytes] = {}
+            for packet in packets:
+                sender, time = packet[5:7], _packet_time(packet)
+                newest[sender] = max(newest.get(sender, time), time)
+            self._joining[driver] = (newest, max(newest.values(), default=b""))
 
         await _serve_viewers(self, self.host, self.port, self.viewers, welcome)
 
     def write(self, world: World, items: list[Update | LogEvent]) -> bool:
         packets = [p for u in items if isinstance(u, Update) for p in self.encoder.update(world, u)]
         packets.sort(key=_packet_time)  # times never run backwards within a pull
-        self._send(self.viewers, packets)
+        self.stats.extra["shed"] = self.encoder.superseded
+        for driver, (newest, last) in list(self._joining.items()):
+            if driver not in self.viewers or (packets and _packet_time(packets[0]) >= last):
+                del self._joining[driver]  # (what was queued when it came has gone)
+                continue
+            news = [p for p in packets if _packet_time(p) >= newest.get(p[5:7], b"")]
+            _send([driver], news, self.stats)
+        self._send(self.viewers - self._joining.keys(), packets)
         return True
 
     def _send(self, viewers: Iterable[StreamDriver], packets: list[bytes]) -> None:
