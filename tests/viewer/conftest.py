@@ -60,10 +60,11 @@ class Viewer:
         return self.page.evaluate(expression, arg)
 
     def wait(
-        self, expression: str, arg: Any = None, timeout: float = 20.0, every: float | None = None
+        self, expression: str, arg: Any = None, timeout: float = 60.0, every: float | None = None
     ) -> Any:
         """Wait until the JavaScript `expression` is truthy in the page (checked each animation
-        frame, or `every` seconds)."""
+        frame, or `every` seconds); generous, as `support.until` (a loaded 2-core machine took
+        more than 20 s to list 30 drones in a page that had just opened)."""
         polling: Any = "raf" if every is None else every * 1000
         return self.page.wait_for_function(
             expression, arg=arg, timeout=timeout * 1000, polling=polling

@@ -3,6 +3,12 @@
 
 const ROW = 22;
 
+function span(className) {
+  const el = document.createElement("span");
+  el.className = className;
+  return el;
+}
+
 export class DeviceList {
   constructor(container, spacer, search, store, onSelect) {
     this.el = container;
@@ -85,6 +91,7 @@ export class DeviceList {
         delete div.dataset.gid;
         div.dataset.source = s.index;
         div.textContent = `${s.name} (${s.count})`;
+        div.parts = null;  // (textContent took the device row's spans)
         div.title = `${s.name}: click to frame its devices`;
       } else {
         const d = this.store.devices[r];
@@ -92,17 +99,17 @@ export class DeviceList {
         delete div.dataset.source;
         div.dataset.gid = r;
         div.title = `${d.name} · ${d.kind} · id ${d.id}`;
-        div.innerHTML = "";
-        const sw = document.createElement("span");
-        sw.className = "swatch";
-        sw.style.background = this.store.colourCss(d);
-        const name = document.createElement("span");
-        name.className = "name";
-        name.textContent = d.name;
-        const kind = document.createElement("span");
-        kind.className = "k";
-        kind.textContent = d.kind;
-        div.append(sw, name, kind);
+        // the row's spans are made once and kept: rendered again twice a second (the swatch
+        // colours), a row whose spans were replaced could lose a click pressed on one
+        if (!div.parts) {
+          div.textContent = "";
+          div.parts = { swatch: span("swatch"), name: span("name"), kind: span("k") };
+          div.append(div.parts.swatch, div.parts.name, div.parts.kind);
+        }
+        const parts = div.parts;
+        parts.swatch.style.background = this.store.colourCss(d);
+        if (parts.name.textContent !== d.name) parts.name.textContent = d.name;
+        if (parts.kind.textContent !== d.kind) parts.kind.textContent = d.kind;
       }
     }
   }
