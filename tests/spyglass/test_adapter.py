@@ -7,10 +7,12 @@ from collections.abc import Sequence
 import pytest
 from spyglass_strategies import DEMO
 
+from robowire.addresses import parse_endpoint
 from robowire.protocols.spyglass import codec as c
 from robowire.protocols.spyglass import rec
 from robowire.protocols.spyglass.adapter import SpyglassAdapter, WorldEncoder, object_id
-from robowire.protocols.spyglass.events import PacketReceived
+from robowire.protocols.spyglass.events import PacketReceived, packets_of
+from robowire.protocols.spyglass.services import SpyglassSink
 from robowire.protocols.spyglass.session import SpyglassSession
 from robowire.world import Update, World
 
@@ -264,3 +266,44 @@ def test_a_relay_behind_its_source_sheds_superseded_packets_and_counts_them() ->
     for batches in ([packets], [packets[:2], packets[2:]], [[p] for p in packets]):
         # node 1's first reading and neighbourhood were replaced before the sink took them
         assert relayed_one_update_at_a_time(batches) == (packets[2:], 2)
+
+
+class Viewer:
+    """A viewer's end of a SpyGlass sink's stream, in memory (what the sink's driver holds)."""
+
+    def __init__(self) -> None:
+        self.session = SpyglassSession()
+
+    def write_buffer_size(self) -> int:
+        return 0
+
+    def flush(self) -> None:
+        pass
+
+    def packets(self) -> list[c.Packet]:
+        return packets_of(SpyglassSession().feed(self.session.data_to_send(), 0.0))
+
+
+def test_a_viewer_that_comes_while_updates_wait_gets_the_latest_state_then_only_newer() -> None:
+    world = World()
+    world.table(SRC).protocol = c.NAME
+    adapter, sink = SpyglassAdapter(world, SRC), SpyglassSink(parse_endpoint("spyglass://h:1"))
+    early, late = Viewer(), Viewer()
+    sink.viewers.add(early)  # type: ignore[arg-type]
+    before = [neighbours(1, 100, 2), reading(1, 200, 21), neighbours(2, 300, 1)]
+    after = [reading(2, 300, 22), neighbours(1, 400, 2)]  # (node 2's reading: of the same time)
+    with world.subscribe(every_update=True) as queue:
+        adapter.apply(SpyglassSession().feed(b"".join(map(c.encode, before)), 0.0), T0)
+        sink.viewers.add(late)  # type: ignore[arg-type]
+        sink.welcome(world, late)  # type: ignore[arg-type]
+        snapshot = late.packets()
+        adapter.apply(SpyglassSession().feed(b"".join(map(c.encode, after)), 0.0), T0)
+        for update in queue.drain():  # one at a time
+            sink.write(world, [update])
+    # (the sink took the updates after both reads: node 1's first neighbourhood was replaced)
+    assert early.packets() == before[1:] + after
+    assert sink.stats.extra["shed"] == 1
+    # the latest state (each node's at its newest time), then nothing it had (nor older):
+    # never backwards, and node 2's reading of the same time as its state is not lost
+    assert snapshot == [neighbours(1, 200, 2), reading(1, 200, 21), neighbours(2, 300, 1)]
+    assert late.packets() == after

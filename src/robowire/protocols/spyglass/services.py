@@ -14,6 +14,7 @@ exactly the options each role reads, so the gateway rejects any other.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -228,10 +229,10 @@ class SpyglassSink(Sink):
     one for one, `WorldEncoder`), and its packets' times never go backwards (`write` sorts
     what it takes; the updates come in time order).
 
-    A new viewer first gets every device's latest state; the updates still queued then are
-    older than that (the world had them all), so of those it gets only what is as new as the
-    state it got (per node), until they have gone: `_joining`. Packets the encoder finds
-    superseded count as `stats.extra["shed"]`."""
+    A new viewer first gets every device's latest state; the updates still queued then are in
+    it already (the world had them all): it gets none of them, only what is newer than the
+    state it got of that node (or of its time, and not in that state), until they have gone
+    (`_joining`). Packets the encoder finds superseded count as `stats.extra["shed"]`."""
 
     every_update = True
 
@@ -242,38 +243,46 @@ class SpyglassSink(Sink):
         settings = Settings.parse(endpoint.options)
         self.encoder = WorldEncoder(profile=settings.profile, frame=settings.frame)
         self.viewers: set[StreamDriver] = set()
-        # a new viewer -> the newest time its first packets had per node (sender field bytes
-        # -> time field bytes, which sort as the time does), and the newest of all
-        self._joining: dict[StreamDriver, tuple[dict[bytes, bytes], bytes]] = {}
+        # a new viewer -> its first packets, the newest time they had per node (sender field
+        # bytes -> time field bytes, which sort as the time does), and the newest of all
+        self._joining: dict[StreamDriver, tuple[set[bytes], dict[bytes, bytes], bytes]] = {}
 
     async def serve(self, world: World) -> None:
-        def welcome(driver: StreamDriver) -> None:  # a new viewer first gets every device
-            packets = self.encoder.snapshot(world)
-            self._send([driver], packets)
-            newest: dict[bytes, bytes] = {}
-            for packet in packets:
-                sender, time = packet[5:7], _packet_time(packet)
-                newest[sender] = max(newest.get(sender, time), time)
-            self._joining[driver] = (newest, max(newest.values(), default=b""))
-
+        welcome = functools.partial(self.welcome, world)
         await _serve_viewers(self, self.host, self.port, self.viewers, welcome)
+
+    def welcome(self, world: World, driver: StreamDriver) -> None:
+        """A new viewer (in `viewers` already) first gets every device's latest state."""
+        packets = self.encoder.snapshot(world)
+        self._send([driver], packets)
+        newest: dict[bytes, bytes] = {}
+        for packet in packets:
+            sender, time = packet[5:7], _packet_time(packet)
+            newest[sender] = max(newest.get(sender, time), time)
+        self._joining[driver] = (set(packets), newest, max(newest.values(), default=b""))
 
     def write(self, world: World, items: list[Update | LogEvent]) -> bool:
         packets = [p for u in items if isinstance(u, Update) for p in self.encoder.update(world, u)]
         packets.sort(key=_packet_time)  # times never run backwards within a pull
         self.stats.extra["shed"] = self.encoder.superseded
-        for driver, (newest, last) in list(self._joining.items()):
-            if driver not in self.viewers or (packets and _packet_time(packets[0]) >= last):
+        for driver, (first, newest, last) in list(self._joining.items()):
+            if driver not in self.viewers or (packets and _packet_time(packets[0]) > last):
                 del self._joining[driver]  # (what was queued when it came has gone)
                 continue
-            news = [p for p in packets if _packet_time(p) >= newest.get(p[5:7], b"")]
-            _send([driver], news, self.stats)
+            _send([driver], [p for p in packets if _new(p, first, newest)], self.stats)
         self._send(self.viewers - self._joining.keys(), packets)
         return True
 
     def _send(self, viewers: Iterable[StreamDriver], packets: list[bytes]) -> None:
         self.stats.messages_out += len(packets)
         _send(viewers, packets, self.stats)
+
+
+def _new(packet: bytes, first: set[bytes], newest: dict[bytes, bytes]) -> bool:
+    """Whether a viewer whose first packets were `first` (the newest of each node's at
+    `newest`) has not had `packet` in them: it is newer, or of that time and not one of them."""
+    time, seen = _packet_time(packet), newest.get(packet[5:7])
+    return seen is None or time > seen or (time == seen and packet not in first)
 
 
 def _packet_time(packet: bytes) -> bytes:
