@@ -255,7 +255,12 @@ def test_a_relay_sends_each_packet_with_its_own_time_in_time_order() -> None:
     # node 1's reading comes after its neighbourhood, and node 3 after both: in one read, and
     # over two reads taken by the sink after both (it went out stamped with the neighbourhood's
     # time, and node 3's neighbourhood before node 2's reading)
-    packets = [neighbours(1, 100, 2), reading(2, 200, 21), reading(1, 300, 22), neighbours(3, 400)]
+    # (and node 4 sets off an object: it went out first, written before the batch's nodes)
+    path = c.TrajectoryPacket3(
+        semantic_type=40, points=((0, 0, 0), (5, 5, 5)), durations=(9,), **head(4, milliseconds=250)
+    )
+    packets = [neighbours(4, 50), neighbours(1, 100, 2), reading(2, 200, 21), path]
+    packets += [reading(1, 300, 22), neighbours(3, 400)]
     assert relayed_one_update_at_a_time([packets]) == (packets, 0)
     assert relayed_one_update_at_a_time([packets[:2], packets[2:]]) == (packets, 0)
 

@@ -151,6 +151,8 @@ class SpyglassAdapter:
         self._table: SourceTable | None = None
         self._set: dict[tuple[int, str], int] = {}  # (slot, attribute or LINKS) -> the batch
         # row of the packet that set it last (its time goes into PACKET_TIMES in `_publish`)
+        self._starts: list[tuple[float, TrajectoryPacket2 | TrajectoryPacket3]] = []  # objects
+        # the batch sets off, written in time order with its nodes' updates (`_publish`)
 
     @property
     def scale(self) -> FloatArray:
@@ -342,7 +344,7 @@ class SpyglassAdapter:
                     points[:, : len(packet.points[0])] = packet.points
                 table.attributes[slot][key] = np.round(self.frame.to_enu(points), 6).tolist()
             case TrajectoryPacket2() | TrajectoryPacket3():
-                self._start_motion(packet, time, receive_time)
+                self._starts.append((time, packet))
                 return
             case _:
                 return
@@ -383,7 +385,12 @@ class SpyglassAdapter:
         for row in rows[np.argsort(times[rows], kind="stable")].tolist():
             groups.setdefault((at[row], frozenset(fields[row])), []).append(row)
         table = self.world.table(self.source)
-        for (_, group), members in groups.items():
+        starts = sorted(self._starts, key=lambda start: start[0], reverse=True)  # (pop: oldest)
+        self._starts.clear()
+        for (time, group), members in groups.items():
+            while starts and starts[-1][0] <= time:  # (each at its packet's time: a group's)
+                start, packet = starts.pop()
+                self._start_motion(packet, start, receive_time)
             index = np.array(members, dtype=np.intp)
             self.world.update(
                 self.source,
