@@ -24,7 +24,9 @@ attributes are free-form):
 
 `decode` checks every length against what is there before reading it and raises only
 `DecodeError("zenoh", offset, reason)`. Decoded columns are read-only views of the payload
-(no copy: the world copies them into its columns).
+(no copy: the world copies them into its columns). `unpack` checks a STATE frame as fully but
+reads no column (`Packed`: its slots and column names, what a newer frame would make stale,
+known without them), so a frame shed as stale costs only that check.
 """
 
 from __future__ import annotations
@@ -170,6 +172,13 @@ def encode(frame: Frame) -> bytes:
 
 def decode(data: bytes) -> Frame:
     """The frame of a payload, or DecodeError."""
+    frame = unpack(data)
+    return frame.state() if isinstance(frame, Packed) else frame
+
+
+def unpack(data: bytes) -> Packed | Devices | Log:
+    """As `decode`, but a STATE frame is checked in full and its columns are not read yet
+    (`Packed`), or DecodeError."""
     if len(data) < HEADER.size:
         raise DecodeError(PROTOCOL, 0, f"{len(data)} bytes is shorter than the header")
     magic, version, kind = HEADER.unpack_from(data)
@@ -178,7 +187,7 @@ def decode(data: bytes) -> Frame:
     if version != VERSION:
         raise DecodeError(PROTOCOL, 3, f"unknown version {version}")
     if kind == State.TYPE:
-        return _decode_state(data)
+        return _scan_state(data)
     if kind in (Devices.TYPE, Log.TYPE):
         try:
             body = orjson.loads(data[HEADER.size :])
@@ -190,37 +199,68 @@ def decode(data: bytes) -> Frame:
     raise DecodeError(PROTOCOL, 4, f"unknown frame type {kind}")
 
 
-def _decode_state(data: bytes) -> State:
+def is_state(data: bytes) -> bool:
+    """Whether a payload says it is a STATE frame (its type byte; nothing else is checked)."""
+    return len(data) > 4 and data[4] == State.TYPE
+
+
+SLOTS_AT = HEADER.size + STATE_HEAD.size  # where a STATE frame's slots start
+
+
+@dataclass(frozen=True, slots=True)
+class Packed:
+    """A STATE payload checked in full (`unpack`) whose columns are not read yet: what it
+    covers, its slots (`slots`, their bytes) and its columns (`names`), is known without
+    them; `state()` reads them (views of the payload, no copy). A frame that a newer one
+    made stale before it was written is never read."""
+
+    payload: bytes
+    rows: int
+    slots: bytes
+    names: tuple[str, ...]
+    heads: tuple[tuple[str, bool, int, int], ...]  # unit, telemetry, width, offset per name
+
+    def state(self) -> State:
+        n, payload = self.rows, self.payload
+        columns: dict[str, Column] = {}
+        for name, (unit, telemetry, width, at) in zip(self.names, self.heads, strict=True):
+            values = np.frombuffer(payload, dtype=F8, count=n * width, offset=at)
+            columns[name] = Column(
+                values=values if width == 1 else values.reshape(n, width),
+                unit=unit,
+                telemetry=telemetry,
+            )
+        (receive_time,) = struct.unpack_from("<d", payload, HEADER.size)
+        slots = np.frombuffer(payload, dtype=U4, count=n, offset=SLOTS_AT)
+        return State(receive_time=receive_time, slots=slots, columns=columns)
+
+
+def _scan_state(data: bytes) -> Packed:
     at = HEADER.size
     if len(data) < at + STATE_HEAD.size:
         raise DecodeError(PROTOCOL, at, "STATE frame cut before its counts")
-    receive_time, n, m = STATE_HEAD.unpack_from(data, at)
+    _, n, m = STATE_HEAD.unpack_from(data, at)
     at += STATE_HEAD.size
     if n > MAX_ROWS or m > MAX_COLUMNS:
         raise DecodeError(PROTOCOL, at - 6, f"{n} rows x {m} columns is over the limit")
     if len(data) < at + 4 * n:
         raise DecodeError(PROTOCOL, at, f"STATE frame cut in its {n} slots")
-    slots = np.frombuffer(data, dtype=U4, count=n, offset=at)
+    slots = data[at : at + 4 * n]
     at += 4 * n
-    columns: dict[str, Column] = {}
+    heads: dict[str, tuple[str, bool, int, int]] = {}
     for _ in range(m):
         start = at
         name, unit, telemetry, width, at = _column_at(data, at)
         size = 8 * n * width
         if len(data) < at + size:
             raise DecodeError(PROTOCOL, at, f"STATE frame cut in column {name!r}")
-        if name in columns:
+        if name in heads:
             raise DecodeError(PROTOCOL, start, f"column {name!r} twice")
-        values = np.frombuffer(data, dtype=F8, count=n * width, offset=at)
-        columns[name] = Column(
-            values=values if width == 1 else values.reshape(n, width),
-            unit=unit,
-            telemetry=telemetry,
-        )
+        heads[name] = (unit, telemetry, width, at)
         at += size
     if at != len(data):
         raise DecodeError(PROTOCOL, at, f"{len(data) - at} bytes after the last column")
-    return State(receive_time=receive_time, slots=slots, columns=columns)
+    return Packed(data, n, slots, tuple(heads), tuple(heads.values()))
 
 
 ColumnHead = tuple[str, str, bool, int]  # name, unit, telemetry, width
