@@ -18,10 +18,10 @@ gateway is behind, the frames wait for the source's credit and a stale one is sh
 in `shed`) as the newer one comes; DEVICES and LOG frames are never shed. A STATE frame's
 columns are read only when it is written (`codec.unpack`): a shed one costs its check alone.
 
-Late joining: when a publishing gateway's liveliness token
-appears (at start, after a reconnect, a new gateway at the router) this side asks
-`robowire/*/=snapshot`, and it asks again for a source whose STATE names devices it has not
-been told about (a DEVICES frame still on its way, or lost with a link).
+Late joining: when a publishing gateway's liveliness token appears (at start, after a
+reconnect, a new gateway at the router) this side asks `robowire/*/=snapshot`, and it asks
+again for a source whose STATE names devices it has not been told about (a DEVICES frame
+still on its way, or lost with a link).
 """
 
 from __future__ import annotations
