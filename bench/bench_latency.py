@@ -17,8 +17,8 @@ socket relay of the same path measured in the same run.
 
 Printed: p50 / p99 / max of each, the ratios of 1 to 2, and the gateway process's CPU share
 over the window of 1 (load-independent where latency is not: a busy machine delays every
-process of the chain). The first `WARMUP` seconds after
-the reader connected are not counted (connections settling, first frames).
+process of the chain). The first `WARMUP` seconds after the reader connected are not counted
+(connections settling, first frames).
 """
 
 from __future__ import annotations
