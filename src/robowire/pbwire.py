@@ -120,6 +120,10 @@ class Layout:
         return out
 
 
+Block = tuple[int, int, np.ndarray]
+"""Messages a..b of a layout (`Heads.messages`): their rows of doubles, in place."""
+
+
 class Heads:
     """The variable-length start of each device's message (its strings and the lengths that
     depend on them), made once per device by `make(slot)` and kept right-aligned in one
@@ -134,6 +138,7 @@ class Heads:
         self._tail = -1  # the tail size `_keep` was made for
         self._last: tuple[np.ndarray, bytes, np.ndarray] | None = None  # slots, heads alone
         self._out = np.zeros(0, np.uint8)  # where `join` lays out messages before copying
+        self._laid: tuple[Layout, np.ndarray, np.ndarray, list[Block], np.ndarray] | None = None
 
     def head(self, slot: int) -> bytes:
         """One slot's head, made once."""
@@ -196,3 +201,43 @@ class Heads:
         if not tails.shape[1]:
             self._last = (slots.copy(), joined, ends)
         return joined, ends
+
+    def messages(
+        self, slots: np.ndarray, layout: Layout, **columns: np.ndarray | float
+    ) -> tuple[bytes, np.ndarray]:
+        """`join(slots, layout.fill(len(slots), **columns))`, with the messages laid out in
+        place and kept (heads and constants): the same slots again (every device of a
+        swarm, each time) cost only their doubles written and one copy."""
+        laid = self._laid
+        if laid is None or laid[0] is not layout or not np.array_equal(laid[1], slots):
+            laid = self._lay_out(slots, layout)
+            if laid is None:  # one device, or heads of many lengths: no runs to keep
+                return self.join(slots, layout.fill(len(slots), **columns))
+        _, _, out, blocks, ends = laid
+        for a, b, rows in blocks:
+            for name, values in columns.items():
+                rows[name] = values[a:b] if isinstance(values, np.ndarray) else values
+        return out.tobytes(), ends
+
+    def _lay_out(
+        self, slots: np.ndarray, layout: Layout
+    ) -> tuple[Layout, np.ndarray, np.ndarray, list[Block], np.ndarray] | None:
+        """The messages of `slots` with `layout`'s constants, and a view of each run of equal
+        heads' doubles (kept as `_laid`); None where `join` lays them out by masks."""
+        if len(slots) < 2:
+            return None
+        self._grow(int(slots.max()) + 1, layout.size)
+        lengths = self._lengths[slots]
+        runs = (np.flatnonzero(np.diff(lengths)) + 1).tolist()
+        if len(runs) >= RUNS:
+            return None
+        constants = np.broadcast_to(layout.template, (len(slots), layout.size))
+        joined, ends = self.join(slots, constants)
+        out = np.frombuffer(joined, np.uint8).copy()
+        blocks: list[Block] = []
+        for a, b in itertools.pairwise([0, *runs, len(slots)]):
+            head, start = int(lengths[a]), int(ends[a - 1]) if a else 0
+            block = out[start : int(ends[b - 1])].reshape(b - a, head + layout.size)
+            blocks.append((a, b, block[:, head:].view(layout.dtype)[:, 0]))
+        self._laid = (layout, slots.copy(), out, blocks, ends)
+        return self._laid
