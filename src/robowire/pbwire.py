@@ -8,8 +8,10 @@ fixed-size fields (doubles, booleans, their constant keys and the constant lengt
 messages) has the same layout every time, so many of them are one numpy structured array
 (`Layout`). Strings differ in length, but a device's frame id never changes, so its bytes
 (with the lengths that depend on it) are made once per device and kept (`Heads`); each
-message is then that device's head followed by its fixed part (`Heads.join`). A repeated
-scalar field is one packed field: its key, its length, the little-endian values (`packed`).
+message is then that device's head followed by its fixed part (`Heads.join`); for the same
+devices again, those messages are kept laid out and only their doubles written
+(`Heads.messages`). A repeated scalar field is one packed field: its key, its length, the
+little-endian values (`packed`).
 """
 
 from __future__ import annotations
@@ -208,10 +210,12 @@ class Heads:
         """`join(slots, layout.fill(len(slots), **columns))`, with the messages laid out in
         place and kept (heads and constants): the same slots again (every device of a
         swarm, each time) cost only their doubles written and one copy."""
+        if len(slots) < 2:  # one device (a robot): nothing worth keeping
+            return self.join(slots, layout.fill(len(slots), **columns))
         laid = self._laid
         if laid is None or laid[0] is not layout or not np.array_equal(laid[1], slots):
             laid = self._lay_out(slots, layout)
-            if laid is None:  # one device, or heads of many lengths: no runs to keep
+            if laid is None:  # heads of many lengths: no runs to keep
                 return self.join(slots, layout.fill(len(slots), **columns))
         _, _, out, blocks, ends = laid
         for a, b, rows in blocks:
@@ -224,8 +228,6 @@ class Heads:
     ) -> tuple[Layout, np.ndarray, np.ndarray, list[Block], np.ndarray] | None:
         """The messages of `slots` with `layout`'s constants, and a view of each run of equal
         heads' doubles (kept as `_laid`); None where `join` lays them out by masks."""
-        if len(slots) < 2:
-            return None
         self._grow(int(slots.max()) + 1, layout.size)
         lengths = self._lengths[slots]
         runs = (np.flatnonzero(np.diff(lengths)) + 1).tolist()

@@ -171,7 +171,7 @@ class FoxgloveMessages:
         self._sent: dict[str, FloatArray] = {}  # source -> colour last sent per slot
         self._kind_colours: dict[str, FloatArray] = {}  # source -> colour of each kind
         self._names: dict[frozenset[str], list[str]] = {}  # fields -> the telemetry ones
-        self._ids_json_of: dict[str, tuple[np.ndarray, bytes]] = {}  # source -> slots, ids
+        self._ids_json_of: dict[str, tuple[np.ndarray, orjson.Fragment]] = {}  # ids, JSON
 
     def reset(self) -> None:
         """Forget the colours sent: the next build sends every device's cube again."""
@@ -285,12 +285,11 @@ class FoxgloveMessages:
             )
         if not names:
             return None
-        message: dict[str, Any] = {
-            "device": orjson.Fragment(self._ids_json(table, update.slots, pick)),
-            "units": {n: table.units[n] for n in names},
-        }
+        few = len(update.slots) * len(names) <= FEW_VALUES  # (a robot's: checked at once)
+        ids = self._device_ids(table)[pick].tolist() if few else self._ids_json(table, update)
+        message: dict[str, Any] = {"device": ids, "units": {n: table.units[n] for n in names}}
         columns = table.telemetry  # NaN (not written) -> null
-        if len(update.slots) * len(names) <= FEW_VALUES:  # (a robot's: checked at once)
+        if few:
             data = np.array([columns[n][pick] for n in names])
             message.update(zip(names, few_wholes(data), strict=True))
         else:
@@ -298,15 +297,14 @@ class FoxgloveMessages:
                 message[name] = whole(columns[name][pick])
         return orjson.dumps(message, option=orjson.OPT_SERIALIZE_NUMPY)
 
-    def _ids_json(self, table: SourceTable, slots: np.ndarray, pick: np.ndarray | slice) -> bytes:
-        """The JSON array of the ids of `slots` (kept: the same slots again, the same bytes,
-        as a device's id never changes)."""
+    def _ids_json(self, table: SourceTable, update: Update) -> orjson.Fragment:
+        """The JSON array of the ids of a swarm's `update.slots`, printed once for the same
+        slots (a device's id never changes)."""
         kept = self._ids_json_of.get(table.source)
-        if kept is not None and np.array_equal(kept[0], slots):
-            return kept[1]
-        data = orjson.dumps(self._device_ids(table)[pick].tolist())
-        self._ids_json_of[table.source] = (slots.copy(), data)
-        return data
+        if kept is None or not np.array_equal(kept[0], update.slots):
+            data = orjson.Fragment(orjson.dumps(self._device_ids(table)[update.slots].tolist()))
+            kept = self._ids_json_of[table.source] = (update.slots.copy(), data)
+        return kept[1]
 
 
 def whole(values: FloatArray) -> np.ndarray:
