@@ -141,6 +141,7 @@ class Heads:
         self._last: tuple[np.ndarray, bytes, np.ndarray] | None = None  # slots, heads alone
         self._out = np.zeros(0, np.uint8)  # where `join` lays out messages before copying
         self._laid: tuple[Layout, np.ndarray, np.ndarray, list[Block], np.ndarray] | None = None
+        self._asked: np.ndarray | None = None  # the slots `messages` was last asked for
 
     def head(self, slot: int) -> bytes:
         """One slot's head, made once."""
@@ -207,15 +208,18 @@ class Heads:
     def messages(
         self, slots: np.ndarray, layout: Layout, **columns: np.ndarray | float
     ) -> tuple[bytes, np.ndarray]:
-        """`join(slots, layout.fill(len(slots), **columns))`, with the messages laid out in
-        place and kept (heads and constants): the same slots again (every device of a
-        swarm, each time) cost only their doubles written and one copy."""
+        """`join(slots, layout.fill(len(slots), **columns))`; the messages of slots asked for
+        twice in a row are laid out in place and kept (heads and constants), so that the same
+        slots again (every device of a swarm, each time) cost only their doubles written and
+        one copy, while slots that change each time cost what `join` costs."""
         if len(slots) < 2:  # one device (a robot): nothing worth keeping
             return self.join(slots, layout.fill(len(slots), **columns))
         laid = self._laid
         if laid is None or laid[0] is not layout or not np.array_equal(laid[1], slots):
-            laid = self._lay_out(slots, layout)
-            if laid is None:  # heads of many lengths: no runs to keep
+            again = self._asked is not None and np.array_equal(self._asked, slots)
+            self._asked = slots.copy()
+            laid = self._lay_out(slots, layout) if again else None
+            if laid is None:  # new slots, or heads of many lengths: no runs to keep
                 return self.join(slots, layout.fill(len(slots), **columns))
         _, _, out, blocks, ends = laid
         for a, b, rows in blocks:

@@ -73,7 +73,7 @@ def test_messages_laid_out_in_place_are_those_joined(heads: list[bytes], order, 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(pbwire, "RUNS", runs)  # 0: never kept (heads of many lengths)
         slots = np.zeros(0, np.intp)
-        for _ in range(4):
+        for _ in range(6):
             if not len(slots) or order.random() < 0.5:  # the same slots again, or others
                 count = order.randint(1, len(heads))
                 slots = np.array(order.sample(range(len(heads)), count), np.intp)
