@@ -15,8 +15,10 @@ socket relay of the same path measured in the same run.
    moment the source read its datagram (the world update's `receive_time`) to the moment the
    sink's `write` handed it to the reader's connection: robowire's own share.
 
-Printed: p50 / p99 / max of each, and the ratios of 1 to 2. The first `WARMUP` seconds after
-the reader connected are not counted (connections settling, first frames).
+Printed: p50 / p99 / max of each, the ratios of 1 to 2, and the gateway process's CPU share
+over the window of 1 (load-independent where latency is not: a busy machine delays every
+process of the chain). The first `WARMUP` seconds after the reader connected are not counted
+(connections settling, first frames).
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from bench.bench_serve import cpu_seconds
 
 SENSORS = 100
 RATE = 100.0  # frames per second: SENSORS * RATE = 10k updates/s
@@ -90,8 +94,11 @@ def _vrpn_sender(port: int, seconds: float) -> None:
     run(main())
 
 
-async def _read_vrpn(port: int, seconds: float) -> list[float]:
-    """A TCP-only VRPN client of tracker Out: `monotonic() - x` of every report."""
+async def _read_vrpn(
+    port: int, seconds: float, pid: int | None = None
+) -> tuple[list[float], float]:
+    """A TCP-only VRPN client of tracker Out: `monotonic() - x` of every report; and the CPU
+    share (1.0: one core) of process `pid` (the gateway's) over the same counted window."""
     from robowire.protocols.vrpn.driver import connect
     from robowire.protocols.vrpn.events import TrackerReports
     from robowire.protocols.vrpn.session import Role, VrpnSession
@@ -119,12 +126,16 @@ async def _read_vrpn(port: int, seconds: float) -> list[float]:
     else:
         raise RuntimeError("the gateway's VRPN sink never answered")
     counting_from = time.monotonic() + WARMUP
-    await asyncio.sleep(seconds)
+    await asyncio.sleep(WARMUP)
+    cpu = cpu_seconds(pid) if pid is not None else 0.0
+    await asyncio.sleep(seconds - WARMUP)
+    if pid is not None:
+        cpu = (cpu_seconds(pid) - cpu) / (time.monotonic() - counting_from)
     link.close()
-    return latencies
+    return latencies, cpu
 
 
-def through_gateway() -> list[float]:
+def through_gateway() -> tuple[list[float], float]:
     source_port, sink_port = _free_port(), _free_port()
     sender = multiprocessing.Process(target=_vrpn_sender, args=(source_port, SECONDS + 30))
     sender.start()
@@ -137,7 +148,7 @@ def through_gateway() -> list[float]:
     try:
         from robowire.transport import run
 
-        return run(_read_vrpn(sink_port, SECONDS))
+        return run(_read_vrpn(sink_port, SECONDS, gateway.pid))
     finally:
         gateway.terminate()
         gateway.wait(10)
@@ -271,7 +282,7 @@ def _quantiles(values: list[float]) -> tuple[float, float, float]:
 def main() -> dict[str, float]:
     """Prints the figures; returns them for `python -m bench`'s table (its "gateway" row)."""
     bare = bare_sockets()
-    through = through_gateway()
+    through, cpu = through_gateway()
     inside = in_process()
     if not bare or not through:
         print(f"   no samples (bare {len(bare)}, gateway {len(through)})")
@@ -283,7 +294,7 @@ def main() -> dict[str, float]:
     print(f"   bare UDP->relay->TCP   p50 {b50:7.3f} ms  p99 {b99:7.3f} ms  max {bmax:7.2f} ms"
           f"  ({len(bare):,} stamps)")  # fmt: skip
     print(f"   robowire gateway       p50 {g50:7.3f} ms  p99 {g99:7.3f} ms  max {gmax:7.2f} ms"
-          f"  ({len(through):,} reports)")  # fmt: skip
+          f"  ({len(through):,} reports; gateway CPU {100 * cpu:.1f}% of a core)")  # fmt: skip
     print(f"   ratio gateway/bare     p50 {g50 / b50:7.1f}x     p99 {g99 / b99:7.1f}x")
     if inside:
         i50, i99, imax = _quantiles(inside)
@@ -296,6 +307,7 @@ def main() -> dict[str, float]:
         "p50_ms": g50,
         "p99_ms": g99,
         "max_ms": gmax,
+        "cpu": cpu,  # the gateway process's CPU share over the counted window
         "bare_p50_ms": b50,
         "bare_p99_ms": b99,
         "ratio_p50": g50 / b50,

@@ -4,8 +4,14 @@ Runs `python -m tests.reliability.soak --json` twice on the same load: the gatew
 (every source, the viewer and the recorder in one process), then with the sources in worker
 processes joined by Zenoh (`--workers 2`, as a site file's `worker = …` does), and prints
 what the soak reports for each: CPU of the gateway (with its workers) and of the simulators,
-drops, and the shed count where the soak has one (with workers, the sources' in the workers
-too: the gateway's status carries each worker's), summed per protocol.
+drops, the viewer's frames a second, the loop's lag, disconnects, RSS and its slope over the
+second half (the verdict's; with workers RSS includes the workers' Zenoh shared-memory pools
+the gateway maps, 64 MiB each, counted as their pages are touched: bounded), and the shed
+count (with
+workers, the sources' in the workers too, as the gateway's status carries each worker's, and
+`workers`: what the gateway's bus source shed of their STATE frames), summed per protocol.
+The machine is shared: the load average before and after is printed, for a run to be read
+against.
 `ROBOWIRE_SOAK_SECONDS` (default 60) and `ROBOWIRE_SOAK_SCALE` (default 1: the full load) set
 the run.
 """
@@ -71,7 +77,10 @@ def main() -> dict[str, float]:
             f"     {label:12s} gateway CPU {result['gateway_cpu']:5.0%}"
             f"  simulators {result['sims_cpu']:5.0%}  shed {shed(result):>6s}"
             f"  drops {drops}  viewer fps {result.get('viewer_fps', '-')}"
+            f"  lag p99 {result.get('loop_lag_p99_ms', '-')} ms"
+            f"  disconnects {result.get('disconnects', '-')}"
             f"  RSS {result['rss_start_mib']} -> {result['rss_end_mib']} MiB"
+            f" (slope {result.get('rss_net_slope_mib_min', '-')} MiB/min)"
             f"  {'PASS' if result['ok'] else 'FAIL'}"
         )
         if shed_by_protocol(result):
@@ -80,6 +89,9 @@ def main() -> dict[str, float]:
         figures[f"{key}_cpu"] = float(result["gateway_cpu"])
         if shed(result) != "-":
             figures[f"{key}_shed"] = float(shed(result))
+        if "viewer_fps" in result:
+            figures[f"{key}_viewer_fps"] = float(result["viewer_fps"])
+    print(f"   (load average {os.getloadavg()[0]:.1f} at the end)")
     return figures
 
 

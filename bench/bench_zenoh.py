@@ -37,6 +37,7 @@ from robowire.world import World
 from robowire.zenoh import codec
 from robowire.zenoh.net import Link
 from robowire.zenoh.sink import state_frame
+from robowire.zenoh.source import StateReceived
 
 SIZES = ((100, 5000), (10_000, 1000))  # (drones, steps)
 DISTINCT = 50  # steps of the swarm made (and taken in turn): a 10,000-drone step is 640 kB
@@ -242,7 +243,7 @@ async def through_gateways(n: int, steps: int) -> tuple[float, float, float, int
 
     def counted(events: Any, receive_time: float) -> int:
         taken = int(apply(events, receive_time))
-        arrivals.arrived(sum(isinstance(getattr(e, "frame", None), codec.State) for e in events))
+        arrivals.arrived(sum(isinstance(e, StateReceived) for e in events))
         return taken
 
     adapter.apply = counted

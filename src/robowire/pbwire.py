@@ -8,8 +8,10 @@ fixed-size fields (doubles, booleans, their constant keys and the constant lengt
 messages) has the same layout every time, so many of them are one numpy structured array
 (`Layout`). Strings differ in length, but a device's frame id never changes, so its bytes
 (with the lengths that depend on it) are made once per device and kept (`Heads`); each
-message is then that device's head followed by its fixed part (`Heads.join`). A repeated
-scalar field is one packed field: its key, its length, the little-endian values (`packed`).
+message is then that device's head followed by its fixed part (`Heads.join`); for the same
+devices again, those messages are kept laid out and only their doubles written
+(`Heads.messages`). A repeated scalar field is one packed field: its key, its length, the
+little-endian values (`packed`).
 """
 
 from __future__ import annotations
@@ -120,6 +122,10 @@ class Layout:
         return out
 
 
+Block = tuple[int, int, np.ndarray]
+"""Messages a..b of a layout (`Heads.messages`): their rows of doubles, in place."""
+
+
 class Heads:
     """The variable-length start of each device's message (its strings and the lengths that
     depend on them), made once per device by `make(slot)` and kept right-aligned in one
@@ -134,6 +140,8 @@ class Heads:
         self._tail = -1  # the tail size `_keep` was made for
         self._last: tuple[np.ndarray, bytes, np.ndarray] | None = None  # slots, heads alone
         self._out = np.zeros(0, np.uint8)  # where `join` lays out messages before copying
+        self._laid: tuple[Layout, np.ndarray, np.ndarray, list[Block], np.ndarray] | None = None
+        self._asked: np.ndarray | None = None  # the slots `messages` was last asked for
 
     def head(self, slot: int) -> bytes:
         """One slot's head, made once."""
@@ -196,3 +204,46 @@ class Heads:
         if not tails.shape[1]:
             self._last = (slots.copy(), joined, ends)
         return joined, ends
+
+    def messages(
+        self, slots: np.ndarray, layout: Layout, **columns: np.ndarray | float
+    ) -> tuple[bytes, np.ndarray]:
+        """`join(slots, layout.fill(len(slots), **columns))`; the messages of slots asked for
+        twice in a row are laid out in place and kept (heads and constants), so that the same
+        slots again (every device of a swarm, each time) cost only their doubles written and
+        one copy, while slots that change each time cost what `join` costs."""
+        if len(slots) < 2:  # one device (a robot): nothing worth keeping
+            return self.join(slots, layout.fill(len(slots), **columns))
+        laid = self._laid
+        if laid is None or laid[0] is not layout or not np.array_equal(laid[1], slots):
+            again = self._asked is not None and np.array_equal(self._asked, slots)
+            self._asked = slots.copy()
+            laid = self._lay_out(slots, layout) if again else None
+            if laid is None:  # new slots, or heads of many lengths: no runs to keep
+                return self.join(slots, layout.fill(len(slots), **columns))
+        _, _, out, blocks, ends = laid
+        for a, b, rows in blocks:
+            for name, values in columns.items():
+                rows[name] = values[a:b] if isinstance(values, np.ndarray) else values
+        return out.tobytes(), ends
+
+    def _lay_out(
+        self, slots: np.ndarray, layout: Layout
+    ) -> tuple[Layout, np.ndarray, np.ndarray, list[Block], np.ndarray] | None:
+        """The messages of `slots` with `layout`'s constants, and a view of each run of equal
+        heads' doubles (kept as `_laid`); None where `join` lays them out by masks."""
+        self._grow(int(slots.max()) + 1, layout.size)
+        lengths = self._lengths[slots]
+        runs = (np.flatnonzero(np.diff(lengths)) + 1).tolist()
+        if len(runs) >= RUNS:
+            return None
+        constants = np.broadcast_to(layout.template, (len(slots), layout.size))
+        joined, ends = self.join(slots, constants)
+        out = np.frombuffer(joined, np.uint8).copy()
+        blocks: list[Block] = []
+        for a, b in itertools.pairwise([0, *runs, len(slots)]):
+            head, start = int(lengths[a]), int(ends[a - 1]) if a else 0
+            block = out[start : int(ends[b - 1])].reshape(b - a, head + layout.size)
+            blocks.append((a, b, block[:, head:].view(layout.dtype)[:, 0]))
+        self._laid = (layout, slots.copy(), out, blocks, ends)
+        return self._laid

@@ -13,7 +13,10 @@ The gateway's bus sink is a Zenoh peer listening on the `[workers] bus` address;
 the gateway's bus source are its clients, and it routes between them, so a worker's sink
 gets the other workers' sources straight from them and the gateway's own sources from the
 gateway's bus sink. Nothing is echoed back: a Zenoh source never writes into a table its
-world already has (`ZenohAdapter`).
+world already has (`ZenohAdapter`). The gateway's bus source (`workers@HOST:PORT` in its
+status) is under the overload policy as every source is: while the gateway is behind, a
+worker's STATE frame made stale by a newer one of the same devices and columns is shed and
+counted in its `shed` (`robowire.zenoh.source`).
 The same file runs on several machines: the workers in `[workers] remote` are not spawned by
 the gateway; run `robowire up -c site.toml --worker NAME` for each where it should run (its
 bus host is the gateway's address).

@@ -186,3 +186,55 @@ def test_telemetry_json_prints_whole_numbers_as_integers_and_no_value_as_null(
     }
     assert b'"count":[0' in data  # integers only where every device has one
     assert b'"gaps":[null' + (b",1.0" if devices > 1 else b"]") in data
+
+
+def test_a_cube_is_its_led_colour_else_its_kinds() -> None:
+    world = World()
+    slots = world.table("show").slots(["a", "b", "c"], kind="drone")
+    led = np.array([0.0, 127.5, 300.0])  # 300: clipped to 1
+    telemetry = {f: (led, "1") for f in LED_FIELDS}
+    world.update("show", slots, receive_time=1.0, telemetry=telemetry)
+    builder = FoxgloveMessages()
+    table = world.tables["show"]
+
+    def cubes() -> list[list[float]]:
+        update = Update("show", slots, frozenset(LED_FIELDS), 1.0)
+        ((_, data),) = builder.build(table, update, [SCENE_TOPIC])
+        assert isinstance(data, bytes)
+        colours = [e.cubes[0].color for e in SceneUpdatePb.FromString(data).entities]
+        return [[c.r, c.g, c.b, c.a] for c in colours]
+
+    assert cubes() == [[0.0] * 3 + [1.0], [0.5] * 3 + [1.0], [1.0] * 4]  # every device lit
+    led = np.array([51.0, np.nan, 300.0])  # b: no LED colour, its kind's
+    world.update("show", slots, receive_time=2.0, telemetry={f: (led, "1") for f in LED_FIELDS})
+    assert cubes() == [[0.2] * 3 + [1.0], [0.2, 0.6, 1.0, 1.0]]  # only the changed ones
+
+
+def test_a_swarms_messages_hold_the_latest_values_as_the_devices_change() -> None:
+    """The layout a set of devices' messages is kept in (and their ids' JSON) gives each
+    build the values of that moment, and another set of devices its own."""
+    world = World()
+    n = 600  # 2 fields: more telemetry values than a robot's (`FEW_VALUES`)
+    slots = world.table("swarm").slots(f"d{i}" for i in range(n))
+    table = world.tables["swarm"]
+    builder = FoxgloveMessages()
+    fields = frozenset({POSITION, "volt", "mode"})
+    for step, chosen in enumerate([slots, slots, slots[::7], slots]):
+        volt = np.arange(n) + 0.5 * step
+        position = np.column_stack([volt, -volt, np.full(n, step)])
+        telemetry = {"volt": (volt, "V"), "mode": (np.full(n, float(step)), "1")}
+        world.update("swarm", slots, receive_time=step, position=position, telemetry=telemetry)
+        topics = [TF_TOPIC, "/telemetry/swarm"]
+        built = dict(builder.build(table, Update("swarm", chosen, fields, step), topics))
+        assert isinstance(built[TF_TOPIC], bytes) and isinstance(built["/telemetry/swarm"], bytes)
+        transforms = FrameTransformsPb.FromString(built[TF_TOPIC]).transforms
+        assert [t.child_frame_id for t in transforms] == [f"swarm/d{s}" for s in chosen]
+        expect = position[chosen]
+        got = [[t.translation.x, t.translation.y, t.translation.z] for t in transforms]
+        assert got == expect.tolist()
+        assert json.loads(built["/telemetry/swarm"]) == {
+            "device": [f"d{s}" for s in chosen],
+            "units": {"mode": "1", "volt": "V"},
+            "mode": [step] * len(chosen),
+            "volt": volt[chosen].tolist(),
+        }

@@ -57,3 +57,35 @@ def check_join(heads: list[bytes], order, tail: int) -> None:
         expect = [heads[s] + tails[i].tobytes() for i, s in enumerate(slots.tolist())]
         assert joined == b"".join(expect)
         assert ends.tolist() == np.cumsum([len(e) for e in expect]).tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    heads=st.lists(st.binary(min_size=1, max_size=30), min_size=1, max_size=80),
+    order=st.randoms(use_true_random=False),
+    runs=st.sampled_from([0, pbwire.RUNS]),
+)
+def test_messages_laid_out_in_place_are_those_joined(heads: list[bytes], order, runs: int) -> None:
+    """`Heads.messages` (kept from call to call) gives what `join` gives with the layout
+    filled, for new values each time, the same slots or others."""
+    layout = Layout([b"\x09", "x", b"\x11\x22", "y"])
+    joiner = Heads(lambda slot: heads[slot])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pbwire, "RUNS", runs)  # 0: never kept (heads of many lengths)
+        slots = np.zeros(0, np.intp)
+        for _ in range(6):
+            if not len(slots) or order.random() < 0.5:  # the same slots again, or others
+                count = order.randint(1, len(heads))
+                slots = np.array(order.sample(range(len(heads)), count), np.intp)
+                if order.random() < 0.5:
+                    slots.sort()
+            x = np.array([order.uniform(-1e9, 1e9) for _ in slots])
+            y = order.uniform(-1.0, 1.0)
+            joined, ends = joiner.messages(slots, layout, x=x, y=y)
+            expect = [
+                heads[s] + b"\x09" + np.float64(x[i]).tobytes() + b"\x11\x22"
+                + np.float64(y).tobytes()
+                for i, s in enumerate(slots.tolist())
+            ]  # fmt: skip
+            assert joined == b"".join(expect)
+            assert ends.tolist() == np.cumsum([len(e) for e in expect]).tolist()

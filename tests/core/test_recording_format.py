@@ -71,7 +71,7 @@ def updates(draw: st.DrawFn) -> tuple[World, Update, dict[str, np.ndarray]]:
     slots = np.array([table.slot(i, "drone", f"name {i}") for i in ids], np.intp)
 
     def column(shape: tuple[int, ...]) -> np.ndarray:
-        kind = draw(st.sampled_from(["random", "same", "absent", "sparse"]))
+        kind = draw(st.sampled_from(["random", "same", "absent", "sparse", "few"]))
         if kind == "same":
             return np.broadcast_to(draw(hnp.arrays(np.float64, shape[1:], elements=finite)), shape)
         if kind == "absent":
@@ -79,6 +79,8 @@ def updates(draw: st.DrawFn) -> tuple[World, Update, dict[str, np.ndarray]]:
         data = draw(hnp.arrays(np.float64, shape, elements=values))
         if kind == "sparse" and data.ndim == 1:
             data[1:] = np.nan
+        if kind == "few":  # a value for some devices, in runs or not, fewer than half or not
+            data[draw(hnp.arrays(np.bool_, shape[0]))] = np.nan
         return data
 
     extra: dict[str, object] = {}

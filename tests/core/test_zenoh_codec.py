@@ -211,6 +211,31 @@ def test_cut_payloads_give_only_decode_error(frame: codec.Frame, data: Any) -> N
     raise AssertionError(f"a payload cut at {cut} of {len(payload)} decoded")
 
 
+def test_frames_of_one_shape_are_each_read_by_their_own_column_heads() -> None:
+    """A frame with the rows, column count and size of one seen before is read by its own
+    heads: other names of the same lengths, another unit, a bad width."""
+
+    def frame(name: str, unit: str) -> bytes:
+        column = codec.Column(values=np.array([1.0, 2.0]), unit=unit, telemetry=True)
+        slots = np.array([0, 1], dtype=np.uint32)
+        return codec.encode(codec.State(receive_time=1.0, slots=slots, columns={name: column}))
+
+    first, other, unit = frame("alpha", "m"), frame("gamma", "m"), frame("alpha", "s")
+    assert len(first) == len(other) == len(unit)
+    for _ in range(2):  # the second time, each is the shape last seen
+        for data, name, said in (
+            (first, "alpha", "m"),
+            (other, "gamma", "m"),
+            (unit, "alpha", "s"),
+        ):
+            state = codec.decode(data)
+            assert list(state.columns) == [name] and state.columns[name].unit == said
+    bad = bytearray(first)
+    bad[codec.SLOTS_AT + 8 + 1] = 2  # the column's width byte: telemetry of width 2
+    with pytest.raises(DecodeError, match="telemetry 'alpha' has width 2"):
+        codec.decode(bytes(bad))
+
+
 def test_keys_are_robowire_source_then_kind() -> None:
     assert keys.key("vrsp://0.0.0.0:9742", keys.STATE) == "robowire/vrsp:%2F%2F0.0.0.0:9742/=state"
     assert keys.device_key("show", "drone 7") == "robowire/show/drone%207"

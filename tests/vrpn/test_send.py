@@ -158,6 +158,39 @@ def test_rows_with_their_own_senders_and_times() -> None:
     assert session.data_to_send() == reference.data_to_send()
 
 
+def test_rows_sharing_one_header_time_are_the_per_report_bytes() -> None:
+    """A sink's usual pull: every row of a frame has the same header time, given as an array
+    (one per row); the bytes are those of per-report sends, also when the encoder's buffer
+    held rows of distinct times before and after."""
+    session, reference = connected(), connected()
+    rng = np.random.default_rng(2)
+    n = 5
+    values = np.concatenate([rng.normal(size=(n, 3)), rng.normal(size=(n, 4))], axis=1)
+    encoder = ReportEncoder(REPORTS[:1])
+    ids = [session.register_sender("Tracker0")] * n
+    types = [session.register_type(REPORTS[0])]
+    rounding_up = 1_700_000_000.9999997  # rounds up into the next second
+    for times in (
+        np.full(n, rounding_up),
+        WALL + np.arange(n) * 0.001,
+        np.full(n, WALL),
+        np.full(n, -1.0),  # no time: zero timevals
+    ):
+        session.send_batch(encoder.encode(ids, types, range(n), [values], time=times))
+        for k in range(n):
+            reference.send(
+                "Tracker0",
+                TrackerPosQuat(
+                    sensor=k,
+                    position=tuple(values[k, :3].tolist()),
+                    quaternion=tuple(values[k, 3:].tolist()),
+                ),
+                time=float(times[k]),
+                reliable=False,
+            )
+        assert session.data_to_send() == reference.data_to_send()
+
+
 def test_split_times_is_split_time() -> None:
     t = np.array([0.0, -3.0, 1.5, WALL, 1_700_000_000.9999996, 2.0**32 + 0.25, 12.0000005])
     sec, usec = split_times(t)
@@ -214,6 +247,19 @@ def test_world_encoder_builds_report_columns_from_the_update() -> None:
     single = WorldEncoder("All").encode(world, [first])
     assert single.new_devices == ["All"] and single.poses is not None
     assert single.poses.names == ["All"] and single.poses.sensors.tolist() == [0, 2]
+    # every row with a pose, of one tracker: each row as it is, in the update's order
+    moved = np.array([[7.0, 8.0, 9.0], [4.0, 5.0, 6.0], [1.0, 2.0, 3.0]])
+    whole = world.update(
+        "src", slots[::-1], receive_time=102.0, position=moved, orientation=orientation
+    )
+    every = WorldEncoder("All").encode(world, [whole])
+    assert every.poses is not None and every.poses.names == ["All"]
+    assert every.poses.senders.tolist() == [0, 0, 0] and every.poses.sensors.tolist() == [2, 1, 0]
+    assert every.poses.values.tolist() == [
+        [7, 8, 9, 0, 0, 0, 1],
+        [4, 5, 6, 0, 0, 0, 1],
+        [1, 2, 3, 0.1, 0.2, 0.3, 0.5],
+    ]
 
 
 # -- the sink's inverse mapping: VRPN devices go out as they came ---------------------------------

@@ -144,34 +144,43 @@ def _column_head(name: str, unit: str, width: int) -> bytes:
 
 def scalar_columns(names: list[str], data: np.ndarray, units: list[str]) -> list[list[Part]]:
     """`column` of each row of `data` ((k, n): a value per device each): the same bytes as
-    `column` gives for each, the checks of the dense rows made at once."""
-    k, n = data.shape
-    absent = np.isnan(data)
-    counts = [n - np.count_nonzero(row) for row in absent]  # (row by row: faster than axis=1)
+    `column` gives for each; what is written found at once for all rows, each dense row
+    checked on its own (a gathered copy of them costs more than the checks), the values of
+    the sparse rows gathered at once."""
+    n = data.shape[1]
+    have = np.isnan(data)
+    np.logical_not(have, out=have)  # a value written, per device
+    counts = [np.count_nonzero(row) for row in have]  # (row by row: faster than axis=1)
     out: list[list[Part]] = [
         [_column_head(name, unit, 1)] for name, unit in zip(names, units, strict=True)
     ]
-    dense = [j for j in range(k) if counts[j] * 2 >= n]
-    if dense:
-        rows, gaps = data[dense], absent[dense]
+    sparse: list[int] = []
+    for j, count in enumerate(counts):
+        if count * 2 < n:
+            if count:
+                sparse.append(j)
+            continue
+        row = data[j]
         with np.errstate(over="ignore", invalid="ignore"):
-            single = rows.astype(np.float32)
-            exact = ((single == rows) | gaps).all(axis=1)
-            same = (rows == rows[:, :1]).all(axis=1)  # (NaN in a row: not the same)
-        for i, j in enumerate(dense):
-            if same[i]:
-                out[j] += [*pbwire.packed(4, rows[i, :1], "<f8"), SAME]
-            elif exact[i]:
-                out[j] += pbwire.packed(5, single[i], "<f4")
-            else:
-                out[j] += pbwire.packed(4, rows[i], "<f8")
-    sparse = [j for j in range(k) if 0 < counts[j] * 2 < n]
+            if count == n and row[0] == row[-1] and (row == row[0]).all():
+                out[j] += [*pbwire.packed(4, row[:1], "<f8"), SAME]
+                continue
+            single = row.astype(np.float32)
+            equal = single == row
+            if count < n:
+                equal |= ~have[j]
+        if equal.all():
+            out[j] += pbwire.packed(5, single, "<f4")
+        else:
+            out[j] += pbwire.packed(4, row, "<f8")
     if sparse:  # mostly absent: only the rows (devices) that have a value, all at once
-        row, device = np.divmod(np.flatnonzero(~absent[sparse]), n)  # by row, devices in order
-        present = data.take(np.array(sparse)[row] * n + device)  # their values, in that order
-        where = device.astype(np.uint32)
+        picked = np.array(sparse)
+        flat = np.flatnonzero(have[picked])  # by row, devices in order
         sizes = [counts[j] for j in sparse]
         starts = np.cumsum([0, *sizes[:-1]])
+        device = flat - np.repeat(np.arange(len(sparse)) * n, sizes)
+        present = data.take(device + np.repeat(picked * n, sizes))
+        where = device.astype(np.uint32)
         with np.errstate(over="ignore", invalid="ignore"):  # (too large: not exact)
             single = present.astype(np.float32)
             exact = np.logical_and.reduceat(single == present, starts).tolist()
@@ -432,6 +441,10 @@ class McapRecorder(Sink):
     def _add(self, channel: int, nanos: int, data: bytes) -> None:
         assert self._writer is not None
         self._writer.add_message(channel, nanos, data, nanos)
+        self._added()
+
+    def _added(self) -> None:
+        """After a message: the open chunk's timer started with its first message."""
         if self._chunk_opened is None:
             self._chunk_opened = monotonic()
             if self._loop is not None:
@@ -469,29 +482,41 @@ class McapRecorder(Sink):
     # -- raw messages ------------------------------------------------------------------------
 
     def tap_source(self, source: Source, protocol: str, url: str = "") -> None:
-        """Record what `source` (speaking `protocol`, opened from `url`) receives."""
-        source.tap = functools.partial(self._raw, source, protocol, url)
+        """Record what `source` (speaking `protocol`, opened from `url`) receives: its tap
+        writes each datagram or chunk with one call to the writer (a show's datagrams are
+        the most messages of a recording)."""
+        channels: dict[tuple[str, Address], int] = {}  # (transport, peer) -> channel
 
-    def _raw(
-        self, source: Source, protocol: str, url: str, data: bytes, now: float, transport: str,
-        peer: Address,
-    ) -> None:  # fmt: skip
-        if self._writer is None:
-            return
+        def tap(data: bytes, now: float, transport: str, peer: Address) -> None:
+            writer = self._writer
+            if writer is None:
+                return
+            channel = channels.get((transport, peer))
+            if channel is None:
+                channel = channels[transport, peer] = self._raw_channel(
+                    source, protocol, url, transport, peer
+                )
+            nanos = int(source.clock.wall(now) * 1e9)
+            writer.add_message(channel, nanos, data, nanos)
+            self.raw_messages += 1
+            if self._chunk_opened is None or self._loop is None:
+                self._added()
+
+        source.tap = tap
+
+    def _raw_channel(
+        self, source: Source, protocol: str, url: str, transport: str, peer: Address
+    ) -> int:
+        metadata = {
+            "protocol": protocol,
+            "transport": transport,
+            "direction": "received",
+            "peer": f"{peer[0]}:{peer[1]}",
+            "source": source.name,
+            "url": url,
+        }
         key = (source.name, transport, peer)
-        channel = self._channels.get(key)
-        if channel is None:
-            metadata = {
-                "protocol": protocol,
-                "transport": transport,
-                "direction": "received",
-                "peer": f"{peer[0]}:{peer[1]}",
-                "source": source.name,
-                "url": url,
-            }
-            channel = self._channel(key, RAW_PREFIX + source.name, protocol, 0, metadata)
-        self._add(channel, int(source.clock.wall(now) * 1e9), data)
-        self.raw_messages += 1
+        return self._channel(key, RAW_PREFIX + source.name, protocol, 0, metadata)
 
     # -- world updates -----------------------------------------------------------------------
 

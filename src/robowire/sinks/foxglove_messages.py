@@ -171,6 +171,7 @@ class FoxgloveMessages:
         self._sent: dict[str, FloatArray] = {}  # source -> colour last sent per slot
         self._kind_colours: dict[str, FloatArray] = {}  # source -> colour of each kind
         self._names: dict[frozenset[str], list[str]] = {}  # fields -> the telemetry ones
+        self._ids_json_of: dict[str, tuple[np.ndarray, orjson.Fragment]] = {}  # ids, JSON
 
     def reset(self) -> None:
         """Forget the colours sent: the next build sends every device's cube again."""
@@ -193,11 +194,10 @@ class FoxgloveMessages:
         if (POSITION in update.fields or ORIENTATION in update.fields) and wanted(TF_TOPIC):
             p, located = written(table.position, slots, pick)
             q = table.orientation[pick if located is slots else located]  # identity if unknown
-            tails = TRANSFORM_TAIL.fill(
-                len(located), x=p[:, 0], y=p[:, 1], z=p[:, 2],
+            data, _ = self._heads_of(table, TF_TOPIC, transform_head).messages(
+                located, TRANSFORM_TAIL, x=p[:, 0], y=p[:, 1], z=p[:, 2],
                 qw=q[:, 0], qx=q[:, 1], qy=q[:, 2], qz=q[:, 3],
             )  # fmt: skip
-            data, _ = self._heads_of(table, TF_TOPIC, transform_head).join(located, tails)
             out.append((TF_TOPIC, data))
         if wanted(SCENE_TOPIC):
             colours = self._device_colours(table, pick)
@@ -206,17 +206,17 @@ class FoxgloveMessages:
             if len(new):
                 sent[slots[new]] = colours[new]
                 c = colours[new]
-                tails = ENTITY_TAIL.fill(
-                    len(new), sx=CUBE_SIZE, sy=CUBE_SIZE, sz=CUBE_SIZE,
+                data, _ = self._heads_of(table, SCENE_TOPIC, entity_head).messages(
+                    slots[new], ENTITY_TAIL, sx=CUBE_SIZE, sy=CUBE_SIZE, sz=CUBE_SIZE,
                     r=c[:, 0], g=c[:, 1], b=c[:, 2], a=1.0,
                 )  # fmt: skip
-                data, _ = self._heads_of(table, SCENE_TOPIC, entity_head).join(slots[new], tails)
                 out.append((SCENE_TOPIC, data))
         if GEODETIC in update.fields and wanted(LOCATION_TOPIC):
             g, located = written(table.geodetic, slots, pick)
-            tails = FIX_TAIL.fill(len(located), lat=g[:, 0], lon=g[:, 1], alt=g[:, 2])
             head = fixes_head if self.batch_locations else fix_head
-            data, ends = self._heads_of(table, LOCATION_TOPIC, head).join(located, tails)
+            data, ends = self._heads_of(table, LOCATION_TOPIC, head).messages(
+                located, FIX_TAIL, lat=g[:, 0], lon=g[:, 1], alt=g[:, 2]
+            )
             if self.batch_locations:
                 if len(located):
                     out.append((LOCATION_TOPIC, data))
@@ -261,11 +261,16 @@ class FoxgloveMessages:
         if kinds is None or len(kinds) < len(table):
             kinds = np.array([KIND_COLOURS.get(k, OTHER_COLOUR) for k in table.kinds])
             kinds = self._kind_colours[table.source] = kinds.reshape(-1, 3)
+        if not all(f in table.telemetry for f in LED_FIELDS):
+            return kinds[pick].copy()
+        led = np.stack([table.telemetry[f][pick] for f in LED_FIELDS], axis=1)
+        lit = ~any_column(np.isnan(led))
+        if lit.all():  # (every device lit, a show's: no mask to apply, in place)
+            led /= 255.0
+            np.clip(led, 0.0, 1.0, out=led)
+            return np.round(led, 3, out=led)
         colours: FloatArray = kinds[pick].copy()
-        if all(f in table.telemetry for f in LED_FIELDS):
-            led = np.stack([table.telemetry[f][pick] for f in LED_FIELDS], axis=1)
-            lit = ~any_column(np.isnan(led))
-            colours[lit] = np.round(np.clip(led[lit] / 255.0, 0.0, 1.0), 3)
+        colours[lit] = np.round(np.clip(led[lit] / 255.0, 0.0, 1.0), 3)
         return colours
 
     def _telemetry(
@@ -280,18 +285,26 @@ class FoxgloveMessages:
             )
         if not names:
             return None
-        message: dict[str, Any] = {
-            "device": self._device_ids(table)[pick].tolist(),
-            "units": {n: table.units[n] for n in names},
-        }
+        few = len(update.slots) * len(names) <= FEW_VALUES  # (a robot's: checked at once)
+        ids = self._device_ids(table)[pick].tolist() if few else self._ids_json(table, update)
+        message: dict[str, Any] = {"device": ids, "units": {n: table.units[n] for n in names}}
         columns = table.telemetry  # NaN (not written) -> null
-        if len(update.slots) * len(names) <= FEW_VALUES:  # (a robot's: checked at once)
+        if few:
             data = np.array([columns[n][pick] for n in names])
             message.update(zip(names, few_wholes(data), strict=True))
         else:
             for name in names:
                 message[name] = whole(columns[name][pick])
         return orjson.dumps(message, option=orjson.OPT_SERIALIZE_NUMPY)
+
+    def _ids_json(self, table: SourceTable, update: Update) -> orjson.Fragment:
+        """The JSON array of the ids of a swarm's `update.slots`, printed once for the same
+        slots (a device's id never changes)."""
+        kept = self._ids_json_of.get(table.source)
+        if kept is None or not np.array_equal(kept[0], update.slots):
+            data = orjson.Fragment(orjson.dumps(self._device_ids(table)[update.slots].tolist()))
+            kept = self._ids_json_of[table.source] = (update.slots.copy(), data)
+        return kept[1]
 
 
 def whole(values: FloatArray) -> np.ndarray:

@@ -24,13 +24,18 @@ attributes are free-form):
 
 `decode` checks every length against what is there before reading it and raises only
 `DecodeError("zenoh", offset, reason)`. Decoded columns are read-only views of the payload
-(no copy: the world copies them into its columns).
+(no copy: the world copies them into its columns). `unpack` checks a STATE frame as fully but
+reads no column (`Packed`: its slots and column names, what a newer frame would make stale,
+known without them), so a frame shed as stale costs only that check; a frame with the
+shape and column heads of the last one so checked is checked in one comparison.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -170,6 +175,13 @@ def encode(frame: Frame) -> bytes:
 
 def decode(data: bytes) -> Frame:
     """The frame of a payload, or DecodeError."""
+    frame = unpack(data)
+    return frame.state() if isinstance(frame, Packed) else frame
+
+
+def unpack(data: bytes) -> Packed | Devices | Log:
+    """As `decode`, but a STATE frame is checked in full and its columns are not read yet
+    (`Packed`), or DecodeError."""
     if len(data) < HEADER.size:
         raise DecodeError(PROTOCOL, 0, f"{len(data)} bytes is shorter than the header")
     magic, version, kind = HEADER.unpack_from(data)
@@ -178,7 +190,7 @@ def decode(data: bytes) -> Frame:
     if version != VERSION:
         raise DecodeError(PROTOCOL, 3, f"unknown version {version}")
     if kind == State.TYPE:
-        return _decode_state(data)
+        return _scan_state(data)
     if kind in (Devices.TYPE, Log.TYPE):
         try:
             body = orjson.loads(data[HEADER.size :])
@@ -190,37 +202,98 @@ def decode(data: bytes) -> Frame:
     raise DecodeError(PROTOCOL, 4, f"unknown frame type {kind}")
 
 
-def _decode_state(data: bytes) -> State:
+def is_state(data: bytes) -> bool:
+    """Whether a payload says it is a STATE frame (its type byte; nothing else is checked)."""
+    return len(data) > 4 and data[4] == State.TYPE
+
+
+SLOTS_AT = HEADER.size + STATE_HEAD.size  # where a STATE frame's slots start
+
+
+@dataclass(frozen=True, slots=True)
+class Packed:
+    """A STATE payload checked in full (`unpack`) whose columns are not read yet: what it
+    covers, its slots (`slots`, their bytes) and its columns (`names`), is known without
+    them; `state()` reads them (views of the payload, no copy). A frame that a newer one
+    made stale before it was written is never read."""
+
+    payload: bytes
+    rows: int
+    slots: bytes
+    names: tuple[str, ...]
+    heads: tuple[tuple[str, bool, int, int], ...]  # unit, telemetry, width, offset per name
+
+    def state(self) -> State:
+        n, payload = self.rows, self.payload
+        columns: dict[str, Column] = {}
+        for name, (unit, telemetry, width, at) in zip(self.names, self.heads, strict=True):
+            values = np.frombuffer(payload, dtype=F8, count=n * width, offset=at)
+            columns[name] = Column(
+                values=values if width == 1 else values.reshape(n, width),
+                unit=unit,
+                telemetry=telemetry,
+            )
+        (receive_time,) = struct.unpack_from("<d", payload, HEADER.size)
+        slots = np.frombuffer(payload, dtype=U4, count=n, offset=SLOTS_AT)
+        return State(receive_time=receive_time, slots=slots, columns=columns)
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """The column heads of a STATE frame seen before: where their bytes are, those bytes, and
+    what they say (`Packed.names`, `Packed.heads`)."""
+
+    where: npt.NDArray[np.intp]
+    heads: bytes
+    names: tuple[str, ...]
+    columns: tuple[tuple[str, bool, int, int], ...]
+
+
+_layouts: dict[tuple[int, int, int], _Layout] = {}  # (rows, columns, size) -> the last seen
+
+
+def _scan_state(data: bytes) -> Packed:
+    """A STATE frame checked in full. A publisher sends the same columns frame after frame:
+    one whose rows, column count and size are those of the last frame so scanned, and whose
+    column heads are byte for byte the same at the same places, is that frame's layout
+    (everything checked depends on those bytes alone), compared in one step."""
     at = HEADER.size
     if len(data) < at + STATE_HEAD.size:
         raise DecodeError(PROTOCOL, at, "STATE frame cut before its counts")
-    receive_time, n, m = STATE_HEAD.unpack_from(data, at)
+    _, n, m = STATE_HEAD.unpack_from(data, at)
     at += STATE_HEAD.size
     if n > MAX_ROWS or m > MAX_COLUMNS:
         raise DecodeError(PROTOCOL, at - 6, f"{n} rows x {m} columns is over the limit")
     if len(data) < at + 4 * n:
         raise DecodeError(PROTOCOL, at, f"STATE frame cut in its {n} slots")
-    slots = np.frombuffer(data, dtype=U4, count=n, offset=at)
+    slots = data[at : at + 4 * n]
     at += 4 * n
-    columns: dict[str, Column] = {}
+    shape = (n, m, len(data))
+    known = _layouts.get(shape)
+    if known is not None and np.frombuffer(data, np.uint8)[known.where].tobytes() == known.heads:
+        return Packed(data, n, slots, known.names, known.columns)
+    heads: dict[str, tuple[str, bool, int, int]] = {}
+    spans: list[npt.NDArray[np.intp]] = []
     for _ in range(m):
         start = at
         name, unit, telemetry, width, at = _column_at(data, at)
+        spans.append(np.arange(start, at, dtype=np.intp))
         size = 8 * n * width
         if len(data) < at + size:
             raise DecodeError(PROTOCOL, at, f"STATE frame cut in column {name!r}")
-        if name in columns:
+        if name in heads:
             raise DecodeError(PROTOCOL, start, f"column {name!r} twice")
-        values = np.frombuffer(data, dtype=F8, count=n * width, offset=at)
-        columns[name] = Column(
-            values=values if width == 1 else values.reshape(n, width),
-            unit=unit,
-            telemetry=telemetry,
-        )
+        heads[name] = (unit, telemetry, width, at)
         at += size
     if at != len(data):
         raise DecodeError(PROTOCOL, at, f"{len(data) - at} bytes after the last column")
-    return State(receive_time=receive_time, slots=slots, columns=columns)
+    names, columns = tuple(heads), tuple(heads.values())
+    where = np.concatenate(spans) if spans else np.empty(0, dtype=np.intp)
+    if len(_layouts) >= 4096:  # made-up shapes, frame after frame: start again
+        _layouts.clear()
+    heads_bytes = np.frombuffer(data, np.uint8)[where].tobytes()
+    _layouts[shape] = _Layout(where, heads_bytes, names, columns)
+    return Packed(data, n, slots, names, columns)
 
 
 ColumnHead = tuple[str, str, bool, int]  # name, unit, telemetry, width
@@ -271,24 +344,36 @@ def _text(data: bytes, at: int, what: str) -> tuple[str, int]:
         raise DecodeError(PROTOCOL, at + 1, f"{what} is not UTF-8") from None
 
 
+def _only(values: Iterable[Any], kind: type) -> bool:
+    """Whether every value is of exactly that type (one pass in C: a DEVICES frame of a
+    thousand nodes has tens of thousands of link ids)."""
+    return set(map(type, values)) <= {kind}
+
+
 def _strings(body: dict[str, Any], name: str) -> tuple[str, ...]:
     value = body.get(name)
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+    if not isinstance(value, list) or not _only(value, str):
         raise DecodeError(PROTOCOL, HEADER.size, f"DEVICES {name!r} is not a list of strings")
     return tuple(value)
 
 
 def _devices(body: dict[str, Any]) -> Devices:
     slots = body.get("slots")
-    if not isinstance(slots, list) or not all(type(s) is int and 0 <= s < MAX_ROWS for s in slots):
+    if (
+        not isinstance(slots, list)
+        or not _only(slots, int)
+        or not 0 <= min(slots, default=0) <= max(slots, default=0) < MAX_ROWS
+    ):
         raise DecodeError(PROTOCOL, HEADER.size, "DEVICES 'slots' is not a list of slot numbers")
     links = body.get("links")
-    if not isinstance(links, list) or not all(
-        isinstance(row, list) and all(isinstance(x, str) for x in row) for row in links
+    if (
+        not isinstance(links, list)
+        or not _only(links, list)
+        or not _only(itertools.chain.from_iterable(links), str)
     ):
         raise DecodeError(PROTOCOL, HEADER.size, "DEVICES 'links' is not a list of id lists")
     attributes = body.get("attributes")
-    if not isinstance(attributes, list) or not all(isinstance(a, dict) for a in attributes):
+    if not isinstance(attributes, list) or not _only(attributes, dict):
         raise DecodeError(PROTOCOL, HEADER.size, "DEVICES 'attributes' is not a list of objects")
     protocol = body.get("protocol")
     if protocol is not None and not isinstance(protocol, str):
@@ -298,7 +383,7 @@ def _devices(body: dict[str, Any]) -> Devices:
         ids=_strings(body, "ids"),
         kinds=_strings(body, "kinds"),
         names=_strings(body, "names"),
-        links=tuple(tuple(row) for row in links),
+        links=tuple(map(tuple, links)),
         attributes=tuple(attributes),
         protocol=protocol,
     )

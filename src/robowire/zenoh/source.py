@@ -4,12 +4,24 @@ Sources keep the publisher's names (`?prefix=site-a/` puts a prefix before each,
 whose source names would clash); devices, kinds, names, links, attributes, poses, geodetic
 fixes, telemetry with units and log events arrive as the publisher has them.
 
-Zenoh delivers on its own threads; each sample is put, as bytes, into a bounded inbox and the
-event loop is woken once per batch: a subscriber whose loop is busy loses its oldest frames
-(counted) and never holds up Zenoh. Late joining: when a publishing gateway's liveliness token
-appears (at start, after a reconnect, a new gateway at the router) this side asks
-`robowire/*/=snapshot`, and it asks again for a source whose STATE names devices it has not
-been told about (a DEVICES frame still on its way, or lost with a link).
+Zenoh delivers on its own threads; each sample is put, as bytes, into an inbox and the event
+loop is woken once per batch. The inbox holds at most `INBOX_BYTES` of payloads (and
+`INBOX_FRAMES` frames): past that, the oldest STATE frame goes first (the oldest frame if none
+is), counted in the source's drops, so a subscriber whose loop stalls keeps its memory and
+never holds up Zenoh.
+
+Overload (`robowire.transport.budget`, as for every source): a STATE frame is a `Report`
+(`StateReceived`) that covers its source's slots and columns (a frame carries the changed
+devices' columns only, so a newer one makes an older one stale only when both name the same
+slots and the same columns, with no DEVICES frame of that source between them). While the
+gateway is behind, the frames wait for the source's credit and a stale one is shed (counted
+in `shed`) as the newer one comes; DEVICES and LOG frames are never shed. A STATE frame's
+columns are read only when it is written (`codec.unpack`): a shed one costs its check alone.
+
+Late joining: when a publishing gateway's liveliness token appears (at start, after a
+reconnect, a new gateway at the router) this side asks `robowire/*/=snapshot`, and it asks
+again for a source whose STATE names devices it has not been told about (a DEVICES frame
+still on its way, or lost with a link).
 """
 
 from __future__ import annotations
@@ -18,8 +30,9 @@ import asyncio
 import contextlib
 import functools
 import logging
+import threading
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -30,7 +43,7 @@ from robowire.endpoints import Endpoint
 from robowire.errors import DecodeError, RobowireError, TransportError
 from robowire.service import Source
 from robowire.timebase import monotonic
-from robowire.wire import PacketDropped
+from robowire.wire import PacketDropped, Report
 from robowire.world import World
 from robowire.world.model import ATTRIBUTES, LINKS, ORIENTATION, SOURCE_TIME
 from robowire.zenoh import codec, keys
@@ -42,7 +55,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("robowire")
 
 SOURCE_OPTIONS = frozenset({"mode", "scout", "prefix"})
-INBOX = 4096  # frames waiting for the event loop before the oldest are dropped
+INBOX_BYTES = 64 << 20  # payload bytes waiting for the event loop before frames are dropped
+INBOX_FRAMES = 4096  # frames waiting for the event loop before frames are dropped
 ASK_AGAIN = 1.0  # seconds between two snapshot queries for the same source
 QUERY_TIMEOUT = 10.0
 
@@ -53,6 +67,19 @@ class Received:
 
     source: str
     frame: codec.Frame
+
+
+@dataclass(frozen=True, slots=True)
+class StateReceived(Report):
+    """One STATE frame of a publishing gateway's source, read when it is written (see the
+    module docstring: what it covers)."""
+
+    source: str
+    described: int  # DEVICES frames of this source before it (a slot may be another device)
+    packed: codec.Packed
+
+    def covers(self) -> Hashable:
+        return (self.source, self.described, self.packed.slots, self.packed.names)
 
 
 class ZenohAdapter:
@@ -88,7 +115,11 @@ class ZenohAdapter:
     def apply(self, events: Sequence[object], receive_time: float) -> int:
         taken = 0
         for event in events:
-            if isinstance(event, Received):
+            if isinstance(event, StateReceived):
+                if self._mine(event.source):
+                    taken += 1
+                    self._state(event.source, event.packed.state(), receive_time)
+            elif isinstance(event, Received):
                 if not self._mine(event.source):
                     continue
                 taken += 1
@@ -204,42 +235,67 @@ class ZenohAdapter:
 
 
 class Inbox:
-    """Samples from Zenoh's threads, handed to the event loop in batches (bounded)."""
+    """Samples from Zenoh's threads, handed to the event loop in batches (bounded: see the
+    module docstring)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, size: int = INBOX) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        max_bytes: int = INBOX_BYTES,
+        max_frames: int = INBOX_FRAMES,
+    ) -> None:
         self._loop = loop
-        self._frames: deque[tuple[str, bytes]] = deque(maxlen=size)
+        self.max_bytes = max_bytes
+        self.max_frames = max_frames
+        self._frames: deque[tuple[str, bytes]] = deque()
+        self._lock = threading.Lock()  # Zenoh's threads put, the event loop takes
         self._wake = asyncio.Event()
         self._signalled = False
+        self.bytes = 0  # of the payloads waiting
         self.dropped = 0
 
     def sample(self, sample: zenoh.Sample) -> None:
         """A subscriber's callback (a Zenoh thread)."""
-        self._put(str(sample.key_expr), sample.payload.to_bytes())
+        self.put(str(sample.key_expr), sample.payload.to_bytes())
 
     def reply(self, reply: zenoh.Reply) -> None:
         """A query's callback (a Zenoh thread)."""
         if reply.ok is not None:
-            self._put(str(reply.ok.key_expr), reply.ok.payload.to_bytes())
+            self.put(str(reply.ok.key_expr), reply.ok.payload.to_bytes())
 
-    def _put(self, key: str, payload: bytes) -> None:
-        if len(self._frames) == self._frames.maxlen:
-            self.dropped += 1
-        self._frames.append((key, payload))
-        if not self._signalled:
-            self._signalled = True
+    def put(self, key: str, payload: bytes) -> None:
+        """One frame in (any thread); past the bounds, the oldest STATE frames out."""
+        with self._lock:
+            frames = self._frames
+            frames.append((key, payload))
+            self.bytes += len(payload)
+            while len(frames) > 1 and (
+                self.bytes > self.max_bytes or len(frames) > self.max_frames
+            ):
+                self._drop_oldest()
+            wake, self._signalled = not self._signalled, True
+        if wake:
             with contextlib.suppress(RuntimeError):  # a closed loop: nobody listens any more
                 self._loop.call_soon_threadsafe(self._wake.set)
 
+    def _drop_oldest(self) -> None:
+        """Drop the oldest STATE frame, or the oldest frame if none is one."""
+        frames = self._frames
+        at = next((i for i, (_, p) in enumerate(frames) if codec.is_state(p)), 0)
+        _, payload = frames[at]
+        del frames[at]
+        self.bytes -= len(payload)
+        self.dropped += 1
+
     async def wait(self) -> list[tuple[str, bytes]]:
-        """Every frame that arrived since the last call (waits for one)."""
+        """Every frame that arrived since the last call, oldest first (waits for one)."""
         await self._wake.wait()
         self._wake.clear()
-        self._signalled = False
-        frames = []
-        while self._frames:
-            frames.append(self._frames.popleft())
-        return frames
+        with self._lock:
+            frames, self._frames = self._frames, deque()
+            self.bytes = 0
+            self._signalled = False
+        return list(frames)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -247,15 +303,20 @@ def _parsed(key: str) -> tuple[str, str] | None:
     return keys.parse(key)  # a few keys, again and again
 
 
-def decode_all(frames: list[tuple[str, bytes]]) -> list[Received | PacketDropped]:
-    """Frames as events: what decodes, and a PacketDropped for what does not."""
-    events: list[Received | PacketDropped] = []
+def decode_all(
+    frames: Sequence[tuple[str, bytes]], described: dict[str, int]
+) -> list[Received | StateReceived | PacketDropped]:
+    """Frames as events: what decodes (a STATE frame checked, its columns not read yet), and
+    a PacketDropped for what does not. `described` counts each source's DEVICES frames (kept
+    from one call to the next)."""
+    events: list[Received | StateReceived | PacketDropped] = []
     for key, payload in frames:
         where = _parsed(key)
         if where is None:
             continue  # another tool's key under robowire/, or a device's JSON key
+        source = where[0]
         try:
-            frame = codec.decode(payload)
+            frame = codec.unpack(payload)
         except DecodeError as exc:
             events.append(
                 PacketDropped(
@@ -263,7 +324,12 @@ def decode_all(frames: list[tuple[str, bytes]]) -> list[Received | PacketDropped
                 )
             )
             continue
-        events.append(Received(where[0], frame))
+        if isinstance(frame, codec.Packed):
+            events.append(StateReceived(source, described.get(source, 0), frame))
+            continue
+        if isinstance(frame, codec.Devices):
+            described[source] = described.get(source, 0) + 1
+        events.append(Received(source, frame))
     return events
 
 
@@ -278,6 +344,7 @@ class ZenohSource(Source):
         self.inbox: Inbox | None = None
         self._asked: dict[str, float] = {}  # source ("*": all) -> when last asked
         self._inbox_drops = 0
+        self._described: dict[str, int] = {}  # DEVICES frames per source (`decode_all`)
         self._said: set[str] = set()  # foreign sources said
 
     def new_adapter(self, world: World) -> ZenohAdapter:
@@ -306,7 +373,7 @@ class ZenohSource(Source):
             self.connected()
             while True:
                 frames = await inbox.wait()
-                self.deliver(decode_all(frames), monotonic())
+                self.deliver(decode_all(frames, self._described), monotonic())
                 self._count_losses()
         finally:
             for entity in declared:

@@ -353,6 +353,15 @@ def _merge(parts: list[tuple[npt.NDArray[np.intp], TrackerReports]], sender_time
     )
 
 
+def _pose(position: FloatArray, orientation: FloatArray) -> FloatArray:
+    """Pos_Quat rows: position, then the world's wxyz quaternion in wire order (xyzw)."""
+    out = np.empty((len(position), 7))
+    out[:, :3] = position
+    out[:, 3:6] = orientation[:, 1:]
+    out[:, 6] = orientation[:, 0]
+    return out
+
+
 def _newest_of(batches: list[TrackerReports]) -> FloatArray:
     """The newest header time of each row of batches with the same rows: compared as the
     integers sec << 32 | usec where the batches view their bytes (fewer steps), the same
@@ -507,14 +516,21 @@ class _Rows:
     def columns(self, encoder: WorldEncoder) -> ReportColumns | None:
         if not self.targets:
             return None
-        targets = np.concatenate(self.targets)
-        used, senders = np.unique(encoder._name_of[targets], return_inverse=True)
+        one = len(self.targets) == 1  # one update's rows (a sink's usual pull): as they are
+        targets = self.targets[0] if one else np.concatenate(self.targets)
+        names = encoder._name_of[targets]
+        first = int(names[0])
+        if (names == first).all():  # one tracker (`?tracker=`, a VRPN source's): no sort
+            used, senders = [first], np.zeros(len(names), dtype=np.intp)
+        else:
+            unique, inverse = np.unique(names, return_inverse=True)
+            used, senders = unique.tolist(), inverse.reshape(-1).astype(np.intp)
         return ReportColumns(
-            names=[encoder.senders[k] for k in used.tolist()],
-            senders=senders.reshape(-1).astype(np.intp),
+            names=[encoder.senders[k] for k in used],
+            senders=senders,
             sensors=encoder._sensor_of[targets],
-            values=np.concatenate(self.values),
-            times=np.concatenate(self.times),
+            values=self.values[0] if one else np.concatenate(self.values),
+            times=self.times[0] if one else np.concatenate(self.times),
         )
 
 
@@ -634,17 +650,18 @@ class WorldEncoder:
             if orientation is None:
                 orientation = table.orientation[slots]
             keep = served & ~np.isnan(position).any(axis=1)
-            if keep.any():
-                pose = np.concatenate(
-                    [position[keep], orientation[keep][:, _WXYZ_TO_XYZW]], axis=1
-                )  # world wxyz -> wire xyzw
-                poses.add(targets[keep], pose, times[keep])
+            if keep.all():  # every row (the usual case): no copies of the rows kept
+                poses.add(targets, _pose(position, orientation), times)
+            elif keep.any():
+                poses.add(targets[keep], _pose(position[keep], orientation[keep]), times[keep])
         velocity = values.get("velocity")
         if velocity is None and "velocity" in item.fields:
             velocity = table.velocity[slots]
         if velocity is not None:
             keep = served & ~np.isnan(velocity).any(axis=1)
-            if keep.any():
+            if keep.all():
+                velocities.add(targets, velocity, times)
+            elif keep.any():
                 velocities.add(targets[keep], velocity[keep], times[keep])
         telemetry = [f for f in item.fields if f in table.telemetry]
         if not telemetry or self.single:

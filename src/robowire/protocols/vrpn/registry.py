@@ -415,11 +415,15 @@ class ReportEncoder:
             layout.batch.forget()
             layout.widths = widths
         words, doubles = layout.words, layout.doubles
+        if not isinstance(time, float | int):
+            times = np.asarray(time, dtype=np.float64).reshape(-1)
+            if len(times) and (times == times[0]).all():  # a frame's one time (the usual case)
+                time = float(times[0])
         if isinstance(time, float | int):
             sec, usec = split_time(float(time))
             layout.times[layout.time_index] = (sec << 32) | usec
         else:
-            secs, usecs = split_times(np.asarray(time, dtype=np.float64).reshape(-1))
+            secs, usecs = split_times(times)
             words[:, self._sec_cols] = secs[:, None]
             words[:, self._usec_cols] = usecs[:, None]
         for k, (block, width) in enumerate(zip(blocks, widths, strict=True)):
