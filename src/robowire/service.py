@@ -143,6 +143,7 @@ class Source(Service):
         self.last_heard: float | None = None  # when the UDP receive loop last read for it
         self.budget: Budget | None = Budget()  # its world writes' share (None: never waits)
         self._held = Held()  # events waiting for credit (see `deliver`)
+        self._turns = Turns()  # how many of them a slice of a turn writes (their cost)
         self._pending_at = 0.0  # when the newest of them was read
         self._waiting: asyncio.TimerHandle | None = None
         self._failing = False
@@ -187,11 +188,11 @@ class Source(Service):
         The overload policy (`robowire.transport.budget`): while the gateway keeps up, the
         events are written at once. While its loop is behind (`pressure()`), the source's
         world writes are budgeted: while it has credit they are written at once; once it has
-        spent it they wait, merged with what comes next, until it is back, and then go in as
-        one delivery stamped with the newest read time, without the state reports a newer one
-        made stale (shed as the newer one comes, counted in `budget.shed`; their messages
-        still count in `messages_in`, as received). Counters and log lines are immediate
-        either way."""
+        spent it they wait, merged with what comes next, until it is back, and then go in
+        stamped with the newest read time, without the state reports a newer one made stale
+        (shed as the newer one comes, counted in `budget.shed`; their messages still count in
+        `messages_in`, as received), a turn at a time (`apply`). Counters and log lines are
+        immediate either way."""
         if self.adapter is None:
             return
         for event in events:
@@ -214,24 +215,41 @@ class Source(Service):
             return
         assert budget is not None
         wait = budget.wait(now)
-        if wait <= 0.0 or len(self._held) >= MAX_PENDING:
+        if len(self._held) >= MAX_PENDING:
+            self.apply(everything=True)
+        elif wait <= 0.0:
             self.apply()
         else:
             self._waiting = asyncio.get_running_loop().call_later(wait, self.apply)
 
-    def apply(self) -> None:
-        """Write the events waiting (see `deliver`) into the world now."""
+    def apply(self, everything: bool = False) -> None:
+        """Write the events waiting (see `deliver`) into the world now: while the loop is
+        behind, a turn of them (slices by their measured cost, until `SINK_TURN` seconds have
+        gone), the rest when the loop has gone round and the credit is back; else, or with
+        `everything`, all of them."""
         if self._waiting is not None:
             self._waiting.cancel()
             self._waiting = None
-        events = self._held.take()
-        if self.adapter is None or not events:
+        if self.adapter is None or not len(self._held):
             return
         budget = self.budget
         began = monotonic()
-        self.stats.messages_in += self.adapter.apply(events, self.clock.wall(self._pending_at))
-        if budget is not None and pressure().behind(began):
-            budget.spend(began, monotonic() - began)
+        behind = budget is not None and pressure().behind(began)
+        cut = behind and not everything
+        wall = self.clock.wall(self._pending_at)
+        now = began
+        while len(self._held) and (not cut or now < began + SINK_TURN):
+            start = now
+            events = self._held.take(self._turns.slice()[0] if cut else None)
+            self.stats.messages_in += self.adapter.apply(events, wall)
+            now = monotonic()
+            self._turns.took(len(events), 0, now - start)
+        if budget is not None and behind:
+            budget.spend(began, now - began)
+        if len(self._held):  # (cut) after the loop went round, and with credit
+            assert budget is not None
+            wait = max(budget.wait(now), 0.0)
+            self._waiting = asyncio.get_running_loop().call_later(wait, self.apply)
 
     def timed(self, world: World) -> World:
         """The world as this source's adapter writes it: source times through `self.time`."""
@@ -247,7 +265,7 @@ class Source(Service):
             await self._connections(world)
         finally:
             ticking.cancel()
-            self.apply()  # what was waiting for credit
+            self.apply(everything=True)  # what was waiting for credit
 
     def _ticking(self) -> Ticker:
         """Start calling `tick` every `tick_every` seconds (until the ticker is cancelled)."""

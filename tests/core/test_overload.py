@@ -257,22 +257,62 @@ async def test_a_source_that_keeps_up_writes_everything_at_once_whatever_its_bud
     assert source.budget.shed == 0 and source.budget.credit == -1.0  # nor charged
 
 
-async def test_a_source_out_of_credit_holds_its_events_then_writes_them_as_one_delivery(
+def written(adapter: Recording) -> list[object]:
+    return [event for delivery in adapter.deliveries for event in delivery]
+
+
+async def test_a_source_out_of_credit_holds_its_events_then_writes_them_in_order(
     behind: Pressure,
 ):
     source = Quiet("q")
     adapter = source.adapter = Recording()
     source.deliver([Frame(1), "connected"], 1.0)
-    assert adapter.deliveries == [[Frame(1), "connected"]]  # credit: at once
+    assert written(adapter) == [Frame(1), "connected"]  # credit: at once
     assert source.budget is not None
     source.budget.credit = -1.0  # spent: what comes now waits
     source.deliver([Frame(2), Status(1)], 2.0)
     source.deliver([Frame(3), "registered", Status(2)], 3.0)
-    assert len(adapter.deliveries) == 1
+    assert len(written(adapter)) == 2
     source.apply()  # what the timer does once the credit is back
-    assert adapter.deliveries[1] == [Frame(3), "registered", Status(2)]
+    assert written(adapter)[2:] == [Frame(3), "registered", Status(2)]
     assert source.budget.shed == 2  # Frame(2) and Status(1): stale before they were written
     assert source.stats.messages_in == 2 + 5  # all received, shed or written
+
+
+class Costly(Recording):
+    """Each event costs `cost` seconds of CPU to write."""
+
+    def __init__(self, cost: float) -> None:
+        super().__init__()
+        self.cost = cost
+
+    def apply(self, events: Sequence[object], receive_time: float) -> int:
+        end = time.perf_counter() + self.cost * len(events)
+        while time.perf_counter() < end:
+            pass
+        return super().apply(events, receive_time)
+
+
+async def test_a_backlog_is_written_a_turn_at_a_time_in_order_while_the_loop_goes_round(
+    behind: Pressure,
+):
+    source = Quiet("q")
+    adapter = source.adapter = Costly(0.001)  # a 200 ms backlog, written at once before
+    assert source.budget is not None
+    source.budget.credit = -1.0
+    backlog = ["connected", *(Status(i, robot=str(i)) for i in range(199)), "registered"]
+    source.deliver(backlog, 1.0)
+    source.budget.credit = 1.0  # the credit is back: the timer's turn
+    turns: list[float] = []
+    async with asyncio.timeout(30):
+        while len(written(adapter)) < len(backlog):
+            began = time.perf_counter()
+            source.apply()  # what the timer calls (its own next call is cancelled)
+            turns.append(time.perf_counter() - began)
+            await asyncio.sleep(0)  # the loop goes round
+    assert written(adapter) == backlog  # nothing lost, nothing reordered, nothing shed
+    assert len(turns) >= 5  # 200 ms of writes in turns of SINK_TURN (and one slice over)
+    assert max(turns) < SINK_TURN + 2 * SLICE + 0.03  # (a busy machine's scheduling)
 
 
 async def test_a_capture_file_sheds_nothing():

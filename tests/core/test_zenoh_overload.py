@@ -16,7 +16,7 @@ from robowire.transport.budget import Pressure
 from robowire.world import LogEvent, World
 from robowire.zenoh import codec, keys
 from robowire.zenoh.net import Link
-from robowire.zenoh.source import Inbox, ZenohSource, decode_all
+from robowire.zenoh.source import READ_FRAMES, Inbox, ZenohSource, decode_all
 
 Frame = tuple[str, bytes]  # a key and its payload, as the inbox holds them
 
@@ -175,6 +175,18 @@ async def test_an_inbox_of_frames_that_are_not_states_drops_the_oldest() -> None
     for frame in frames:
         inbox.put(*frame)
     assert await inbox.wait() == frames[2:] and inbox.dropped == 2
+
+
+async def test_a_wake_up_takes_at_most_read_frames_and_the_next_takes_the_rest() -> None:
+    inbox = Inbox(asyncio.get_running_loop())
+    frames = [log_entry("swarm", str(i)) for i in range(READ_FRAMES + 3)]
+    for frame in frames:
+        inbox.put(*frame)
+    assert await inbox.wait() == frames[:READ_FRAMES]  # the loop goes round before the rest
+    assert inbox.bytes == sum(len(p) for _, p in frames[READ_FRAMES:])
+    assert await inbox.wait() == frames[READ_FRAMES:] and inbox.bytes == 0
+    inbox.put(*frames[0])  # and the next frame wakes it again
+    assert await asyncio.wait_for(inbox.wait(), 5) == [frames[0]]
 
 
 async def test_frames_the_inbox_dropped_count_as_the_source_s_drops(bus: Bus) -> None:

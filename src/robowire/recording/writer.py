@@ -229,13 +229,27 @@ def update_message(
     if ATTRIBUTES in update.fields or LINKS in update.fields:
         index = slots.tolist()
         if ATTRIBUTES in update.fields:
-            parts += [pbwire.string(6, attributes_json(table.attributes[s])) for s in index]
+            every = table.attributes
+            parts += [pbwire.field(6, orjson.dumps(every[s], default=str)) for s in index]
         if LINKS in update.fields:
-            parts += [
-                pbwire.field(7, b"".join(pbwire.string(1, link) for link in table.links[s]))
-                for s in index
-            ]
+            entry = _LINK_IDS.__getitem__
+            parts += [pbwire.field(7, b"".join(map(entry, table.links[s]))) for s in index]
     return b"".join(parts)
+
+
+class _LinkIds(dict[str, bytes]):
+    """A linked device's id -> its encoded `Links.ids` entry, made once: a sensor network's
+    links name the same devices again in every update (at most `MAX_LINK_IDS` kept)."""
+
+    def __missing__(self, device: str) -> bytes:
+        if len(self) >= MAX_LINK_IDS:
+            self.clear()
+        entry = self[device] = pbwire.string(1, device)
+        return entry
+
+
+MAX_LINK_IDS = 1 << 16
+_LINK_IDS = _LinkIds()
 
 
 def new_device(table: SourceTable, row: int, slot: int) -> bytes:

@@ -17,9 +17,13 @@ A gateway on a busy machine cannot always keep up. The policy (docs/architecture
 * **A source's world writes have a `Budget`** while the loop is behind: a share of wall time,
   with a burst, and at most one write every `INTERVAL`. While a source has credit its events
   are applied as they come; once it has spent its credit its events wait (`Held`, in order)
-  until the credit is back, and then go in as one delivery. While they wait, a state report
+  until the credit is back, and then go in (a turn at a time, below). While they wait, a state report
   (`Report`) is shed as soon as a newer one covering the same comes, and counted: a busy
   gateway shows fewer, fresher states.
+* **A delivery is a turn at a time.** While the loop is behind, what a source held is written
+  a slice at a time (`Turns`, by its measured cost per event) until `SINK_TURN` seconds have
+  gone; the rest waits for the loop to go round (and for the credit), so that one source's
+  backlog never holds the viewer or a keep-alive for longer than a sink's turn.
 * **A sink's turn is bounded** (`Turns`): a sink that takes every update (the recorder) is
   handed its queue a slice at a time (`SLICE` seconds of writing, by its measured costs)
   until its turn is `SINK_TURN` seconds old while the loop is behind (`CALM_TURN` while it
@@ -122,7 +126,7 @@ def pressure() -> Pressure:
 @dataclass(slots=True)
 class Budget:
     """A token bucket of seconds: `credit` grows at `share` seconds per second up to `burst`;
-    what a source spends writing is taken off it, and may take it below zero (one delivery is
+    what a source spends writing is taken off it, and may take it below zero (a turn is
     never cut), but never so far that the next write waits more than `MAX_WAIT`. And writes
     at least `interval` seconds apart. `wait(now)` says how long until
     both allow the next one."""
@@ -188,11 +192,18 @@ class Held:
         self._live += len(events) - dropped
         return dropped, messages
 
-    def take(self) -> list[object]:
-        """Everything held, oldest first, off the hold."""
+    def take(self, count: int | None = None) -> list[object]:
+        """The oldest `count` events held (None: all), oldest first, off the hold."""
         events = [e for e in self._events if e is not _SHED] if self._latest else self._events
-        self._events, self._latest, self._live = [], {}, 0
-        return events
+        if count is None or count >= len(events):
+            self._events, self._latest, self._live = [], {}, 0
+            return events
+        taken, rest = events[:count], events[count:]
+        self._events, self._live = rest, len(rest)
+        self._latest = {
+            (type(e), e.covers()): i for i, e in enumerate(rest) if isinstance(e, Report)
+        }
+        return taken
 
 
 _SHED = object()  # a held event's place once a newer report made it stale

@@ -5,7 +5,8 @@ whose source names would clash); devices, kinds, names, links, attributes, poses
 fixes, telemetry with units and log events arrive as the publisher has them.
 
 Zenoh delivers on its own threads; each sample is put, as bytes, into an inbox and the event
-loop is woken once per batch. The inbox holds at most `INBOX_BYTES` of payloads (and
+loop is woken once per batch (and takes at most `READ_FRAMES` at once, as a TCP read is
+bounded: the rest at its next turn). The inbox holds at most `INBOX_BYTES` of payloads (and
 `INBOX_FRAMES` frames): past that, the oldest STATE frame goes first (the oldest frame if none
 is), counted in the source's drops, so a subscriber whose loop stalls keeps its memory and
 never holds up Zenoh.
@@ -57,6 +58,7 @@ log = logging.getLogger("robowire")
 SOURCE_OPTIONS = frozenset({"mode", "scout", "prefix"})
 INBOX_BYTES = 64 << 20  # payload bytes waiting for the event loop before frames are dropped
 INBOX_FRAMES = 4096  # frames waiting for the event loop before frames are dropped
+READ_FRAMES = 64  # frames decoded at one wake-up at most (a few milliseconds: see `Inbox.wait`)
 ASK_AGAIN = 1.0  # seconds between two snapshot queries for the same source
 QUERY_TIMEOUT = 10.0
 
@@ -288,14 +290,20 @@ class Inbox:
         self.dropped += 1
 
     async def wait(self) -> list[tuple[str, bytes]]:
-        """Every frame that arrived since the last call, oldest first (waits for one)."""
+        """The oldest frames waiting, at most `READ_FRAMES` (waits for one): the rest are
+        taken when the loop comes round again, so no wake-up holds it long."""
         await self._wake.wait()
-        self._wake.clear()
         with self._lock:
-            frames, self._frames = self._frames, deque()
-            self.bytes = 0
-            self._signalled = False
-        return list(frames)
+            frames = self._frames
+            if len(frames) <= READ_FRAMES:
+                taken, self._frames = list(frames), deque()
+                self.bytes = 0
+                self._signalled = False
+                self._wake.clear()
+            else:
+                taken = [frames.popleft() for _ in range(READ_FRAMES)]
+                self.bytes -= sum(len(payload) for _, payload in taken)
+        return taken
 
 
 @functools.lru_cache(maxsize=4096)
