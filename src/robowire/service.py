@@ -186,13 +186,14 @@ class Source(Service):
         """Session events (read at monotonic `now`) into the world, and into the counters.
 
         The overload policy (`robowire.transport.budget`): while the gateway keeps up, the
-        events are written at once. While its loop is behind (`pressure()`), the source's
-        world writes are budgeted: while it has credit they are written at once; once it has
-        spent it they wait, merged with what comes next, until it is back, and then go in
-        stamped with the newest read time, without the state reports a newer one made stale
-        (shed as the newer one comes, counted in `budget.shed`; their messages still count in
-        `messages_in`, as received), a turn at a time (`apply`). Counters and log lines are
-        immediate either way."""
+        events are written at once (a delivery that would take longer than a turn, a turn at
+        a time: `apply`; what comes before the rest is written joins it, as below, stale
+        reports shed). While its loop is behind (`pressure()`), the source's world writes
+        are budgeted: while it has credit they are written at once; once it has spent it they
+        wait, merged with what comes next, until it is back, and then go in stamped with the
+        newest read time, without the state reports a newer one made stale (shed as the newer
+        one comes, counted in `budget.shed`; their messages still count in `messages_in`, as
+        received), a turn at a time. Counters and log lines are immediate either way."""
         if self.adapter is None:
             return
         for event in events:
@@ -203,52 +204,54 @@ class Source(Service):
                 log.info("%s: %s", self.name, event.reason)
         budget = self.budget
         behind = budget is not None and pressure().behind(now)
-        if not behind and self._waiting is None:  # it keeps up: at once, as they are
+        if self._waiting is None and (
+            budget is None or (not behind and len(events) <= self._turns.slice()[0])
+        ):  # it keeps up (or a file, which sheds nothing): at once, as they are
+            began = monotonic()
             self.stats.messages_in += self.adapter.apply(events, self.clock.wall(now))
+            self._turns.took(len(events), 0, monotonic() - began)
             return
-        shed, messages = self._held.add(events, shed=behind)
+        backlog = self._waiting is not None  # the source is not keeping up: shed, as behind
+        shed, messages = self._held.add(events, shed=behind or backlog)
         if budget is not None:
             budget.shed += shed
         self.stats.messages_in += messages  # received, though not written
         self._pending_at = now
-        if self._waiting is not None:
+        if backlog:
             return
         assert budget is not None
-        wait = budget.wait(now)
         if len(self._held) >= MAX_PENDING:
             self.apply(everything=True)
-        elif wait <= 0.0:
+        elif not behind or budget.wait(now) <= 0.0:
             self.apply()
         else:
-            self._waiting = asyncio.get_running_loop().call_later(wait, self.apply)
+            self._waiting = asyncio.get_running_loop().call_later(budget.wait(now), self.apply)
 
     def apply(self, everything: bool = False) -> None:
-        """Write the events waiting (see `deliver`) into the world now: while the loop is
-        behind, a turn of them (slices by their measured cost, until `SINK_TURN` seconds have
-        gone), the rest when the loop has gone round and the credit is back; else, or with
-        `everything`, all of them."""
+        """Write the events waiting (see `deliver`) into the world now, a turn of them:
+        slices by their measured cost until `SINK_TURN` seconds have gone (`CALM_TURN` while
+        the loop keeps up), the rest when the loop has gone round (and, behind, the credit is
+        back); with `everything`, all of them at once."""
         if self._waiting is not None:
             self._waiting.cancel()
             self._waiting = None
         if self.adapter is None or not len(self._held):
             return
         budget = self.budget
-        began = monotonic()
+        began = now = monotonic()
         behind = budget is not None and pressure().behind(began)
-        cut = behind and not everything
+        end = began + (SINK_TURN if behind else CALM_TURN)
         wall = self.clock.wall(self._pending_at)
-        now = began
-        while len(self._held) and (not cut or now < began + SINK_TURN):
+        while len(self._held) and (everything or now < end):
             start = now
-            events = self._held.take(self._turns.slice()[0] if cut else None)
+            events = self._held.take(None if everything else self._turns.slice()[0])
             self.stats.messages_in += self.adapter.apply(events, wall)
             now = monotonic()
             self._turns.took(len(events), 0, now - start)
         if budget is not None and behind:
             budget.spend(began, now - began)
-        if len(self._held):  # (cut) after the loop went round, and with credit
-            assert budget is not None
-            wait = max(budget.wait(now), 0.0)
+        if len(self._held):  # after the loop went round (behind: and with credit)
+            wait = max(budget.wait(now), 0.0) if budget is not None and behind else 0.0
             self._waiting = asyncio.get_running_loop().call_later(wait, self.apply)
 
     def timed(self, world: World) -> World:

@@ -3,7 +3,7 @@ argument; `pressure()` is the one timer).
 
 A gateway on a busy machine cannot always keep up. The policy (docs/architecture.md, "Overload"):
 
-* **Nothing is shed or delayed while the gateway keeps up.** Whether it does is measured, once
+* **Nothing is shed while the gateway keeps up.** Whether it does is measured, once
   per event loop (`pressure()`): a timer every `PROBE` seconds, and how late it runs. The loop
   is `behind` once its probe ran late for at least `LATE_SHARE` of the last `WINDOW` seconds
   or so (a time-weighted mean: a loop with more to do than time, whose turns are long, or a
@@ -20,10 +20,12 @@ A gateway on a busy machine cannot always keep up. The policy (docs/architecture
   until the credit is back, and then go in (a turn at a time, below). While they wait, a state report
   (`Report`) is shed as soon as a newer one covering the same comes, and counted: a busy
   gateway shows fewer, fresher states.
-* **A delivery is a turn at a time.** While the loop is behind, what a source held is written
-  a slice at a time (`Turns`, by its measured cost per event) until `SINK_TURN` seconds have
-  gone; the rest waits for the loop to go round (and for the credit), so that one source's
-  backlog never holds the viewer or a keep-alive for longer than a sink's turn.
+* **A delivery is a turn at a time**, as a sink's is: events that would take longer than a
+  slice (`Turns`, by their measured cost per event) are written a slice at a time until
+  `SINK_TURN` seconds have gone (`CALM_TURN` while the loop keeps up), and the rest when the
+  loop has gone round (behind: and the credit is back), so that no source's burst or backlog
+  holds the viewer or a keep-alive for longer than a sink's turn. What comes while a backlog
+  waits joins it, and sheds the reports it makes stale, as while behind.
 * **A sink's turn is bounded** (`Turns`): a sink that takes every update (the recorder) is
   handed its queue a slice at a time (`SLICE` seconds of writing, by its measured costs)
   until its turn is `SINK_TURN` seconds old while the loop is behind (`CALM_TURN` while it
