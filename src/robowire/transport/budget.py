@@ -17,9 +17,9 @@ A gateway on a busy machine cannot always keep up. The policy (docs/architecture
 * **A source's world writes have a `Budget`** while the loop is behind: a share of wall time,
   with a burst, and at most one write every `INTERVAL`. While a source has credit its events
   are applied as they come; once it has spent its credit its events wait (`Held`, in order)
-  until the credit is back, and then go in (a turn at a time, below). While they wait, a state report
-  (`Report`) is shed as soon as a newer one covering the same comes, and counted: a busy
-  gateway shows fewer, fresher states.
+  until the credit is back, and then go in (a turn at a time, below). While they wait, a
+  state report (`Report`) is shed as soon as a newer one covering the same comes, and
+  counted: a busy gateway shows fewer, fresher states.
 * **A delivery is a turn at a time**, as a sink's is: events that would take longer than a
   slice (`Turns`, by their measured cost per event) are written a slice at a time until
   `SINK_TURN` seconds have gone (`CALM_TURN` while the loop keeps up), and the rest when the
