@@ -1,4 +1,4 @@
-"""The 60 s soak (a tenth of the target loads) keeps memory flat and every queue bounded,
+"""The 90 s soak (a tenth of the target loads) keeps memory flat and every queue bounded,
 and the overload policy degrades outputs, never to none.
 
 It runs the soak module as a process (`python -m tests.reliability.soak`, see its docstring)
@@ -26,12 +26,15 @@ ENV = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{os.environ.get('
 MAX_SLOPE = 12.0  # MiB a minute over the second half; a leak of one update's copy a frame is
 # far more (a VRSP frame of 1,000 drones is ~100 kB, 30 a second: 180 MiB/min), while one
 # burst of a starved machine's backlog (bigger reads, bigger arrays) steps RSS up a few MiB
-# once: over 30 s, that is a slope of several MiB/min (measured: 3.7 MiB at load 5)
+# once: over 30 s, that is a slope of several MiB/min (measured: 3.7 MiB at load 5). On a
+# quiet machine RSS steps up 4-5 MiB once, 35-40 s in, and then stays (a 120 s run: 86.5 ->
+# 90.7 MiB at 39 s, 87.3 MiB at the end; the same before the overload policy's turns): the
+# run is 90 s so that the second half, whose slope is judged, starts after it
 
 
-def test_a_minute_at_a_tenth_of_the_target_load_keeps_memory_flat_and_queues_bounded() -> None:
+def test_90_s_at_a_tenth_of_the_target_load_keep_memory_flat_and_queues_bounded() -> None:
     command = [
-        sys.executable, "-m", "tests.reliability.soak", "--duration", "60", "--scale", "0.1",
+        sys.executable, "-m", "tests.reliability.soak", "--duration", "90", "--scale", "0.1",
         "--interval", "3", "--max-slope", str(MAX_SLOPE), "--min-fps", "1",
         "--max-lag-ms", "1500", "--json",
     ]  # fmt: skip
