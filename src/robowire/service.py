@@ -205,7 +205,7 @@ class Source(Service):
         budget = self.budget
         behind = budget is not None and pressure().behind(now)
         if self._waiting is None and (
-            budget is None or (not behind and len(events) <= self._turns.slice()[0])
+            budget is None or (not behind and self._turns.within(len(events), CALM_TURN))
         ):  # it keeps up (or a file, which sheds nothing): at once, as they are
             began = monotonic()
             self.stats.messages_in += self.adapter.apply(events, self.clock.wall(now))

@@ -21,7 +21,7 @@ A gateway on a busy machine cannot always keep up. The policy (docs/architecture
   state report (`Report`) is shed as soon as a newer one covering the same comes, and
   counted: a busy gateway shows fewer, fresher states.
 * **A delivery is a turn at a time**, as a sink's is: events that would take longer than a
-  slice (`Turns`, by their measured cost per event) are written a slice at a time until
+  turn (`Turns`, by their measured cost per event) are written a slice at a time until
   `SINK_TURN` seconds have gone (`CALM_TURN` while the loop keeps up), and the rest when the
   loop has gone round (behind: and the credit is back), so that no source's burst or backlog
   holds the viewer or a keep-alive for longer than a sink's turn. What comes while a backlog
@@ -237,6 +237,11 @@ class Turns:
             return 1, None
         items = max(1, int(SLICE / self.per_item))
         return items, (max(1, int(SLICE / self.per_byte)) if self.per_byte > 0.0 else None)
+
+    def within(self, items: int, seconds: float) -> bool:
+        """Whether `items` items take at most `seconds`, by the measured cost (yes while
+        none is measured)."""
+        return self.per_item * items <= seconds
 
     def took(self, items: int, size: int, seconds: float) -> None:
         """A slice of `items` items and `size` bytes took `seconds`."""
