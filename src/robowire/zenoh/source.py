@@ -291,18 +291,19 @@ class Inbox:
 
     async def wait(self) -> list[tuple[str, bytes]]:
         """The oldest frames waiting, at most `READ_FRAMES` (waits for one): the rest are
-        taken when the loop comes round again, so no wake-up holds it long."""
+        taken after the loop has gone round, so no wake-up holds it long."""
         await self._wake.wait()
+        self._wake.clear()
         with self._lock:
             frames = self._frames
             if len(frames) <= READ_FRAMES:
                 taken, self._frames = list(frames), deque()
                 self.bytes = 0
                 self._signalled = False
-                self._wake.clear()
             else:
                 taken = [frames.popleft() for _ in range(READ_FRAMES)]
                 self.bytes -= sum(len(payload) for _, payload in taken)
+                self._loop.call_soon(self._wake.set)  # (an Event already set would not yield)
         return taken
 
 
