@@ -382,6 +382,7 @@ class UcsSource(Source):
         if len(session.devices) >= FREEZE_AFTER and any(
             isinstance(e, DeviceRegistered) for e in events
         ):
+            self.apply(everything=True)  # written (what they replace let go) before the freeze
             freeze()  # see FREEZE_AFTER
 
     def _resend(self, conns: Sequence[int]) -> None:
