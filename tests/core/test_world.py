@@ -246,6 +246,24 @@ def test_json_rows_from_columns_agree_with_the_device_views():
         assert line == expected
 
 
+def test_a_json_row_prints_a_field_it_did_not_write_exactly_as_the_row_that_wrote_it():
+    """`listen --json` is a log: a tracker's position written by one report and carried in
+    the next report's row (that wrote only its velocity) is the same number in both lines,
+    whichever way a live stream happens to batch the reports (it was rounded in the second)."""
+    world = World()
+    world.subscribe(every_update=True)
+    position, orientation = (0.9528406780067974, 0.3034709912345678, 1.0), (0.6, 0.0, 0.0, 0.8)
+    wrote = world.update_device(
+        "s", "t", receive_time=1.0, position=position, orientation=orientation
+    )
+    carried = world.update_device("s", "t", receive_time=2.0, velocity=(0.1, 0.2, 0.3))
+    (first,) = world.update_json(wrote)
+    (second,) = world.update_json(carried)
+    assert first["position"] == second["position"] == list(position)
+    assert first["orientation"] == second["orientation"] == list(orientation)
+    assert second["changed"] == ["velocity"]
+
+
 def test_a_field_written_as_nan_for_a_device_is_not_in_its_changed_list():
     """A swarm where only some drones carry a payload: the payload's telemetry is NaN for the
     others, and their JSON rows must not claim it changed."""

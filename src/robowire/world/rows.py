@@ -16,11 +16,13 @@ VECTORS = (POSITION, ORIENTATION, VELOCITY, GEODETIC)
 
 
 def _vectors(table: SourceTable, update: Update, name: str) -> list[Any]:
-    """Rows of one vector column: the update's own values where it has them (as written),
-    the table's otherwise (rounded to 9 digits, as a device view shows them); None if absent."""
+    """Rows of one vector column: the update's own values where it has them, the table's
+    otherwise; None if absent. Both as stored, never rounded: a row that did not write a
+    field prints it exactly as the row that wrote it did (a device view rounds to 9 digits;
+    a line of `listen --json` is a log, where one number must always print the same)."""
     slots = update.slots
     own = update.values.get(name)
-    data = own if own is not None else np.round(getattr(table, name)[slots], 9)
+    data = own if own is not None else getattr(table, name)[slots]
     absent = np.isnan(data).any(axis=1)
     if name == ORIENTATION:
         absent |= ~table.has_orientation[slots]
