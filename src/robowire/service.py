@@ -27,7 +27,7 @@ import asyncio
 import dataclasses
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -60,6 +60,7 @@ MAX_LAG = 0.1  # a simulator's step this late is skipped, not caught up (see `Si
 BACKLOG_BYTES = 8 << 20  # a capture file pauses while a sink that takes every update is behind
 MAX_PENDING = 20_000  # events a source holds while it waits for credit (stale reports shed,
 # so at most one of each thing it reports, and the rest); more go in at once
+MAX_PENDING_BYTES = 16 << 20  # and bytes, for a source that says what its events hold
 
 
 class Status(Protocol):
@@ -130,6 +131,7 @@ class Source(Service):
     silence: float | None = None  # seconds without a message after which a UDP peer is gone
     time_default = "sender"  # `?time=` when the URL says nothing; "receive" if no stamps
     tick_every: float | None = None  # seconds between `tick` calls (None: no periodic work)
+    event_size: Callable[[object], int] | None = None  # the bytes an event holds, if big
 
     def __init__(self, name: str, *, retry: float = RETRY_SECONDS) -> None:
         super().__init__(name)
@@ -142,7 +144,7 @@ class Source(Service):
         self.tap: Tap | None = None  # sees every datagram / stream chunk received (recording)
         self.last_heard: float | None = None  # when the UDP receive loop last read for it
         self.budget: Budget | None = Budget()  # its world writes' share (None: never waits)
-        self._held = Held()  # events waiting for credit (see `deliver`)
+        self._held = Held(self.event_size)  # events waiting for credit (see `deliver`)
         self._turns = Turns()  # how many of them a slice of a turn writes (their cost)
         self._pending_at = 0.0  # when the newest of them was read
         self._waiting: asyncio.TimerHandle | None = None
@@ -217,12 +219,11 @@ class Source(Service):
             budget.shed += shed
         self.stats.messages_in += messages  # received, though not written
         self._pending_at = now
-        if backlog:
+        if len(self._held) >= MAX_PENDING or self._held.bytes >= MAX_PENDING_BYTES:
+            self.apply(everything=True)  # bounded, however far behind the writes are
+        elif backlog:
             return
-        assert budget is not None
-        if len(self._held) >= MAX_PENDING:
-            self.apply(everything=True)
-        elif not behind or budget.wait(now) <= 0.0:
+        elif not behind or budget is None or budget.wait(now) <= 0.0:
             self.apply()
         else:
             self._waiting = asyncio.get_running_loop().call_later(budget.wait(now), self.apply)

@@ -332,6 +332,43 @@ async def test_reports_that_come_while_a_backlog_waits_shed_the_stale_ones_it_ho
     assert source.stats.messages_in == 151  # received, shed or written ("connected" too)
 
 
+class Sized(Quiet):
+    event_size = staticmethod(len)  # (its events are strings: a byte each)
+
+
+@pytest.mark.parametrize("bound", ["events", "bytes"])
+async def test_what_a_source_holds_stays_bounded_however_far_behind_its_writes_are(
+    behind: Pressure, monkeypatch: Any, bound: str
+):
+    """A gateway whose writes fall ever further behind (a starved one) still holds at most
+    `MAX_PENDING` events and `MAX_PENDING_BYTES`: past either, the backlog goes in at once,
+    in order, nothing lost. A backlog that waited used to take everything that came after it
+    without a bound (a workers run held gigabytes of DEVICES frames)."""
+    monkeypatch.setattr("robowire.service.MAX_PENDING", 100 if bound == "events" else 10**9)
+    monkeypatch.setattr("robowire.service.MAX_PENDING_BYTES", 1000)
+    source = Sized("q")
+    adapter = source.adapter = Recording()
+    assert source.budget is not None
+    source.budget.credit = -1.0  # spent: what comes waits for credit that is long in coming
+    sent = [("x" * 5 if bound == "events" else "x" * 50) + str(n) for n in range(1000)]
+    held: list[tuple[int, int]] = []
+    for n in range(0, len(sent), 10):
+        source.deliver(sent[n : n + 10], 1.0 + n)  # (none is a report: none is ever shed)
+        held.append((len(source._held), source._held.bytes))
+    assert max(held)[0] <= 100 and max(b for _, b in held) <= 1000 + 10 * 60
+    source.apply(everything=True)
+    assert written(adapter) == sent and source._held.bytes == 0
+
+
+def test_a_hold_counts_the_bytes_of_what_it_holds_as_events_are_shed_and_taken():
+    held = Held(size_of=lambda e: 100 if isinstance(e, Frame) else len(str(e)))
+    held.add([Frame(1), "abc", Frame(2)])
+    assert held.bytes == 100 + 3  # Frame(1) is stale
+    held.add(["de"], shed=False)
+    assert held.take(2) == ["abc", Frame(2)] and held.bytes == 2
+    assert held.take() == ["de"] and held.bytes == 0
+
+
 async def test_a_capture_file_sheds_nothing():
     from robowire.addresses import parse_endpoint
     from robowire.service import CaptureSource

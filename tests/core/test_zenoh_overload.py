@@ -1,7 +1,8 @@
 """The Zenoh source under overload, sans I/O: payloads in (as Zenoh hands them over), what is
 written into the world, shed and dropped out. A busy gateway writes the newest STATE of each
-set of devices and columns and counts the rest as shed; it never sheds a DEVICES or LOG
-frame; its inbox stays within its bytes, dropping the oldest STATE frames first."""
+set of devices and columns and counts the rest as shed, and the newest description of the
+same known devices; it never sheds a DEVICES frame that says who a slot is, or a LOG frame;
+its inbox stays within its bytes, dropping the oldest STATE frames first."""
 
 from __future__ import annotations
 
@@ -16,16 +17,17 @@ from robowire.transport.budget import Pressure
 from robowire.world import LogEvent, World
 from robowire.zenoh import codec, keys
 from robowire.zenoh.net import Link
-from robowire.zenoh.source import READ_FRAMES, Inbox, ZenohSource, decode_all
+from robowire.zenoh.source import READ_FRAMES, Identities, Inbox, ZenohSource, decode_all
 
 Frame = tuple[str, bytes]  # a key and its payload, as the inbox holds them
 
 
-def devices(source: str, ids: Sequence[str]) -> Frame:
+def devices(source: str, ids: Sequence[str], link: str = "") -> Frame:
+    """A DEVICES frame of `ids` at slots 0.., each linked to `link` if one is given."""
     n = len(ids)
     frame = codec.Devices(
         slots=tuple(range(n)), ids=tuple(ids), kinds=("drone",) * n, names=tuple(ids),
-        links=((),) * n, attributes=({},) * n,
+        links=((link,) if link else (),) * n, attributes=({},) * n,
     )  # fmt: skip
     return keys.key(source, keys.DEVICES), codec.encode(frame)
 
@@ -54,10 +56,10 @@ class Bus:
         self.world = World()
         self.source = ZenohSource(Link("127.0.0.1", 7447, "connect", False))
         self.source.adapter = self.source.new_adapter(self.world)
-        self.described: dict[str, int] = {}
+        self.identities = Identities()
 
     def heard(self, *frames: Frame, now: float = 1.0) -> None:
-        self.source.deliver(decode_all(frames, self.described), now)
+        self.source.deliver(decode_all(frames, self.identities), now)
 
     def spent(self) -> None:
         """The source has spent its credit: what comes now waits until `apply`."""
@@ -115,6 +117,25 @@ async def test_devices_and_log_frames_are_never_shed(behind: Pressure, bus: Bus)
     assert bus.shed == 1  # the STATE of a and b at 2.0; the one of a alone covers other slots
 
 
+async def test_descriptions_of_the_same_devices_write_the_newest_and_states_shed_across_them(
+    behind: Pressure, bus: Bus
+) -> None:
+    """A SpyGlass network relinks its nodes many times a second: each pull of a worker sends
+    its nodes' DEVICES frame again. A busy gateway writes the newest and sheds the rest, as
+    for STATE frames; the states between them still name the same devices, so they are
+    stale across them too. (A gateway that took every one held thousands: memory grew
+    without bound in a starved workers run.)"""
+    bus.heard(devices("net", ["a", "b"]), state("net", 0.0))
+    bus.spent()
+    for x in range(1, 6):
+        bus.heard(devices("net", ["a", "b"], link=f"n{x}"), state("net", float(x)))
+    bus.source.apply()
+    assert bus.shed == 4 + 4
+    assert [d.links for d in bus.world.devices("net")] == [("n5",), ("n5",)]
+    assert bus.x("net") == [5.0, 5.0]
+    assert bus.source.stats.messages_in == 2 + 10  # every frame counted as received
+
+
 async def test_a_state_of_other_devices_or_columns_or_a_renumbering_is_not_stale(
     behind: Pressure, bus: Bus
 ) -> None:
@@ -149,7 +170,7 @@ async def test_a_gateway_that_keeps_up_writes_every_state(bus: Bus) -> None:
 
 def test_a_bad_state_frame_is_dropped_as_it_comes_and_a_good_one_read_only_when_written() -> None:
     key, good = state("swarm", 1.0)
-    events = decode_all([(key, good[:-3]), (key, good)], {})
+    events = decode_all([(key, good[:-3]), (key, good)], Identities())
     assert [type(e).__name__ for e in events] == ["PacketDropped", "StateReceived"]
     packed = codec.unpack(good)
     assert isinstance(packed, codec.Packed) and packed.names == ("position",)

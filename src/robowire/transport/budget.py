@@ -19,7 +19,9 @@ A gateway on a busy machine cannot always keep up. The policy (docs/architecture
   are applied as they come; once it has spent its credit its events wait (`Held`, in order)
   until the credit is back, and then go in (a turn at a time, below). While they wait, a
   state report (`Report`) is shed as soon as a newer one covering the same comes, and
-  counted: a busy gateway shows fewer, fresher states.
+  counted: a busy gateway shows fewer, fresher states. What waits is bounded in events
+  (`MAX_PENDING`) and, for a source whose events are big (a Zenoh frame), in bytes
+  (`MAX_PENDING_BYTES`): past either, it all goes in at once.
 * **A delivery is a turn at a time**, as a sink's is: events that would take longer than a
   turn (`Turns`, by their measured cost per event) are written a slice at a time until
   `SINK_TURN` seconds have gone (`CALM_TURN` while the loop keeps up), and the rest when the
@@ -44,7 +46,7 @@ import asyncio
 import logging
 import math
 import weakref
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -164,14 +166,17 @@ class Budget:
 class Held:
     """Events waiting for credit, in order, without the state reports that a later report
     covering the same (its class and `Report.covers()`) made stale: those are shed as the
-    newer one comes, so what waits is at most one report of each thing (and the rest)."""
+    newer one comes, so what waits is at most one report of each thing (and the rest). With
+    `size_of`, `bytes` is what the events held hold."""
 
-    __slots__ = ("_events", "_latest", "_live")
+    __slots__ = ("_events", "_latest", "_live", "_size_of", "bytes")
 
-    def __init__(self) -> None:
+    def __init__(self, size_of: Callable[[object], int] | None = None) -> None:
         self._events: list[object] = []
         self._latest: dict[Hashable, int] = {}  # a report's key -> its index in `_events`
         self._live = 0
+        self._size_of = size_of
+        self.bytes = 0
 
     def __len__(self) -> int:
         return self._live
@@ -179,8 +184,8 @@ class Held:
     def add(self, events: Sequence[object], shed: bool = True) -> tuple[int, int]:
         """Append `events` (shedding stale reports, unless `shed` is False); how many reports
         were shed, and the messages they counted (`Report.message_count`)."""
-        held, latest = self._events, self._latest
-        dropped = messages = 0
+        held, latest, size_of = self._events, self._latest, self._size_of
+        dropped = messages = freed = 0
         for event in events:
             if shed and isinstance(event, Report):
                 key = (type(event), event.covers())
@@ -189,24 +194,30 @@ class Held:
                     stale = held[old]
                     assert isinstance(stale, Report)
                     messages += stale.message_count()
+                    if size_of is not None:
+                        freed += size_of(stale)
                     held[old] = _SHED
                     dropped += 1
                 latest[key] = len(held)
             held.append(event)
         self._live += len(events) - dropped
+        if size_of is not None:
+            self.bytes += sum(map(size_of, events)) - freed
         return dropped, messages
 
     def take(self, count: int | None = None) -> list[object]:
         """The oldest `count` events held (None: all), oldest first, off the hold."""
         events = [e for e in self._events if e is not _SHED] if self._latest else self._events
         if count is None or count >= len(events):
-            self._events, self._latest, self._live = [], {}, 0
+            self._events, self._latest, self._live, self.bytes = [], {}, 0, 0
             return events
         taken, rest = events[:count], events[count:]
         self._events, self._live = rest, len(rest)
         self._latest = {
             (type(e), e.covers()): i for i, e in enumerate(rest) if isinstance(e, Report)
         }
+        if self._size_of is not None:
+            self.bytes -= sum(map(self._size_of, taken))
         return taken
 
 

@@ -14,10 +14,14 @@ never holds up Zenoh.
 Overload (`robowire.transport.budget`, as for every source): a STATE frame is a `Report`
 (`StateReceived`) that covers its source's slots and columns (a frame carries the changed
 devices' columns only, so a newer one makes an older one stale only when both name the same
-slots and the same columns, with no DEVICES frame of that source between them). While the
-gateway is behind, the frames wait for the source's credit and a stale one is shed (counted
-in `shed`) as the newer one comes; DEVICES and LOG frames are never shed. A STATE frame's
-columns are read only when it is written (`codec.unpack`): a shed one costs its check alone.
+slots and the same columns, and the same devices by them: no DEVICES frame of that source
+between them described a new device or numbered them afresh, `Identities`). A DEVICES frame
+that only describes known devices again (their names, links and attributes, which a
+SpyGlass network changes many times a second) is a `Report` of its slots too
+(`DevicesDescribed`). While the gateway is behind, the frames wait for the source's credit
+and a stale one is shed (counted in `shed`) as the newer one comes; a DEVICES frame that says
+who a slot is, and LOG frames, are never shed. A STATE frame's columns are read only when it
+is written (`codec.unpack`): a shed one costs its check alone.
 
 Late joining: when a publishing gateway's liveliness token appears (at start, after a
 reconnect, a new gateway at the router) this side asks `robowire/*/=snapshot`, and it asks
@@ -31,6 +35,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import operator
 import threading
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
@@ -69,6 +74,7 @@ class Received:
 
     source: str
     frame: codec.Frame
+    size: int = 0  # its payload's bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,11 +83,51 @@ class StateReceived(Report):
     module docstring: what it covers)."""
 
     source: str
-    described: int  # DEVICES frames of this source before it (a slot may be another device)
+    epoch: int  # the source's identity epoch (`Identities`): which device each slot is
     packed: codec.Packed
 
     def covers(self) -> Hashable:
-        return (self.source, self.described, self.packed.slots, self.packed.names)
+        return (self.source, self.epoch, self.packed.slots, self.packed.names)
+
+
+@dataclass(frozen=True, slots=True)
+class DevicesDescribed(Report):
+    """A DEVICES frame that describes again devices already described, at the same slots (new
+    names, links or attributes): a newer one of the same slots states all of that anew, so
+    it makes this one stale."""
+
+    source: str
+    epoch: int
+    frame: codec.Devices
+    size: int = 0
+
+    def covers(self) -> Hashable:
+        return (self.source, self.epoch, self.frame.slots)
+
+
+class Identities:
+    """Which device each publisher's slot is, as the DEVICES frames read so far said, and an
+    epoch per source that moves on when a frame says a slot is a device it was not before (a
+    new device, or a restarted publisher numbering its devices afresh). Reports of one epoch
+    name the same devices by the same slots, so a newer one may make an older one stale;
+    across epochs, never."""
+
+    def __init__(self) -> None:
+        self._ids: dict[str, dict[int, str]] = {}
+        self.epochs: dict[str, int] = {}
+
+    def epoch(self, source: str) -> int:
+        return self.epochs.get(source, 0)
+
+    def describe(self, source: str, frame: codec.Devices) -> bool:
+        """Take a DEVICES frame in; True if it changed no slot's device (an epoch moved on
+        otherwise)."""
+        ids = self._ids.setdefault(source, {})
+        if all(map(operator.eq, map(ids.get, frame.slots), frame.ids)):
+            return True
+        ids.update(zip(frame.slots, frame.ids, strict=True))
+        self.epochs[source] = self.epoch(source) + 1
+        return False
 
 
 class ZenohAdapter:
@@ -121,6 +167,10 @@ class ZenohAdapter:
                 if self._mine(event.source):
                     taken += 1
                     self._state(event.source, event.packed.state(), receive_time)
+            elif isinstance(event, DevicesDescribed):
+                if self._mine(event.source):
+                    taken += 1
+                    self._devices(event.source, event.frame, receive_time)
             elif isinstance(event, Received):
                 if not self._mine(event.source):
                     continue
@@ -313,12 +363,12 @@ def _parsed(key: str) -> tuple[str, str] | None:
 
 
 def decode_all(
-    frames: Sequence[tuple[str, bytes]], described: dict[str, int]
-) -> list[Received | StateReceived | PacketDropped]:
+    frames: Sequence[tuple[str, bytes]], identities: Identities
+) -> list[Received | StateReceived | DevicesDescribed | PacketDropped]:
     """Frames as events: what decodes (a STATE frame checked, its columns not read yet), and
-    a PacketDropped for what does not. `described` counts each source's DEVICES frames (kept
+    a PacketDropped for what does not. `identities` follows each source's DEVICES frames (kept
     from one call to the next)."""
-    events: list[Received | StateReceived | PacketDropped] = []
+    events: list[Received | StateReceived | DevicesDescribed | PacketDropped] = []
     for key, payload in frames:
         where = _parsed(key)
         if where is None:
@@ -334,16 +384,25 @@ def decode_all(
             )
             continue
         if isinstance(frame, codec.Packed):
-            events.append(StateReceived(source, described.get(source, 0), frame))
-            continue
-        if isinstance(frame, codec.Devices):
-            described[source] = described.get(source, 0) + 1
-        events.append(Received(source, frame))
+            events.append(StateReceived(source, identities.epoch(source), frame))
+        elif isinstance(frame, codec.Devices) and identities.describe(source, frame):
+            events.append(DevicesDescribed(source, identities.epoch(source), frame, len(payload)))
+        else:
+            events.append(Received(source, frame, len(payload)))
     return events
+
+
+def payload_size(event: object) -> int:
+    """The payload bytes behind an event of `decode_all` (what a source's hold counts)."""
+    if isinstance(event, StateReceived):
+        return len(event.packed.payload)
+    return getattr(event, "size", 0)
 
 
 class ZenohSource(Source):
     """Subscribes to publishing gateways (see the module docstring)."""
+
+    event_size = staticmethod(payload_size)  # its frames are up to megabytes: a hold in bytes
 
     def __init__(self, link: Link, prefix: str = "") -> None:
         super().__init__(f"zenoh://{link.host}:{link.port}")
@@ -353,7 +412,7 @@ class ZenohSource(Source):
         self.inbox: Inbox | None = None
         self._asked: dict[str, float] = {}  # source ("*": all) -> when last asked
         self._inbox_drops = 0
-        self._described: dict[str, int] = {}  # DEVICES frames per source (`decode_all`)
+        self._identities = Identities()  # who each publisher's slots are (`decode_all`)
         self._said: set[str] = set()  # foreign sources said
 
     def new_adapter(self, world: World) -> ZenohAdapter:
@@ -382,7 +441,7 @@ class ZenohSource(Source):
             self.connected()
             while True:
                 frames = await inbox.wait()
-                self.deliver(decode_all(frames, self._described), monotonic())
+                self.deliver(decode_all(frames, self._identities), monotonic())
                 self._count_losses()
         finally:
             for entity in declared:
