@@ -9,6 +9,7 @@ import pytest
 from robowire.errors import TransportError
 from robowire.timebase import monotonic
 from robowire.transport import connect_stream, run_datagram, serve_stream
+from robowire.transport.loop import start_now
 from robowire.transport.udp import DatagramDriver
 from robowire.wire import Address, SessionStats
 from support import until
@@ -263,3 +264,76 @@ def test_drivers_work_on_the_loop_the_cli_uses():
     run(test_tcp_server_and_client_drive_sessions())
     run(test_udp_driver_reads_a_burst_in_few_wakeups_and_replies())
     run(test_a_connected_udp_driver_hears_a_peer_that_came_up_after_it_sent())
+
+
+# -- start_now: a coroutine run up to its first wait at once, the rest as a task --------------
+
+
+async def test_start_now_runs_before_what_the_loop_already_had_queued() -> None:
+    """A command started from a message handler goes out in that turn: before the callbacks
+    queued meanwhile (a task would run after them: on a loaded loop, a whole round later)."""
+    order: list[str] = []
+    asyncio.get_running_loop().call_soon(order.append, "queued before")
+
+    async def command() -> str:
+        order.append("sent")
+        return "ok"
+
+    outcome = start_now(command())
+    assert order == ["sent"] and outcome.done() and outcome.result() == "ok"
+    await asyncio.sleep(0)
+    assert order == ["sent", "queued before"]
+
+
+async def test_start_now_finishes_what_waits_as_a_task_with_its_result() -> None:
+    steps: list[str] = []
+    reply: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+    async def command() -> int:
+        steps.append("sent")
+        answer = await reply
+        await asyncio.sleep(0)
+        steps.append(f"answered {answer}")
+        return answer * 2
+
+    outcome = start_now(command())
+    assert steps == ["sent"] and not outcome.done()
+    reply.set_result(21)
+    assert await asyncio.wait_for(outcome, 5) == 42
+    assert steps == ["sent", "answered 21"]
+
+
+async def test_start_now_gives_a_failure_before_or_after_the_wait_as_its_outcome() -> None:
+    async def fails_at_once() -> None:
+        raise TransportError("not connected")
+
+    async def fails_later() -> None:
+        await asyncio.sleep(0)
+        raise TransportError("connection lost")
+
+    with pytest.raises(TransportError, match="not connected"):
+        await start_now(fails_at_once())
+    with pytest.raises(TransportError, match="connection lost"):
+        await start_now(fails_later())
+
+
+async def test_cancelling_what_start_now_started_reaches_the_coroutine() -> None:
+    """A browser that goes away cancels its commands: the coroutine sees the cancellation
+    where it waits, and what it does then (its `finally`) runs."""
+    seen: list[str] = []
+
+    async def command() -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+        finally:
+            seen.append("cleaned up")
+
+    outcome = start_now(command())
+    await asyncio.sleep(0)
+    outcome.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await outcome
+    assert seen == ["cancelled", "cleaned up"]

@@ -16,19 +16,21 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import numpy as np
 import pytest
 import websockets
 from websockets.asyncio.client import ClientConnection, connect
+from websockets.asyncio.server import ServerConnection
 
 from robowire.access import Access
 from robowire.gateway import Gateway, open_sim, open_source
 from robowire.service import SimOptions
 from robowire.transport.budget import Pressure
 from robowire.viewer import server as viewer_server
-from robowire.viewer.client import BEHIND_RATE
+from robowire.viewer.client import BEHIND_RATE, ViewerClient
 from robowire.viewer.frames import Frame, decode_frame
 from robowire.viewer.server import ViewerSink
 from robowire.world import World
@@ -504,6 +506,24 @@ async def test_with_a_controller_commands_stream_their_statuses() -> None:
         (3, "in_progress", "arming"),
         (3, "ok", "armed"),
     ]
+
+
+async def test_a_command_goes_out_in_the_turn_that_reads_it() -> None:
+    """Not a round of the loop later (as a new task would: on a loaded gateway, tens of
+    milliseconds): the controller has the command, and the browser's `sent` status is
+    queued, when the message's handling returns; what comes after waiting goes on after."""
+    controller = FakeController()
+    sink = ViewerSink("127.0.0.1", 0, 30.0)
+    sink.controller, sink.gate.access = controller, Access(token="t0ken")
+    request = SimpleNamespace(path="/ws?token=t0ken")
+    client = ViewerClient(sink, World(), cast(ServerConnection, SimpleNamespace(request=request)))
+    command = {"type": "command", "id": 5, "source": "ugcs@x", "device": "SIM-1",
+               "command": "arm", "params": {}}  # fmt: skip
+    client._handle(json.dumps(command))
+    assert controller.calls == [("ugcs@x", "SIM-1", "arm", {})]
+    assert [json.loads(m)["state"] for m in client._outbox] == ["sent"]
+    await asyncio.wait_for(asyncio.gather(*client._commands), WAIT)
+    assert [json.loads(m)["state"] for m in client._outbox] == ["sent", "in_progress", "ok"]
 
 
 async def test_a_command_catalog_that_changes_reaches_connected_browsers() -> None:

@@ -33,6 +33,7 @@ from websockets.exceptions import ConnectionClosed
 from robowire.access import CONTROL_NEEDS_TOKEN
 from robowire.timebase import WallClock, monotonic
 from robowire.transport.budget import pressure
+from robowire.transport.loop import start_now
 from robowire.viewer.frames import BlockSource, KindColours, encode_frame
 from robowire.wire import SessionStats
 from robowire.world import LatestState, Update, World
@@ -124,7 +125,7 @@ class ViewerClient:
         self._telemetry_due = asyncio.Event()
         self._known: dict[str, int] = {}  # source -> devices the browser was told of
         self._colours: dict[str, KindColours] = {}
-        self._commands: set[asyncio.Task[None]] = set()
+        self._commands: set[asyncio.Future[None]] = set()
 
     # -- the connection ------------------------------------------------------------------------
 
@@ -147,8 +148,8 @@ class ViewerClient:
                     if exc is not None and not isinstance(exc, ConnectionClosed):
                         raise exc
             finally:
-                for task in [*tasks, *self._commands]:
-                    task.cancel()
+                for pending in [*tasks, *self._commands]:
+                    pending.cancel()
                 await asyncio.gather(*tasks, *self._commands, return_exceptions=True)
 
     def push(self, message: Mapping[str, Any]) -> None:
@@ -253,9 +254,11 @@ class ViewerClient:
                     {"type": "command_status", "id": ident, "state": "failed", "message": str(exc)}
                 )
 
-        task = asyncio.create_task(run())
-        self._commands.add(task)
-        task.add_done_callback(self._commands.discard)
+        # sent in this turn, not a round of the loop later; what follows (replies) in a task
+        task = start_now(run())
+        if not task.done():
+            self._commands.add(task)
+            task.add_done_callback(self._commands.discard)
 
     # -- state frames -------------------------------------------------------------------------
 
