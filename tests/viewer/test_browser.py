@@ -151,6 +151,29 @@ def test_the_status_panel_shows_the_source_connected_with_a_rate(viewer: Any) ->
     assert int(cells[4]) == DRONES
 
 
+def test_the_status_panel_says_which_worker_a_service_runs_in(viewer: Any) -> None:
+    """A site with workers: the gateway's status has each worker's own sources after its
+    row, with `worker` (docs/config.md); the panel names it as `robowire status` does."""
+    names = viewer.js(
+        """async (services) => {
+          const { StatusTable } = await import('/static/status.js');
+          const body = document.createElement('tbody');
+          new StatusTable(body, null).update({ type: 'status', services });
+          return Array.from(body.rows, (r) => [r.dataset.service, r.cells[0].textContent]);
+        }""",
+        [
+            {"name": "worker ingest", "role": "worker", "state": "connected"},
+            {"name": "mocap", "role": "source", "state": "connected", "worker": "ingest"},
+            {"name": "viewer", "role": "sink", "state": "listening"},
+        ],
+    )
+    assert names == [
+        ["worker ingest", "worker ingest"],
+        ["mocap", "mocap (worker ingest)"],
+        ["viewer", "viewer"],
+    ]
+
+
 def _block(source: int, slots: list[int], beam: bool) -> bytes:
     """A state-frame block laid out by hand from viewer-spec.md (not by the server's encoder)."""
     n = len(slots)

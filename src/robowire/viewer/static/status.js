@@ -1,5 +1,6 @@
 // Per-service status (the server's 1 Hz `status` message): state, address, devices, rate,
-// message, error, drop and shed counters. A handful of rows, rebuilt in place.
+// message, error, drop and shed counters, and the worker a service runs in. A handful of
+// rows, rebuilt in place.
 
 function n(x) { return x === null || x === undefined ? "" : String(x); }
 
@@ -18,7 +19,9 @@ export class StatusTable {
       const tr = this.tbody.rows[i] ?? this.tbody.insertRow();
       while (tr.cells.length < 11) tr.insertCell();
       tr.dataset.service = s.name;
-      const cells = [s.name, s.role, s.state, s.address ?? "", n(s.devices),
+      // a worker's own sources and sinks say where they run, as `robowire status` does
+      const name = s.worker ? `${s.name} (worker ${s.worker})` : s.name;
+      const cells = [name, s.role, s.state, s.address ?? "", n(s.devices),
         typeof s.rate === "number" ? s.rate.toFixed(1) : n(s.rate), n(s.messages), n(s.errors),
         n(s.dropped), n(s.shed), s.last_drop ?? ""];
       cells.forEach((v, k) => { if (tr.cells[k].textContent !== v) tr.cells[k].textContent = v; });
