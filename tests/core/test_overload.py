@@ -26,6 +26,7 @@ from robowire.service import Sink, Source
 from robowire.timebase import monotonic
 from robowire.transport.budget import (
     CALM,
+    CALM_TURN,
     LATE_SHARE,
     MAX_WAIT,
     PROBE,
@@ -315,6 +316,24 @@ async def test_a_costly_burst_is_written_a_turn_at_a_time_in_order_while_the_loo
     assert written(adapter) == ["connected", *burst]  # nothing lost, reordered or shed
     assert len(adapter.deliveries) >= 10  # 200 ms of writes in turns of 5 ms
     assert max(gaps) < SINK_TURN + 2 * SLICE + 0.03  # (a busy machine's scheduling)
+
+
+async def test_a_sources_first_delivery_is_a_turn_at_a_time_before_its_cost_is_known():
+    """What a source's first read costs is not known until some of it is written (a VRSP
+    show's first frames make 10,000 devices: 413 ms in one go in the soak), so it too goes
+    in a slice at a time, one event first."""
+    source = Quiet("q")
+    adapter = source.adapter = Costly(0.001)
+    burst = [f"registered {i}" for i in range(100)]  # 100 ms, none a report: nothing shed
+    began = time.perf_counter()
+    source.deliver(burst, monotonic())
+    held_for = time.perf_counter() - began
+    assert written(adapter) and len(written(adapter)) < len(burst)
+    assert held_for < CALM_TURN + 2 * SLICE + 0.03  # (a busy machine's scheduling)
+    async with asyncio.timeout(30):
+        while len(written(adapter)) < len(burst):
+            await asyncio.sleep(0)
+    assert written(adapter) == burst and adapter.deliveries[0] == [burst[0]]
 
 
 async def test_reports_that_come_while_a_backlog_waits_shed_the_stale_ones_it_holds():
