@@ -82,6 +82,8 @@ class Runner:
             return "finished"
         if isinstance(service, Source):
             return "connected" if service.live(monotonic()) else "waiting"
+        if isinstance(service, Remote):
+            return "connected" if service.speaking() else "waiting"
         if not service.ready.is_set():
             return "waiting"
         return "listening" if service.announce == "listening on" else "connected"

@@ -28,7 +28,7 @@ the ones the templates keep, read; nothing but the `StatusServer` reads a socket
 * `devices`: how many devices the service's own world table holds (sources).
 * `worker`: the worker process that runs the service (`robowire.workers`), None for the
   gateway's own: a gateway shows each worker's sources and sinks (and their `shed`) as the
-  worker's status server last said them, after the worker's own row (`Remote`).
+  worker last said them on the bus, after the worker's own row (`Remote`).
 * `clock_offset`: a source's sender clock minus ours, in seconds (the smallest network delay
   included; see `robowire.timebase.ClockOffset`), to the millisecond; null when unknown (no
   stamped message yet, a protocol without stamps, or not a source).
@@ -89,6 +89,10 @@ class Remote(Protocol):
     """A service that runs others elsewhere (a worker process) and says their status too."""
 
     def remote_status(self) -> Sequence[ServiceStatus]: ...
+
+    def speaking(self) -> bool:
+        """Whether it is up: `connected` in the status, else `waiting`."""
+        ...
 
 
 @dataclass(slots=True)

@@ -7,7 +7,9 @@ NAME (`robowire up -c site.toml --worker NAME`, the same file), not in the gatew
       its own sources, sinks, sims                its sources -> its world -> zenoh sink
       zenoh sink: its own sources, listening ---> zenoh source -> its world -> its sinks
       zenoh source (connects to that sink)   <--- (every worker connects to the bus)
-      one `Worker` service per spawned worker     (reads stdin: its end means the gateway is gone)
+      one `Worker` service per worker       <--- status beacon: its services' status
+                                                  (spawned: reads stdin, whose end means the
+                                                  gateway is gone)
 
 The gateway's bus sink is a Zenoh peer listening on the `[workers] bus` address; workers and
 the gateway's bus source are its clients, and it routes between them, so a worker's sink
@@ -21,15 +23,20 @@ The same file runs on several machines: the workers in `[workers] remote` are no
 the gateway; run `robowire up -c site.toml --worker NAME` for each where it should run (its
 bus host is the gateway's address).
 
-`Worker` supervises one child: it starts it, restarts it when it ends (backoff doubling from
-1 s to 8 s; the first exit is said in one line, then nothing until it has run for a while),
-shows it in the gateway's status (state; messages, those its sources took in, as its own
-status server says every `POLL_SECONDS`; restarts as drops) followed by the worker's own
-sources and sinks as that server said them (state, counters, rates, and what each source
-shed under overload: `Remote`; not its bus or status endpoint, and nothing while it is
-down, since a restarted worker counts from 0), and stops it when the gateway stops
-(SIGTERM, then SIGKILL after `STOP_SECONDS`). A gateway killed outright leaves no worker
-either: each child's stdin is a pipe from the gateway, and a worker ends when it closes.
+Every worker says what its services are doing on the bus every `POLL_SECONDS`
+(`StatusBeacon`, key `robowire/=workers/NAME/=status`), and the gateway has one `Worker` per
+worker that takes it in: the gateway's status shows the worker's row (state; messages, those
+its sources took in; restarts as drops) followed by the worker's own sources and sinks as it
+said them (state, counters, rates, and what each source shed under overload: `Remote`; not
+its bus or status endpoint). A remote worker is `connected` while it speaks and `waiting`
+once it said nothing for `SILENT_POLLS` polls (and shows nothing then).
+
+A spawned worker's `Worker` also supervises it: it starts the child, restarts it when it
+ends (backoff doubling from 1 s to 8 s; the first exit is said in one line, then nothing
+until it has run for a while; nothing of it is shown while it is down, since a restarted
+worker counts from 0), and stops it when the gateway stops (SIGTERM, then SIGKILL after
+`STOP_SECONDS`). A gateway killed outright leaves no worker either: each child's stdin is a
+pipe from the gateway, and a worker ends when it closes.
 """
 
 from __future__ import annotations
@@ -44,19 +51,21 @@ import socket
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
+
+import orjson
 
 from robowire.addresses import parse_endpoint
 from robowire.config import Site
 from robowire.endpoints import Endpoint
-from robowire.errors import ConfigError, RobowireError
+from robowire.errors import ConfigError
 from robowire.gateway import open_site
 from robowire.service import MAX_RETRY_SECONDS, RETRY_SECONDS, Service, Sink, Source
-from robowire.status import FIELDS, ServiceStatus
-from robowire.status_client import fetch_status
+from robowire.status import FIELDS, ServiceStatus, status_message
 from robowire.timebase import monotonic
 from robowire.world import World
-from robowire.zenoh.net import Mode, link_of
+from robowire.zenoh import keys
+from robowire.zenoh.net import Link, Mode, link_of, open_when_up
 from robowire.zenoh.sink import ZenohSink
 from robowire.zenoh.source import ZenohSource
 
@@ -64,7 +73,8 @@ log = logging.getLogger("robowire")
 
 STOP_SECONDS = 5.0  # a worker that has not ended this long after SIGTERM is killed
 STEADY_SECONDS = 10.0  # a worker that ran this long before it ended is said again
-POLL_SECONDS = 2.0  # how often a worker's status is asked for
+POLL_SECONDS = 2.0  # how often a worker says its status on the bus
+SILENT_POLLS = 3  # a worker that said nothing for this many polls is forgotten (waiting)
 
 
 def keep_big_buffers() -> None:
@@ -102,8 +112,8 @@ def site_services(site: Site, path: str, worker: str | None = None) -> list[Serv
         heard = ZenohSource(link_of(bus, "connect"))
         heard.name = f"workers@{heard.link.host}:{heard.link.port}"
         out.append(heard)
-        spawned = [n for n in site.worker_names if n not in site.workers.remote]
-        out += [Worker(name, path, bus=_bus_name(bus)) for name in spawned]
+        remote = site.workers.remote
+        out += [Worker(name, path, bus, spawn=name not in remote) for name in site.worker_names]
         return out
     mine = frozenset(s.name for s in out if isinstance(s, Source))
     sinks = any(isinstance(s, Sink) for s in out)
@@ -111,6 +121,7 @@ def site_services(site: Site, path: str, worker: str | None = None) -> list[Serv
         out.append(_bus_sink(bus, mine, "connect"))
     if sinks:  # they get the whole world: every worker's sources and the gateway's own
         out.append(ZenohSource(link_of(bus, "connect")))
+    out.append(StatusBeacon(worker, link_of(bus, "connect")))
     return out
 
 
@@ -127,19 +138,30 @@ def _bus_sink(bus: Endpoint, sources: frozenset[str], mode: Mode) -> ZenohSink:
 
 
 class Worker(Service):
-    """One worker process of the gateway's site, supervised (see the module docstring)."""
+    """One worker process of the gateway's site: supervised when the gateway spawns it, and
+    in the gateway's status either way, as its `StatusBeacon` says it on the bus (see the
+    module docstring)."""
 
     role = "worker"
     announce = "running"
 
-    def __init__(self, worker: str, path: str, bus: str | None = None) -> None:
+    def __init__(self, worker: str, path: str, bus: Endpoint, *, spawn: bool = True) -> None:
         super().__init__(f"worker {worker}")
         self.worker = worker
         self.path = path
-        self.bus = bus  # the name of the worker's bus services (not shown as its own)
+        self.link = link_of(bus, "connect")
+        self.bus = _bus_name(bus)  # the name of the worker's bus services (not shown as its own)
+        self.spawn = spawn
         self.pid: int | None = None
-        self.status_url: str | None = None  # the worker's own status server
+        self.status_url: str | None = None  # a spawned worker's own status server
         self.status: list[dict[str, Any]] = []  # its services, as it last said
+        self.heard: float | None = None  # when it last said them (monotonic)
+
+    def speaking(self) -> bool:
+        """Up: a spawned worker while its process runs, a remote one while it says its
+        status (it is `ready` from the start either way: the gateway's sources do not wait
+        for a worker on another machine)."""
+        return self.ready.is_set() and (self.spawn or self.heard is not None)
 
     def remote_status(self) -> list[ServiceStatus]:
         """The worker's own sources and sinks, as it last said (see the module docstring)."""
@@ -156,6 +178,18 @@ class Worker(Service):
         ]  # fmt: skip
 
     async def run(self, world: World) -> None:
+        following = asyncio.create_task(self._follow())
+        try:
+            if self.spawn:
+                await self._supervise()
+            else:
+                self.ready.set()
+                await following  # (it runs until cancelled)
+        finally:
+            following.cancel()
+            await asyncio.gather(following, return_exceptions=True)
+
+    async def _supervise(self) -> None:
         delay = RETRY_SECONDS
         quiet = False
         while True:
@@ -180,28 +214,78 @@ class Worker(Service):
         )
         self.pid = process.pid
         self.ready.set()
-        poll = asyncio.create_task(self._poll(self.status_url))
         try:
             return await process.wait()
         except asyncio.CancelledError:
             await _stop(process)
             raise
         finally:
-            poll.cancel()
             self.pid = None
-            self.status = []
+            self._forget()
 
-    async def _poll(self, url: str) -> None:
-        """Ask the worker for its status every POLL_SECONDS (quietly: it may be starting)."""
-        while True:
-            await asyncio.sleep(POLL_SECONDS)
-            try:
-                message = await asyncio.to_thread(fetch_status, url, 1.0)
-            except RobowireError:
-                continue
-            self.status = message["services"]
-            taken = (s.get("messages", 0) for s in self.status if s.get("role") == "source")
-            self.stats.messages_out = sum(int(n) for n in taken)
+    async def _follow(self) -> None:
+        """Take in what the worker says on the bus; forget it once it has said nothing for
+        `SILENT_POLLS` times `POLL_SECONDS` (a remote worker is then `waiting`)."""
+        session = await open_when_up(self.link, self.name)
+        loop = asyncio.get_running_loop()
+        key = keys.worker_status(self.worker)
+        subscriber: Any = session.declare_subscriber(
+            key, lambda sample: loop.call_soon_threadsafe(self.said, sample.payload.to_bytes())
+        )
+        silence = SILENT_POLLS * POLL_SECONDS
+        try:
+            while True:
+                await asyncio.sleep(POLL_SECONDS)
+                if self.heard is not None and monotonic() - self.heard > silence:
+                    self._forget()
+        finally:
+            subscriber.undeclare()
+            await asyncio.to_thread(cast(Callable[[], None], session.close))
+
+    def said(self, payload: bytes) -> None:
+        """A status message of the worker's (`StatusBeacon`): its services, and the messages
+        its sources took in as this row's."""
+        try:
+            services = orjson.loads(payload)["services"]
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            log.debug("%s: a status that is not one: %r", self.name, payload[:80])
+            return
+        if self.spawn and self.pid is None:
+            return  # from a worker process that has ended (a late message): it counts from 0
+        self.status, self.heard = services, monotonic()
+        taken = (s.get("messages", 0) for s in services if s.get("role") == "source")
+        self.stats.messages_out = sum(int(n) for n in taken)
+
+    def _forget(self) -> None:
+        self.status, self.heard = [], None
+
+
+class StatusBeacon(Service):
+    """In a worker process: what its services are doing (`Gateway.status()`), put on the bus
+    as JSON every `POLL_SECONDS` (`zenoh.keys.worker_status`), where the gateway's `Worker`
+    takes it in: a worker on another machine has no status server the gateway can reach."""
+
+    role = "status"
+    announce = "publishing to"
+
+    def __init__(self, worker: str, link: Link) -> None:
+        super().__init__(f"status of worker {worker}")
+        self.worker = worker
+        self.link = link
+
+    async def run(self, world: World) -> None:
+        self.listening((self.link.host, self.link.port))  # at once: the sources do not wait
+        session = await open_when_up(self.link, self.name)
+        key = keys.worker_status(self.worker)
+        try:
+            while True:
+                if self.gateway is not None:
+                    message = status_message(self.gateway.status())
+                    session.put(key, orjson.dumps(message))
+                    self.stats.messages_out += 1
+                await asyncio.sleep(POLL_SECONDS)
+        finally:
+            await asyncio.to_thread(cast(Callable[[], None], session.close))
 
 
 def _free_port() -> int:

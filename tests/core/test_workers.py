@@ -16,12 +16,13 @@ import pytest
 from mcap.reader import make_reader
 
 from robowire import config, workers
+from robowire.addresses import parse_endpoint
 from robowire.errors import ConfigError
 from robowire.gateway import Gateway
 from robowire.runner import Runner
 from robowire.service import Sink, Source
-from robowire.status import StatusServer
 from robowire.world import LogEvent, Update, World
+from robowire.zenoh.net import link_of
 from robowire.zenoh.sink import ZenohSink
 from robowire.zenoh.source import ZenohSource
 from support import Process, free_port, until
@@ -98,11 +99,11 @@ def test_the_gateway_and_each_worker_run_their_share_of_the_site(site: Path) -> 
     bus_sink = next(s for s in gateway if isinstance(s, ZenohSink))
     assert bus_sink.link.mode == "listen" and bus_sink.sources == frozenset()
     ingest = workers.site_services(parsed, str(site), "ingest")
-    assert [type(s).__name__ for s in ingest] == ["VrpnSource", "ZenohSink"]
+    assert [type(s).__name__ for s in ingest] == ["VrpnSource", "ZenohSink", "StatusBeacon"]
     assert isinstance(ingest[0], Source) and ingest[0].name == "mocap"
     assert isinstance(ingest[1], ZenohSink) and ingest[1].sources == {"mocap"}
     rec = workers.site_services(parsed, str(site), "rec")
-    assert [type(s).__name__ for s in rec] == ["McapRecorder", "ZenohSource"]
+    assert [type(s).__name__ for s in rec] == ["McapRecorder", "ZenohSource", "StatusBeacon"]
     assert isinstance(rec[1], ZenohSource) and rec[1].link.mode == "connect"
     with pytest.raises(ConfigError, match=r"no source or sink has worker = 'nope'"):
         workers.site_services(parsed, str(site), "nope")
@@ -186,6 +187,44 @@ async def test_a_worker_that_crashes_is_restarted_and_said_once(site: Path) -> N
         up.stop()
 
 
+async def test_a_remote_worker_shows_in_the_gateway_status_while_it_runs(site: Path) -> None:
+    """`remote = ["ingest"]`: the gateway does not start it; `up --worker ingest`, run by hand
+    (here on the same machine), says its status on the bus, and the gateway shows it and its
+    source, then `waiting` once it has stopped."""
+    site.write_text(site.read_text().replace("[workers]\n", '[workers]\nremote = ["ingest"]\n'))
+    status_port = free_port()
+    up = Process("up", "-c", str(site), "--status-port", str(status_port))
+    worker: Process | None = None
+    try:
+        up.wait_for(r"worker rec running as pid \d+")
+        assert not any("worker ingest running" in line for line in up.lines)  # not spawned
+        assert any("worker ingest runs elsewhere: start it there with" in x for x in up.lines)
+        assert status(status_port)["worker ingest"]["state"] == "waiting"
+        worker = Process("up", "-c", str(site), "--worker", "ingest")
+        await until(
+            lambda: int(status(status_port).get("mocap", {}).get("messages", 0)) > 50,
+            "the gateway shows the remote worker's source",
+        )
+        shown = status(status_port)
+        assert shown["worker ingest"]["state"] == "connected"
+        assert int(shown["worker ingest"]["messages"]) > 50
+        assert (shown["mocap"]["worker"], shown["mocap"]["state"]) == ("ingest", "connected")
+        worker.proc.send_signal(signal.SIGTERM)
+        assert worker.proc.wait(30) == 0, worker.lines
+        await until(
+            lambda: (
+                status(status_port)["worker ingest"]["state"] == "waiting"
+                and "mocap" not in status(status_port)
+            ),
+            "a stopped remote worker is waiting, its source no longer shown",
+        )
+    finally:
+        if worker is not None:
+            worker.stop()
+        up.stop()
+    assert not any("Traceback" in line for line in up.lines + (worker.lines if worker else []))
+
+
 def _bus(site: Path) -> str:
     return site.read_text().split("zenoh://127.0.0.1:")[1].split('"')[0]
 
@@ -201,7 +240,7 @@ def test_the_example_site_with_workers_is_valid() -> None:
 
 class Idle(Source):
     async def run(self, world: World) -> None:
-        self.ready.set()
+        self.connected()
         await asyncio.Future()
 
 
@@ -211,28 +250,42 @@ class Bus(Sink):
 
 
 async def test_what_a_source_in_a_worker_shed_shows_in_the_gateway_status(monkeypatch) -> None:
-    monkeypatch.setattr(workers, "POLL_SECONDS", 0.05)
+    """A worker says its status on the bus (`StatusBeacon`); the gateway's `Worker` shows it,
+    and a remote worker that falls silent is `waiting`, its services no longer shown."""
+    monkeypatch.setattr(workers, "POLL_SECONDS", 0.1)
+    bus = parse_endpoint(f"zenoh://127.0.0.1:{free_port()}")
     source = Idle("mocap")  # a worker's source that shed 7 reports while its worker was behind
     assert source.budget is not None
     source.budget.shed, source.stats.messages_in = 7, 120
-    server = StatusServer()
-    inside = Runner().add(source, Bus("zenoh://127.0.0.1:7450"), server)  # the worker's side
+    beacon = workers.StatusBeacon("ingest", link_of(bus, "connect"))
+    inside = Runner().add(source, Bus(workers._bus_name(bus)), beacon)  # the worker's side
+    worker = workers.Worker("ingest", "site.toml", bus, spawn=False)  # not spawned: remote
+    gateway = Gateway().add(workers._bus_sink(bus, frozenset(), "listen"), worker)
+    outside = asyncio.create_task(gateway.run())
     running = asyncio.create_task(inside.run())
-    worker = workers.Worker("ingest", "site.toml", bus="zenoh://127.0.0.1:7450")
-    gateway = Gateway().add(worker)
     try:
-        await until(lambda: server.url is not None, "the worker's status server listens")
-        assert server.url is not None
-        polling = asyncio.create_task(worker._poll(server.url))
         await until(
             lambda: any(s.name == "mocap" for s in gateway.status()),
             "the gateway shows the worker's source",
-            seconds=20,
+            seconds=30,
         )
-        polling.cancel()
-    finally:
+        rows = gateway.status()
+        shown = [(s.name, s.worker, s.state) for s in rows if s.name in ("worker ingest", "mocap")]
+        assert shown == [("worker ingest", None, "connected"), ("mocap", "ingest", "connected")]
+        mocap = next(s for s in rows if s.name == "mocap")
+        assert (mocap.role, mocap.shed, mocap.messages) == ("source", 7, 120)
+        assert not any(s.worker and s.role not in ("source", "sink") for s in rows)  # no beacon
         inside.stop()
         await running
-    rows = gateway.status()
-    assert [(s.name, s.worker) for s in rows] == [("worker ingest", None), ("mocap", "ingest")]
-    assert (rows[1].role, rows[1].shed, rows[1].messages) == ("source", 7, 120)
+        await until(
+            lambda: (
+                [(s.name, s.state) for s in gateway.status() if "ingest" in f"{s.name} {s.worker}"]
+                == [("worker ingest", "waiting")]
+            ),
+            "a silent remote worker is waiting, and its services are not shown",
+            seconds=30,
+        )
+    finally:
+        inside.stop()
+        gateway.stop()
+        await asyncio.gather(running, outside)

@@ -389,9 +389,14 @@ def up(
                 continue
             if not await wait_ready(task, service):
                 break
-            if isinstance(service, workers.Worker):
+            if isinstance(service, workers.Worker) and service.spawn:
                 said = f"{service.name} running as pid {service.pid}"
                 click.echo(f"{said} (status on {service.status_url})", err=True)
+            elif isinstance(service, workers.Worker):
+                said = f"{service.name} runs elsewhere: start it there with"
+                click.echo(f"{said} `robowire up -c {path} --worker {service.worker}`", err=True)
+            elif isinstance(service, workers.StatusBeacon):
+                continue  # (the worker's status, for the gateway: nothing to connect to)
             elif service.address is not None:
                 host, port = service.address
                 where = getattr(service, "url", None) or f"{host}:{port}"

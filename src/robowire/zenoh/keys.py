@@ -8,6 +8,8 @@
     robowire/<source>/=snapshot    queryable: a DEVICES frame and a STATE frame of every device
     robowire/<source>/<device>     queryable: one device as JSON (for `z_get` and other tools)
     robowire/=gateway/<zid>        liveliness token of each publishing gateway
+    robowire/=workers/<name>/=status  a site's worker NAME: its services' status as JSON,
+                                   every few seconds (`robowire.workers`)
 
 A source or device name becomes one key chunk: the characters Zenoh reserves (`/ * $ ? #`),
 `%`, `=`, white space and a leading `@` are percent-encoded, so no name can pose as a
@@ -24,6 +26,8 @@ DEVICES = "=devices"
 LOG = "=log"
 SNAPSHOT = "=snapshot"
 GATEWAY = f"{ROOT}/=gateway"
+WORKERS = f"{ROOT}/=workers"
+STATUS = "=status"
 KINDS = (STATE, DEVICES, LOG)
 """The last chunks a subscriber takes in (a `=snapshot` reply carries DEVICES and STATE)."""
 
@@ -51,6 +55,11 @@ def unescape(chunk: str) -> str:
 def key(source: str, last: str) -> str:
     """`robowire/<source>/<last>`; `last` is a reserved chunk (STATE, ...) or an escaped id."""
     return f"{ROOT}/{escape(source)}/{last}"
+
+
+def worker_status(worker: str) -> str:
+    """`robowire/=workers/<worker>/=status` (four chunks: no subscriber of frames takes it)."""
+    return f"{WORKERS}/{escape(worker)}/{STATUS}"
 
 
 def device_key(source: str, device: str) -> str:

@@ -10,12 +10,15 @@ backoff); once open, it reconnects by itself after its peer restarts.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from robowire.endpoints import Endpoint
 from robowire.errors import ConfigError, TransportError
+from robowire.service import MAX_RETRY_SECONDS, RETRY_SECONDS
 
 if TYPE_CHECKING:
     import zenoh
@@ -85,3 +88,21 @@ def open_session(link: Link) -> zenoh.Session:
             reason = text.splitlines()[0].split(" at /")[0] if text else "zenoh refused"
         how = "listen on" if link.mode == "listen" else "connect to"
         raise TransportError(f"cannot {how} {link.host}:{link.port}: {reason}") from None
+
+
+async def open_when_up(link: Link, name: str) -> zenoh.Session:
+    """The session of `name` for `link`; a listening one fails at once (TransportError), a
+    connecting one waits for its peer or router, retrying with backoff (said once)."""
+    delay = RETRY_SECONDS
+    while True:
+        try:
+            return await asyncio.to_thread(open_session, link)
+        except TransportError as exc:
+            if link.mode == "listen":
+                raise
+            if delay == RETRY_SECONDS:
+                logging.getLogger("robowire").warning(
+                    "%s: %s; retrying until it answers", name, exc
+                )
+            await asyncio.sleep(delay)
+            delay = min(2 * delay, MAX_RETRY_SECONDS)

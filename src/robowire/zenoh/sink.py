@@ -31,8 +31,7 @@ import numpy as np
 import orjson
 
 from robowire.endpoints import Endpoint
-from robowire.errors import TransportError
-from robowire.service import MAX_RETRY_SECONDS, RETRY_SECONDS, Sink
+from robowire.service import Sink
 from robowire.world import LogEvent, Update, World
 from robowire.world.model import (
     ATTRIBUTES,
@@ -45,7 +44,7 @@ from robowire.world.model import (
 )
 from robowire.world.table import SourceTable
 from robowire.zenoh import codec, keys
-from robowire.zenoh.net import Link, link_of, open_session
+from robowire.zenoh.net import Link, link_of, open_when_up
 
 if TYPE_CHECKING:
     import zenoh
@@ -249,7 +248,7 @@ class ZenohSink(Sink):
         self._loop = asyncio.get_running_loop()
         if self.link.mode == "connect":  # ready at once: the sources start, frames wait
             self.listening((self.link.host, self.link.port))
-        session = await self._open()
+        session = await open_when_up(self.link, self.name)
         self.session = session
         self.writer = Writer(session)
         zid = str(session.info.zid())
@@ -260,21 +259,6 @@ class ZenohSink(Sink):
         if self.link.mode == "listen":
             self.listening((self.link.host, self.link.port))
         await asyncio.Future()
-
-    async def _open(self) -> zenoh.Session:
-        """The session; a listening one fails at once (TransportError), a connecting one
-        waits for its peer or router, retrying with backoff (said once)."""
-        delay = RETRY_SECONDS
-        while True:
-            try:
-                return await asyncio.to_thread(open_session, self.link)
-            except TransportError as exc:
-                if self.link.mode == "listen":
-                    raise
-                if delay == RETRY_SECONDS:
-                    log.warning("%s: %s; retrying until it answers", self.name, exc)
-                await asyncio.sleep(delay)
-                delay = min(2 * delay, MAX_RETRY_SECONDS)
 
     def write(self, world: World, items: list[Update | LogEvent]) -> bool:
         if self.writer is None:
