@@ -44,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import dataclasses
 import logging
 import os
 import signal
@@ -154,7 +155,7 @@ class Worker(Service):
         self.spawn = spawn
         self.pid: int | None = None
         self.status_url: str | None = None  # a spawned worker's own status server
-        self.status: list[dict[str, Any]] = []  # its services, as it last said
+        self.status: list[ServiceStatus] = []  # its sources and sinks, as it last said
         self.heard: float | None = None  # when it last said them (monotonic)
 
     def speaking(self) -> bool:
@@ -165,11 +166,7 @@ class Worker(Service):
 
     def remote_status(self) -> list[ServiceStatus]:
         """The worker's own sources and sinks, as it last said (see the module docstring)."""
-        return [
-            ServiceStatus(**{k: v for k, v in s.items() if k in FIELDS} | {"worker": self.worker})
-            for s in self.status
-            if s.get("role") in ("source", "sink") and s.get("name") != self.bus
-        ]
+        return self.status
 
     def command(self, status_port: int) -> list[str]:
         return [
@@ -243,18 +240,28 @@ class Worker(Service):
             await asyncio.to_thread(cast(Callable[[], None], session.close))
 
     def said(self, payload: bytes) -> None:
-        """A status message of the worker's (`StatusBeacon`): its services, and the messages
-        its sources took in as this row's."""
+        """A status message of the worker's (`StatusBeacon`): its sources and sinks (not its
+        bus or beacon), and the messages its sources took in as this row's. Anything else
+        on the key (not that message) is dropped, and said at debug level."""
         try:
-            services = orjson.loads(payload)["services"]
-        except (orjson.JSONDecodeError, KeyError, TypeError):
-            log.debug("%s: a status that is not one: %r", self.name, payload[:80])
+            said = orjson.loads(payload)["services"]
+            services = [self._service(s) for s in said if s["role"] in ("source", "sink")]
+        except (orjson.JSONDecodeError, LookupError, TypeError, ValueError) as exc:
+            log.debug("%s: not a status message (%s): %r", self.name, exc, payload[:80])
             return
         if self.spawn and self.pid is None:
             return  # from a worker process that has ended (a late message): it counts from 0
-        self.status, self.heard = services, monotonic()
-        taken = (s.get("messages", 0) for s in services if s.get("role") == "source")
-        self.stats.messages_out = sum(int(n) for n in taken)
+        self.status = [s for s in services if s.name != self.bus]
+        self.heard = monotonic()
+        self.stats.messages_out = sum(s.messages for s in self.status if s.role == "source")
+
+    def _service(self, said: dict[str, Any]) -> ServiceStatus:
+        """One service of a status message (TypeError or ValueError if it is not one)."""
+        status = ServiceStatus(**{k: v for k, v in said.items() if k in FIELDS})
+        texts, counts = (status.name, status.role, status.state), (status.messages, status.shed)
+        if not all(isinstance(t, str) for t in texts) or not all(type(n) is int for n in counts):
+            raise ValueError(f"a service of unexpected types: {said!r:.80}")
+        return dataclasses.replace(status, worker=self.worker)
 
     def _forget(self) -> None:
         self.status, self.heard = [], None

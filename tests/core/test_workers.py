@@ -225,6 +225,38 @@ async def test_a_remote_worker_shows_in_the_gateway_status_while_it_runs(site: P
     assert not any("Traceback" in line for line in up.lines + (worker.lines if worker else []))
 
 
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"not json",
+        b"[]",
+        b'{"services": 3}',
+        b'{"services": "abc"}',
+        b'{"services": [1]}',
+        b'{"services": [{"name": "mocap"}]}',
+        b'{"services": [{"name": "mocap", "role": "source"}]}',
+        b'{"services": [{"name": 5, "role": "source", "state": "connected", "address": null,'
+        b' "messages": 1, "rate": 0, "dropped": 0, "errors": 0, "last_drop": null, "devices": 0}]}',
+        b'{"services": [{"name": "mocap", "role": "source", "state": "connected", "address": null,'
+        b' "messages": "many", "rate": 0, "dropped": 0, "errors": 0, "last_drop": null,'
+        b' "devices": 0}]}',
+    ],
+)
+def test_what_is_not_a_status_message_on_a_workers_key_is_dropped(payload: bytes) -> None:
+    """Anyone on the bus may put on the key: the status the gateway shows stays as it was."""
+    bus = parse_endpoint("zenoh://127.0.0.1:7450")
+    worker = workers.Worker("ingest", "site.toml", bus, spawn=False)
+    good = {"name": "mocap", "role": "source", "state": "connected", "address": None,
+            "messages": 120, "rate": 50.0, "dropped": 0, "errors": 0, "last_drop": None,
+            "devices": 3, "shed": 7}  # fmt: skip
+    worker.said(json.dumps({"services": [good]}).encode())
+    before = worker.remote_status()
+    worker.said(payload)
+    assert worker.remote_status() == before
+    assert [(s.name, s.worker, s.shed) for s in before] == [("mocap", "ingest", 7)]
+    assert worker.stats.messages_out == 120
+
+
 def _bus(site: Path) -> str:
     return site.read_text().split("zenoh://127.0.0.1:")[1].split('"')[0]
 
