@@ -2,11 +2,16 @@
 socket relay of the same path measured in the same run.
 
 1. gateway: a VRPN server process (the sender) sends 100 tracker sensors at 100 Hz (10k
-   updates/s) whose position x is the sender's `time.monotonic()` at sending (CLOCK_MONOTONIC
-   is one clock for every process of the machine). A gateway process, `robowire bridge
-   vrpn://Bench@… --to vrpn://…?tracker=Out` (UDP+TCP in: the reports arrive as datagrams),
-   serves them; a reader in this process, a TCP-only VRPN client, takes `monotonic() - x` for
-   every report it decodes: datagram sent -> source -> world -> sink -> reader.
+   updates/s) whose position x is the sender's `time.monotonic()` as their datagram leaves
+   (CLOCK_MONOTONIC is one clock for every process of the machine: the encoded datagrams
+   carry a stand-in x, replaced by the time just before each `sendto`). A gateway process,
+   `robowire bridge vrpn://Bench@… --to vrpn://…?tracker=Out` (UDP+TCP in: the reports arrive
+   as datagrams), serves them; a reader in this process, a TCP-only VRPN client, takes the
+   time its bytes arrived (the session is fed them) minus x for every report: datagram sent ->
+   source -> world -> sink -> bytes at the reader, the bare path's span. Position y is the
+   time before the sender encoded the frame, and the reader also takes its time after
+   decoding minus y: the same with the two test ends' own Python (encoding 100 reports,
+   decoding them) in it, printed as "with both ends' coding".
 2. baseline: the same path without robowire: the sender process sends one datagram per frame
    holding the 100 stamps, a relay process (a bare blocking `recv` / `sendall` loop) writes it
    to a TCP connection, and this process reads it and takes the same difference per stamp.
@@ -33,6 +38,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -66,6 +72,10 @@ def _pace(frame: int, start: float) -> None:
 
 # -- 1. through the gateway ------------------------------------------------------------------
 
+WIRE_DOUBLE = struct.Struct(">d")  # VRPN's byte order
+STAND_IN = -12345.678901  # position x until the datagram leaves (no time is negative)
+STAND_IN_BYTES = WIRE_DOUBLE.pack(STAND_IN)
+
 
 def _vrpn_sender(port: int, seconds: float) -> None:
     """A VRPN server whose tracker reports carry their send time in position x."""
@@ -79,12 +89,21 @@ def _vrpn_sender(port: int, seconds: float) -> None:
             await asyncio.sleep(0.01)
         sensors = np.arange(SENSORS, dtype=np.int32)
         positions = np.zeros((SENSORS, 3))
+        positions[:, 0] = STAND_IN
         quaternions = np.tile([0.0, 0.0, 0.0, 1.0], (SENSORS, 1))
         start = time.monotonic()
         frame = 0
         while time.monotonic() - start < seconds:
-            positions[:, 0] = time.monotonic()
-            server.broadcast_poses("Bench", sensors, positions, quaternions, time=time.time())
+            positions[:, 1] = time.monotonic()
+            server.broadcast_poses(
+                "Bench", sensors, positions, quaternions, time=time.time(), flush=False
+            )
+            for link in server.connected():
+                assert link.session is not None and link.sock is not None
+                for data, addr in link.session.datagrams_to_send():
+                    sent = data.replace(STAND_IN_BYTES, WIRE_DOUBLE.pack(time.monotonic()))
+                    link.sock.sendto(sent, addr) if addr else link.sock.send(sent)
+                link.flush()  # what else the session has to send (TCP)
             frame += 1
             delay = start + frame / RATE - time.monotonic()
             await asyncio.sleep(max(delay, 0.0))
@@ -94,28 +113,46 @@ def _vrpn_sender(port: int, seconds: float) -> None:
     run(main())
 
 
-async def _read_vrpn(
-    port: int, seconds: float, pid: int | None = None
-) -> tuple[list[float], float]:
-    """A TCP-only VRPN client of tracker Out: `monotonic() - x` of every report; and the CPU
-    share (1.0: one core) of process `pid` (the gateway's) over the same counted window."""
+class Reading:
+    """What the reader took: per report, its bytes' arrival - x (`arrived`) and the time it
+    was decoded - y (`coded`); the gateway process's CPU share (1.0: one core)."""
+
+    def __init__(self) -> None:
+        self.arrived: list[float] = []
+        self.coded: list[float] = []
+        self.cpu = 0.0
+
+
+async def _read_vrpn(port: int, seconds: float, pid: int | None = None) -> Reading:
+    """A TCP-only VRPN client of tracker Out, over the counted window; the CPU share is of
+    process `pid` (the gateway's) over the same window."""
     from robowire.protocols.vrpn.driver import connect
     from robowire.protocols.vrpn.events import TrackerReports
     from robowire.protocols.vrpn.session import Role, VrpnSession
 
-    latencies: list[float] = []
+    reading = Reading()
     counting_from = float("inf")  # WARMUP seconds after connecting
 
-    def session(_peer: object, _udp: object) -> VrpnSession:
-        return VrpnSession(Role.CLIENT, ping_senders=["Out"], now=time.monotonic())
+    class Stamped(VrpnSession):
+        arrived = 0.0  # `now` of the bytes being fed: when the read returned them
 
-    def on_events(_link: object, events: list[object]) -> None:
+        def feed(self, data: bytes, now: float) -> list[Any]:
+            self.arrived = now
+            return super().feed(data, now)
+
+    def session(_peer: object, _udp: object) -> VrpnSession:
+        return Stamped(Role.CLIENT, ping_senders=["Out"], now=time.monotonic())
+
+    def on_events(link: Any, events: list[object]) -> None:
         now = time.monotonic()
         if now < counting_from:
             return
+        arrived = link.session.arrived
         for event in events:
             if isinstance(event, TrackerReports) and event.kind == "vrpn_Tracker Pos_Quat":
-                latencies.extend((now - np.asarray(event.vector)[:, 0]).tolist())
+                vector = np.asarray(event.vector)
+                reading.arrived.extend((arrived - vector[:, 0]).tolist())
+                reading.coded.extend((now - vector[:, 1]).tolist())
 
     for _ in range(200):  # the gateway's sink may not listen yet
         try:
@@ -130,12 +167,12 @@ async def _read_vrpn(
     cpu = cpu_seconds(pid) if pid is not None else 0.0
     await asyncio.sleep(seconds - WARMUP)
     if pid is not None:
-        cpu = (cpu_seconds(pid) - cpu) / (time.monotonic() - counting_from)
+        reading.cpu = (cpu_seconds(pid) - cpu) / (time.monotonic() - counting_from)
     link.close()
-    return latencies, cpu
+    return reading
 
 
-def through_gateway() -> tuple[list[float], float]:
+def through_gateway() -> Reading:
     source_port, sink_port = _free_port(), _free_port()
     sender = multiprocessing.Process(target=_vrpn_sender, args=(source_port, SECONDS + 30))
     sender.start()
@@ -282,13 +319,15 @@ def _quantiles(values: list[float]) -> tuple[float, float, float]:
 def main() -> dict[str, float]:
     """Prints the figures; returns them for `python -m bench`'s table (its "gateway" row)."""
     bare = bare_sockets()
-    through, cpu = through_gateway()
+    reading = through_gateway()
+    through, cpu = reading.arrived, reading.cpu
     inside = in_process()
     if not bare or not through:
         print(f"   no samples (bare {len(bare)}, gateway {len(through)})")
         return {}
     b50, b99, bmax = _quantiles(bare)
     g50, g99, gmax = _quantiles(through)
+    c50, c99, cmax = _quantiles(reading.coded)
     rate = SENSORS * RATE
     print(f"   {rate:,.0f} updates/s on loopback, {SECONDS - WARMUP:.1f} s counted each")
     print(f"   bare UDP->relay->TCP   p50 {b50:7.3f} ms  p99 {b99:7.3f} ms  max {bmax:7.2f} ms"
@@ -296,6 +335,8 @@ def main() -> dict[str, float]:
     print(f"   robowire gateway       p50 {g50:7.3f} ms  p99 {g99:7.3f} ms  max {gmax:7.2f} ms"
           f"  ({len(through):,} reports; gateway CPU {100 * cpu:.1f}% of a core)")  # fmt: skip
     print(f"   ratio gateway/bare     p50 {g50 / b50:7.1f}x     p99 {g99 / b99:7.1f}x")
+    print(f"   with both ends' coding p50 {c50:7.3f} ms  p99 {c99:7.3f} ms  max {cmax:7.2f} ms"
+          "  (the sender's encode before, the reader's decode after)")  # fmt: skip
     if inside:
         i50, i99, imax = _quantiles(inside)
         print(f"   in process (source read -> sink write) p50 {i50:7.3f} ms  p99 {i99:7.3f} ms  "
@@ -312,6 +353,8 @@ def main() -> dict[str, float]:
         "bare_p99_ms": b99,
         "ratio_p50": g50 / b50,
         "ratio_p99": g99 / b99,
+        "coded_p50_ms": c50,
+        "coded_p99_ms": c99,
     }
     if inside:
         figures |= {"in_process_p50_ms": i50, "in_process_p99_ms": i99}
