@@ -255,6 +255,13 @@ class Source(Service):
             wait = max(budget.wait(now), 0.0) if budget is not None and behind else 0.0
             self._waiting = asyncio.get_running_loop().call_later(wait, self.apply)
 
+    def buffered_peak(self) -> int:
+        """The most bytes this source's bounded buffers held so far, where it knows their size
+        (its hold, for a source with an `event_size`; a Zenoh source's inbox): a process
+        keeps the memory of a buffer's peak once it drains (glibc's free lists), so a check
+        of its memory over time counts the peaks out."""
+        return self._held.peak
+
     def timed(self, world: World) -> World:
         """The world as this source's adapter writes it: source times through `self.time`."""
         return TimedWorld(world, self.time)

@@ -386,6 +386,7 @@ def test_a_hold_counts_the_bytes_of_what_it_holds_as_events_are_shed_and_taken()
     held.add(["de"], shed=False)
     assert held.take(2) == ["abc", Frame(2)] and held.bytes == 2
     assert held.take() == ["de"] and held.bytes == 0
+    assert held.peak == 100 + 3 + 2  # the most it held, once it is empty
 
 
 async def test_a_capture_file_sheds_nothing():

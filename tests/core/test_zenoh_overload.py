@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -183,11 +184,14 @@ async def test_the_inbox_holds_at_most_its_bytes_dropping_the_oldest_states_firs
     big = [state("swarm", float(x), range(32)) for x in range(4)]  # under 1 kB each
     small = [devices("swarm", ["a"]), log_entry("swarm", "hi")]
     assert all(900 < len(p) < 1000 for _, p in big)
+    held = []
     for frame in (small[0], big[0], big[1], small[1], big[2], big[3]):
         inbox.put(*frame)
+        held.append(inbox.bytes)
     assert inbox.bytes <= 2500 and inbox.dropped == 2
     assert await inbox.wait() == [small[0], small[1], big[2], big[3]]
     assert inbox.bytes == 0 and inbox.dropped == 2
+    assert inbox.peak == max(held) <= 2500  # the most it held stays known once it drained
 
 
 async def test_an_inbox_of_frames_that_are_not_states_drops_the_oldest() -> None:
@@ -213,6 +217,18 @@ async def test_a_wake_up_takes_at_most_read_frames_and_the_next_takes_the_rest()
     assert rest == frames[READ_FRAMES:] and inbox.bytes == 0
     inbox.put(*frames[0])  # and the next frame wakes it again
     assert await asyncio.wait_for(inbox.wait(), 5) == [frames[0]]
+
+
+async def test_a_source_s_buffered_peak_is_its_inboxes_and_its_hold_s(bus: Bus) -> None:
+    source = bus.source
+    inbox = source.inbox = Inbox(asyncio.get_running_loop())
+    frames = [state("swarm", float(x), range(32)) for x in range(3)]
+    for frame in frames:
+        inbox.put(*frame)
+    await inbox.wait()
+    source._held.add([SimpleNamespace(size=5000)])  # an event that holds 5,000 bytes
+    source._held.take()
+    assert source.buffered_peak() == sum(len(p) for _, p in frames) + 5000
 
 
 async def test_frames_the_inbox_dropped_count_as_the_source_s_drops(bus: Bus) -> None:

@@ -16,10 +16,12 @@ recorder's queue, bytes), the viewer clients' text queues, and the sinks' drop c
 The gateway runs on the loop the CLI runs it on (`robowire.transport.loop`: uvloop).
 
 The verdict (the last line; `--json` prints it as one JSON object): memory flat when the
-slope over the second half (Theil-Sen, see `slope`) of RSS less the most the recorder's queue
-held so far (a bounded queue filling on a starved machine is not a leak; Python keeps the
-memory once it drains, so its peak, not its size) is under `--max-slope` MiB a minute
-(`rss_net_slope_mib_min`; `rss_slope_mib_min` is RSS's own);
+slope over the second half (Theil-Sen, see `slope`) of RSS less the most the bounded buffers
+held so far (`buffered_peak`: the recorder's queue, sampled, and the sources' own high-water
+marks, `Source.buffered_peak`: a Zenoh source's inbox and hold; a bounded buffer filling on a
+starved machine is not a leak, and the process keeps the memory once it drains, so its peak,
+not its size) is under `--max-slope` MiB a minute (`rss_net_slope_mib_min`;
+`rss_slope_mib_min` is RSS's own);
 queues bounded when every queue still drains in the second half: its smallest size there is
 under `QUEUE_SLACK` or under twice its smallest in the first half (a queue that grows
 without end never comes back down; one that fills for a while on a starved machine does), or
@@ -190,7 +192,7 @@ class Sample:
     commands: list[float] = field(default_factory=list)  # command latencies (s), since then
     commands_failed: int = 0  # so far
     commanding: bool = True  # False: no XRP source in this process (workers) to command
-    feed_peak: int = 0  # the most bytes the change feed's queue held so far
+    buffered_peak: int = 0  # the most bytes the bounded buffers held so far (see the verdict)
 
 
 def open_ws(url: str) -> Any:
@@ -421,6 +423,7 @@ async def soak(
         start = last_wall = loop.time()
         last_cpu = own_cpu()
         last_sims = sum(cpu_seconds(p.pid) for p in procs)
+        feed_peak = 0  # the most bytes the change feed's queue held, as sampled
         while loop.time() - start < duration:
             await asyncio.sleep(interval)
             if run.done():
@@ -435,10 +438,11 @@ async def soak(
                     c.ws.transport.get_write_buffer_size() for c in viewer.clients
                 ),
             }
+            feed_peak = max(feed_peak, queues[FEED])
             sample = Sample(
                 t=wall - start,
                 rss=rss(),
-                feed_peak=max(queues[FEED], samples[-1].feed_peak if samples else 0),
+                buffered_peak=feed_peak + sum(s.buffered_peak() for s in sources),
                 cpu=(cpu - last_cpu) / span,
                 sims_cpu=(sims - last_sims) / span,
                 tasks=len(asyncio.all_tasks()),
@@ -465,7 +469,8 @@ async def soak(
             samples.append(sample)
             last_wall, last_cpu, last_sims = wall, cpu, sims
             print(
-                f"{sample.t:6.0f} s  rss {sample.rss / 2**20:7.1f} MiB  cpu {sample.cpu:4.0%}"
+                f"{sample.t:6.0f} s  rss {sample.rss / 2**20:7.1f} MiB"
+                f"  peaks {sample.buffered_peak / 2**20:5.1f} MiB  cpu {sample.cpu:4.0%}"
                 f"  sims {sample.sims_cpu:4.0%}  tasks {sample.tasks}  fds {sample.fds}"
                 f"  queues {'/'.join(str(q) for q in queues.values())}  drops {sample.drops}"
                 f"  messages {sample.messages}  frames {browser.frames}"
@@ -512,7 +517,7 @@ def verdict(
     half = len(samples) // 2
     first, second = samples[:half], samples[half:]
     rss_slope = slope([(s.t / 60.0, s.rss / 2**20) for s in second])  # MiB a minute
-    net_slope = slope([(s.t / 60.0, (s.rss - s.feed_peak) / 2**20) for s in second])
+    net_slope = slope([(s.t / 60.0, (s.rss - s.buffered_peak) / 2**20) for s in second])
     growing = []
     for name in samples[0].queues if samples else ():
         floor_before = min((s.queues[name] for s in first), default=0)
@@ -618,8 +623,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         print(
             f"soak: RSS {result['rss_start_mib']} -> {result['rss_end_mib']} MiB, slope over "
-            f"the second half {result['rss_slope_mib_min']} MiB/min, net of the recorder's "
-            f"queue {result['rss_net_slope_mib_min']} MiB/min "
+            f"the second half {result['rss_slope_mib_min']} MiB/min, net of the bounded "
+            f"buffers' peaks {result['rss_net_slope_mib_min']} MiB/min "
             f"({'flat' if result['memory_flat'] else 'GROWING'}); queues "
             f"{queues} ({result['recorder_and_viewer_drops_second_half']} drops in the "
             f"second half)"

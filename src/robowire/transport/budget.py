@@ -167,9 +167,9 @@ class Held:
     """Events waiting for credit, in order, without the state reports that a later report
     covering the same (its class and `Report.covers()`) made stale: those are shed as the
     newer one comes, so what waits is at most one report of each thing (and the rest). With
-    `size_of`, `bytes` is what the events held hold."""
+    `size_of`, `bytes` is what the events held hold, and `peak` the most it was."""
 
-    __slots__ = ("_events", "_latest", "_live", "_size_of", "bytes")
+    __slots__ = ("_events", "_latest", "_live", "_size_of", "bytes", "peak")
 
     def __init__(self, size_of: Callable[[object], int] | None = None) -> None:
         self._events: list[object] = []
@@ -177,6 +177,7 @@ class Held:
         self._live = 0
         self._size_of = size_of
         self.bytes = 0
+        self.peak = 0
 
     def __len__(self) -> int:
         return self._live
@@ -203,6 +204,7 @@ class Held:
         self._live += len(events) - dropped
         if size_of is not None:
             self.bytes += sum(map(size_of, events)) - freed
+            self.peak = max(self.peak, self.bytes)
         return dropped, messages
 
     def take(self, count: int | None = None) -> list[object]:

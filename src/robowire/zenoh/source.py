@@ -304,6 +304,7 @@ class Inbox:
         self._wake = asyncio.Event()
         self._signalled = False
         self.bytes = 0  # of the payloads waiting
+        self.peak = 0  # the most `bytes` was
         self.dropped = 0
 
     def sample(self, sample: zenoh.Sample) -> None:
@@ -325,6 +326,7 @@ class Inbox:
                 self.bytes > self.max_bytes or len(frames) > self.max_frames
             ):
                 self._drop_oldest()
+            self.peak = max(self.peak, self.bytes)
             wake, self._signalled = not self._signalled, True
         if wake:
             with contextlib.suppress(RuntimeError):  # a closed loop: nobody listens any more
@@ -412,6 +414,7 @@ class ZenohSource(Source):
         self.inbox: Inbox | None = None
         self._asked: dict[str, float] = {}  # source ("*": all) -> when last asked
         self._inbox_drops = 0
+        self._inbox_peak = 0  # of the inboxes of connections that ended
         self._identities = Identities()  # who each publisher's slots are (`decode_all`)
         self._said: set[str] = set()  # foreign sources said
 
@@ -447,7 +450,11 @@ class ZenohSource(Source):
             for entity in declared:
                 entity.undeclare()
             self.session = None
+            self._inbox_peak = max(self._inbox_peak, inbox.peak)
             await asyncio.to_thread(cast(Callable[[], None], session.close))
+
+    def buffered_peak(self) -> int:
+        return super().buffered_peak() + max(self._inbox_peak, self.inbox.peak if self.inbox else 0)
 
     def _gateway_seen(self, sample: zenoh.Sample) -> None:
         import zenoh
