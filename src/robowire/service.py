@@ -59,7 +59,7 @@ MAX_RETRY_SECONDS = 8.0  # the backoff doubles up to this (or `retry`, if that i
 MAX_LAG = 0.1  # a simulator's step this late is skipped, not caught up (see `Sim`)
 BACKLOG_BYTES = 8 << 20  # a capture file pauses while a sink that takes every update is behind
 MAX_PENDING = 20_000  # events a source holds while it waits for credit (stale reports shed,
-# so at most one of each thing it reports, and the rest); more go in at once
+# so at most one of each thing it reports, and the rest); the oldest past it go in at once
 MAX_PENDING_BYTES = 16 << 20  # and bytes, for a source that says what its events hold
 
 
@@ -219,9 +219,10 @@ class Source(Service):
             budget.shed += shed
         self.stats.messages_in += messages  # received, though not written
         self._pending_at = now
-        if len(self._held) >= MAX_PENDING or self._held.bytes >= MAX_PENDING_BYTES:
-            self.apply(everything=True)  # bounded, however far behind the writes are
-        elif backlog:
+        overflow = self._held.overflow(MAX_PENDING, MAX_PENDING_BYTES)
+        if overflow:  # bounded, however far behind the writes are: the oldest go in now
+            self.stats.messages_in += self.adapter.apply(overflow, self.clock.wall(now))
+        if backlog:
             return
         elif not behind or budget is None or budget.wait(now) <= 0.0:
             self.apply()

@@ -360,9 +360,10 @@ async def test_what_a_source_holds_stays_bounded_however_far_behind_its_writes_a
     behind: Pressure, monkeypatch: Any, bound: str
 ):
     """A gateway whose writes fall ever further behind (a starved one) still holds at most
-    `MAX_PENDING` events and `MAX_PENDING_BYTES`: past either, the backlog goes in at once,
-    in order, nothing lost. A backlog that waited used to take everything that came after it
-    without a bound (a workers run held gigabytes of DEVICES frames)."""
+    `MAX_PENDING` events and `MAX_PENDING_BYTES`: past either, the oldest go in at once, as
+    many as it is over by, in order, nothing lost. A backlog that waited used to take
+    everything that came after it without a bound (a workers run held gigabytes of DEVICES
+    frames); then, past the bound, the whole hold went in at once (a stall)."""
     monkeypatch.setattr("robowire.service.MAX_PENDING", 100 if bound == "events" else 10**9)
     monkeypatch.setattr("robowire.service.MAX_PENDING_BYTES", 1000)
     source = Sized("q")
@@ -374,7 +375,11 @@ async def test_what_a_source_holds_stays_bounded_however_far_behind_its_writes_a
     for n in range(0, len(sent), 10):
         source.deliver(sent[n : n + 10], 1.0 + n)  # (none is a report: none is ever shed)
         held.append((len(source._held), source._held.bytes))
-    assert max(held)[0] <= 100 and max(b for _, b in held) <= 1000 + 10 * 60
+    assert max(held)[0] <= 100 and max(b for _, b in held) <= 1000
+    # once full, a delivery of 10 writes about as many of the oldest (in bytes, 10 or 11:
+    # the events grow from 51 to 53 bytes), and the hold stays full, never emptied at once
+    assert max(len(d) for d in adapter.deliveries) <= (10 if bound == "events" else 11)
+    assert min(held[20:])[0] == 100 if bound == "events" else min(held[20:])[1] > 1000 - 60
     source.apply(everything=True)
     assert written(adapter) == sent and source._held.bytes == 0
 
@@ -387,6 +392,14 @@ def test_a_hold_counts_the_bytes_of_what_it_holds_as_events_are_shed_and_taken()
     assert held.take(2) == ["abc", Frame(2)] and held.bytes == 2
     assert held.take() == ["de"] and held.bytes == 0
     assert held.peak == 100 + 3 + 2  # the most it held, once it is empty
+
+
+def test_a_hold_over_its_bounds_gives_up_its_oldest_events_as_many_as_it_is_over_by():
+    held = Held(size_of=lambda e: 100 if isinstance(e, Frame) else len(str(e)))
+    held.add([Frame(1), "abc", Frame(2), "de", "f"])  # Frame(1) is stale: 106 bytes, 4 events
+    assert held.overflow(10, 200) == []
+    assert held.overflow(10, 50) == ["abc", Frame(2)]  # 103 of the 56 over
+    assert held.overflow(1, 10) == ["de"] and held.take() == ["f"]
 
 
 async def test_a_capture_file_sheds_nothing():

@@ -21,7 +21,8 @@ A gateway on a busy machine cannot always keep up. The policy (docs/architecture
   state report (`Report`) is shed as soon as a newer one covering the same comes, and
   counted: a busy gateway shows fewer, fresher states. What waits is bounded in events
   (`MAX_PENDING`) and, for a source whose events are big (a Zenoh frame), in bytes
-  (`MAX_PENDING_BYTES`): past either, it all goes in at once.
+  (`MAX_PENDING_BYTES`): past either, the oldest go in at once, as many as it is over by
+  (`Held.overflow`; a delivery that overflows it writes about as much as it brought).
 * **A delivery is a turn at a time**, as a sink's is: events that would take longer than a
   turn (`Turns`, by their measured cost per event) are written a slice at a time until
   `SINK_TURN` seconds have gone (`CALM_TURN` while the loop keeps up), and the rest when the
@@ -206,6 +207,22 @@ class Held:
             self.bytes += sum(map(size_of, events)) - freed
             self.peak = max(self.peak, self.bytes)
         return dropped, messages
+
+    def overflow(self, max_events: int, max_bytes: int) -> list[object]:
+        """The oldest events, off the hold, that must go for the rest to be within
+        `max_events` and `max_bytes` (none if it is)."""
+        count = self._live - max_events
+        over = self.bytes - max_bytes
+        if over > 0 and self._size_of is not None:
+            size_of, taken = self._size_of, 0
+            for event in self._events:
+                if event is not _SHED:
+                    over -= size_of(event)
+                    taken += 1
+                    if over <= 0:
+                        break
+            count = max(count, taken)
+        return self.take(count) if count > 0 else []
 
     def take(self, count: int | None = None) -> list[object]:
         """The oldest `count` events held (None: all), oldest first, off the hold."""
