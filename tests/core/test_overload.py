@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from websockets.asyncio.client import connect
 from websockets.typing import Subprotocol
 
@@ -400,6 +402,65 @@ def test_a_hold_over_its_bounds_gives_up_its_oldest_events_as_many_as_it_is_over
     assert held.overflow(10, 200) == []
     assert held.overflow(10, 50) == ["abc", Frame(2)]  # 103 of the 56 over
     assert held.overflow(1, 10) == ["de"] and held.take() == ["f"]
+
+
+class ReferenceHold:
+    """What a `Held` must do, written plainly: the live events in order; a report added with
+    shedding sheds the last report added of its class and cover, if that one still waits."""
+
+    def __init__(self) -> None:
+        self.live: list[tuple[int, object]] = []  # (the order it came in, the event)
+        self.last: dict[object, int] = {}  # a report's key -> the order of the last one
+        self.came = 0
+
+    def add(self, events: list[object], shed: bool) -> int:
+        dropped = 0
+        for event in events:
+            if isinstance(event, Report):
+                key = (type(event), event.covers())
+                if shed and key in self.last:
+                    before = len(self.live)
+                    self.live = [(n, e) for n, e in self.live if n != self.last[key]]
+                    dropped += before - len(self.live)
+                self.last[key] = self.came
+            self.live.append((self.came, event))
+            self.came += 1
+        return dropped
+
+    def take(self, count: int | None) -> list[object]:
+        count = len(self.live) if count is None else count
+        taken, self.live = self.live[:count], self.live[count:]
+        return [e for _, e in taken]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(
+                st.just("add"),
+                st.lists(st.one_of(st.integers(0, 3), st.none()), max_size=8),
+                st.booleans(),
+            ),
+            st.tuples(st.just("take"), st.one_of(st.integers(1, 6), st.none())),
+            st.tuples(st.just("overflow"), st.integers(0, 10)),
+        ),
+        max_size=40,
+    )
+)
+def test_a_hold_keeps_in_order_what_a_plain_list_would_through_adds_and_takes(ops):
+    held, reference = Held(), ReferenceHold()
+    for n, (op, arg, *shed) in enumerate(ops):
+        if op == "add":  # a key: a robot's status (a report); None: an event that is not one
+            events = [f"e{n}.{i}" if k is None else Status(n, str(k)) for i, k in enumerate(arg)]
+            assert held.add(events, shed=shed[0])[0] == reference.add(events, shed[0])
+        elif op == "take":
+            assert held.take(arg) == reference.take(arg)
+        else:
+            over = max(0, len(reference.live) - arg)
+            assert held.overflow(arg, 10**9) == (reference.take(over) if over else [])
+        assert len(held) == len(reference.live)
+    assert held.take() == reference.take(None)
 
 
 async def test_a_capture_file_sheds_nothing():

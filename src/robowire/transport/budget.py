@@ -44,6 +44,7 @@ A gateway on a busy machine cannot always keep up. The policy (docs/architecture
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import math
 import weakref
@@ -170,10 +171,11 @@ class Held:
     newer one comes, so what waits is at most one report of each thing (and the rest). With
     `size_of`, `bytes` is what the events held hold, and `peak` the most it was."""
 
-    __slots__ = ("_events", "_latest", "_live", "_size_of", "bytes", "peak")
+    __slots__ = ("_events", "_head", "_latest", "_live", "_size_of", "bytes", "peak")
 
     def __init__(self, size_of: Callable[[object], int] | None = None) -> None:
         self._events: list[object] = []
+        self._head = 0  # `_events[:_head]` were taken (dropped now and then: a take is O(taken))
         self._latest: dict[Hashable, int] = {}  # a report's key -> its index in `_events`
         self._live = 0
         self._size_of = size_of
@@ -184,14 +186,15 @@ class Held:
         return self._live
 
     def add(self, events: Sequence[object], shed: bool = True) -> tuple[int, int]:
-        """Append `events` (shedding stale reports, unless `shed` is False); how many reports
-        were shed, and the messages they counted (`Report.message_count`)."""
+        """Append `events` (shedding the reports they make stale, unless `shed` is False:
+        newer ones may still shed them); how many reports were shed, and the messages they
+        counted (`Report.message_count`)."""
         held, latest, size_of = self._events, self._latest, self._size_of
         dropped = messages = freed = 0
         for event in events:
-            if shed and isinstance(event, Report):
+            if isinstance(event, Report):
                 key = (type(event), event.covers())
-                old = latest.get(key)
+                old = latest.get(key) if shed else None
                 if old is not None:
                     stale = held[old]
                     assert isinstance(stale, Report)
@@ -215,7 +218,7 @@ class Held:
         over = self.bytes - max_bytes
         if over > 0 and self._size_of is not None:
             size_of, taken = self._size_of, 0
-            for event in self._events:
+            for event in itertools.islice(self._events, self._head, None):
                 if event is not _SHED:
                     over -= size_of(event)
                     taken += 1
@@ -226,17 +229,30 @@ class Held:
 
     def take(self, count: int | None = None) -> list[object]:
         """The oldest `count` events held (None: all), oldest first, off the hold."""
-        events = [e for e in self._events if e is not _SHED] if self._latest else self._events
-        if count is None or count >= len(events):
-            self._events, self._latest, self._live, self.bytes = [], {}, 0, 0
-            return events
-        taken, rest = events[:count], events[count:]
-        self._events, self._live = rest, len(rest)
-        self._latest = {
-            (type(e), e.covers()): i for i, e in enumerate(rest) if isinstance(e, Report)
-        }
+        held, at = self._events, self._head
+        if count is None or count >= self._live:
+            taken = [e for e in itertools.islice(held, at, None) if e is not _SHED]
+            self._events, self._head, self._latest, self._live, self.bytes = [], 0, {}, 0, 0
+            return taken
+        latest = self._latest
+        taken = []
+        while len(taken) < count:
+            event = held[at]
+            if event is not _SHED:
+                taken.append(event)
+                if latest and isinstance(event, Report):
+                    key = (type(event), event.covers())
+                    if latest.get(key) == at:  # (a newer one of its kind no longer sheds it)
+                        del latest[key]
+            at += 1
+        self._live -= len(taken)
         if self._size_of is not None:
             self.bytes -= sum(map(self._size_of, taken))
+        if at > len(held) // 2:  # what was taken goes, once it is most of the list
+            del held[:at]
+            self._latest = {key: i - at for key, i in latest.items()}
+            at = 0
+        self._head = at
         return taken
 
 
