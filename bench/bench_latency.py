@@ -81,6 +81,7 @@ def _vrpn_sender(port: int, seconds: float) -> None:
     """A VRPN server whose tracker reports carry their send time in position x."""
     from robowire.protocols.vrpn.server import VrpnServer
     from robowire.transport import run
+    from robowire.transport.udp import send_datagrams
 
     async def main() -> None:
         server = VrpnServer(["Bench"], sensors=lambda _name: SENSORS)
@@ -100,9 +101,9 @@ def _vrpn_sender(port: int, seconds: float) -> None:
             )
             for link in server.connected():
                 assert link.session is not None and link.sock is not None
-                for data, addr in link.session.datagrams_to_send():
-                    sent = data.replace(STAND_IN_BYTES, WIRE_DOUBLE.pack(time.monotonic()))
-                    link.sock.sendto(sent, addr) if addr else link.sock.send(sent)
+                for data, addr in link.session.datagrams_to_send():  # stamped as each leaves
+                    stamp = WIRE_DOUBLE.pack(time.monotonic())
+                    send_datagrams(link.sock, [(data.replace(STAND_IN_BYTES, stamp), addr)])
                 link.flush()  # what else the session has to send (TCP)
             frame += 1
             delay = start + frame / RATE - time.monotonic()
