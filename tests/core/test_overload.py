@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import time
+import weakref
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -402,6 +403,19 @@ def test_a_hold_over_its_bounds_gives_up_its_oldest_events_as_many_as_it_is_over
     assert held.overflow(10, 200) == []
     assert held.overflow(10, 50) == ["abc", Frame(2)]  # 103 of the 56 over
     assert held.overflow(1, 10) == ["de"] and held.take() == ["f"]
+
+
+def test_a_hold_keeps_no_reference_to_what_it_gave_up():
+    class Event:  # (one that a weak reference can follow)
+        pass
+
+    held = Held()
+    events = [Event() for _ in range(10)]
+    alive = [weakref.ref(e) for e in events]
+    held.add(events)
+    del events
+    assert len(held.take(3)) == 3  # (and dropped at once)
+    assert [ref() is None for ref in alive] == [True] * 3 + [False] * 7
 
 
 class ReferenceHold:

@@ -175,7 +175,8 @@ class Held:
 
     def __init__(self, size_of: Callable[[object], int] | None = None) -> None:
         self._events: list[object] = []
-        self._head = 0  # `_events[:_head]` were taken (dropped now and then: a take is O(taken))
+        self._head = 0  # `_events[:_head]` were taken (None; dropped now and then: a take
+        # is O(taken))
         self._latest: dict[Hashable, int] = {}  # a report's key -> its index in `_events`
         self._live = 0
         self._size_of = size_of
@@ -237,7 +238,7 @@ class Held:
         latest = self._latest
         taken = []
         while len(taken) < count:
-            event = held[at]
+            event, held[at] = held[at], None  # (the list no longer keeps what it gave up)
             if event is not _SHED:
                 taken.append(event)
                 if latest and isinstance(event, Report):
