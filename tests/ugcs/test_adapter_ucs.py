@@ -143,6 +143,27 @@ def test_enu_from_the_first_fix_or_the_given_origin() -> None:
         assert far.position[2] == pytest.approx(10.0, abs=0.01)
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # numpy's "invalid value in cos" too
+@pytest.mark.parametrize(
+    "latitude", [math.inf, -math.inf, math.radians(100.0)], ids=["inf", "-inf", "100 deg"]
+)
+def test_a_fix_off_the_globe_is_no_fix_and_no_origin(latitude: float) -> None:
+    vsm = Vsm()
+    broken = vsm.status(0, latitude=latitude, longitude=math.radians(LON), altitude_amsl=30.0,
+                        heading=math.inf, ground_speed=2.0)  # fmt: skip
+    vsm.feed(broken)
+    bad = vsm.world.device("ugcs@test", "SN-1")
+    assert bad.geodetic is None and bad.position is None and bad.orientation is None
+    north = math.radians(LAT + 0.001)
+    vsm.feed(vsm.status(1, latitude=math.radians(LAT), longitude=math.radians(LON),
+                        altitude_amsl=30.0))  # fmt: skip
+    vsm.feed(vsm.status(1, latitude=north, longitude=math.radians(LON), altitude_amsl=30.0))
+    good = vsm.world.device("ugcs@test", "SN-2")
+    assert good.position is not None  # from the good vehicle's first fix, not the broken one
+    assert good.position[1] == pytest.approx(111.3, abs=0.2)
+    assert vsm.adapter.origin == pytest.approx((LAT, LON, 30.0))
+
+
 def test_values_hold_and_na_clears_them() -> None:
     vsm = Vsm()
     vsm.feed(vsm.status(0, altitude_amsl=30.0, ground_speed=2.0))

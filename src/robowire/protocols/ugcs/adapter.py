@@ -778,10 +778,13 @@ class UcsAdapter:
 
     @staticmethod
     def _held(table: Any, name: str, slots: Any, scale: float = 1.0) -> FloatArray:
+        """The values the frame is derived from: an infinite one (a broken vehicle's) is no
+        value, NaN, as the telemetry column's NA is."""
         column = table.telemetry.get(name)
         if column is None:
             return np.full(len(slots), np.nan)
         values: FloatArray = column[slots] * scale
+        values[np.isinf(values)] = np.nan
         return values
 
     def _position(self, table: Any, slots: Any) -> tuple[FloatArray, FloatArray]:
@@ -790,6 +793,8 @@ class UcsAdapter:
         alt = self._held(table, "altitude_amsl", slots)
         alt = np.where(np.isnan(alt), self._held(table, "altitude_raw", slots), alt)
         geodetic = np.stack((lat, lon, alt), axis=-1)
+        # a fix off the globe is no fix: it would be no origin for every other vehicle
+        geodetic[(np.abs(lat) > 90) | (np.abs(lon) > 180)] = np.nan
         if self.origin is None:
             fixed = np.flatnonzero(~np.isnan(geodetic).any(axis=1))
             if len(fixed):
@@ -797,7 +802,7 @@ class UcsAdapter:
                 self.origin = (float(first[0]), float(first[1]), float(first[2]))
         if self.origin is None:
             return geodetic, np.full((len(slots), 3), np.nan)
-        east, north, up = pymap3d.geodetic2enu(lat, lon, alt, *self.origin)
+        east, north, up = pymap3d.geodetic2enu(*geodetic.T, *self.origin)
         position: FloatArray = np.stack((east, north, up), axis=-1)
         return geodetic, position
 
