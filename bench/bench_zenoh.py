@@ -14,7 +14,9 @@ CPU time per message is printed too (the publisher's from the child, this proces
 Each side runs `ROUNDS` times, in turn, and the best of each is compared (this machine is
 shared: one busy spell must not decide the ratio). Last, the bare pair again with the
 publisher putting at robowire's rate: what Zenoh itself costs per message at that pace (it
-batches puts that come back to back; spaced ones cost it several times more each).
+batches puts that come back to back; spaced ones cost it several times more each). And the
+ceiling both processes' CPU per message sets on this machine (its cores / that CPU), against
+what 0.5x of Zenoh alone would allow.
 """
 
 from __future__ import annotations
@@ -273,6 +275,11 @@ def main() -> dict[str, float]:
         _, paced_put, paced_sub, _ = bare(n, steps, frames)
         ratio = frames / floor
         figures[f"ratio_{n}"] = ratio
+        # Both processes share this machine's cores: a rate times the CPU both spend per
+        # message can't exceed them, whatever else is made faster.
+        cores = os.cpu_count() or 1
+        ceiling = cores / (pub_cpu + in_cpu)
+        figures[f"cpu_ceiling_{n}"] = ceiling
         print(
             f"   {n} drones, STATE payload {size / 1e3:.1f} kB, {steps} steps, two processes"
             f" (best of {ROUNDS} each):"
@@ -288,6 +295,12 @@ def main() -> dict[str, float]:
         print(
             f"     zenoh alone at that rate:  {frames:8.0f} msg/s  {'':12s} dev/s"
             f"   CPU/msg: put {paced_put * 1e6:6.0f} us, subscribe {paced_sub * 1e6:6.0f} us"
+        )
+        print(
+            f"     CPU per message, both processes: zenoh alone {(put_cpu + sub_cpu) * 1e6:.0f} us"
+            f" (at robowire's rate {(paced_put + paced_sub) * 1e6:.0f}), robowire"
+            f" {(pub_cpu + in_cpu) * 1e6:.0f} us: {cores} cores allow robowire {ceiling:.0f}"
+            f" msg/s; 0.5x zenoh alone needs at most {cores / (0.5 * floor) * 1e6:.0f} us"
         )
         each = ", ".join(f"{r[0]:.0f}/{f[0]:.0f}" for r, f in zip(runs, floors, strict=True))
         print(
