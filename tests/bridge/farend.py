@@ -275,7 +275,10 @@ async def viewer_leg(front: Gateway) -> Leg:
                             await select_next()
                     elif text["type"] == "telemetry":
                         o = seen.setdefault(f"{text['source']}/{text['id']}", Obs())
-                        o.telemetry = {k: (float(v), u) for k, (v, u) in text["fields"].items()}
+                        fields = text["fields"].items()  # (JSON has no inf nor NaN: null)
+                        o.telemetry = {
+                            k: (math.nan if v is None else float(v), u) for k, (v, u) in fields
+                        }
                         await select_next()
                     continue
                 frame = decode_frame(message)
@@ -284,8 +287,8 @@ async def viewer_leg(front: Gateway) -> Leg:
                     for i, slot in enumerate(block.slot.tolist()):
                         o = seen.setdefault(f"{source}/{ids[(source, slot)]}", Obs())
                         p, g = block.position[i], block.geodetic[i]
-                        o.position = None if math.isnan(p[0]) else tuple(map(float, p))
-                        o.geodetic = None if math.isnan(g[0]) else tuple(map(float, g))
+                        o.position = None if any(map(math.isnan, p)) else tuple(map(float, p))
+                        o.geodetic = None if any(map(math.isnan, g)) else tuple(map(float, g))
                 await ws.send(json.dumps({"type": "ready"}))
 
     task = asyncio.create_task(read())

@@ -174,6 +174,37 @@ def test_the_status_panel_says_which_worker_a_service_runs_in(viewer: Any) -> No
     ]
 
 
+def test_the_device_panel_shows_values_json_could_not_carry_as_a_dash(viewer: Any) -> None:
+    """A broken device's infinite velocity or orientation component reaches the page as null
+    (JSON has no inf; orjson writes null): the panel shows a dash for it, and the rest."""
+    shown = viewer.js(
+        """async (m) => {
+          const { Panel } = await import('/static/panel.js');
+          const body = document.createElement('div');
+          const panel = new Panel(document.createElement('span'), body);
+          panel.show({ source: { name: m.source }, slot: m.slot, name: m.id, kind: m.kind,
+                       id: m.id });
+          panel.telemetry(m);
+          return Object.fromEntries(Array.from(body.querySelectorAll('tr[data-field]'),
+            (r) => [r.dataset.field, r.cells[1].textContent]));
+        }""",
+        {
+            "source": "s",
+            "slot": 0,
+            "id": "x",
+            "kind": "drone",
+            "position": [None, 2.0, 3.0],
+            "orientation": [None, 0.0, 0.0, 0.0],
+            "velocity": [1.0, None, 0.5],
+            "fields": {"battery": [None, "V"]},
+        },
+    )
+    assert shown["orientation wxyz"] == "—, 0, 0, 0"
+    assert shown["velocity"] == "1, —, 0.5"
+    assert shown["east"] == "—" and shown["north"] == "2"
+    assert shown["battery"] == "—"
+
+
 def _block(source: int, slots: list[int], beam: bool) -> bytes:
     """A state-frame block laid out by hand from viewer-spec.md (not by the server's encoder)."""
     n = len(slots)

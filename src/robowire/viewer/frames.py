@@ -173,8 +173,11 @@ def encode_frame(frame_number: int, server_time: float, blocks: Sequence[BlockSo
     buf = bytearray(total)
     HEADER.pack_into(buf, 0, FRAME_KIND, 0, len(blocks), frame_number & 0xFFFFFFFF, server_time)
     offset = HEADER.size
-    for block, beam in zip(blocks, beams, strict=True):
-        offset = _encode_block(buf, offset, block, beam)
+    # a value past float32 goes as inf, an infinite quaternion's heading as NaN (IEEE's
+    # answers, as any peer's reader would take them), quietly
+    with np.errstate(over="ignore", invalid="ignore"):
+        for block, beam in zip(blocks, beams, strict=True):
+            offset = _encode_block(buf, offset, block, beam)
     return bytes(buf)
 
 

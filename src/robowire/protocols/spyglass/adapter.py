@@ -110,9 +110,14 @@ class Frame:
         return enu
 
     def to_units(self, enu: Any) -> npt.NDArray[np.int64]:
-        """ENU metres (n, 3) -> int16 SpyGlass units, NaN as 0, clipped to the int16 range."""
-        units = np.nan_to_num((np.asarray(enu, dtype=np.float64) - self.offset) / self.scale)
-        return np.clip(np.rint(units), -0x8000, 0x7FFF).astype(np.int64)
+        """ENU metres (n, 3) -> int16 SpyGlass units, clipped to the int16 range (an infinite
+        or huge coordinate too); a point with a NaN in it (no position) is 0, 0, 0."""
+        points: FloatArray = np.asarray(enu, dtype=np.float64)
+        with np.errstate(over="ignore", invalid="ignore"):  # (huge / a small scale: inf)
+            units = np.clip(np.rint((points - self.offset) / self.scale), -0x8000, 0x7FFF)
+        units[np.isnan(units).any(axis=-1)] = 0
+        out: npt.NDArray[np.int64] = units.astype(np.int64)
+        return out
 
 
 @dataclass(slots=True)
@@ -813,7 +818,8 @@ class WorldEncoder:
             packets["length"] = FLOAT_PACKET_DTYPE.itemsize - 2
             packets["syntax"] = SyntaxType.FLOAT_LIST
             packets["semantic"] = code
-            packets["value"] = data[rows]
+            with np.errstate(over="ignore"):  # past float32: inf, as a peer would send it
+                packets["value"] = data[rows]
             out += [bytes(row) for row in packets.view(f"V{FLOAT_PACKET_DTYPE.itemsize}")]
         return out
 

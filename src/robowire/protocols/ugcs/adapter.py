@@ -98,7 +98,8 @@ _FIELD_NAMES = frozenset(definitions.FIELD_NAMES)
 def heading_of_quaternions(q: FloatArray) -> FloatArray:
     """UgCS headings (radians clockwise from north, 0..2pi) of ENU orientations (w, x, y, z)."""
     w, x, y, z = q[:, 0], q[:, 1], q[:, 2], q[:, 3]
-    yaw = np.arctan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))  # from east, CCW
+    with np.errstate(invalid="ignore"):  # an infinite quaternion has no heading: NaN
+        yaw = np.arctan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))  # from east, CCW
     return np.mod(math.pi / 2 - yaw, math.tau)
 
 
@@ -227,9 +228,10 @@ class WorldVehicles:
                         alt0,
                     )
                 enu = table.position[slots][missing]
-                la, lo, al = pymap3d.enu2geodetic(
-                    enu[:, 0], enu[:, 1], enu[:, 2], *self.origin, deg=True
-                )
+                with np.errstate(invalid="ignore"):  # an infinite point is nowhere: NaN
+                    la, lo, al = pymap3d.enu2geodetic(
+                        enu[:, 0], enu[:, 1], enu[:, 2], *self.origin, deg=True
+                    )
                 lat[missing], lon[missing] = la, lo
                 alt[missing] = al
             out["latitude"] = np.radians(lat)

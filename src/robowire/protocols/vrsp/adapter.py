@@ -163,9 +163,10 @@ class VrspAdapter:
         geodetic = None
         if self.geodetic:
             lat0, lon0, alt0 = table.root
-            lat, lon, alt = pymap3d.enu2geodetic(
-                position[:, 0], position[:, 1], position[:, 2], lat0, lon0, alt0
-            )
+            with np.errstate(invalid="ignore"):  # an infinite point (a peer's) is nowhere: NaN
+                lat, lon, alt = pymap3d.enu2geodetic(
+                    position[:, 0], position[:, 1], position[:, 2], lat0, lon0, alt0
+                )
             geodetic = np.stack([lat, lon, alt], axis=1)
         oriented = swarm.has_orientation | swarm.has_heading
         orientation = None
@@ -361,24 +362,26 @@ class SwarmEncoder:
         k = max((len(d.payloads) for d in self._definitions.values()), default=0)
         swarm = empty_swarm(sum(len(ids) for _, _, ids in parts), k)
         start = 0
-        for table, slots, ids in parts:
-            rows = slice(start, start + len(ids))
-            start += len(ids)
-            swarm.ids[rows] = ids
-            swarm.position[rows] = wire_to_enu(table.position[slots])  # the swap: an involution
-            swarm.has_orientation[rows] = table.has_orientation[slots]
-            swarm.orientation[rows] = quaternion_mirror(table.orientation[slots])
-            led = _led_colours(table, slots)
-            lit = ~np.isnan(led).any(axis=1)
-            swarm.has_color[rows] = lit
-            swarm.color[rows][lit] = np.clip(np.rint(led[lit]), 0, 255).astype(np.uint8)
-            heading = table.telemetry.get("heading")
-            if heading is not None and self.names.native(table):
-                values = heading[slots]
-                swarm.has_heading[rows] = ~np.isnan(values)
-                swarm.heading[rows] = np.nan_to_num(values)
-            if k and self.names.native(table):
-                _payload_columns(table, slots, swarm, rows, k)
+        with np.errstate(over="ignore", invalid="ignore"):  # past float32: inf; inf*0: NaN
+            for table, slots, ids in parts:
+                rows = slice(start, start + len(ids))
+                start += len(ids)
+                swarm.ids[rows] = ids
+                # the swap: an involution
+                swarm.position[rows] = wire_to_enu(table.position[slots])
+                swarm.has_orientation[rows] = table.has_orientation[slots]
+                swarm.orientation[rows] = quaternion_mirror(table.orientation[slots])
+                led = _led_colours(table, slots)
+                lit = ~np.isnan(led).any(axis=1)
+                swarm.has_color[rows] = lit
+                swarm.color[rows][lit] = np.clip(np.rint(led[lit]), 0, 255).astype(np.uint8)
+                heading = table.telemetry.get("heading")
+                if heading is not None and self.names.native(table):
+                    values = heading[slots]
+                    swarm.has_heading[rows] = ~np.isnan(values)
+                    swarm.heading[rows] = np.nan_to_num(values)
+                if k and self.names.native(table):
+                    _payload_columns(table, slots, swarm, rows, k)
         return swarm
 
 

@@ -23,6 +23,8 @@ function fmt(v) {
 }
 
 function deg(x) { return typeof x === "number" ? x.toFixed(7) : x; }
+// a vector's components to 3 decimals; null is a value JSON could not carry (inf, NaN)
+function short(v) { return v.map((x) => (typeof x === "number" ? +x.toFixed(3) : "—")).join(", "); }
 
 class Series {
   constructor() { this.t = new Float64Array(HISTORY); this.v = new Float64Array(HISTORY); this.n = 0; this.head = 0; }
@@ -76,8 +78,8 @@ export class Panel {
       rows.push(["latitude", deg(m.geodetic[0]), "deg"], ["longitude", deg(m.geodetic[1]), "deg"],
         ["altitude", m.geodetic[2], "m"]);
     }
-    if (m.orientation) rows.push(["orientation wxyz", m.orientation.map((x) => +x.toFixed(3)).join(", "), ""]);
-    if (m.velocity) rows.push(["velocity", m.velocity.map((x) => +x.toFixed(3)).join(", "), "m/s"]);
+    if (m.orientation) rows.push(["orientation wxyz", short(m.orientation), ""]);
+    if (m.velocity) rows.push(["velocity", short(m.velocity), "m/s"]);
     const fields = Object.entries(m.fields ?? {});
     if (fields.length) rows.push(["sect", "telemetry"]);
     for (const [name, val] of fields) {
