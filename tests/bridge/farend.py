@@ -352,9 +352,11 @@ def complete(name: str, world: World) -> bool:
     return len(devices) == 4 and all("led_red" in d.telemetry for d in devices.values())
 
 
-class _Said(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
+class Said(logging.Handler):
+    """What was logged at `level` or above."""
+
+    def __init__(self, level: int = logging.INFO) -> None:
+        super().__init__(level)
         self.lines: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -380,7 +382,7 @@ async def run_source(
     """Sinks and far ends first, then the simulator and source; once every far end has seen
     devices the simulator stops, and each far end is polled until `agrees(source, sink, world,
     seen)` (at most WAIT seconds)."""
-    said = _Said()
+    said = Said()
     logger = logging.getLogger("robowire")
     level = logger.level
     logger.addHandler(said)

@@ -26,6 +26,7 @@ from .farend import (
     SINKS,
     SPYGLASS_SCALE,
     Leg,
+    Said,
     foxglove_leg,
     protocol_leg,
     stop,
@@ -74,17 +75,8 @@ def expected(leg: Leg) -> set[tuple[float, ...]]:
     return rounded(FIXES.get(leg.name) or POSITIONS.get(leg.name, ()))
 
 
-class Errors(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.ERROR)
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
-
-
 async def run() -> tuple[dict[str, set[tuple[float, ...]]], dict[str, bool], list[str]]:
-    errors = Errors()
+    errors = Said(logging.ERROR)
     logging.getLogger("robowire").addHandler(errors)
     front = Gateway()
     front_task = asyncio.create_task(front.run())
