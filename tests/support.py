@@ -15,6 +15,9 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -100,3 +103,13 @@ class Process:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+
+def mcap_schema_class(schema: Any) -> Any:
+    """The protobuf class of an MCAP schema, built from the schema's own FileDescriptorSet (as
+    Foxglove's tools read a recording: not from robowire's own classes)."""
+    files = descriptor_pb2.FileDescriptorSet.FromString(schema.data)
+    pool = descriptor_pool.DescriptorPool()
+    for file in files.file:
+        pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName(schema.name))

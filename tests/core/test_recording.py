@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from mcap.reader import make_reader
 
 from robowire.addresses import parse_endpoint
 from robowire.errors import ConfigError, DecodeError
@@ -22,6 +23,7 @@ from robowire.recording import (
 from robowire.service import Source
 from robowire.sinks import JsonLinesSink
 from robowire.world import World
+from support import mcap_schema_class
 
 
 class Walk(Source):
@@ -266,3 +268,49 @@ async def test_an_older_json_recording_still_replays_to_the_values_it_was_made_f
     assert np.array_equal(swarm.telemetry["cue"][:n], cue, equal_nan=True)
     assert np.isnan(swarm.telemetry["laser"][:n]).all() and swarm.units["laser"] == "W"
     assert (swarm.source_time[:n] == 999.5).all()
+
+
+async def test_a_broken_devices_inf_nan_and_huge_values_replay_as_written(tmp_path):
+    """Bad values are values: a broken device's inf, -inf, NaN and 1e308 are recorded and come
+    back from a replay exactly, beside a good device's, and the Foxglove /tf channel (read here
+    with the `mcap` reader and the schema the file carries) has them as the doubles they are."""
+    path = str(tmp_path / "run.mcap")
+    inf, nan = np.inf, np.nan
+    position = np.array([(1.0, 2.0, 3.0), (inf, -inf, nan), (1e308, -1e308, 0.0)])
+    orientation = np.array([(1.0, 0.0, 0.0, 0.0), (inf, nan, 0.0, 0.0), (inf, 0.0, 0.0, 0.0)])
+    battery = np.array([12.0, inf, -inf])
+
+    class Broken(Source):
+        async def run(self, world: World) -> None:
+            slots = world.table("broken").slots(["good", "hole", "huge"], kind="drone")
+            world.update(
+                "broken",
+                slots,
+                receive_time=5000.0,
+                position=position,
+                orientation=orientation,
+                telemetry={"battery": (battery, "V")},
+            )
+
+    await asyncio.wait_for(Gateway().add(Broken("broken"), McapRecorder(path)).run(), 5)
+    replay = McapSource(parse_endpoint(path), speed=100.0)
+    gateway = Gateway().add(replay)
+    await asyncio.wait_for(gateway.run(), 5)
+    table = gateway.world.tables["broken"]
+    assert np.array_equal(table.position[:3], position, equal_nan=True)
+    assert np.array_equal(table.orientation[:3], orientation, equal_nan=True)
+    assert np.array_equal(table.telemetry["battery"][:3], battery)
+
+    with open(path, "rb") as stream:
+        reader = make_reader(stream)
+        summary = reader.get_summary()
+        assert summary is not None
+        tf = next(c for c in summary.channels.values() if c.topic == "/tf")
+        frames = mcap_schema_class(summary.schemas[tf.schema_id])
+        translations = {
+            t.child_frame_id: (t.translation.x, t.translation.y, t.translation.z)
+            for _, _, message in reader.iter_messages(topics=["/tf"])
+            for t in frames.FromString(message.data).transforms
+        }
+    assert translations["broken/good"] == (1.0, 2.0, 3.0)
+    assert translations["broken/huge"] == (1e308, -1e308, 0.0)

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from mcap.exceptions import McapError
 from mcap.reader import NonSeekingReader, make_reader
 
@@ -30,7 +29,7 @@ from npm_consumers import run_node_sync
 from robowire.addresses import parse_endpoint
 from robowire.gateway import Gateway
 from robowire.recording import McapSource, contents, raw_sources
-from support import free_port
+from support import free_port, mcap_schema_class
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 ENV = {
@@ -80,15 +79,6 @@ def last_states(text: str) -> dict[tuple[str, str], dict[str, Any]]:
     return {(x["source"], x["device"]): x for x in lines(text) if "device" in x and "log" not in x}
 
 
-def decoder(schema: Any) -> Any:
-    """The protobuf class of an MCAP schema, built from the schema's own FileDescriptorSet."""
-    files = descriptor_pb2.FileDescriptorSet.FromString(schema.data)
-    pool = descriptor_pool.DescriptorPool()
-    for file in files.file:
-        pool.Add(file)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName(schema.name))
-
-
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Three seconds of a VRSP show, an XRP robot and a SpyGlass network, recorded."""
@@ -124,7 +114,7 @@ def test_foxglove_channels_hold_the_positions_the_world_had(recorded: Path) -> N
         assert schemas["/tf"].name == "foxglove.FrameTransforms"
         assert schemas["/scene"].name == "foxglove.SceneUpdate"
         assert schemas["/location"].name == "foxglove.LocationFixes"  # one per pass, not per drone
-        classes = {t: decoder(schemas[t]) for t in ("/tf", "/scene", "/location")}
+        classes = {t: mcap_schema_class(schemas[t]) for t in ("/tf", "/scene", "/location")}
         transforms: dict[str, Any] = {}
         fixes: dict[str, Any] = {}
         entities: set[str] = set()
