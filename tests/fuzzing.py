@@ -574,6 +574,53 @@ def pcap(data: bytes, cuts: Sequence[int]) -> None:
     read_path(data, ".bin", lambda p: list(read_capture(p)))
 
 
+# -- every registered protocol, from the registry ------------------------------------------------
+
+
+def sample_capture(name: str) -> Path:
+    """The protocol's pcap in tests/data/captures/NAME/ (the roles test reads it too)."""
+    found = sorted((CAPTURES / name).glob("*.pcap"))
+    assert found, f"no pcap capture of {name} in {CAPTURES / name}"  # missing fails
+    return found[0]
+
+
+def capture_seeds(name: str) -> Callable[[], list[bytes]]:
+    """A protocol's first records in its sample capture: one each, and their bytes joined."""
+
+    def seeds() -> list[bytes]:
+        from robowire import protocols
+
+        records = protocols.get(name).records(str(sample_capture(name)))
+        first = [r.data for _, r in zip(range(8), records, strict=False)]
+        return [*first[:4], _cap(b"".join(first))]
+
+    return seeds
+
+
+def protocol_target(name: str) -> Target:
+    """`robowire decode NAME` of the bytes as a raw capture: the protocol's capture reader,
+    codec and dissector, whatever protocol it is (`WireProtocol.dissect`)."""
+
+    def run(data: bytes, cuts: Sequence[int]) -> None:
+        from robowire import protocols
+
+        protocol = protocols.get(name)
+        read_path(data, ".bin", lambda p: list(protocol.dissect(p)))
+
+    doc = f"robowire decode {name} FILE of the bytes as a raw capture (reader, codec, dissect)."
+    return Target(f"{name}-capture", "decoder", run, capture_seeds(name), doc)
+
+
+def protocol_targets() -> dict[str, Target]:
+    """One `protocol_target` per protocol the registry has now."""
+    from robowire import protocols
+
+    return {t.name: t for t in map(protocol_target, protocols.names())}
+
+
+TARGETS.update(protocol_targets())
+
+
 # -- sessions ----------------------------------------------------------------------------------
 
 

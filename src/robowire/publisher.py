@@ -31,16 +31,7 @@ from robowire.endpoints import Endpoint
 from robowire.gateway import open_sink
 from robowire.status import ServiceStatus
 
-__all__ = ["KINDS", "Publisher", "publish"]
-
-KINDS = {
-    "vrpn": "tracker",
-    "vrsp": "drone",
-    "ugcs": "ugcs",
-    "spyglass": "sensor_node",
-    "xrp": "xrp",
-}
-"""The kind a device gets when `set` names none: what the protocol's own source calls it."""
+__all__ = ["Publisher", "publish"]
 
 SOURCE = "python"
 """The world source a publisher's devices belong to (what the sink's status and logs show)."""
@@ -77,8 +68,9 @@ class Publisher:
         self.endpoint: Endpoint = parse_endpoint(url)
         self.source = source
         protocol = self.endpoint.protocol
-        self.protocol = protocol if protocol in protocols.REGISTRY else None
-        self.kind = KINDS.get(protocol, "device")
+        self.protocol = protocol if protocol in protocols.names() else None
+        # the kind a device gets when `set` names none: what the protocol's source calls it
+        self.kind = protocols.get(protocol).kind if self.protocol else "device"
         self._ids: npt.NDArray[Any] | None = None
         self._names: tuple[str, ...] = ()
         self._slot_names: tuple[str, ...] | None = None

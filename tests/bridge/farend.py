@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import dataclasses
 import json
 import logging
 import math
@@ -29,14 +30,18 @@ from typing import Any
 import websockets
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
+from robowire import protocols, sinks
 from robowire.gateway import Gateway, open_sim, open_sink, open_source
 from robowire.service import SimOptions, Sink, Source
 from robowire.viewer.frames import decode_frame
 from robowire.world import World
 from support import free_port
 
-SOURCES = ("spyglass", "vrpn", "xrp", "ugcs", "vrsp")
-SINKS = ("vrpn", "xrp", "ugcs", "vrsp", "spyglass", "foxglove", "http", "zenoh")
+SOURCES = tuple(p.name for p in protocols.landed() if p.open_sim is not None)
+"""Every protocol with a simulator, in the registry's order."""
+SINKS = (*(p.name for p in protocols.landed() if p.open_sink is not None), *sinks.names())
+"""Every protocol's server, then the sinks that are not a protocol's (Foxglove, the viewer,
+Zenoh)."""
 WAIT = 25.0  # seconds: generous, only a hang takes this long
 
 UGCS_ORIGIN = (56.9496, 24.1052, 10.0)  # the UgCS sink's documented default origin
@@ -104,6 +109,9 @@ async def until(condition: Callable[[], bool], seconds: float = WAIT) -> bool:
 
 # -- far ends that are our own protocol sources ---------------------------------------------------
 
+# A protocol's far end is its own source: `NAME://127.0.0.1:{port}` reading the sink, or for
+# a protocol whose sink sends (`WireProtocol.sends`), bound first with the sink sending to it.
+# The options below are the expectations' own (an origin, a scale the test computes with).
 SOURCE_URL = {
     "vrpn": "vrpn://127.0.0.1:{port}",
     # the far end drives as the XRP source does: through an xrp -> xrp relay it is the
@@ -113,9 +121,8 @@ SOURCE_URL = {
     "spyglass": "spyglass://127.0.0.1:{port}?scale={scale}",
 }
 SINK_URL = {
-    "vrpn": "vrpn://127.0.0.1:0",
     "xrp": "xrp://127.0.0.1:0?device={device}",
-    "ugcs": "ugcs://127.0.0.1:0",
+    "vrsp": "vrsp://127.0.0.1:{port}?rate=50",
     "spyglass": "spyglass://127.0.0.1:0?scale={scale}",
     "foxglove": "foxglove://127.0.0.1:0?rate=50",
     "http": "http://127.0.0.1:0?rate=50",
@@ -125,11 +132,12 @@ SINK_URL = {
 async def protocol_leg(name: str, front: Gateway, xrp_device: str) -> Leg:
     """A sink in `front` read by our own source of its protocol (for VRSP the far end binds
     first: the sink sends to it; the others' far ends connect to the sink)."""
-    if name == "vrsp":
-        far, source, task = await gateway_far_end("vrsp://127.0.0.1:0")
+    if name not in sinks.names() and protocols.get(name).sends:
+        far, source, task = await gateway_far_end(f"{name}://127.0.0.1:0")
         await asyncio.wait_for(source.ready.wait(), WAIT)
         assert source.address is not None
-        sink = open_sink(f"vrsp://127.0.0.1:{source.address[1]}?rate=50")
+        url = SINK_URL.get(name, "{name}://127.0.0.1:{port}")
+        sink = open_sink(url.format(name=name, port=source.address[1]))
         front.add(sink)
         await asyncio.wait_for(sink.ready.wait(), WAIT)
     elif name == "zenoh":
@@ -139,11 +147,13 @@ async def protocol_leg(name: str, front: Gateway, xrp_device: str) -> Leg:
         await asyncio.wait_for(sink.ready.wait(), WAIT)
         far, source, task = await gateway_far_end(f"zenoh://127.0.0.1:{port}")
     else:
-        sink = open_sink(SINK_URL[name].format(device=xrp_device, scale=SPYGLASS_SCALE))
+        url = SINK_URL.get(name, "{name}://127.0.0.1:0")
+        sink = open_sink(url.format(name=name, device=xrp_device, scale=SPYGLASS_SCALE))
         front.add(sink)
         await asyncio.wait_for(sink.ready.wait(), WAIT)
         assert sink.address is not None
-        url = SOURCE_URL[name].format(port=sink.address[1], o=UGCS_ORIGIN, scale=SPYGLASS_SCALE)
+        url = SOURCE_URL.get(name, "{name}://127.0.0.1:{port}")
+        url = url.format(name=name, port=sink.address[1], o=UGCS_ORIGIN, scale=SPYGLASS_SCALE)
         far, source, task = await gateway_far_end(url)
 
     async def close() -> None:
@@ -308,28 +318,36 @@ MIRRORED = {"spyglass": "2", "vrpn": "Tracker0/1", "xrp": "xrp", "ugcs": "SIM-00
 """The device the XRP sink mirrors (`?device=`) for each source."""
 
 
+SIM_COUNT = 3
+SIM_OPTIONS = {
+    "spyglass": SimOptions(port=0, count=4, rate=5),
+    "ugcs": SimOptions(port=0, count=3, rate=20, options={"gps_warmup": "0,0"}),
+    "vrsp": SimOptions(port=0, count=4, rate=20),
+}
+"""Simulators run otherwise than `SIM_COUNT` devices at 20 Hz (what `complete` waits for)."""
+SOURCE_QUERY = {"xrp": "?enable=1&left=0.6&right=0.3"}
+"""Sources that need options to make their world (the XRP source drives its robot)."""
+
+
 async def start_source(name: str, front: Gateway) -> tuple[Gateway, asyncio.Task[None]]:
     """The simulator of `name` (in a gateway of its own, so it can be stopped alone) and the
     source reading it (in `front`). The XRP source drives its robot in a curve."""
     sims = Gateway()
-    if name == "vrsp":
-        source = open_source("vrsp://127.0.0.1:0")
+    options = SIM_OPTIONS.get(name, SimOptions(port=0, count=SIM_COUNT, rate=20))
+    if protocols.get(name).sends:  # the source binds first, the simulator sends to it
+        source = open_source(f"{name}://127.0.0.1:0")
         front.add(source)
         await asyncio.wait_for(source.ready.wait(), WAIT)
         assert source.address is not None
         target = f"127.0.0.1:{source.address[1]}"
-        sims.add(open_sim("vrsp", SimOptions(count=4, rate=20, target=target)))
+        sims.add(open_sim(name, dataclasses.replace(options, port=None, target=target)))
         return sims, asyncio.create_task(sims.run())
-    options = {
-        "spyglass": SimOptions(port=0, count=4, rate=5),
-        "ugcs": SimOptions(port=0, count=3, rate=20, options={"gps_warmup": "0,0"}),
-    }.get(name, SimOptions(port=0, count=3, rate=20))
     sim = open_sim(name, options)
     sims.add(sim)
     task = asyncio.create_task(sims.run())
     await asyncio.wait_for(sim.ready.wait(), WAIT)
     assert sim.address is not None
-    query = "?enable=1&left=0.6&right=0.3" if name == "xrp" else ""
+    query = SOURCE_QUERY.get(name, "")
     front.add(open_source(f"{name}://127.0.0.1:{sim.address[1]}{query}"))
     return sims, task
 
@@ -349,7 +367,10 @@ def complete(name: str, world: World) -> bool:
         return robot is not None and robot.position is not None and abs(robot.position[0]) > 0.02
     if name == "ugcs":
         return len(devices) == 3 and all(d.geodetic is not None for d in devices.values())
-    return len(devices) == 4 and all("led_red" in d.telemetry for d in devices.values())
+    if name == "vrsp":
+        return len(devices) == 4 and all("led_red" in d.telemetry for d in devices.values())
+    # any other protocol: its simulator's devices, each placed
+    return len(devices) >= SIM_COUNT and all(d.position is not None for d in devices.values())
 
 
 class Said(logging.Handler):
@@ -398,7 +419,7 @@ async def run_source(
             elif sink == "http":
                 legs.append(await viewer_leg(front))
             else:
-                legs.append(await protocol_leg(sink, front, MIRRORED[name]))
+                legs.append(await protocol_leg(sink, front, MIRRORED.get(name, "")))
         await until(lambda: all(leg.ready() for leg in legs))
         sims = await start_source(name, front)
         await until(lambda: complete(name, front.world))

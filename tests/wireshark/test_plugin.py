@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 import subprocess
 from collections import Counter
@@ -30,13 +31,14 @@ from robowire.protocols.ugcs.proto import ucs_vsm_pb2 as pb
 from robowire.wireshark import PLUGIN, tshark_options
 
 DATA = Path(__file__).resolve().parents[1] / "data"
+DISSECTED = [p.name for p in protocols.landed() if p.wireshark]
+"""The protocols the plugin dissects, as each `WireProtocol` says (`wireshark=True`)."""
 CAPTURES = {
-    "captures/vrpn/tcp_tracker.pcap": "vrpn",
-    "captures/xrp/capture_normal.pcap": "xrp",
-    "captures/ugcs/capture_hello_basic.pcap": "ugcs",
-    "captures/spyglass/recording-2009-05-28.pcap": "spyglass",
-    "captures/vrsp/lightshow.pcap": "vrsp",
+    str(path.relative_to(DATA)): path.parent.name
+    for name in DISSECTED
+    for path in sorted((DATA / "captures" / name).glob("*.pcap*"))
 }
+"""Every capture of those protocols in tests/data (captures/NAME/), by protocol."""
 # where a capture is, not what a message is (tshark has its own frame and stream offsets)
 WHERE = {"direction", "time", "offset", "flow", "frame", "datagram", "msg_time", "packet_time"}
 # the same list's or block's fields under another prefix in the plugin (xrp.<block>.<field>)
@@ -212,7 +214,9 @@ def shown_fields(node: Any) -> Iterator[tuple[str, str]]:
 
 def test_every_pcap_in_tests_data_is_covered() -> None:
     found = {str(p.relative_to(DATA)) for p in DATA.rglob("*.pcap*")}
-    assert found == set(CAPTURES), "a capture in tests/data without a plugin comparison"
+    dissected = {p for p in found if Path(p).parts[:2] in {("captures", n) for n in DISSECTED}}
+    assert dissected == set(CAPTURES), "a capture in tests/data without a plugin comparison"
+    assert set(CAPTURES.values()) == set(DISSECTED), "a dissected protocol without a capture"
 
 
 @pytest.mark.parametrize("capture", sorted(CAPTURES))
@@ -237,9 +241,15 @@ def test_plugin_matches_robowire_decode(capture: str) -> None:
 
 
 def test_default_ports_are_the_protocols() -> None:
+    """The plugin's PORTS table is exactly the dissected protocols' default ports, and each
+    has its dissector (`Proto("NAME", ...)`) in the plugin."""
     text = PLUGIN.read_text()
-    for name in CAPTURES.values():
-        assert f"{name} = {protocols.get(name).default_port}" in text, name
+    table = re.search(r"^local PORTS = \{(.*)\}$", text, re.MULTILINE)
+    assert table is not None
+    ports = {k: int(v) for k, v in re.findall(r"(\w+) = (\d+)", table.group(1))}
+    assert ports == {name: protocols.get(name).default_port for name in DISSECTED}
+    for name in DISSECTED:
+        assert re.search(rf'Proto\("{name}",', text), name
 
 
 def test_every_vrpn_body_type(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from robowire import protocols
 from robowire.access import Access
 from robowire.addresses import parse_endpoint
 from robowire.cli.common import (
@@ -35,21 +36,6 @@ from robowire.gateway import Gateway, open_sim, open_sink, open_source, project
 from robowire.service import SimOptions, Source
 from robowire.sinks import JsonLinesSink, TableSink
 from robowire.sinks.table import TABLE_PACE
-
-# Every landed simulator, and the URL that listens to it.
-DEMO_SIMS = {
-    "spyglass": "spyglass://{host}:{port}",
-    "vrpn": "vrpn://Tracker0,Analog0,Button0,Dial0@{host}:{port}",
-    "xrp": "xrp://{host}:{port}?enable=1&left=0.3&right=0.2",  # a robot driving a wide circle
-    "ugcs": "ugcs://{host}:{port}",
-}
-"""Simulators that listen: each starts first, then a source connects to it."""
-
-DEMO_SENDERS = {"vrsp": "vrsp://127.0.0.1:0"}
-"""Simulators that send: the source binds first, then the simulator sends to it."""
-
-DEMO_SETTINGS = {"ugcs": {"patrol": "40"}}
-"""`--set` of the demo's simulators: the UgCS vehicles fly a looping 40 m square."""
 
 
 @main.command()
@@ -93,32 +79,37 @@ def demo(
         viewer.gate.access = access
         if allow_control:
             allow_control_of(viewer, gateway)
-        sims = []
-        for name in DEMO_SIMS:
-            settings = dict(DEMO_SETTINGS.get(name, {}))
-            sims.append((name, open_sim(name, SimOptions(port=0, count=count, options=settings))))
-        receivers = [open_source(url) for url in DEMO_SENDERS.values()]
-        gateway.add(viewer, *(sim for _, sim in sims), *receivers)
+        # each protocol's `demo`: a simulator that listens starts first, then a source
+        # connects to it; for one that sends, the source binds first and it sends there
+        shown = [(p, p.demo) for p in protocols.landed() if p.demo is not None]
+        sims = [
+            (p, demo, open_sim(p.name, SimOptions(port=0, count=count, options={**demo.settings})))
+            for p, demo in shown
+            if not p.sends
+        ]
+        senders = [(p, demo) for p, demo in shown if p.sends]
+        receivers = [open_source(demo.url.format(host="127.0.0.1", port=0)) for _, demo in senders]
+        gateway.add(viewer, *(sim for _, _, sim in sims), *receivers)
         task = asyncio.create_task(gateway.run(duration))
         if not await wait_ready(task, viewer):
             return gateway_exit_code(gateway)
         click.echo(f"viewer: {viewer.url}", err=True)
         sources = []
-        for name, sim in sims:
+        for p, demo, sim in sims:
             if not await wait_ready(task, sim):
                 return gateway_exit_code(gateway)
             assert sim.address is not None
-            url = DEMO_SIMS[name].format(host=sim.address[0], port=sim.address[1])
-            click.echo(f"demo: {name} simulator on {url}", err=True)
+            url = demo.url.format(host=sim.address[0], port=sim.address[1])
+            click.echo(f"demo: {p.name} simulator on {url}", err=True)
             sources.append(open_source(url))
-        for name, receiver in zip(DEMO_SENDERS, receivers, strict=True):
+        for (p, demo), receiver in zip(senders, receivers, strict=True):
             if not await wait_ready(task, receiver):
                 return gateway_exit_code(gateway)
             assert receiver.address is not None
             host, port = receiver.address
-            sender = open_sim(name, SimOptions(count=count, target=f"{host}:{port}"))
-            click.echo(f"demo: {name} simulator sending to {host}:{port}", err=True)
-            gateway.add(sender)
+            options = SimOptions(count=count, target=f"{host}:{port}", options={**demo.settings})
+            click.echo(f"demo: {p.name} simulator sending to {host}:{port}", err=True)
+            gateway.add(open_sim(p.name, options))
         click.echo("demo: Ctrl-C ends the demo", err=True)
         gateway.add(*sources, TableSink([*sources, *receivers]))
         await task

@@ -10,8 +10,8 @@ the low-level `robowire.wire`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import click
@@ -28,6 +28,21 @@ MODULES = ("codec", "events", "session", "adapter", "model", "services", "dissec
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Demo:
+    """How `robowire demo` runs the protocol's simulator and listens to it (the bridge matrix
+    and the walkthrough test run it the same way).
+
+    `url` is the source that reads the simulator, `{host}` and `{port}` filled in with where
+    the simulator listens; for a protocol whose simulator `sends` (VRSP), the source binds
+    first (`url` with port 0) and the simulator sends to where it bound. `settings` are the
+    demo simulator's `--set` values.
+    """
+
+    url: str
+    settings: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class WireProtocol:
     """One protocol as the gateway and the CLI see it (see the module docstring).
 
@@ -41,6 +56,13 @@ class WireProtocol:
     `open_sink` / `open_sim` / `record` are None where the protocol has no such role; the
     `*_options` sets name every URL query option (or `--set` key) the role accepts, so a typo
     is one clear error instead of a silently ignored setting.
+
+    What the rest of robowire and its tests derive from it, so that no list elsewhere names
+    a protocol: `kind`, the kind its source gives its devices (what `robowire.publish` gives
+    a device set without one); `sends`, its simulator and sink send to a source that binds
+    (a datagram receiver: VRSP), where the others listen for their clients; `demo`, how
+    `robowire demo` runs it (None: not in the demo); `wireshark`, whether robowire's
+    Wireshark plugin dissects it (as `name`, on `default_port`).
     """
 
     name: str
@@ -61,6 +83,10 @@ class WireProtocol:
     sink_options: frozenset[str] = frozenset()
     sim_settings: frozenset[str] = frozenset()
     command: click.Command | None = None
+    kind: str = "device"
+    sends: bool = False
+    demo: Demo | None = None
+    wireshark: bool = False
 
     def source(self, endpoint: Endpoint) -> Source:
         """The source of `endpoint`: its capture file through `open_file`, else live."""

@@ -25,7 +25,7 @@ delimited by its own uint16 length field; default port `DEFAULT_PORT` = 7870.
 """
 
 from robowire.capture import CaptureFormat
-from robowire.protocols.base import WireProtocol
+from robowire.protocols.base import Demo, WireProtocol
 from robowire.protocols.spyglass.adapter import (
     NODE_KIND,
     OBJECT_KIND,
@@ -122,6 +122,9 @@ PROTOCOL = WireProtocol(
     sink_options=SINK_OPTIONS,
     sim_settings=SIM_SETTINGS,
     command=None,
+    kind="sensor_node",
+    demo=Demo(url="spyglass://{host}:{port}"),
+    wireshark=True,
 )
 """SpyGlass as the registry, the gateway and the CLI see it."""
 

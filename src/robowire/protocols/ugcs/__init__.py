@@ -34,7 +34,7 @@ Size: five modules stay over 600 lines, each one thing (each says why in its doc
 state machine each), `codec` (framing, the columnar scan and values of one wire format).
 """
 
-from robowire.protocols.base import WireProtocol
+from robowire.protocols.base import Demo, WireProtocol
 from robowire.protocols.ugcs.cli import command as _command
 from robowire.protocols.ugcs.client import Mission, UcsClient
 from robowire.protocols.ugcs.codec import DEFAULT_PORT, FrameReader, decode_frames, encode
@@ -84,6 +84,9 @@ PROTOCOL = WireProtocol(
     sink_options=frozenset({"origin", "keep_alive", "name"}),
     sim_settings=SIM_SETTINGS,
     command=_command,
+    kind="ugcs",
+    demo=Demo(url="ugcs://{host}:{port}", settings={"patrol": "40"}),  # a looping 40 m square
+    wireshark=True,
 )
 """UgCS for the registry: `listen ugcs://127.0.0.1:5556` (we are the UgCS server: dial a VSM;
 `?mode=listen` to be dialled by reverse-mode VSMs; `?origin=LAT,LON,ALT`; `ugcs:FILE` replays

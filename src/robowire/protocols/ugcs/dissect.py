@@ -54,6 +54,8 @@ def message_to_json(msg: pb.Vsm_message) -> dict[str, Any]:
 
 def _jsonl_record(line: bytes) -> Record:
     item = orjson.loads(line)
+    if not isinstance(item, dict):
+        raise TypeError(f"a JSON {type(item).__name__}, not an object")
     flow = f"{item.get('conn', '')}:{item['dir']}"
     return Record(bytes.fromhex(item["hex"]), float(item["t"]), "stream", flow=flow)
 

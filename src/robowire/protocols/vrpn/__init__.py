@@ -190,7 +190,7 @@ import re
 
 from robowire.capture import CaptureFormat
 from robowire.capture import read_capture as _read_capture
-from robowire.protocols.base import WireProtocol
+from robowire.protocols.base import Demo, WireProtocol
 from robowire.protocols.vrpn.dissect import decode_capture
 from robowire.protocols.vrpn.logfile import LOG_SUFFIX, is_log, read_log
 from robowire.protocols.vrpn.services import (
@@ -241,5 +241,8 @@ PROTOCOL = WireProtocol(
     sink_options=SINK_OPTIONS,
     sim_settings=SIM_SETTINGS,
     command=None,
+    kind="tracker",
+    demo=Demo(url="vrpn://Tracker0,Analog0,Button0,Dial0@{host}:{port}"),
+    wireshark=True,
 )
 """VRPN as the registry, the gateway and the CLI see it."""

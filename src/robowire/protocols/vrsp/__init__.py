@@ -20,7 +20,7 @@ share; one `session` module holds both sides (each is small); the receiver takes
 datagrams as one batch (`feed_datagrams`) so that a frame is decoded once, when whole.
 """
 
-from robowire.protocols.base import WireProtocol
+from robowire.protocols.base import Demo, WireProtocol
 from robowire.protocols.vrsp.codec import (
     DEFAULT_PORT,
     DefBlock,
@@ -93,6 +93,10 @@ PROTOCOL = WireProtocol(
     file_options=frozenset({"speed", "framing", "rgba"}),
     sink_options=SENDER_OPTIONS,
     sim_settings=SHOW_SETTINGS | {"lat", "lon", "alt", "size", "broadcast"},
+    kind="drone",
+    sends=True,
+    demo=Demo(url="vrsp://{host}:{port}"),
+    wireshark=True,
 )
 """VRSP for the registry: `listen vrsp://0.0.0.0:9742` (a UDP receiver; `?framing=`, `rgba=1`,
 `geodetic=0`), `vrsp:capture.pcap` (a capture), `serve vrsp://HOST:9742?broadcast=1&rate=30`

@@ -18,7 +18,7 @@ client          `XrpClient` (the WPILib side as a Python object) and the `robowi
 session_<role>  two modules, one per side: each side is a whole state machine of its own.
 """
 
-from robowire.protocols.base import WireProtocol
+from robowire.protocols.base import Demo, WireProtocol
 from robowire.protocols.xrp.client import command as _command
 from robowire.protocols.xrp.codec import (
     DEFAULT_PORT,
@@ -98,6 +98,9 @@ PROTOCOL = WireProtocol(
     sink_options=frozenset(ARENA_KEYS) | {"device", "source"},
     sim_settings=frozenset(ARENA_KEYS) | {"lag", "button"},
     command=_command,
+    kind="xrp",
+    demo=Demo(url="xrp://{host}:{port}?enable=1&left=0.3&right=0.2"),  # driving a wide circle
+    wireshark=True,
 )
 """XRP for the registry: `xrp://host:3540` (we are the WPILib side; `?enable=1&left=E&right=E`
 drives it), `xrp:capture.txt` or a pcap/pcapng (replays what the WPILib side saw), `serve
