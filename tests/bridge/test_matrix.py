@@ -12,8 +12,11 @@ gyro follows the mirrored device's yaw (an XRP robot's own sensor values, exactl
 /tf, /location and /telemetry/<source>; the viewer's float32 frames and its telemetry with
 units; Zenoh the whole device.
 
-All 40 cases run in one event loop before the first assertion (the five sources one after
-another, each with all eight sinks at once), so the whole matrix takes seconds, not minutes.
+Sources and sinks come from the registries (`farend.SOURCES`, `farend.SINKS`: every protocol
+with a simulator, every server). All cases run in one event loop before the first assertion
+(the sources one after another, each with every sink at once), so the whole matrix takes
+seconds, not minutes. A protocol with no mapping here is checked by the rule any protocol
+server keeps: its far end has every placed device at its position.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Every decoder and every session of the five protocols (and the zenoh codec, the viewer's
+"""Every decoder and every session of every protocol (and the zenoh codec, the viewer's
 frames, MCAP recordings and pcap captures) fed random bytes and mutated real captures in
 random chunkings: only typed errors escape a decoder, nothing escapes a session.
 

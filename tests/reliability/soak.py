@@ -1,4 +1,4 @@
-"""Soak: the demo's five protocols at load for a bounded time, memory and queues sampled.
+"""Soak: the protocols at load for a bounded time, memory and queues sampled.
 
     python -m tests.reliability.soak --duration 600            # full load, 10 minutes
     python -m tests.reliability.soak --duration 60 --scale 0.1 # what `make test` runs
@@ -583,7 +583,7 @@ def verdict(
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tests.reliability.soak",
-        description="Run the five protocols at load through a gateway with the viewer and a "
+        description="Run the protocols at load through a gateway with the viewer and a "
         "recorder; sample memory, CPU and queues; print a verdict.",
         epilog="example: python -m tests.reliability.soak --duration 600",
     )

@@ -54,7 +54,7 @@ def status(url: str | None, as_json: bool, watch: bool) -> None:
 
 @main.group()
 def wireshark() -> None:
-    """robowire's Wireshark plugin: dissectors for all five protocols.
+    """robowire's Wireshark plugin: a dissector for each of robowire's protocols.
 
     \b
     Example:
