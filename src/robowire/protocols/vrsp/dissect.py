@@ -11,13 +11,13 @@ line, and decoding goes on.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from robowire.capture import Record, is_pcap, read_pcap
-from robowire.errors import ConfigError, DecodeError
+from robowire.capture import Record
+from robowire.errors import DecodeError
+from robowire.protocols.datagram import datagram_records
 from robowire.protocols.vrsp.codec import (
     LIGHT_LEVEL,
     MAX_DATAGRAM,
@@ -35,24 +35,7 @@ from robowire.protocols.vrsp.definitions import MountType, Swarm
 
 def read_capture(path: str) -> Iterator[Record]:
     """The UDP datagrams of a pcap/pcapng, or a raw file as one datagram."""
-    if path != "-" and not Path(path).exists():
-        raise ConfigError(f"no such file: {path}")
-    if path != "-" and is_pcap(path):
-        return (r for r in read_pcap(path) if r.transport == "udp")
-    return _raw(path)
-
-
-def _raw(path: str) -> Iterator[Record]:
-    import sys
-
-    if path == "-":
-        data = sys.stdin.buffer.read(MAX_DATAGRAM + 1)
-    else:
-        with open(path, "rb") as f:
-            data = f.read(MAX_DATAGRAM + 1)
-    if len(data) > MAX_DATAGRAM:
-        raise ConfigError(f"{path}: more than {MAX_DATAGRAM} bytes: not one datagram")
-    yield Record(data, None, "udp", flow="raw")
+    return datagram_records(path, MAX_DATAGRAM)
 
 
 def _round(values: np.ndarray) -> list[float]:

@@ -18,35 +18,33 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import random
-import socket
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from robowire.capture import CaptureReader, Record
-from robowire.endpoints import Endpoint, number, split_host_port
+from robowire.endpoints import Endpoint, number
 from robowire.errors import ConfigError
+from robowire.protocols.datagram import DatagramSim, DatagramSink, DatagramSource
 from robowire.protocols.vrsp.adapter import SwarmEncoder, VrspAdapter
 from robowire.protocols.vrsp.codec import DEFAULT_DATAGRAM, DEFAULT_PORT, MAX_DATAGRAM, PROTOCOL
 from robowire.protocols.vrsp.definitions import DeviceDefinition, Swarm
 from robowire.protocols.vrsp.events import FrameDue, VrspEvent
 from robowire.protocols.vrsp.model import LightShow
 from robowire.protocols.vrsp.session import FRAMINGS, Framing, ReceiverSession, SenderSession
-from robowire.service import CaptureSource, Sim, SimOptions, Sink, Source
+from robowire.service import CaptureSource, SimOptions
 from robowire.timebase import monotonic
-from robowire.transport.udp import DatagramDriver, open_udp_socket, run_datagram
-from robowire.wire import SITE, Address, PacketDropped
+from robowire.transport.udp import DatagramDriver
+from robowire.wire import SITE, PacketDropped, SessionStats
 from robowire.world import LogEvent, Update, World
 
 log = logging.getLogger("robowire.vrsp")
 
 BATCH = 256  # datagrams read per wake-up at most (1.6 10,000-drone frames; more waits for
 # the loop to come round, see transport.budget)
-SEND_BUFFER = 4 << 20  # room for a whole frame's datagrams at once
 DEFAULT_RATE = 30.0
 DEFAULT_DRONES = 500
 DEFAULT_ROOT = SITE  # the sim's root when not set: the simulators' one site
@@ -97,76 +95,25 @@ def _root(settings: dict[str, str], where: str) -> tuple[float, float, float] | 
     return (lat, lon, _number(settings, "alt", 0.0, where))
 
 
-def open_sender_socket(destination: Address, broadcast: bool) -> socket.socket:
-    """A non-blocking UDP socket for sending to `destination` (bound to loopback when that
-    is where it sends, else to every interface on a free port)."""
-    local = "127.0.0.1" if destination[0].startswith("127.") else "0.0.0.0"
-    sock = open_udp_socket((local, 0))
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
-    if broadcast:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
-    return sock
-
-
 # -- receiving ---------------------------------------------------------------------------------
 
 
-SILENCE_SECONDS = 2.0
+class VrspSource(DatagramSource):
+    """Receives a VRSP stream on a UDP port (connected as long as datagrams arrive; a sender
+    that stopped is only silence)."""
 
-
-class VrspSource(Source):
-    """Receives a VRSP stream on a UDP port (connected as long as datagrams arrive)."""
-
-    silence = SILENCE_SECONDS  # a sender that stopped cannot be seen otherwise
-
-    time_default = "receive"  # no timestamps on the wire: stamp on receipt
+    batch = BATCH
 
     def __init__(self, endpoint: Endpoint) -> None:
-        self.host = endpoint.host
-        self.port = endpoint.port_or(DEFAULT_PORT)
-        super().__init__(f"vrsp@{self.host}:{self.port}")
-        self.session = ReceiverSession(
+        super().__init__(PROTOCOL, endpoint.host, endpoint.port_or(DEFAULT_PORT))
+        # the receiver is a batch session: a wake-up's datagrams are one decode, one delivery
+        self.session: ReceiverSession = ReceiverSession(
             framing=_framing(endpoint), rgba=_flag(endpoint, "rgba", "0")
         )
         self.geodetic = _flag(endpoint, "geodetic", "1")
-        self._driver: DatagramDriver | None = None
-        self._bound: socket.socket | None = None
-
-    @property
-    def wakeups(self) -> int:
-        """How many times its socket woke the loop up (each wake-up is one batch)."""
-        return 0 if self._driver is None else self._driver.wakeups
 
     def new_adapter(self, world: World) -> VrspAdapter:
         return VrspAdapter(world, self.name, geodetic=self.geodetic)
-
-    async def run(self, world: World) -> None:
-        if self.port == 0:  # bind first, so the source is named after the port it got
-            self._bound = open_udp_socket((self.host, 0))
-            self.port = int(self._bound.getsockname()[1])
-            if self.name == f"vrsp@{self.host}:0":  # not renamed by its owner (a site file)
-                self.name = f"vrsp@{self.host}:{self.port}"
-        await super().run(world)
-
-    def _opened(self, driver: DatagramDriver) -> None:
-        self._driver = driver
-
-    def _listening(self, address: Address) -> None:
-        self.listening(address)
-        self.connected()
-
-    async def connect(self, world: World) -> None:
-        sock = self._bound or open_udp_socket((self.host, self.port))  # TransportError if not
-        self._bound = None
-        # the receiver is a batch session: a wake-up's datagrams are one decode, one delivery
-        await run_datagram(
-            self.session,
-            lambda events: self.deliver(events, monotonic()),
-            sock=sock,
-            on_open=self._opened,
-            on_listening=self._listening,
-            batch=BATCH,
-        )
 
 
 class VrspFileSource(CaptureSource):
@@ -189,14 +136,14 @@ class VrspFileSource(CaptureSource):
 # -- sending -----------------------------------------------------------------------------------
 
 
-class _Sender:
-    """A `SenderSession` on a socket: the timer says when a frame is due, `frame` makes it."""
+class _Frames:
+    """A `SenderSession` on the sender's socket: its timer says when a frame is due (the
+    DEF/DATA schedule), `frame` makes it."""
 
-    def __init__(self, session: SenderSession, sock: socket.socket, owner: Sim | Sink) -> None:
-        self.session = session
-        self.owner = owner
-        self.driver = DatagramDriver(session, self._on_events, sock)
-        self.frames = 0
+    session: SenderSession
+    stats: SessionStats
+    frames = 0
+    _driver: DatagramDriver | None = None
 
     def frame(self, now: float) -> Swarm | None:
         raise NotImplementedError
@@ -209,29 +156,18 @@ class _Sender:
                     self.session.send(swarm)
                     self.frames += 1
             elif isinstance(event, PacketDropped):
-                self.owner.stats.drop(event.reason)
-        self.driver.flush()
-        self.owner.stats.messages_out = self.session.stats.messages_out
-        self.owner.stats.bytes_out = self.session.stats.bytes_out
+                self.stats.drop(event.reason)
+        if self._driver is not None:
+            self._driver.flush()
+        self.stats.messages_out = self.session.stats.messages_out
+        self.stats.bytes_out = self.session.stats.bytes_out
 
 
-def _resolve(address: Address) -> Address:
-    try:
-        info = socket.getaddrinfo(address[0], address[1], socket.AF_INET, socket.SOCK_DGRAM)
-    except OSError as exc:
-        raise ConfigError(f"cannot resolve {address[0]}: {exc}") from None
-    return (str(info[0][4][0]), int(info[0][4][1]))
-
-
-class VrspSink(Sink):
+class VrspSink(_Frames, DatagramSink):
     """Sends the world as a VRSP swarm (see the module docstring)."""
 
-    announce = "sending to"
-
     def __init__(self, endpoint: Endpoint) -> None:
-        self.host = endpoint.host
-        self.port = endpoint.port_or(DEFAULT_PORT)
-        super().__init__(f"vrsp-sender@{self.host}:{self.port}")
+        super().__init__(PROTOCOL, endpoint, DEFAULT_PORT)
         settings = endpoint.options
         self.rate = _rate(_number(settings, "rate", DEFAULT_RATE, endpoint.raw), endpoint.raw)
         self.size = _size(settings, endpoint.raw)
@@ -241,18 +177,15 @@ class VrspSink(Sink):
                                      rng=random.Random())  # fmt: skip
         self._world: World | None = None
 
-    async def serve(self, world: World) -> None:
+    async def sending(self, world: World) -> None:
         self._world = world
-        destination = _resolve((self.host, self.port))
-        self.session.destination = destination
-        sock = open_sender_socket(destination, self.broadcast)
-        sender = _SinkSender(self.session, sock, self)
+        self.session.destination = self.destination
+        self.session.start(monotonic())  # frames are due (and built once devices are known)
+        self._driver = await self.run_session(self.session, self._on_events)
         try:
-            sender.driver.flush()
-            self.listening(destination)
-            await asyncio.Future()
+            await super().sending(world)
         finally:
-            sender.driver.close()
+            self._driver.close()
 
     def frame(self, now: float) -> Swarm | None:
         world = self._world
@@ -269,17 +202,7 @@ class VrspSink(Sink):
         return True  # frames are built from the world's state when due
 
 
-class _SinkSender(_Sender):
-    def __init__(self, session: SenderSession, sock: socket.socket, sink: VrspSink) -> None:
-        super().__init__(session, sock, sink)
-        self.sink = sink
-        session.start(monotonic())  # frames are due (and built once devices are known)
-
-    def frame(self, now: float) -> Swarm | None:
-        return self.sink.frame(now)
-
-
-class VrspSim(Sim):
+class VrspSim(_Frames, DatagramSim):
     """A light-show swarm sent as VRSP (see the module docstring).
 
     Settings (`--set k=v`): `lat`, `lon`, `alt` (the root; default `DEFAULT_ROOT`), `size`
@@ -287,16 +210,8 @@ class VrspSim(Sim):
     `hold`, `transition` (s), `orientation` (0: leave the 0x4 option out).
     """
 
-    announce = "sending to"
-
     def __init__(self, options: SimOptions) -> None:
-        port = DEFAULT_PORT if options.port is None else options.port
-        self.destination = (
-            split_host_port(options.target, port, options.host)
-            if options.target
-            else (options.host, port)
-        )
-        super().__init__(f"vrsp-sim@{self.destination[0]}:{self.destination[1]}")
+        super().__init__(PROTOCOL, options, DEFAULT_PORT)
         self.count = DEFAULT_DRONES if options.count is None else options.count
         if not 1 <= self.count <= MAX_DRONES:
             raise ConfigError(f"vrsp sim: drones must be 1..{MAX_DRONES}")
@@ -314,38 +229,24 @@ class VrspSim(Sim):
             rate=self.rate, max_size=self.size, rng=random.Random(options.seed)
         )
         self.start: float | None = None
-        self.frames = 0
 
-    async def serve(self) -> None:
-        """The sender on its socket: its session's timer says when each frame is due."""
-        destination = _resolve(self.destination)
-        self.session.destination = destination
-        sock = open_sender_socket(destination, self.broadcast)
-        sender = _SimSender(self.session, sock, self)
+    async def sending(self) -> None:
+        """Its session's timer says when each frame is due, on the sender's socket."""
+        assert self.destination is not None
+        self.session.destination = self.destination
+        self.start = monotonic()
+        self.session.define(self.root, self.blocks, self.start)
+        self._driver = await self.run_session(self.session, self._on_events)
+        log.info("vrsp sim: %d drones to %s:%d", self.count, *self.destination)
         try:
-            self.start = monotonic()
-            self.session.define(self.root, self.blocks, self.start)
-            sender.driver.flush()
-            self.listening(destination)
-            log.info("vrsp sim: %d drones to %s:%d", self.count, *destination)
-            await asyncio.Future()
+            await super().sending()
         finally:
-            self.frames = sender.frames
-            sender.driver.close()
+            self._driver.close()
 
     def frame(self, now: float) -> Swarm:
         assert self.start is not None
         swarm: Swarm = self.show.frame(now - self.start)
         return swarm
-
-
-class _SimSender(_Sender):
-    def __init__(self, session: SenderSession, sock: socket.socket, sim: VrspSim) -> None:
-        super().__init__(session, sock, sim)
-        self.sim = sim
-
-    def frame(self, now: float) -> Swarm | None:
-        return self.sim.frame(now)
 
 
 Blocks = list[tuple[DeviceDefinition, NDArray[np.uint16]]]

@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import json
 import os
-import socket
 from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 import click
 
 from robowire.errors import ConfigError, RobowireError, TransportError
+from robowire.protocols.datagram import resolve
 from robowire.protocols.xrp.codec import DEFAULT_PORT
 from robowire.protocols.xrp.events import RobotStatus, StatusReceived, WpilibEvent
 from robowire.protocols.xrp.session_wpilib import ClientSession, wheel_values
@@ -52,16 +52,6 @@ def halsim_port() -> int:
     if not 0 < port < 65536:
         raise ConfigError(f"{PORT_VARIABLE}={text}: the port must be 1..65535")
     return port
-
-
-def resolve(host: str, port: int) -> Address:
-    """An IPv4 address for `host` (halsim_xrp is IPv4 only), so replies match exactly."""
-    try:
-        info = socket.getaddrinfo(host, port, socket.AF_INET, socket.SOCK_DGRAM)
-    except socket.gaierror as exc:
-        raise TransportError(f"cannot resolve XRP host {host!r}: {exc.strerror}") from None
-    address = info[0][4]
-    return (str(address[0]), int(address[1]))
 
 
 async def start_client(

@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from robowire.capture import OnError, Record, is_pcap, read_lines, read_pcap, skip_error
+from robowire.capture import OnError, Record, is_pcap, read_lines, skip_error
 from robowire.errors import DecodeError
+from robowire.protocols.datagram import udp_records
 from robowire.protocols.xrp.codec import (
     DEFAULT_PORT,
     PROTOCOL,
@@ -57,7 +58,7 @@ def _text_record(line: bytes) -> Record:
 def read_capture(path: str, on_error: OnError = skip_error) -> Iterator[Record]:
     """The datagrams of a pcap/pcapng or text capture, in order (see the module docstring)."""
     if path != "-" and is_pcap(path):
-        return (r for r in read_pcap(path) if r.transport == "udp")
+        return udp_records(path)
     return read_lines(path, PROTOCOL, _text_record, "`<t> <dir> <len> <hex>`", on_error, MAX_LINE)
 
 

@@ -45,8 +45,9 @@ from robowire.capture import CaptureReader, Record
 from robowire.control import FAILED, OK, CommandSpec, CommandStatus, ParamSpec
 from robowire.endpoints import Endpoint, number
 from robowire.errors import ConfigError, DecodeError
+from robowire.protocols.datagram import DatagramSource
 from robowire.protocols.xrp.adapter import DeviceMirror, XrpAdapter
-from robowire.protocols.xrp.client import halsim_host, halsim_port, resolve, start_client
+from robowire.protocols.xrp.client import halsim_host, halsim_port
 from robowire.protocols.xrp.codec import DEFAULT_PORT, PROTOCOL
 from robowire.protocols.xrp.dissect import TO_ROBOT, TO_WPILIB, direction_of
 from robowire.protocols.xrp.events import (
@@ -61,7 +62,7 @@ from robowire.protocols.xrp.model import MOTOR_LAG, Arena, Fleet
 from robowire.protocols.xrp.robot import Robot, Robots
 from robowire.protocols.xrp.session_robot import RobotSession, StatusSource
 from robowire.protocols.xrp.session_wpilib import ClientSession, wheel_values
-from robowire.service import CaptureSource, Sim, SimOptions, Sink, Source
+from robowire.service import CaptureSource, Sim, SimOptions, Sink
 from robowire.timebase import monotonic
 from robowire.transport.udp import DatagramDriver, open_udp_socket, run_datagram
 from robowire.wire import Address, PacketDropped
@@ -101,33 +102,27 @@ def _effort(endpoint: Endpoint, side: str) -> float:
     return value
 
 
-SILENCE_SECONDS = 2.0  # the robot answers every 20 ms tick; this long without: it is gone
+class XrpSource(DatagramSource):
+    """Watches (and keeps alive) one XRP robot as the WPILib side (a datagram client: the
+    robot answers every 20 ms tick, so `silence` says when it is gone). Like WPILib's
+    halsim_xrp, a URL without host or port (`xrp://`) takes them from `HALSIMXRP_HOST`/
+    `HALSIMXRP_PORT`. It is connected as long as the robot answers."""
 
-
-class XrpSource(Source):
-    """Watches (and keeps alive) one XRP robot as the WPILib side. Like WPILib's halsim_xrp,
-    a URL without host or port (`xrp://`) takes them from `HALSIMXRP_HOST`/`HALSIMXRP_PORT`.
-    It is connected as long as the robot answers (UDP: a robot that stopped is only silence)."""
-
-    silence = SILENCE_SECONDS
-
-    time_default = "receive"  # no timestamps on the wire: stamp on receipt
+    dials = True
 
     def __init__(self, endpoint: Endpoint) -> None:
-        self.host = endpoint.host if endpoint.host_given else halsim_host(endpoint.host)
-        self.port = endpoint.port_or(halsim_port())
-        super().__init__(f"xrp@{self.host}:{self.port}")
+        host = endpoint.host if endpoint.host_given else halsim_host(endpoint.host)
+        super().__init__(PROTOCOL, host, endpoint.port_or(halsim_port()))
         enable = endpoint.option("enable", "0")
         if enable not in ("0", "1"):
             raise ConfigError(f"{endpoint.raw}: enable must be 0 or 1, not {enable!r}")
-        self.session = ClientSession()
+        self.session: ClientSession = ClientSession()
         self.session.enabled = enable == "1"
         left, right = wheel_values(_effort(endpoint, "left"), _effort(endpoint, "right"))
         self.session.set_motor(0, left)
         self.session.set_motor(1, right)
         self._answered = False
         self._warned = False
-        self._driver: DatagramDriver | None = None
         self._dead_man: asyncio.TimerHandle | None = None
 
     def new_adapter(self, world: World) -> XrpAdapter:
@@ -148,7 +143,7 @@ class XrpSource(Source):
     async def run_command(
         self, device: str, command: CommandSpec, params: Mapping[str, Any]
     ) -> AsyncIterator[CommandStatus]:
-        if self._driver is None:
+        if self.driver is None:
             yield CommandStatus(FAILED, f"{command.name}: not connected to the robot")
             return
         session = self.session
@@ -207,13 +202,13 @@ class XrpSource(Source):
 
     def _send_now(self) -> None:
         """One packet with what the session holds now, not at the next 20 ms tick."""
-        if self._driver is None:
+        if self.driver is None:
             return
         sent = self.session.send_now()
-        self._driver.flush()
+        self.driver.flush()
         self.deliver([sent], monotonic())  # the world's telemetry shows what was sent
 
-    def _on_events(self, events: Sequence[WpilibEvent]) -> None:
+    def received(self, events: list[WpilibEvent]) -> None:
         if not self._answered and any(isinstance(e, StatusReceived) for e in events):
             self._answered = True
             if self._warned:
@@ -221,10 +216,14 @@ class XrpSource(Source):
             self.connected()
         self.deliver(events, monotonic())
 
+    def _opened(self, driver: DatagramDriver) -> None:
+        super()._opened(driver)
+        self.session.remote = self.remote  # replies must come from where it sends
+
     async def connect(self, world: World) -> None:
-        remote = resolve(self.host, self.port)
-        self.session.remote = remote
-        task, self._driver = await start_client(self.session, self._on_events, remote)
+        """The datagram client's connection (the template's), saying once when the robot
+        has not answered after `ANSWER_WAIT` seconds."""
+        task = asyncio.create_task(super().connect(world))
         try:
             await asyncio.wait([task], timeout=ANSWER_WAIT)
             if not task.done() and not self._answered and not self._warned:
@@ -235,7 +234,6 @@ class XrpSource(Source):
                 )  # fmt: skip
             await task
         finally:
-            self._driver = None
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
 
