@@ -1,6 +1,6 @@
 """Write the pcaps of tests/data/captures/ that no peer recorded as a pcap (see its README).
 
-    PYTHONPATH=src python tools/make_pcaps.py [--out tests/data/captures]
+    PYTHONPATH=src python tools/make_pcaps.py [--out DIR]   # default tests/data/captures
 
 Frames captured payloads in Ethernet/IPv4/UDP or TCP on 127.0.0.1 (dpkt), so that Wireshark
 and `robowire decode` read the same traffic:
@@ -13,9 +13,13 @@ and `robowire decode` read the same traffic:
 * spyglass/recording-2009-05-28.pcap: the packets of the 2009 `.rec` as the TCP stream a
   SpyGlass server on port 7870 sends (1,448-byte segments, packets cut across them), each
   segment at the time of the last packet it completes.
-* vrsp/lightshow.pcap: robowire's light-show simulator (6 drones, seed 0) as its sender sends
-  it (DEF at once and every second, DATA at 10 frames/s for 1.5 s), then Verge's example
-  definition in a DEF of its own (devices 1 and 2) and one DATA frame of those two drones.
+* vrsp/lightshow.pcap: robowire's light-show simulator (6 drones, seed 0, root `VRSP_ROOT`)
+  as its sender sends it (DEF at once and every second, DATA at 10 frames/s for 1.5 s), then
+  Verge's example definition in a DEF of its own (devices 1 and 2) and one DATA frame of
+  those two drones.
+
+`--out` may be anywhere; what it writes is the committed files byte for byte
+(tests/core/test_make_pcaps.py).
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from robowire.protocols.vrsp.codec import (
     encode_def,
 )
 from robowire.protocols.vrsp.events import FrameDue
-from robowire.protocols.vrsp.services import DEFAULT_ROOT, make_show, show_blocks
+from robowire.protocols.vrsp.services import make_show, show_blocks
 from robowire.protocols.vrsp.session import SenderSession
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,6 +52,9 @@ EPOCH = 1_795_336_000.0  # the text captures' times are relative: they start her
 HOST = b"\x7f\x00\x00\x01"
 CLIENT_MAC = b"\x02\x00\x00\x00\x00\x01"
 SERVER_MAC = b"\x02\x00\x00\x00\x00\x02"
+
+VRSP_ROOT = (47.3769, 8.5417, 406.0)  # the capture's swarm root (the simulator's own root,
+# `services.DEFAULT_ROOT`, has moved to the shared site since the capture was written)
 
 Packet = tuple[float, bytes]
 XRP_PORT, UGCS_PORT, SPYGLASS_PORT, VRSP_PORT = (
@@ -125,7 +132,8 @@ def write(path: Path, packets: list[Packet]) -> None:
         writer = dpkt.pcap.Writer(f, linktype=dpkt.pcap.DLT_EN10MB)
         for time, frame in packets:
             writer.writepkt(frame, ts=time)
-    print(f"{path.relative_to(ROOT)}: {len(packets)} frames")
+    shown = path.relative_to(ROOT) if path.resolve().is_relative_to(ROOT) else path
+    print(f"{shown}: {len(packets)} frames")
 
 
 def xrp(source: Path) -> Iterator[Packet]:
@@ -184,7 +192,7 @@ def vrsp(example: Path) -> list[Packet]:
     sender_port = 50_742
     show = make_show(6, 0, {})
     session = SenderSession(rate=10.0, rng=random.Random(0))
-    session.define(DEFAULT_ROOT, show_blocks(show), 0.0)
+    session.define(VRSP_ROOT, show_blocks(show), 0.0)
     packets: list[Packet] = []
     for step in range(16):
         now = step / 10
@@ -197,7 +205,7 @@ def vrsp(example: Path) -> list[Packet]:
     definition = definition_from_json(json.loads(example.read_text()))
     ids = np.array([1, 2], np.uint16)
     instance = 0x56455247
-    root = (47.3769, 8.5417, 406.0)
+    root = VRSP_ROOT
     table = DefinitionTable.build(instance, root, [(definition, ids)])
     swarm = empty_swarm(2, len(definition.payloads))
     swarm.ids[:] = ids
