@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from robowire.errors import RobowireError
+from support import sample_capture
 
 DATA = Path(__file__).resolve().parent / "data"
 CAPTURES = DATA / "captures"
@@ -575,13 +576,6 @@ def pcap(data: bytes, cuts: Sequence[int]) -> None:
 
 
 # -- every registered protocol, from the registry ------------------------------------------------
-
-
-def sample_capture(name: str) -> Path:
-    """The protocol's pcap in tests/data/captures/NAME/ (the roles test reads it too)."""
-    found = sorted((CAPTURES / name).glob("*.pcap"))
-    assert found, f"no pcap capture of {name} in {CAPTURES / name}"  # missing fails
-    return found[0]
 
 
 def capture_seeds(name: str) -> Callable[[], list[bytes]]:

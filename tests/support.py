@@ -20,6 +20,15 @@ from typing import Any
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 SRC = Path(__file__).resolve().parents[1] / "src"
+CAPTURES = Path(__file__).resolve().parent / "data" / "captures"
+
+
+def sample_capture(name: str) -> Path:
+    """The protocol's pcap in `CAPTURES`/NAME/ (tests/data/captures; the roles test, the
+    fuzz targets and the Wireshark test read it): a missing one fails, never skips."""
+    found = sorted((CAPTURES / name).glob("*.pcap"))
+    assert found, f"no pcap capture of {name} in {CAPTURES / name}"
+    return found[0]
 
 
 async def until(condition: Callable[[], bool], what: str, seconds: float = 60.0) -> None:

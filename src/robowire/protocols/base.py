@@ -26,6 +26,10 @@ ROLES = ("source", "file", "sink", "sim", "dissect", "capture")
 MODULES = ("codec", "events", "session", "adapter", "model", "services", "dissect")
 """The modules every protocol package has (a `session_<role>` per side counts as `session`)."""
 
+STATE_MODULES = ("events", "session")
+"""What a protocol with no state has not: its sources' sessions are `StatelessSession`s
+(`robowire.protocols.datagram`), whose events are its codec's messages."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Demo:
