@@ -30,18 +30,28 @@ from typing import Any
 import websockets
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from robowire import protocols, sinks
+from robowire import protocols
 from robowire.gateway import Gateway, open_sim, open_sink, open_source
 from robowire.service import SimOptions, Sink, Source
+from robowire.sinks import names as sink_names
 from robowire.viewer.frames import decode_frame
 from robowire.world import World
 from support import free_port
 
-SOURCES = tuple(p.name for p in protocols.landed() if p.open_sim is not None)
-"""Every protocol with a simulator, in the registry's order."""
-SINKS = (*(p.name for p in protocols.landed() if p.open_sink is not None), *sinks.names())
-"""Every protocol's server, then the sinks that are not a protocol's (Foxglove, the viewer,
-Zenoh)."""
+
+def sources() -> tuple[str, ...]:
+    """Every protocol with a simulator, in the registry's order."""
+    return tuple(p.name for p in protocols.landed() if p.open_sim is not None)
+
+
+def sinks() -> tuple[str, ...]:
+    """Every protocol's server, then the sinks that are not a protocol's (Foxglove, the
+    viewer, Zenoh)."""
+    return (*(p.name for p in protocols.landed() if p.open_sink is not None), *sink_names())
+
+
+SOURCES = sources()
+SINKS = sinks()
 WAIT = 25.0  # seconds: generous, only a hang takes this long
 
 UGCS_ORIGIN = (56.9496, 24.1052, 10.0)  # the UgCS sink's documented default origin
@@ -132,7 +142,7 @@ SINK_URL = {
 async def protocol_leg(name: str, front: Gateway, xrp_device: str) -> Leg:
     """A sink in `front` read by our own source of its protocol (for VRSP the far end binds
     first: the sink sends to it; the others' far ends connect to the sink)."""
-    if name not in sinks.names() and protocols.get(name).sends:
+    if name not in sink_names() and protocols.get(name).sends:
         far, source, task = await gateway_far_end(f"{name}://127.0.0.1:0")
         await asyncio.wait_for(source.ready.wait(), WAIT)
         assert source.address is not None
