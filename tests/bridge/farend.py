@@ -335,13 +335,12 @@ SIM_OPTIONS = {
     "vrsp": SimOptions(port=0, count=4, rate=20),
 }
 """Simulators run otherwise than `SIM_COUNT` devices at 20 Hz (what `complete` waits for)."""
-SOURCE_QUERY = {"xrp": "?enable=1&left=0.6&right=0.3"}
-"""Sources that need options to make their world (the XRP source drives its robot)."""
 
 
 async def start_source(name: str, front: Gateway) -> tuple[Gateway, asyncio.Task[None]]:
     """The simulator of `name` (in a gateway of its own, so it can be stopped alone) and the
-    source reading it (in `front`). The XRP source drives its robot in a curve."""
+    source reading it (in `front`) as `robowire demo` does (`WireProtocol.demo`: the XRP
+    source drives its robot in a curve)."""
     sims = Gateway()
     options = SIM_OPTIONS.get(name, SimOptions(port=0, count=SIM_COUNT, rate=20))
     if protocols.get(name).sends:  # the source binds first, the simulator sends to it
@@ -357,8 +356,9 @@ async def start_source(name: str, front: Gateway) -> tuple[Gateway, asyncio.Task
     task = asyncio.create_task(sims.run())
     await asyncio.wait_for(sim.ready.wait(), WAIT)
     assert sim.address is not None
-    query = SOURCE_QUERY.get(name, "")
-    front.add(open_source(f"{name}://127.0.0.1:{sim.address[1]}{query}"))
+    demo = protocols.get(name).demo  # the source as the demo reads the simulator
+    url = demo.url if demo is not None else "{name}://{host}:{port}"
+    front.add(open_source(url.format(name=name, host="127.0.0.1", port=sim.address[1])))
     return sims, task
 
 
