@@ -76,7 +76,7 @@ def test_two_sources_never_share_a_name() -> None:
     assert second["/tf"][0].transforms[0].child_frame_id == "b/x"
 
 
-def test_only_the_first_devices_get_topics_of_their_own() -> None:
+def test_only_the_first_devices_of_a_source_get_topics_of_their_own() -> None:
     world = World()
     world.table("show").slots([str(i) for i in range(5)], kind="drone")
     topics = Topics(devices=2)
@@ -87,6 +87,9 @@ def test_only_the_first_devices_get_topics_of_their_own() -> None:
     ]
     assert len(got["/tf"][0].transforms) == 5  # /tf has them all
     assert topics.skipped == 3
+    world.table("mocap").slots(["a", "b"], kind="tracker")  # another source: a budget its own
+    got = built(topics, world, "mocap", position=np.ones((2, 3)))
+    assert {"/robowire/a/pose", "/robowire/b/pose"} <= set(got)
 
 
 def test_illegal_names_are_renamed_and_said_once() -> None:

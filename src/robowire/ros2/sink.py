@@ -10,9 +10,9 @@ a device renamed to a legal ROS name is named once in the log and counted (`rena
 Options: `domain` (else `ROS_DOMAIN_ID`, else 0), `prefix` (the namespace of per-device
 topics and the markers: `/robowire`, and `/vrpn_mocap` for VRPN trackers), `frame` (the
 parent frame, `world`), `qos` of pose and twist topics (`reliable`, the default, as MAVROS
-and PX4 need; or `sensor`: best effort, depth 5, as vrpn_mocap's default), `device_topics` (how
-many devices get topics of their own, 100), `rate` (pulls a second, 30). The discovery range is
-ROS 2's: `ROS_AUTOMATIC_DISCOVERY_RANGE` or `ROS_LOCALHOST_ONLY`.
+and PX4 need; or `sensor`: best effort, depth 5, as vrpn_mocap's default), `device_topics`
+(how many devices of each source get topics of their own, 100), `rate` (pulls a second, 30).
+The discovery range is ROS 2's: `ROS_AUTOMATIC_DISCOVERY_RANGE` or `ROS_LOCALHOST_ONLY`.
 """
 
 from __future__ import annotations

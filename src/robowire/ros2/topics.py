@@ -23,7 +23,9 @@ is given). Device names become ROS names by `names.ros_name` (a VRPN tracker's s
 tracker's name, sensor N `<tracker>_<N>`; a VRSP drone `12` is `drone_12`); of two sources'
 devices that would share a name, the first seen keeps it and the second is `<source>/<name>`
 (said once in the log), as `identity.SinkNames` does for the protocol sinks. Per-device topics
-are made for the first `devices` devices; /tf and the markers carry every device.
+are made for the first `devices` devices of each source (a 10,000-drone show does not make
+10,000 DDS writers; a mocap system's trackers all get theirs); /tf and the markers carry
+every device.
 """
 
 from __future__ import annotations
@@ -125,8 +127,7 @@ class Topics:
         self.devices = devices
         self._owners: dict[str, tuple[str, str]] = {}  # ROS name -> (source, what took it)
         self.renamed: list[tuple[str, str]] = []  # (device, its ROS name): said once each
-        self.skipped = 0  # devices beyond `devices`: on /tf and markers only
-        self._owning = 0  # devices given topics of their own so far
+        self.skipped = 0  # devices beyond a source's `devices`: on /tf and markers only
         self._sources: dict[str, _Source] = {}
         self._static: dict[str, tuple[float, np.ndarray]] = {}  # frame -> (time, x y z w x y z)
         self._static_dirty = False
@@ -175,8 +176,7 @@ class Topics:
         state.posed_mask = np.isin(kinds, list(POSED_SHAPES))
         state.list_kinds = sorted(set(state.kinds) - set(POSED_SHAPES))
         state.list_code = np.searchsorted(state.list_kinds, kinds) if state.list_kinds else kinds
-        own = min(len(table) - len(state.own), max(0, self.devices - self._owning))
-        self._owning += own
+        own = min(len(table) - len(state.own), max(0, self.devices - int(state.own.sum())))
         self.skipped += len(table) - len(state.own) - own
         state.own = np.concatenate([state.own, np.arange(len(table) - len(state.own)) < own])
         _find_static(table, state)
