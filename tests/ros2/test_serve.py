@@ -245,6 +245,8 @@ async def test_a_stock_ros2_subscriber_reads_every_topic(domain: int) -> None:
 
     # names that are not ROS names (`UAV-7`, `rigid body.left`): renamed, counted, named
     assert sink.stats.extra["renamed"] == 2
+    status = {s.name: s for s in gateway.status()}["ros2://"]
+    assert status.errors == 2 and "rigid body.left" in (status.last_drop or "")
     assert "rigid body.left" in sink.stats.last_drop_reason
 
 

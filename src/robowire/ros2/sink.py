@@ -5,7 +5,8 @@ the world on ROS 2 over DDS, as a stock ROS 2 node (`/robowire`) would publish i
 them through a `dds.Node`, making each topic's writer on first use (`rt/<topic>`, its `dds_`
 type, its QoS, `typehash=` user data; announced in `ros_discovery_info`). `/diagnostics` goes
 out at most once a second. A write DDS refuses is counted and named in status, never raised;
-a device renamed to a legal ROS name is named once in the log and counted (`renamed`).
+a device renamed to a legal ROS name is named once in the log and in status, and counted
+(status `errors`; `stats.extra["renamed"]`).
 
 Options: `domain` (else `ROS_DOMAIN_ID`, else 0), `prefix` (the namespace of per-device
 topics and the markers: `/robowire`, and `/vrpn_mocap` for VRPN trackers), `frame` (the
@@ -131,8 +132,9 @@ class Ros2Sink(Sink):
             return
         for device, ros in renamed:
             log.warning("ros2: %s is not a legal ROS name; published as %s", device, ros)
-        extra = self.stats.extra
+        extra = self.stats.extra  # bad input: status shows `errors` and the last one named
         extra["renamed"] = extra.get("renamed", 0) + len(renamed)
+        extra["errors"] = extra.get("errors", 0) + len(renamed)
         device, ros = renamed[-1]
         self.stats.last_drop_reason = f"ros2: {device} renamed {ros} (not a legal ROS name)"
         renamed.clear()
