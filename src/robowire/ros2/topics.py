@@ -119,6 +119,7 @@ class _Source:
     list_kinds: list[str] = field(default_factory=list)  # the swarm kinds, by code
     own: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # own topics
     static: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
+    fixes: dict[int, cdr.Template] = field(default_factory=dict)  # slot -> its NavSatFix
 
 
 class Topics:
@@ -338,16 +339,27 @@ class Topics:
         return {"stamp": {"sec": sec, "nanosec": nanosec}, "frame_id": frame}
 
     def _fix(self, table: SourceTable, slot: int, stamp: np.ndarray, at: FloatArray) -> Message:
+        fixes = self._source(table).fixes
+        template = fixes.get(slot)
+        if template is None:
+            value = {
+                "header": {"frame_id": self.frame_of(table, slot)},
+                "status": {"status": 0, "service": 1},  # STATUS_FIX, SERVICE_GPS
+                "position_covariance_type": 0,  # COVARIANCE_TYPE_UNKNOWN
+            }
+            template = fixes[slot] = cdr.Template(FIX, value)
+        sec, nanosec = stamp.tolist()
         latitude, longitude, altitude = at.tolist()
-        value = {
-            "header": self._header(stamp, self.frame_of(table, slot)),
-            "status": {"status": 0, "service": 1},  # STATUS_FIX, SERVICE_GPS
-            "latitude": latitude,
-            "longitude": longitude,
-            "altitude": altitude,
-            "position_covariance_type": 0,  # COVARIANCE_TYPE_UNKNOWN
-        }
-        return Message(self.topic_of(table, slot, "fix"), FIX, "reliable", cdr.encode(FIX, value))
+        data = template.encode(
+            {
+                "header.stamp.sec": sec,
+                "header.stamp.nanosec": nanosec,
+                "latitude": latitude,
+                "longitude": longitude,
+                "altitude": altitude,
+            }
+        )
+        return Message(self.topic_of(table, slot, "fix"), FIX, "reliable", data)
 
     def _battery(self, table: SourceTable, slot: int, stamp: np.ndarray) -> Message | None:
         values = {
