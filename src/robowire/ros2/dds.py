@@ -288,10 +288,6 @@ class RawWriter:
             raise TransportError(f"ros2: writing {self.ros_topic} failed (DDS error {result})")
         self.samples += 1
 
-    def matched(self) -> int:
-        """How many readers this writer has matched (for status)."""
-        return len(self.writer.get_matched_subscriptions())
-
 
 class RawReader:
     """Takes the samples of one topic as bytes (encapsulation header included)."""
