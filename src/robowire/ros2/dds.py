@@ -18,6 +18,7 @@ does). cyclonedds is imported only when a `Node` is made.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -133,6 +134,12 @@ def cyclone_config(scope: str, environ: Mapping[str, str] = os.environ) -> str |
     return f"{user},{xml}" if user else xml
 
 
+_domains: dict[int, Any] = {}
+"""The cyclonedds `Domain` of each domain id this process configured: kept for the process's
+life, shared by its nodes (deleting a Domain deletes every participant in it, another node's
+too: a `serve` and a `listen` in one gateway share one)."""
+
+
 def gid(entity: Any) -> bytes:
     """The ROS 2 GID of a DDS entity (Iron and later: its 16-byte GUID)."""
     return bytes(entity.guid.bytes)
@@ -171,13 +178,11 @@ class Node:
         self.name = name
         self.namespace = namespace
         config = cyclone_config(scope, environ)
-        self._domain: Any = None
         try:
-            if config is not None:
-                try:
-                    self._domain = Domain(domain, config)
-                except DDSException:  # this process made that domain already: it is shared
-                    self._domain = None
+            if config is not None and domain not in _domains:
+                # (fails if this process joined that domain already: it is shared as it is)
+                with contextlib.suppress(DDSException):
+                    _domains[domain] = Domain(domain, config)
             self.participant: Any = DomainParticipant(domain, qos=Qos(_userdata("enclave=/;")))
             self.publisher = Publisher(self.participant)
             self.subscriber = Subscriber(self.participant)
@@ -262,7 +267,6 @@ class Node:
             self._topics.clear()
             del self._info_writer, self.publisher, self.subscriber
             del participant
-            self._domain = None
 
 
 class RawWriter:
