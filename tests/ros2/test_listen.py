@@ -350,3 +350,50 @@ async def test_a_participant_flooding_discovery_stops_nothing(
             assert len(source.topics) == 101
             assert all(v == "std_msgs/msg/String" for v in source.unreadable.values())
             assert close(device(world, source.name, "bot42")["position"], [42, 0, 0])  # type: ignore[index]
+
+
+async def test_what_serve_ros2_publishes_listen_ros2_reads_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Both halves together: one gateway's world on /tf (`serve ros2://`), another's
+    `listen ros2://?topics=/tf`: the same devices (names through the ROS name table and back),
+    positions and orientations equal within 1e-9."""
+    from robowire.gateway import open_sink
+
+    monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    domain_id = domain()
+    serving = Gateway().add(open_sink(f"ros2://?domain={domain_id}"))
+    rng = np.random.default_rng(7)
+    positions = rng.uniform(-50, 50, (3, 3))
+    turns = rng.normal(size=(3, 4))
+    turns /= np.linalg.norm(turns, axis=1, keepdims=True)
+    ids = ["drone_1", "Tracker0/2", "rover"]
+    served = asyncio.create_task(serving.run())
+    try:
+        async with listening(f"ros2://?domain={domain_id}&topics=/tf") as (source, world):
+
+            def write() -> None:
+                for i, name in enumerate(ids):
+                    serving.world.update_device(
+                        "site",
+                        name,
+                        receive_time=1.0,
+                        position=positions[i],
+                        orientation=turns[i],
+                    )
+
+            def arrived() -> bool:
+                write()  # (again until read: the listener may join after the first)
+                table = world.tables.get(source.name)
+                return table is not None and set(ids) <= set(table.ids)
+
+            await until(arrived, "the served devices")
+            for i, name in enumerate(ids):
+                got = device(world, source.name, name)
+                assert got is not None
+                assert close(got["position"], list(positions[i]))
+                same_turn = close(got["orientation"], list(turns[i]))
+                assert same_turn or close(got["orientation"], list(-turns[i]))  # q and -q
+    finally:
+        serving.stop()
+        await served
