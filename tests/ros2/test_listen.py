@@ -13,7 +13,7 @@ import os
 import random
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -21,15 +21,16 @@ from typing import Any
 import numpy as np
 import pytest
 from tests.ros2 import publisher
+from tests.ros2.subscriber import LOOPBACK
 
 from robowire.addresses import parse_endpoint
 from robowire.errors import ConfigError
 from robowire.gateway import Gateway, open_source
 from robowire.ros2.source import Ros2Source
 from robowire.world import World
+from support import until
 
-PUBLISHER = Path(publisher.__file__)
-WAIT = 60.0  # seconds a condition may take on a busy machine before the test fails
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -39,21 +40,17 @@ def domain() -> int:
     return random.randint(100, 232)
 
 
-async def until(condition: Callable[[], bool], what: str) -> None:
-    for _ in range(int(WAIT / 0.05)):
-        if condition():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"not within {WAIT} s: {what}")
-
-
 @contextmanager
 def publishing(tmp_path: Path, spec: dict[str, Any]) -> Iterator[subprocess.Popen[str]]:
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(spec))
-    env = {**os.environ, "CYCLONEDDS_URI": publisher.LOOPBACK}
+    env = {**os.environ, "CYCLONEDDS_URI": LOOPBACK, "PYTHONPATH": str(ROOT)}
     process = subprocess.Popen(
-        [sys.executable, str(PUBLISHER), str(path)], stdout=subprocess.PIPE, text=True, env=env
+        [sys.executable, "-m", "tests.ros2.publisher", str(path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
     )
     try:
         assert process.stdout is not None and process.stdout.readline().strip() == "ready"
@@ -98,6 +95,16 @@ def transform(parent: str, child: str, t: list[float], xyzw: list[float]) -> dic
     }
 
 
+def tf_topic(*transforms: dict[str, Any]) -> dict[str, Any]:
+    """A /tf topic of the publisher's spec, as tf2's broadcaster offers it."""
+    return {
+        "topic": "/tf",
+        "type": "tf2_msgs/msg/TFMessage",
+        "qos": "tf",
+        "message": {"transforms": list(transforms)},
+    }
+
+
 def unit(*q: float) -> list[float]:
     norm = math.sqrt(sum(v * v for v in q))
     return [v / norm for v in q]
@@ -118,17 +125,10 @@ def spec(domain_id: int) -> dict[str, Any]:
         "domain": domain_id,
         "rate": 20,
         "topics": [
-            {
-                "topic": "/tf",
-                "type": "tf2_msgs/msg/TFMessage",
-                "qos": "tf",
-                "message": {
-                    "transforms": [
-                        transform("world", "robot1", [1.5, -2.25, 0.75], ROBOT_Q),
-                        transform("robot1", "robot1/arm", [0.1, 0.0, 0.2], [0, 0, 0, 1]),
-                    ]
-                },
-            },
+            tf_topic(
+                transform("world", "robot1", [1.5, -2.25, 0.75], ROBOT_Q),
+                transform("robot1", "robot1/arm", [0.1, 0.0, 0.2], [0, 0, 0, 1]),
+            ),
             {
                 "topic": "/tf_static",
                 "type": "tf2_msgs/msg/TFMessage",
@@ -323,10 +323,7 @@ async def test_a_participant_flooding_discovery_stops_nothing(
     monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     domain_id = domain()
     robot = transform("world", "robot1", [1.5, -2.25, 0.75], ROBOT_Q)
-    flood: list[dict[str, Any]] = [
-        {"topic": "/tf", "type": "tf2_msgs/msg/TFMessage", "qos": "tf",
-         "message": {"transforms": [robot]}},
-    ]  # fmt: skip
+    flood = [tf_topic(robot)]
     flood += [
         {"topic": f"/flood/t{i}", "type": "std_msgs/msg/String", "qos": "reliable", "message": {}}
         for i in range(400)
