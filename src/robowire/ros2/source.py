@@ -29,7 +29,8 @@ frame, transforms tf2 would refuse, a pose stamped in a frame with no path.
 cyclonedds calls back on its own threads; a callback only marks its reader ready and wakes
 the event loop (once per batch). The loop then takes, per turn, at most `DISCOVERY_TURN`
 discovery samples (a participant that floods discovery is read a bounded slice at a time,
-the rest at the next turns) and `READ_TURN` samples of each ready reader. What waits is
+the rest at the next turns) and `READ_TURN` samples of each ready reader, `READ_BUDGET` of
+all of them. What waits is
 bounded where DDS keeps it: each reader's history (keep last N) and the discovery cache.
 Samples decode when taken; each is a `Report` of its topic and frames, so a newer one of the
 same sheds it while the gateway is behind (docs/architecture.md, "Overload").
@@ -64,6 +65,7 @@ SOURCE_OPTIONS = frozenset({"domain", "topics", "frame"})
 NODE_NAME = "robowire_listen"
 DISCOVERY_TURN = 32  # discovery samples taken at one wake-up at most
 READ_TURN = 256  # samples of one reader taken at one wake-up at most
+READ_BUDGET = 1024  # samples of all readers taken at one wake-up at most (the rest: next turn)
 MAX_TOPICS = 1024  # readers at most (a flood of topics is named, not read)
 TF_TYPES = frozenset({decode.TF, decode.TRANSFORM})
 TF_STATIC = "/tf_static"
@@ -140,7 +142,7 @@ class Ros2Adapter:
             self._slots = grown
         slots = self._slots[poses.rows]
         for at in np.flatnonzero(slots < 0):  # frames seen for the first time
-            frame = poses.frames[at]
+            frame = poses.names[poses.rows[at]]
             slots[at] = self._slots[poses.rows[at]] = table.slot(
                 names.device_name(frame) or frame, FRAME_KIND
             )
@@ -414,6 +416,9 @@ class Ros2Source(Source):
         for handle in ready:
             topic = self._handles.get(handle)
             if topic is None:
+                continue
+            if len(events) >= READ_BUDGET:  # enough for a turn: this one after the loop went round
+                more.append(handle)
                 continue
             try:
                 samples = topic.reader.take(READ_TURN)

@@ -18,6 +18,7 @@ is new or changes parent.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -69,13 +70,18 @@ def invert(t: FloatArray, q: FloatArray) -> tuple[FloatArray, FloatArray]:
 
 @dataclass(frozen=True, slots=True)
 class Poses:
-    """Frames' poses in the reference frame (rows of `frames`)."""
+    """Frames' poses in the reference frame: row i is the frame `names[rows[i]]`."""
 
-    frames: tuple[str, ...]
+    names: Sequence[str]  # every frame's name, by its row in the tree
     position: FloatArray  # (n, 3)
     orientation: FloatArray  # (n, 4) w x y z
     stamps: FloatArray  # (n,) each frame's own transform's stamp
     rows: IndexArray  # (n,) the frames' rows in the tree (stable: a frame keeps its row)
+
+    @property
+    def frames(self) -> tuple[str, ...]:
+        """The frames' names (built when asked: a caller that knows the rows needs none)."""
+        return tuple(self.names[i] for i in self.rows)
 
 
 class TfTree:
@@ -204,7 +210,9 @@ class TfTree:
         anchor = self.index.get(self.reference)
         top = self._top
         if anchor is None or top[anchor] < 0:
-            return Poses((), np.zeros((0, 3)), np.zeros((0, 4)), np.zeros(0), np.zeros(0, np.intp))
+            return Poses(
+                self.names, np.zeros((0, 3)), np.zeros((0, 4)), np.zeros(0), np.zeros(0, np.intp)
+            )
         tree = top == top[anchor]
         if changed[anchor]:  # the reference moved in its tree: every frame of it did
             changed |= tree
@@ -215,7 +223,7 @@ class TfTree:
             t, q = compose(
                 np.repeat(inverse[0], len(rows), 0), np.repeat(inverse[1], len(rows), 0), t, q
             )
-        return Poses(tuple(self.names[i] for i in rows), t, q, self.stamps[rows], rows)
+        return Poses(self.names, t, q, self.stamps[rows], rows)
 
     def _composed(self, levels: list[IndexArray]) -> tuple[FloatArray, FloatArray]:
         """Every frame's pose in its tree's root (roots and frames on cycles: identity)."""
@@ -223,7 +231,10 @@ class TfTree:
         position = np.zeros((n, 3))
         orientation = np.tile(_IDENTITY, (n, 1))
         parent = self.parent[:n]
-        for at in levels:
+        if levels:  # the first level hangs from roots, at identity: its own transforms
+            first = levels[0]
+            position[first], orientation[first] = self.translation[first], self.rotation[first]
+        for at in levels[1:]:
             up = parent[at]
             position[at], orientation[at] = compose(
                 position[up], orientation[up], self.translation[at], self.rotation[at]
@@ -253,4 +264,4 @@ class TfTree:
             if frame in ("", self.reference):
                 found[i] = True
                 t[i], q[i] = 0.0, _IDENTITY
-        return found, Poses(frames, t, q, np.full(n, np.nan), np.full(n, -1, dtype=np.intp))
+        return found, Poses(frames, t, q, np.full(n, np.nan), np.arange(n))
