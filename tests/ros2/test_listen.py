@@ -388,3 +388,30 @@ async def test_what_serve_ros2_publishes_listen_ros2_reads_back() -> None:
     finally:
         serving.stop()
         await served
+
+
+def test_a_reader_is_made_again_lower_for_a_writer_that_offers_less() -> None:
+    """A reliable reader matches no best-effort writer (nor a transient-local one a volatile
+    writer): a later writer of the topic that offers less gets the reader made again."""
+    from cyclonedds.qos import Policy, Qos
+
+    from robowire.ros2 import dds
+
+    source = open_source(parse_endpoint(f"ros2://?domain={domain()}"))
+    assert isinstance(source, Ros2Source)
+    node = source.node = dds.Node(source.domain, "OFF", "test_listen")
+    source._listener = None
+    try:
+        pose_type = "geometry_msgs::msg::dds_::PoseStamped_"
+        reliable = Qos(Policy.Reliability.Reliable(0), Policy.Durability.TransientLocal)
+        source._writer_seen("rt/rb/pose", pose_type, reliable)
+        first = source.topics["/rb/pose"]
+        assert first.profile.reliable and first.profile.transient_local
+        source._writer_seen("rt/rb/pose", pose_type, reliable)  # matched already: kept
+        assert source.topics["/rb/pose"] is first
+        source._writer_seen("rt/rb/pose", pose_type, Qos(Policy.Reliability.BestEffort))
+        lower = source.topics["/rb/pose"]
+        assert not lower.profile.reliable and not lower.profile.transient_local
+        assert node.readers == [lower.reader]
+    finally:
+        node.close()
