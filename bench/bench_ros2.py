@@ -3,7 +3,7 @@ the same messages written through cyclonedds' own per-object serialisation (the 
 
 The world holds 10,000 drones (position, orientation, LED colour) all moving every step. One
 pull of robowire is `Ros2Sink.write` of one update touching all of them, with no per-device
-topics (`?devices=0`): a TFMessage of 10,000 transforms built from the columns
+topics (`?device_topics=0`): a TFMessage of 10,000 transforms built from the columns
 (`cdr.TfMessages`) and a MarkerArray (the swarm as one SPHERE_LIST in its LED colours), each
 written as bytes (`dds.RawWriter`); /diagnostics, once a second, is in it too. The peer, in
 the same run and the same DDS participant: the same two messages made as cyclonedds

@@ -288,29 +288,13 @@ class Topics:
         position = table.position[slots]
         if update.fields & {POSITION, ORIENTATION}:
             known = ~np.isnan(position).any(axis=1)
-            if known.any():
-                pick = slots[known]
-                batch = self._poses
-                batch.buffer(len(pick))
-                batch.fill("header.stamp.sec", stamp[known], 2)
-                orientation = table.orientation[pick]
-                pose = np.concatenate([position[known], orientation[:, 1:], orientation[:, :1]], 1)
-                batch.fill("pose.position.x", pose, 7)
-                for i, slot in enumerate(pick.tolist()):
-                    data = cdr.HEADER + batch.element(i)
-                    yield Message(self.topic_of(table, slot, "pose"), POSE, "pose", data)
+            orientation = table.orientation[slots[known]]
+            pose = np.concatenate([position[known], orientation[:, 1:], orientation[:, :1]], 1)
+            yield from self._stamped(table, slots[known], stamp[known], "pose", pose)
         if VELOCITY in update.fields:
             velocity = table.velocity[slots]
             known = ~np.isnan(velocity).any(axis=1)
-            if known.any():
-                pick = slots[known]
-                batch = self._twists
-                batch.buffer(len(pick))
-                batch.fill("header.stamp.sec", stamp[known], 2)
-                batch.fill("twist.linear.x", velocity[known], 3)
-                for i, slot in enumerate(pick.tolist()):
-                    data = cdr.HEADER + batch.element(i)
-                    yield Message(self.topic_of(table, slot, "twist"), TWIST, "pose", data)
+            yield from self._stamped(table, slots[known], stamp[known], "twist", velocity[known])
         if GEODETIC in update.fields:
             geodetic = table.geodetic[slots]
             for i in np.flatnonzero(~np.isnan(geodetic).any(axis=1)).tolist():
@@ -320,6 +304,26 @@ class Topics:
                 battery = self._battery(table, slot, stamp[i])
                 if battery is not None:
                     yield battery
+
+    def _stamped(
+        self, table: SourceTable, slots: np.ndarray, stamp: np.ndarray, what: str, rows: FloatArray
+    ) -> Iterable[Message]:
+        """A PoseStamped (`pose`: rows of x y z qx qy qz qw) or TwistStamped (`twist`: rows of
+        linear x y z) for each of `slots`, encoded as one batch."""
+        if not len(slots):
+            return
+        batch, kind, path = (
+            (self._poses, POSE, "pose.position.x")
+            if what == "pose"
+            else (self._twists, TWIST, "twist.linear.x")
+        )
+        batch.buffer(len(slots))
+        batch.fill("header.stamp.sec", stamp, 2)
+        batch.fill(path, rows, rows.shape[1])
+        for i, slot in enumerate(slots.tolist()):
+            yield Message(
+                self.topic_of(table, slot, what), kind, "pose", cdr.HEADER + batch.element(i)
+            )
 
     def _header(self, stamp: np.ndarray, frame: str) -> dict[str, Any]:
         sec, nanosec = stamp.tolist()
