@@ -229,9 +229,13 @@ class Wake:
             self._wake()
 
     def data(self, reader: Any) -> None:
-        """A topic reader's callback (a cyclonedds thread)."""
+        """A topic reader's callback (a cyclonedds thread); `reader` is None when the reader
+        is being deleted (made again lower, or the node closing)."""
+        handle = getattr(reader, "_ref", None)
+        if handle is None:
+            return
         with self._lock:
-            self.ready.add(int(reader._ref))
+            self.ready.add(int(handle))
             self._wake()
 
     def again(self, *, discovery: bool = False, ready: Sequence[int] = ()) -> None:

@@ -100,6 +100,7 @@ class TfTree:
         self.unrooted: set[str] = set()
         self.refused: set[str] = set()
         self._levels: list[IndexArray] | None = None  # below the roots, depth 1, 2, ...
+        self._poses: tuple[FloatArray, FloatArray] | None = None  # `_composed`, while valid
         self._top = np.zeros(0, dtype=np.intp)  # each frame's tree root (-1: on a cycle)
         self._rows: dict[str, tuple[tuple[str, ...], IndexArray]] = {}  # the last names' rows
 
@@ -165,6 +166,7 @@ class TfTree:
         self.rotation[children] = rotation / norm[:, None]
         self.stamps[children] = transforms.stamps if good.all() else transforms.stamps[good]
         self.changed[children] = True
+        self._poses = None
         if self.refused:  # a good transform now: no longer refused
             self.refused.difference_update(self.names[i] for i in children)
 
@@ -226,7 +228,10 @@ class TfTree:
         return Poses(self.names, t, q, self.stamps[rows], rows)
 
     def _composed(self, levels: list[IndexArray]) -> tuple[FloatArray, FloatArray]:
-        """Every frame's pose in its tree's root (roots and frames on cycles: identity)."""
+        """Every frame's pose in its tree's root (roots and frames on cycles: identity); kept
+        until a transform comes (pose topics stamped in a frame ask for it per sample)."""
+        if self._poses is not None:
+            return self._poses
         n = len(self.names)
         position = np.zeros((n, 3))
         orientation = np.tile(_IDENTITY, (n, 1))
@@ -239,6 +244,7 @@ class TfTree:
             position[at], orientation[at] = compose(
                 position[up], orientation[up], self.translation[at], self.rotation[at]
             )
+        self._poses = (position, orientation)
         return position, orientation
 
     def in_reference(self, frames: tuple[str, ...]) -> tuple[npt.NDArray[np.bool_], Poses]:
