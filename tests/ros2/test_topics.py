@@ -159,3 +159,14 @@ def test_a_fix_and_a_battery() -> None:
     battery = got["/robowire/UAV_1/battery"][0]
     assert (battery.voltage, battery.percentage, battery.present) == (15.0, 0.5, True)
     assert np.isnan(battery.current)  # not reported: NaN, as ROS says unmeasured values are
+
+
+def test_tf_static_is_sent_again_only_when_a_static_frame_changes() -> None:
+    world = World()
+    world.update_device("site", "pole", receive_time=1.0, kind="object", position=(1.0, 0, 0),
+                        attributes={"static": True})  # fmt: skip
+    topics = Topics()
+    assert "/tf_static" in built(topics, world, "site", position=np.array([[1.0, 0, 0]]))
+    assert "/tf_static" not in built(topics, world, "site", position=np.array([[1.0, 0, 0]]))
+    moved = built(topics, world, "site", position=np.array([[2.0, 0, 0]]))
+    assert moved["/tf_static"][0].transforms[0].transform.translation.x == 2.0

@@ -251,8 +251,11 @@ class Topics:
             for i in np.flatnonzero(static & known).tolist():
                 slot = int(slots[i])
                 pose = np.concatenate([position[i], table.orientation[slot]])
-                self._static[self.frame_of(table, slot)] = (float(times[i]), pose)
-                self._static_dirty = True
+                frame = self.frame_of(table, slot)
+                before = self._static.get(frame)
+                if before is None or not np.array_equal(before[1], pose):
+                    self._static[frame] = (float(times[i]), pose)
+                    self._static_dirty = True
             known &= ~static
         if self._static_dirty:
             out.append(self.tf_static())
