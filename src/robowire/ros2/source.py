@@ -322,7 +322,7 @@ class Ros2Source(Source):
 
     async def connect(self, world: World) -> None:
         from cyclonedds.builtin import BuiltinDataReader, BuiltinTopicDcpsPublication
-        from cyclonedds.core import Listener
+        from cyclonedds.core import DDSException, Listener
 
         node = await asyncio.to_thread(dds.Node, self.domain, self.scope, NODE_NAME)
         wake = self._wake = Wake(asyncio.get_running_loop())
@@ -344,6 +344,8 @@ class Ros2Source(Source):
                 if events:
                     self.deliver(events, monotonic())
                 self._name_problems()
+        except DDSException as exc:  # the domain failed under us: join it again
+            raise TransportError(f"ros2: DDS domain {self.domain}: {exc}") from None
         finally:
             self._wake = None
             self.node = None
