@@ -28,6 +28,7 @@ from robowire.ros2.decode import Decoded
 
 FloatArray = npt.NDArray[np.float64]
 IndexArray = npt.NDArray[np.intp]
+ROW_CACHE = 512  # name tuples whose rows are kept (two per /tf layout: children, parents)
 UNIT_TOLERANCE = 0.01  # tf2 refuses a rotation whose norm is further from 1 than this
 _IDENTITY = np.array([1.0, 0.0, 0.0, 0.0])
 
@@ -102,20 +103,21 @@ class TfTree:
         self._levels: list[IndexArray] | None = None  # below the roots, depth 1, 2, ...
         self._poses: tuple[FloatArray, FloatArray] | None = None  # `_composed`, while valid
         self._top = np.zeros(0, dtype=np.intp)  # each frame's tree root (-1: on a cycle)
-        self._rows: dict[str, tuple[tuple[str, ...], IndexArray]] = {}  # the last names' rows
+        self._rows: dict[int, tuple[tuple[str, ...], IndexArray]] = {}  # `rows`, by tuple
 
     def __len__(self) -> int:
         return len(self.names)
 
-    def rows(self, names: tuple[str, ...], role: str = "") -> IndexArray:
+    def rows(self, names: tuple[str, ...]) -> IndexArray:
         """The rows of frames (new ones added). A /tf publisher names the same frames each
-        time, and the decoder hands back the same tuple for them: looked up once per `role`
-        (children, parents)."""
-        last = self._rows.get(role)
-        if last is not None and last[0] is names:
-            return last[1]
+        time, and the decoder hands back the same tuple for them: looked up once a tuple."""
+        known = self._rows.get(id(names))
+        if known is not None and known[0] is names:
+            return known[1]
         rows = np.fromiter((self._row(name) for name in names), dtype=np.intp, count=len(names))
-        self._rows[role] = (names, rows)
+        if len(self._rows) >= ROW_CACHE:
+            self._rows.clear()
+        self._rows[id(names)] = (names, rows)  # (the tuple held: its id stays its own)
         return rows
 
     def _row(self, name: str) -> int:
@@ -146,8 +148,8 @@ class TfTree:
         if not len(transforms):
             return
         assert transforms.position is not None and transforms.orientation is not None
-        children = self.rows(transforms.children, "children")
-        parents = self.rows(transforms.frames, "parents")
+        children = self.rows(transforms.children)
+        parents = self.rows(transforms.frames)
         translation, rotation = transforms.position, transforms.orientation
         norm = np.sqrt((rotation * rotation).sum(axis=1))
         good = (
