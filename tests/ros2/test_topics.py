@@ -76,7 +76,7 @@ def test_two_sources_never_share_a_name() -> None:
     assert second["/tf"][0].transforms[0].child_frame_id == "b/x"
 
 
-def test_only_the_first_devices_get_topics_of_their_own() -> None:
+def test_only_the_first_devices_of_a_source_get_topics_of_their_own() -> None:
     world = World()
     world.table("show").slots([str(i) for i in range(5)], kind="drone")
     topics = Topics(devices=2)
@@ -87,6 +87,9 @@ def test_only_the_first_devices_get_topics_of_their_own() -> None:
     ]
     assert len(got["/tf"][0].transforms) == 5  # /tf has them all
     assert topics.skipped == 3
+    world.table("mocap").slots(["a", "b"], kind="tracker")  # another source: a budget its own
+    got = built(topics, world, "mocap", position=np.ones((2, 3)))
+    assert {"/robowire/a/pose", "/robowire/b/pose"} <= set(got)
 
 
 def test_illegal_names_are_renamed_and_said_once() -> None:
@@ -137,6 +140,15 @@ def test_static_devices_go_to_tf_static_all_in_one_sample() -> None:
     static = got["/tf_static"][0].transforms
     assert [t.child_frame_id for t in static] == ["pole_a", "pole_b"]
     assert [t.child_frame_id for t in got["/tf"][0].transforms] == ["walker"]
+
+
+def test_log_lines_go_to_rosout() -> None:
+    from robowire.world import LogEvent
+
+    message = Topics().log(LogEvent("vrpn@lab", "Tracker0", "calibrated", "warning", 12.5))
+    log = decoded([message])["/rosout"][0]
+    assert (log.level, log.name, log.msg) == (30, "robowire.vrpn_lab", "Tracker0: calibrated")
+    assert (log.stamp.sec, log.stamp.nanosec) == (12, 500_000_000)
 
 
 def test_a_fix_and_a_battery() -> None:

@@ -75,6 +75,7 @@ TF_STATIC_LISTENER = Profile(reliable=True, transient_local=True, depth=100)
 RELIABLE = Profile(reliable=True, depth=10)  # rclcpp's default QoS
 SENSOR = Profile(reliable=False, depth=5)  # rclcpp::SensorDataQoS (vrpn_mocap's default)
 DISCOVERY_INFO = Profile(reliable=True, transient_local=True, depth=1)
+ROSOUT = Profile(reliable=True, transient_local=True, depth=1000)  # rcl's /rosout QoS
 
 
 def domain_id(option: str | None = None, environ: Mapping[str, str] = os.environ) -> int:

@@ -5,14 +5,15 @@ the world on ROS 2 over DDS, as a stock ROS 2 node (`/robowire`) would publish i
 them through a `dds.Node`, making each topic's writer on first use (`rt/<topic>`, its `dds_`
 type, its QoS, `typehash=` user data; announced in `ros_discovery_info`). `/diagnostics` goes
 out at most once a second. A write DDS refuses is counted and named in status, never raised;
-a device renamed to a legal ROS name is named once in the log and counted (`renamed`).
+a device renamed to a legal ROS name is named once in the log and in status, and counted
+(status `errors`; `stats.extra["renamed"]`).
 
 Options: `domain` (else `ROS_DOMAIN_ID`, else 0), `prefix` (the namespace of per-device
 topics and the markers: `/robowire`, and `/vrpn_mocap` for VRPN trackers), `frame` (the
 parent frame, `world`), `qos` of pose and twist topics (`reliable`, the default, as MAVROS
-and PX4 need; or `sensor`: best effort, depth 5, as vrpn_mocap's default), `device_topics` (how
-many devices get topics of their own, 100), `rate` (pulls a second, 30). The discovery range is
-ROS 2's: `ROS_AUTOMATIC_DISCOVERY_RANGE` or `ROS_LOCALHOST_ONLY`.
+and PX4 need; or `sensor`: best effort, depth 5, as vrpn_mocap's default), `device_topics`
+(how many devices of each source get topics of their own, 100), `rate` (pulls a second, 30).
+The discovery range is ROS 2's: `ROS_AUTOMATIC_DISCOVERY_RANGE` or `ROS_LOCALHOST_ONLY`.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ class Ros2Sink(Sink):
             "tf_static": dds.TF_STATIC,
             "pose": pose_qos,
             "reliable": dds.RELIABLE,
+            "rosout": dds.ROSOUT,
         }
         self.max_rate = rate
         self.url = f"ROS 2 domain {domain} (discovery {scope.lower()}) as node /robowire"
@@ -76,11 +78,11 @@ class Ros2Sink(Sink):
         if self.node is None:
             return True
         for item in items:
-            if isinstance(item, Update) and len(item):
-                table = world.tables.get(item.source)
-                if table is not None:
-                    for message in self.topics.build(table, item):
-                        self._send(message)
+            if isinstance(item, LogEvent):
+                self._send(self.topics.log(item))
+            elif len(item) and (table := world.tables.get(item.source)) is not None:
+                for message in self.topics.build(table, item):
+                    self._send(message)
         now = time.time()
         if now - self._diagnosed >= DIAGNOSTICS_PERIOD:
             self._diagnosed = now
@@ -131,8 +133,9 @@ class Ros2Sink(Sink):
             return
         for device, ros in renamed:
             log.warning("ros2: %s is not a legal ROS name; published as %s", device, ros)
-        extra = self.stats.extra
+        extra = self.stats.extra  # bad input: status shows `errors` and the last one named
         extra["renamed"] = extra.get("renamed", 0) + len(renamed)
+        extra["errors"] = extra.get("errors", 0) + len(renamed)
         device, ros = renamed[-1]
         self.stats.last_drop_reason = f"ros2: {device} renamed {ros} (not a legal ROS name)"
         renamed.clear()

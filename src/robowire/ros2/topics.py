@@ -13,6 +13,8 @@
     /diagnostics                diagnostic_msgs/DiagnosticArray, once a second: a status per
                                 device whose telemetry changed (at most 1,000, in turn), a
                                 value per field, units in the keys
+    /rosout                     rcl_interfaces/Log: the sources' log lines (VRPN text, UgCS
+                                status messages), logger `robowire.<source>`
     <ns>/markers                visualization_msgs/MarkerArray: each source's devices in their
                                 kind's shape and LED colour (one SPHERE_LIST per kind for swarm
                                 kinds, a marker per device for kinds with a heading), and its
@@ -23,7 +25,9 @@ is given). Device names become ROS names by `names.ros_name` (a VRPN tracker's s
 tracker's name, sensor N `<tracker>_<N>`; a VRSP drone `12` is `drone_12`); of two sources'
 devices that would share a name, the first seen keeps it and the second is `<source>/<name>`
 (said once in the log), as `identity.SinkNames` does for the protocol sinks. Per-device topics
-are made for the first `devices` devices; /tf and the markers carry every device.
+are made for the first `devices` devices of each source (a 10,000-drone show does not make
+10,000 DDS writers; a mocap system's trackers all get theirs); /tf and the markers carry
+every device.
 """
 
 from __future__ import annotations
@@ -41,13 +45,14 @@ import numpy.typing as npt
 from robowire.protocols.vrpn.adapter import vrpn_address
 from robowire.ros2 import cdr, names
 from robowire.sinks.foxglove_messages import KIND_COLOURS, LED_FIELDS, OTHER_COLOUR
-from robowire.world import Update
+from robowire.world import LogEvent, Update
 from robowire.world.model import ATTRIBUTES, GEODETIC, LINKS, ORIENTATION, POSITION, VELOCITY
 from robowire.world.table import SourceTable
 
 TF_TOPIC = "/tf"
 TF_STATIC_TOPIC = "/tf_static"
 DIAGNOSTICS_TOPIC = "/diagnostics"
+ROSOUT_TOPIC = "/rosout"
 DEFAULT_NAMESPACE = "/robowire"
 VRPN_NAMESPACE = "/vrpn_mocap"
 WORLD = "world"
@@ -63,6 +68,8 @@ BATTERY = "sensor_msgs/msg/BatteryState"
 DIAGNOSTICS = "diagnostic_msgs/msg/DiagnosticArray"
 MARKERS = "visualization_msgs/msg/MarkerArray"
 MARKER = "visualization_msgs/msg/Marker"
+LOG = "rcl_interfaces/msg/Log"
+LOG_LEVELS = {"debug": 10, "info": 20, "warning": 30, "warn": 30, "error": 40, "critical": 50}
 VOLTAGE, CURRENT, CHARGE = "main_voltage", "main_current", "remaining_power_level"
 BATTERY_FIELDS = (VOLTAGE, CURRENT, CHARGE)
 # Marker.type: SPHERE_LIST and CUBE_LIST draw a whole swarm as one object (RViz draws 10,000
@@ -125,8 +132,7 @@ class Topics:
         self.devices = devices
         self._owners: dict[str, tuple[str, str]] = {}  # ROS name -> (source, what took it)
         self.renamed: list[tuple[str, str]] = []  # (device, its ROS name): said once each
-        self.skipped = 0  # devices beyond `devices`: on /tf and markers only
-        self._owning = 0  # devices given topics of their own so far
+        self.skipped = 0  # devices beyond a source's `devices`: on /tf and markers only
         self._sources: dict[str, _Source] = {}
         self._static: dict[str, tuple[float, np.ndarray]] = {}  # frame -> (time, x y z w x y z)
         self._static_dirty = False
@@ -175,8 +181,7 @@ class Topics:
         state.posed_mask = np.isin(kinds, list(POSED_SHAPES))
         state.list_kinds = sorted(set(state.kinds) - set(POSED_SHAPES))
         state.list_code = np.searchsorted(state.list_kinds, kinds) if state.list_kinds else kinds
-        own = min(len(table) - len(state.own), max(0, self.devices - self._owning))
-        self._owning += own
+        own = min(len(table) - len(state.own), max(0, self.devices - int(state.own.sum())))
         self.skipped += len(table) - len(state.own) - own
         state.own = np.concatenate([state.own, np.arange(len(table) - len(state.own)) < own])
         _find_static(table, state)
@@ -406,6 +411,18 @@ class Topics:
         stamp = cdr.stamps(np.array([time]))[0]
         value = {"header": self._header(stamp, ""), "status": statuses}
         return Message(DIAGNOSTICS_TOPIC, DIAGNOSTICS, "reliable", cdr.encode(DIAGNOSTICS, value))
+
+    def log(self, event: LogEvent) -> Message:
+        """A log line of a source on /rosout (rcl_interfaces/Log), as a node's logger puts it:
+        level as ROS numbers it, logger `robowire.<source>`, the device before the text."""
+        sec, nanosec = cdr.stamps(np.array([event.time]))[0].tolist()
+        value = {
+            "stamp": {"sec": sec, "nanosec": nanosec},
+            "level": LOG_LEVELS.get(event.level.lower(), 20),
+            "name": f"robowire.{names.token(event.source)}",
+            "msg": f"{event.device_id}: {event.text}" if event.device_id else event.text,
+        }
+        return Message(ROSOUT_TOPIC, LOG, "rosout", cdr.encode(LOG, value))
 
     # -- markers ----------------------------------------------------------------------------
 
