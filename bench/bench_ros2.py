@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from bench import ros2_listen
 from robowire.ros2 import dds, names, types
 from robowire.ros2.sink import Ros2Sink
 from robowire.ros2.topics import MARKERS, TF, Topics
@@ -195,6 +196,12 @@ def cpu_per_pull(work: Any) -> float:
 
 
 def main() -> dict[str, float]:
+    figures = serve()
+    figures.update(ros2_listen.measure())  # `listen ros2://` (bench/ros2_listen.py)
+    return figures
+
+
+def serve() -> dict[str, float]:
     domain = random.randrange(150, 230)
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
     reader = subprocess.Popen(

@@ -31,6 +31,7 @@ from robowire.errors import ConfigError
 
 SOURCES: dict[str, str] = {
     "zenoh": "robowire.zenoh:open_source",
+    "ros2": "robowire.ros2:open_source",
     "mcap": "robowire.recording:open_source",
 }
 """Sources that are not a wire protocol (`listen zenoh://…`, a robowire recording): name ->
