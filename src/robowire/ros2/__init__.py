@@ -1,0 +1,1 @@
+"""ROS 2 without ROS (docs/ros2.md)."""
