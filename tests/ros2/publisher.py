@@ -1,0 +1,163 @@
+"""An independent ROS 2 publisher: what `listen ros2://` is tested against.
+
+Nothing here comes from robowire. The messages are built from `rosbags`' ROS 2 typestore and
+serialised by its `serialize_cdr` (the bytes a ROS 2 node puts on the wire, which rosbags
+reads and writes in bags); the DDS topics are made with `cyclonedds` as rmw_cyclonedds_cpp
+makes them: topic `rt/<name>`, type `<pkg>::msg::dds_::<Name>_`, a final struct whose members
+are the typestore's fields (so its XTypes type information is the message's), and the QoS a
+ROS 2 node offers (tf2's for /tf and /tf_static, reliable or sensor-data for the rest).
+
+Run as a process (`python tests/ros2/publisher.py SPEC.json`): SPEC is
+`{"domain": N, "rate": HZ, "topics": [{"topic": "/tf", "type": "tf2_msgs/msg/TFMessage",
+"qos": "tf" | "tf_static" | "reliable" | "sensor", "message": {...}}]}` with each message as
+nested dicts of its fields; every topic's message is written `rate` times a second (a
+`tf_static` one once: it is transient-local) until the process is stopped. It prints
+`ready` once its writers exist. The tests import `message` and `typestore` to build the same
+values in-process.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+import numpy as np
+from cyclonedds import idl
+from cyclonedds.domain import DomainParticipant
+from cyclonedds.idl import types as t
+from cyclonedds.idl.annotations import final
+from cyclonedds.pub import DataWriter
+from cyclonedds.qos import Policy, Qos
+from cyclonedds.topic import Topic
+from rosbags.typesys import Stores, get_typestore
+from rosbags.typesys.store import Nodetype
+
+STORE = get_typestore(Stores.ROS2_JAZZY)
+
+_BASES: dict[str, Any] = {
+    "bool": bool,
+    "byte": t.byte,
+    "char": t.uint8,
+    "int8": t.int8,
+    "uint8": t.uint8,
+    "int16": t.int16,
+    "uint16": t.uint16,
+    "int32": t.int32,
+    "uint32": t.uint32,
+    "int64": t.int64,
+    "uint64": t.uint64,
+    "float32": t.float32,
+    "float64": t.float64,
+    "string": str,
+}
+_IDL: dict[str, Any] = {}
+
+
+def typestore() -> Any:
+    return STORE
+
+
+def _idl_of(node: tuple[Any, Any]) -> Any:
+    kind, detail = node
+    if kind == Nodetype.BASE:
+        name, bound = detail
+        return t.bounded_str[bound] if name == "string" and bound else _BASES[name]
+    if kind == Nodetype.NAME:
+        return idl_class(detail)
+    element, size = detail
+    if kind == Nodetype.ARRAY:
+        return t.array[_idl_of(element), size]
+    return t.sequence[_idl_of(element), size] if size else t.sequence[_idl_of(element)]
+
+
+def idl_class(ros_type: str) -> Any:
+    """A cyclonedds type for `ros_type` (`pkg/msg/Name`) as rmw_cyclonedds names and lays it
+    out, from the typestore's field definitions."""
+    found = _IDL.get(ros_type)
+    if found is None:
+        package, _, name = ros_type.split("/")
+        fields = {field: _idl_of(node) for field, node in STORE.fielddefs[ros_type][1]}
+        if not fields:  # an empty message: rmw gives it one octet
+            fields = {"structure_needs_at_least_one_member": t.uint8}
+        cls = idl.make_idl_struct(name, f"{package}::msg::dds_::{name}_", fields)
+        found = _IDL[ros_type] = final(cls)
+    return found
+
+
+def message(ros_type: str, values: dict[str, Any]) -> Any:
+    """A typestore message of `ros_type` from nested dicts (missing fields are zero)."""
+    cls = STORE.types[ros_type]
+    kwargs: dict[str, Any] = {}
+    for field, node in STORE.fielddefs[ros_type][1]:
+        given = values.get(field)
+        kind, detail = node
+        if kind == Nodetype.NAME:
+            kwargs[field] = message(detail, given or {})
+        elif kind == Nodetype.BASE:
+            zero: Any = "" if detail[0] == "string" else 0
+            kwargs[field] = given if given is not None else zero
+        elif detail[0][0] == Nodetype.NAME:  # a sequence or array of messages
+            kwargs[field] = [message(detail[0][1], item) for item in given or []]
+        else:
+            size = detail[1] or len(given or [])
+            kwargs[field] = np.array(given if given is not None else [0] * size, dtype=np.float64)
+    return cls(**kwargs)
+
+
+def serialize(ros_type: str, values: dict[str, Any]) -> bytes:
+    """The CDR bytes (encapsulation header first) of a message, by rosbags."""
+    return bytes(STORE.serialize_cdr(message(ros_type, values), ros_type))
+
+
+def qos(kind: str) -> Qos:
+    """The QoS a ROS 2 node offers: tf2's broadcasters, a reliable or a sensor-data topic."""
+    if kind == "tf":
+        return Qos(
+            Policy.Reliability.Reliable(max_blocking_time=100_000_000),
+            Policy.Durability.Volatile,
+            Policy.History.KeepLast(100),
+        )
+    if kind == "tf_static":
+        return Qos(
+            Policy.Reliability.Reliable(max_blocking_time=100_000_000),
+            Policy.Durability.TransientLocal,
+            Policy.History.KeepLast(1),
+        )
+    if kind == "sensor":
+        return Qos(
+            Policy.Reliability.BestEffort, Policy.Durability.Volatile, Policy.History.KeepLast(5)
+        )
+    return Qos(
+        Policy.Reliability.Reliable(max_blocking_time=100_000_000),
+        Policy.Durability.Volatile,
+        Policy.History.KeepLast(10),
+    )
+
+
+def main(spec_path: str) -> None:
+    from cyclonedds._clayer import ddspy_write  # cyclonedds' own raw write (its pub.py's)
+
+    with open(spec_path) as file:
+        spec = json.load(file)
+    participant = DomainParticipant(int(spec["domain"]))
+    writers = []
+    for entry in spec["topics"]:
+        name = "rt/" + entry["topic"].lstrip("/")
+        topic = Topic(participant, name, idl_class(entry["type"]))
+        writer = DataWriter(participant, topic, qos=qos(entry["qos"]))
+        writers.append((writer, serialize(entry["type"], entry["message"]), entry["qos"]))
+    print("ready", flush=True)
+    period = 1.0 / float(spec.get("rate", 20.0))
+    first = True
+    while True:
+        for writer, data, kind in writers:
+            if first or kind != "tf_static":
+                ddspy_write(writer._ref, data)
+        first = False
+        time.sleep(period)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
