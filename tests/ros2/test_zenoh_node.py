@@ -16,11 +16,11 @@ import pytest
 import zenoh
 import zenoh.ext
 from rosbags.typesys import Stores, get_typestore
-from support import free_port
 
 from robowire.ros2 import types
 from robowire.ros2.dds import TF, TF_STATIC
 from robowire.ros2.zenoh_node import ZenohNode
+from support import free_port
 
 STORE = get_typestore(Stores.ROS2_KILTED)
 TF_TYPE = "tf2_msgs/msg/TFMessage"
