@@ -149,7 +149,7 @@ class ZenohNode:
             options["cache"] = zenoh.ext.CacheConfig(profile.depth)
             if profile.reliable:
                 options["sample_miss_detection"] = zenoh.ext.MissDetectionConfig(
-                    sporadic_heartbeat=MISS_HEARTBEAT_S
+                    heartbeat=None, sporadic_heartbeat=MISS_HEARTBEAT_S
                 )
         publisher = zenoh.ext.declare_advanced_publisher(self.session, key, **options)
         token = self.session.liveliness().declare_token(entity.token())
