@@ -32,6 +32,7 @@ from robowire.errors import ConfigError
 
 SOURCES: dict[str, str] = {
     "zenoh": "robowire.zenoh:open_source",
+    "ros2": "robowire.ros2:open_source",
     "mcap": "robowire.recording:open_source",
     "rosbag2": "robowire.ros2.bag_source:open_source",
 }

@@ -10,10 +10,11 @@ ROS 2 node offers (tf2's for /tf and /tf_static, reliable or sensor-data for the
 Run as a process (`python tests/ros2/publisher.py SPEC.json`): SPEC is
 `{"domain": N, "rate": HZ, "topics": [{"topic": "/tf", "type": "tf2_msgs/msg/TFMessage",
 "qos": "tf" | "tf_static" | "reliable" | "sensor", "message": {...}}]}` with each message as
-nested dicts of its fields; every topic's message is written `rate` times a second (a
-`tf_static` one once: it is transient-local) until the process is stopped. It prints
-`ready` once its writers exist. The tests import `message` and `typestore` to build the same
-values in-process.
+nested dicts of its fields (or `"raw": HEX`, bytes to write as they are: a broken sample);
+every topic's message is written `rate` times a second (a `tf_static` one once: it is
+transient-local) until the process is stopped. It prints `ready` once its writers exist.
+It joins the domain on loopback only (its `CYCLONEDDS_URI`). The tests import `message` and
+`serialize` to build the same values in-process.
 """
 
 from __future__ import annotations
@@ -35,6 +36,12 @@ from rosbags.typesys import Stores, get_typestore
 from rosbags.typesys.store import Nodetype
 
 STORE = get_typestore(Stores.ROS2_JAZZY)
+LOOPBACK = (
+    "<CycloneDDS><Domain Id='any'><General><Interfaces>"
+    "<NetworkInterface address='127.0.0.1' multicast='true'/>"
+    "</Interfaces></General></Domain></CycloneDDS>"
+)
+"""The `CYCLONEDDS_URI` that keeps a participant on loopback (for the publisher's process)."""
 
 _BASES: dict[str, Any] = {
     "bool": bool,
@@ -53,10 +60,6 @@ _BASES: dict[str, Any] = {
     "string": str,
 }
 _IDL: dict[str, Any] = {}
-
-
-def typestore() -> Any:
-    return STORE
 
 
 def _idl_of(node: tuple[Any, Any]) -> Any:
@@ -147,7 +150,9 @@ def main(spec_path: str) -> None:
         name = "rt/" + entry["topic"].lstrip("/")
         topic = Topic(participant, name, idl_class(entry["type"]))
         writer = DataWriter(participant, topic, qos=qos(entry["qos"]))
-        writers.append((writer, serialize(entry["type"], entry["message"]), entry["qos"]))
+        raw = entry.get("raw")
+        data = bytes.fromhex(raw) if raw is not None else serialize(entry["type"], entry["message"])
+        writers.append((writer, data, entry["qos"]))
     print("ready", flush=True)
     period = 1.0 / float(spec.get("rate", 20.0))
     first = True

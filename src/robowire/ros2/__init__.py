@@ -6,9 +6,26 @@
     cdr.py      CDR (XCDR1) encoders, columnar from numpy for /tf and the markers; pure
     dds.py      the DDS node (participant, QoS, raw writers/readers, ros_discovery_info)
     sink.py     `serve ros2://`
+    decode.py   CDR bytes of the types `listen ros2://` reads -> columns; pure
+    tf.py       the TF tree: frames composed to `world` (or `?frame=`); pure
+    source.py   `listen ros2://`: discovery, a reader per readable topic, the adapter
 
 Not a wire protocol of the registry: the `ros2` scheme is in the sink registry
-(`robowire.sinks.SINKS`). The sink imports `cyclonedds` only when used.
+(`robowire.sinks.SINKS`) and in `robowire.addresses.SOURCES`. The sink and the source import
+`cyclonedds` only when used.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from robowire.endpoints import Endpoint
+
+if TYPE_CHECKING:
+    from robowire.ros2.source import Ros2Source
+
+
+def open_source(endpoint: Endpoint) -> Ros2Source:
+    from robowire.ros2.source import open_source as opened
+
+    return opened(endpoint)

@@ -110,7 +110,7 @@ class _Reader:
     def stamp(self) -> float:
         self.align(4)
         sec, nanosec = _I32_U32.unpack_from(self.data, self.need(8))
-        return float(sec) + nanosec * 1e-9
+        return float(sec) + float(nanosec) * 1e-9
 
     def string(self) -> str:
         length = self.u32()

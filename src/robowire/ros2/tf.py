@@ -75,6 +75,7 @@ class Poses:
     position: FloatArray  # (n, 3)
     orientation: FloatArray  # (n, 4) w x y z
     stamps: FloatArray  # (n,) each frame's own transform's stamp
+    rows: IndexArray  # (n,) the frames' rows in the tree (stable: a frame keeps its row)
 
 
 class TfTree:
@@ -203,7 +204,7 @@ class TfTree:
         anchor = self.index.get(self.reference)
         top = self._top
         if anchor is None or top[anchor] < 0:
-            return Poses((), np.zeros((0, 3)), np.zeros((0, 4)), np.zeros(0))
+            return Poses((), np.zeros((0, 3)), np.zeros((0, 4)), np.zeros(0), np.zeros(0, np.intp))
         tree = top == top[anchor]
         if changed[anchor]:  # the reference moved in its tree: every frame of it did
             changed |= tree
@@ -214,7 +215,7 @@ class TfTree:
             t, q = compose(
                 np.repeat(inverse[0], len(rows), 0), np.repeat(inverse[1], len(rows), 0), t, q
             )
-        return Poses(tuple(self.names[i] for i in rows), t, q, self.stamps[rows])
+        return Poses(tuple(self.names[i] for i in rows), t, q, self.stamps[rows], rows)
 
     def _composed(self, levels: list[IndexArray]) -> tuple[FloatArray, FloatArray]:
         """Every frame's pose in its tree's root (roots and frames on cycles: identity)."""
@@ -252,4 +253,4 @@ class TfTree:
             if frame in ("", self.reference):
                 found[i] = True
                 t[i], q[i] = 0.0, _IDENTITY
-        return found, Poses(frames, t, q, np.full(n, np.nan))
+        return found, Poses(frames, t, q, np.full(n, np.nan), np.full(n, -1, dtype=np.intp))

@@ -1,0 +1,313 @@
+"""`listen ros2://` against an independent ROS 2 publisher in another process (its types and
+CDR bytes from rosbags' typestore, its topics made with cyclonedds as rmw_cyclonedds_cpp makes
+them, tests/ros2/publisher.py): every type read lands in the world with positions and
+orientations equal to what was published within 1e-9; a type it does not read and a sample
+that does not decode are named in status and stop nothing. Both sides stay on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from tests.ros2 import publisher
+
+from robowire.addresses import parse_endpoint
+from robowire.errors import ConfigError
+from robowire.gateway import Gateway, open_source
+from robowire.ros2.source import Ros2Source
+from robowire.world import World
+
+PUBLISHER = Path(publisher.__file__)
+WAIT = 60.0  # seconds a condition may take on a busy machine before the test fails
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def domain() -> int:
+    """A DDS domain of its own for each test (other engineers' tests run beside these)."""
+    return random.randint(100, 232)
+
+
+async def until(condition: Callable[[], bool], what: str) -> None:
+    for _ in range(int(WAIT / 0.05)):
+        if condition():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"not within {WAIT} s: {what}")
+
+
+@contextmanager
+def publishing(tmp_path: Path, spec: dict[str, Any]) -> Iterator[subprocess.Popen[str]]:
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(spec))
+    env = {**os.environ, "CYCLONEDDS_URI": publisher.LOOPBACK}
+    process = subprocess.Popen(
+        [sys.executable, str(PUBLISHER), str(path)], stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert process.stdout is not None and process.stdout.readline().strip() == "ready"
+        yield process
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+@asynccontextmanager
+async def listening(url: str) -> AsyncIterator[tuple[Ros2Source, World]]:
+    source = open_source(parse_endpoint(url))
+    assert isinstance(source, Ros2Source)
+    gateway = Gateway().add(source)
+    task = asyncio.create_task(gateway.run())
+    try:
+        yield source, gateway.world
+    finally:
+        gateway.stop()
+        await task
+
+
+def stamped(frame: str, sec: int = 1700000000, nanosec: int = 123456789) -> dict[str, Any]:
+    return {"stamp": {"sec": sec, "nanosec": nanosec}, "frame_id": frame}
+
+
+def pose(position: list[float], xyzw: list[float]) -> dict[str, Any]:
+    return {
+        "position": dict(zip("xyz", position, strict=True)),
+        "orientation": dict(zip("xyzw", xyzw, strict=True)),
+    }
+
+
+def transform(parent: str, child: str, t: list[float], xyzw: list[float]) -> dict[str, Any]:
+    return {
+        "header": stamped(parent),
+        "child_frame_id": child,
+        "transform": {
+            "translation": dict(zip("xyz", t, strict=True)),
+            "rotation": dict(zip("xyzw", xyzw, strict=True)),
+        },
+    }
+
+
+def unit(*q: float) -> list[float]:
+    norm = math.sqrt(sum(v * v for v in q))
+    return [v / norm for v in q]
+
+
+ROBOT_Q = unit(0.1, -0.2, 0.3, 0.9)  # x y z w
+POSE_Q = unit(0.0, 0.0, 0.38268343236508984, 0.9238795325155866)
+ODOM_Q = unit(0.05, 0.02, -0.7, 0.7)
+
+
+def wxyz(xyzw: list[float]) -> list[float]:
+    return [xyzw[3], *xyzw[:3]]
+
+
+def spec(domain_id: int) -> dict[str, Any]:
+    broken = publisher.serialize("geometry_msgs/msg/PoseStamped", {"header": stamped("world")})
+    return {
+        "domain": domain_id,
+        "rate": 20,
+        "topics": [
+            {
+                "topic": "/tf",
+                "type": "tf2_msgs/msg/TFMessage",
+                "qos": "tf",
+                "message": {
+                    "transforms": [
+                        transform("world", "robot1", [1.5, -2.25, 0.75], ROBOT_Q),
+                        transform("robot1", "robot1/arm", [0.1, 0.0, 0.2], [0, 0, 0, 1]),
+                    ]
+                },
+            },
+            {
+                "topic": "/tf_static",
+                "type": "tf2_msgs/msg/TFMessage",
+                "qos": "tf_static",
+                "message": {"transforms": [transform("world", "dock", [5, 6, 0], [0, 0, 0, 1])]},
+            },
+            {
+                "topic": "/vrpn_mocap/rb1/pose",
+                "type": "geometry_msgs/msg/PoseStamped",
+                "qos": "sensor",
+                "message": {"header": stamped("world"), "pose": pose([0.125, 3.5, -1e-3], POSE_Q)},
+            },
+            {
+                "topic": "/vrpn_mocap/rb1/twist",
+                "type": "geometry_msgs/msg/TwistStamped",
+                "qos": "sensor",
+                "message": {
+                    "header": stamped("world"),
+                    "twist": {"linear": {"x": 0.5, "y": -0.25, "z": 0.125}},
+                },
+            },
+            {
+                "topic": "/rover/pose",
+                "type": "geometry_msgs/msg/PoseWithCovarianceStamped",
+                "qos": "reliable",
+                "message": {
+                    "header": stamped("world"),
+                    "pose": {"pose": pose([7.0, 8.0, 9.0], [0, 0, 0, 1]), "covariance": [0.5] * 36},
+                },
+            },
+            {
+                "topic": "/car/odom",
+                "type": "nav_msgs/msg/Odometry",
+                "qos": "reliable",
+                "message": {
+                    "header": stamped("world"),
+                    "child_frame_id": "car",
+                    "pose": {"pose": pose([-3.0, 4.0, 0.0], ODOM_Q)},
+                },
+            },
+            {
+                "topic": "/boat/fix",
+                "type": "sensor_msgs/msg/NavSatFix",
+                "qos": "sensor",
+                "message": {
+                    "header": stamped("gps"),
+                    "status": {"status": 0, "service": 1},
+                    "latitude": 47.397742,
+                    "longitude": 8.545594,
+                    "altitude": 488.25,
+                },
+            },
+            {
+                "topic": "/chatter",
+                "type": "std_msgs/msg/String",
+                "qos": "reliable",
+                "message": {"data": "hello"},
+            },
+            {
+                "topic": "/broken/pose",
+                "type": "geometry_msgs/msg/PoseStamped",
+                "qos": "reliable",
+                # Cyclone DDS itself drops bytes that are not CDR of the type (a cut sample
+                # never reaches a reader); a frame id that is not UTF-8 passes it
+                "raw": broken.replace(b"world", b"wor\xffd").hex(),
+            },
+        ],
+    }
+
+
+def device(world: World, source: str, device_id: str) -> dict[str, Any] | None:
+    table = world.tables.get(source)
+    if table is None or device_id not in table.index:
+        return None
+    return world.device(source, device_id).to_json()
+
+
+def close(actual: Any, expected: list[float]) -> bool:
+    return actual is not None and np.allclose(actual, expected, rtol=0, atol=1e-9)
+
+
+def quaternion_rotate(q: list[float], v: list[float]) -> np.ndarray:
+    w, x, y, z = q
+    u = np.array([x, y, z])
+    return np.asarray(v) + 2 * w * np.cross(u, v) + 2 * np.cross(u, np.cross(u, v))
+
+
+async def test_listen_reads_what_an_independent_ros2_publisher_publishes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    domain_id = domain()
+    with publishing(tmp_path, spec(domain_id)):
+        async with listening(f"ros2://?domain={domain_id}") as (source, world):
+            name = source.name
+            expected_ids = {
+                "robot1",
+                "robot1/arm",
+                "dock",
+                "vrpn_mocap/rb1",
+                "rover",
+                "car",
+                "boat",
+            }
+
+            def everything() -> bool:
+                table = world.tables.get(name)
+                if table is None or not expected_ids <= set(table.ids):
+                    return False
+                rb1 = device(world, name, "vrpn_mocap/rb1")
+                return rb1 is not None and rb1["velocity"] is not None
+
+            await until(everything, "every published device")
+            await until(lambda: len(source.problems()) >= 2, "the problems named")
+
+            robot = device(world, name, "robot1")
+            assert robot is not None
+            assert close(robot["position"], [1.5, -2.25, 0.75])
+            assert close(robot["orientation"], wxyz(ROBOT_Q))
+            assert robot["source_time"] == pytest.approx(1700000000.123456789, abs=1e-6)
+            arm = device(world, name, "robot1/arm")
+            assert arm is not None  # composed through robot1: its rotation turns the offset
+            offset = quaternion_rotate(wxyz(ROBOT_Q), [0.1, 0.0, 0.2])
+            assert close(arm["position"], list(np.array([1.5, -2.25, 0.75]) + offset))
+            assert close(arm["orientation"], wxyz(ROBOT_Q))
+            dock = device(world, name, "dock")
+            assert dock is not None and close(dock["position"], [5, 6, 0])
+            rb1 = device(world, name, "vrpn_mocap/rb1")
+            assert rb1 is not None
+            assert close(rb1["position"], [0.125, 3.5, -1e-3])
+            assert close(rb1["orientation"], wxyz(POSE_Q))
+            assert close(rb1["velocity"], [0.5, -0.25, 0.125])
+            rover = device(world, name, "rover")
+            assert rover is not None and close(rover["position"], [7, 8, 9])
+            car = device(world, name, "car")
+            assert car is not None
+            assert close(car["position"], [-3, 4, 0]) and close(car["orientation"], wxyz(ODOM_Q))
+            boat = device(world, name, "boat")
+            assert boat is not None
+            assert close(boat["geodetic"], [47.397742, 8.545594, 488.25])
+
+            assert source.unreadable == {"/chatter": "std_msgs/msg/String"}
+            problems = source.problems()
+            assert "/chatter: type std_msgs/msg/String is not read" in problems
+            assert any(p.startswith("/broken/pose: a sample is not") for p in problems)
+            assert source.stats.dropped >= 2  # the broken samples, each counted
+            assert source.live(0.0)  # and still up
+
+
+async def test_topics_glob_and_another_reference_frame(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    domain_id = domain()
+    with publishing(tmp_path, spec(domain_id)):
+        url = f"ros2://?domain={domain_id}&topics=/tf,/tf_static&frame=robot1"
+        async with listening(url) as (source, world):
+            await until(
+                lambda: (
+                    device(world, source.name, "robot1/arm") is not None
+                    and device(world, source.name, "dock") is not None
+                ),
+                "the frames below and beside robot1",
+            )
+            arm = device(world, source.name, "robot1/arm")
+            assert arm is not None and close(arm["position"], [0.1, 0.0, 0.2])
+            assert close(arm["orientation"], [1, 0, 0, 0])
+            await asyncio.sleep(0.5)
+            assert set(source.topics) == {"/tf", "/tf_static"}
+            assert source.unreadable == {}  # /chatter is outside the glob: not even listed
+            assert set(world.tables[source.name].ids) == {"robot1/arm", "dock"}
+
+
+def test_bad_urls_are_one_line_errors() -> None:
+    for url, said in [
+        ("ros2://?domain=999", "not a ROS 2 domain id"),
+        ("ros2://?colour=red", "unknown option 'colour'"),
+        ("ros2://somehost", "takes no host"),
+        ("ros2://?frame=/", "names no frame"),
+    ]:
+        with pytest.raises(ConfigError, match=said):
+            open_source(parse_endpoint(url))
