@@ -35,6 +35,7 @@ SOURCES: dict[str, str] = {
     "ros2": "robowire.ros2:open_source",
     "mcap": "robowire.recording:open_source",
     "rosbag2": "robowire.ros2.bag_source:open_source",
+    "ros2+zenoh": "robowire.ros2.zenoh_source:open_source",
 }
 """Sources that are not a wire protocol (`listen zenoh://…`, a robowire recording): name ->
 "module:function" taking the `Endpoint` and returning the `Source`; more from the
