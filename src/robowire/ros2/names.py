@@ -11,7 +11,8 @@ topics and frames:
 | `drone_12`            | `drone_12`          | legal as it is: kept                             |
 | `Tracker0/1`          | `Tracker0/_1`       | `/` separates tokens; a token may not start      |
 |                       |                     | with a digit: `_` before it                      |
-| `12`                  | `_12`               | (VRSP drone ids, SpyGlass node ids)              |
+| `12`                  | `_12`               | (an id of digits alone: VRSP drones, SpyGlass    |
+| `12` of kind `drone`  | `drone_12`          | nodes) gets its kind before it where it has one  |
 | `rigid body.left`     | `rigid_body_left`   | any other character becomes `_` (vrpn_mocap's    |
 |                       |                     | rule), runs of `_` one `_`                       |
 | `` (empty), `/`       | `unnamed`           | a token must hold something                      |
@@ -47,8 +48,11 @@ def token(text: str) -> str:
     return cleaned
 
 
-def ros_name(device: str) -> str:
-    """The relative ROS name (and TF frame id) of a device name: tokens joined by `/`."""
+def ros_name(device: str, kind: str = "") -> str:
+    """The relative ROS name (and TF frame id) of a device name: tokens joined by `/`; a name
+    that starts with a digit gets its `kind` before it (`drone_12`), if it has one."""
+    if kind and device[:1].isdigit():
+        device = f"{kind}_{device}"
     parts = [token(part) for part in device.split("/") if part]
     return "/".join(parts) if parts else EMPTY
 
