@@ -22,6 +22,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from robowire.errors import TransportError
 from robowire.ros2 import rmw_zenoh, types
 from robowire.ros2.dds import Profile
 from robowire.ros2.rmw_zenoh import Entity
@@ -75,9 +76,16 @@ class ZenohWriter:
 
     def write(self, data: bytes, nanos: int | None = None) -> None:
         """Put one sample, its source time `nanos` (now when not given)."""
+        import zenoh
+
         self.sequence += 1
         stamp = time.time_ns() if nanos is None else nanos
-        self.publisher.put(data, attachment=rmw_zenoh.attachment(self.sequence, stamp, self.gid))
+        try:
+            self.publisher.put(
+                data, attachment=rmw_zenoh.attachment(self.sequence, stamp, self.gid)
+            )
+        except zenoh.ZError as exc:  # (a closed session)
+            raise TransportError(f"ros2+zenoh: writing {self.ros_topic} failed: {exc}") from None
         self.samples += 1
 
     def matched(self) -> int:

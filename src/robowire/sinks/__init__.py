@@ -46,6 +46,7 @@ SINKS: dict[str, str] = {
     "http": "robowire.viewer.server:open_sink",
     "zenoh": "robowire.zenoh:open_sink",
     "ros2": "robowire.ros2:open_sink",
+    "ros2+zenoh": "robowire.ros2.zenoh_sink:open_sink",
 }
 """URL schemes that name a sink, not a wire protocol (`serve foxglove://…`, the web viewer's
 `serve http://…`): scheme -> "module:function" taking the `Endpoint`, returning the `Sink`."""
