@@ -51,7 +51,7 @@ class ZenohRos2Sink(Ros2Sink):
         session, self.session = self.session, None
         if session is not None:
             with contextlib.suppress(Exception):  # a session the router already dropped
-                session.close()
+                session.close()  # type: ignore[no-untyped-call]
 
 
 def open_sink(endpoint: Endpoint) -> ZenohRos2Sink:
