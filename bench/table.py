@@ -178,6 +178,14 @@ ROWS = (
     # the Foxglove sink (bench/bench_foxglove.py): CPU = serving the show at 30 Hz, every drone
     # moved, to one client reading every channel (its pulls, the SDK server, the relay)
     Row("Foxglove", "10,000 drones at 30 Hz", {"cpu_share": ("foxglove", "cpu")}),
+    # `serve ros2://` (bench/bench_ros2.py): CPU = /tf + markers of the show at 30 Hz to a
+    # reader in another process; vs peer = the same messages as cyclonedds IdlStruct objects
+    Row(
+        "ROS 2",
+        "10,000 drones at 30 Hz",
+        {"cpu_share": ("ros2", "cpu")},
+        Peer("ros2", "peer_ratio", 3.0, False, "cyclonedds' per-object IdlStruct serialisation"),
+    ),
 )
 
 

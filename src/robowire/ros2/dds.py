@@ -30,7 +30,8 @@ DISCOVERY_TOPIC = "ros_discovery_info"  # literally, no `rt/`
 DISCOVERY_TYPE = "rmw_dds_common/msg/ParticipantEntitiesInfo"
 RANGES = ("SUBNET", "LOCALHOST", "OFF", "SYSTEM_DEFAULT")
 MAX_DOMAIN = 232  # the largest domain id whose ports fit (ROS 2's "Domain ID" page)
-BLOCKING_NS = 100_000_000  # a reliable write waits at most this long for a full history
+BLOCKING_NS = 10_000_000  # a reliable write waits at most this long (keep-last writers here
+# did not wait at all for a stopped reader: 90 writes of 1 MB, the longest 5 ms)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,8 +10,9 @@
                                 twist<N> for sensor N > 0
     <ns>/<device>/fix           sensor_msgs/NavSatFix, devices with a geodetic position
     <ns>/<device>/battery       sensor_msgs/BatteryState, devices with a battery (UgCS)
-    /diagnostics                diagnostic_msgs/DiagnosticArray: a status per device whose
-                                telemetry changed, a value per field, units in the keys
+    /diagnostics                diagnostic_msgs/DiagnosticArray, once a second: a status per
+                                device whose telemetry changed (at most 1,000, in turn), a
+                                value per field, units in the keys
     <ns>/markers                visualization_msgs/MarkerArray: each source's devices in their
                                 kind's shape and LED colour (one SPHERE_LIST per kind for swarm
                                 kinds, a marker per device for kinds with a heading), and its
@@ -27,6 +28,7 @@ are made for the first `devices` devices; /tf and the markers carry every device
 
 from __future__ import annotations
 
+import bisect
 import logging
 import math
 from collections.abc import Iterable
@@ -49,6 +51,8 @@ DIAGNOSTICS_TOPIC = "/diagnostics"
 DEFAULT_NAMESPACE = "/robowire"
 VRPN_NAMESPACE = "/vrpn_mocap"
 WORLD = "world"
+MAX_STATUSES = 1000  # device statuses in one /diagnostics message (one a second)
+NOT_TELEMETRY = frozenset({POSITION, ORIENTATION, VELOCITY, GEODETIC, LINKS, ATTRIBUTES})
 DEFAULT_DEVICES = 100  # devices with topics of their own (10,000 drones: /tf and the markers)
 STATIC_ATTRIBUTE = "static"
 TF = "tf2_msgs/msg/TFMessage"
@@ -103,6 +107,10 @@ class _Source:
     posed: cdr.Repeated | None = None
     kinds: list[str] = field(default_factory=list)
     members: dict[str, np.ndarray] = field(default_factory=dict)  # kind -> its slots
+    posed_mask: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    list_code: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
+    list_kinds: list[str] = field(default_factory=list)  # the swarm kinds, by code
+    own: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # own topics
     static: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
 
 
@@ -118,11 +126,12 @@ class Topics:
         self._owners: dict[str, tuple[str, str]] = {}  # ROS name -> (source, what took it)
         self.renamed: list[tuple[str, str]] = []  # (device, its ROS name): said once each
         self.skipped = 0  # devices beyond `devices`: on /tf and markers only
+        self._owning = 0  # devices given topics of their own so far
         self._sources: dict[str, _Source] = {}
-        self._own: dict[tuple[str, int], bool] = {}  # devices with topics of their own
         self._static: dict[str, tuple[float, np.ndarray]] = {}  # frame -> (time, x y z w x y z)
         self._static_dirty = False
-        self._diagnosed: dict[str, set[int]] = {}  # source -> slots whose telemetry changed
+        self._diagnosed: dict[str, np.ndarray] = {}  # source -> telemetry changed, per slot
+        self._diagnosed_last: tuple[str, int] = ("", -1)  # the last (source, slot) sent
         header = {"frame_id": self.frame}
         self._poses = cdr.Repeated(POSE, {"header": header}, sequence=False)
         self._twists = cdr.Repeated(TWIST, {"header": header}, sequence=False)
@@ -161,9 +170,15 @@ class Topics:
             state.suffixes.append(str(sensor) if sensor else "")
             state.kinds.append(kind)
         state.frames.extend(frames)
-        state.members = {
-            kind: np.flatnonzero(np.array(state.kinds) == kind) for kind in set(state.kinds)
-        }
+        kinds = np.array(state.kinds)
+        state.members = {kind: np.flatnonzero(kinds == kind) for kind in set(state.kinds)}
+        state.posed_mask = np.isin(kinds, list(POSED_SHAPES))
+        state.list_kinds = sorted(set(state.kinds) - set(POSED_SHAPES))
+        state.list_code = np.searchsorted(state.list_kinds, kinds) if state.list_kinds else kinds
+        own = min(len(table) - len(state.own), max(0, self.devices - self._owning))
+        self._owning += own
+        self.skipped += len(table) - len(state.own) - own
+        state.own = np.concatenate([state.own, np.arange(len(table) - len(state.own)) < own])
         _find_static(table, state)
 
     def _own_name(self, source: str, name: str, device: str) -> str:
@@ -209,11 +224,17 @@ class Topics:
         times = _times(table, slots)
         if moved:
             out.extend(self._transforms(table, state, slots, times))
-        own = self._owned(table, slots)
+        own = slots[state.own[slots]]
         if len(own):
             out.extend(self._device_topics(table, update, own))
-        if update.fields - {POSITION, ORIENTATION, VELOCITY, GEODETIC, LINKS}:
-            self._diagnosed.setdefault(table.source, set()).update(slots.tolist())
+        if update.fields - NOT_TELEMETRY:
+            dirty = self._diagnosed.get(table.source)
+            if dirty is None or len(dirty) < len(table):
+                grown = np.zeros(len(table), dtype=bool)
+                if dirty is not None:
+                    grown[: len(dirty)] = dirty
+                dirty = self._diagnosed[table.source] = grown
+            dirty[slots] = True
         if moved or LINKS in update.fields or update.fields & set(LED_FIELDS):
             marker = self._markers(table, state, slots, update)
             if marker is not None:
@@ -258,19 +279,6 @@ class Topics:
                 }
             )
         return Message(TF_STATIC_TOPIC, TF, "tf_static", cdr.encode(TF, {"transforms": transforms}))
-
-    def _owned(self, table: SourceTable, slots: np.ndarray) -> np.ndarray:
-        """The slots among `slots` that have topics of their own (the first `devices`)."""
-        own = self._own
-        keep = []
-        for slot in slots.tolist():
-            mine = own.get((table.source, slot))
-            if mine is None:
-                mine = own[table.source, slot] = len(own) - self.skipped < self.devices
-                self.skipped += not mine
-            if mine:
-                keep.append(slot)
-        return np.array(keep, dtype=np.intp)
 
     def _device_topics(
         self, table: SourceTable, update: Update, slots: np.ndarray
@@ -356,30 +364,38 @@ class Topics:
         return Message(topic, BATTERY, "reliable", cdr.encode(BATTERY, value))
 
     def diagnostics(self, tables: dict[str, SourceTable], time: float) -> Message | None:
-        """A DiagnosticArray of every device whose telemetry changed since the last one."""
-        statuses = []
-        for source, slots in self._diagnosed.items():
-            table = tables.get(source)
-            if table is None:
-                continue
-            for slot in sorted(slots):
-                values = [
-                    {"key": f"{name} [{table.units[name]}]" if table.units[name] else name,
-                     "value": f"{value:g}"}
-                    for name, (value, _) in sorted(table.telemetry_of(slot).items())
-                ]  # fmt: skip
-                statuses.append(
-                    {
-                        "level": 0,  # OK
-                        "name": f"robowire: {self.frame_of(table, slot)}",
-                        "message": table.kinds[slot],
-                        "hardware_id": f"{source}/{table.ids[slot]}",
-                        "values": values,
-                    }
-                )
-        self._diagnosed.clear()
-        if not statuses:
+        """A DiagnosticArray of the devices whose telemetry changed since they were last in
+        one: at most `MAX_STATUSES`, taken in turn from where the last one ended (a
+        10,000-drone show's every device comes round in ten)."""
+        waiting = [
+            (source, slot)
+            for source, dirty in sorted(self._diagnosed.items())
+            if source in tables
+            for slot in np.flatnonzero(dirty).tolist()
+        ]
+        if not waiting:
             return None
+        first = bisect.bisect_right(waiting, self._diagnosed_last)
+        chosen = (waiting[first:] + waiting[:first])[:MAX_STATUSES]
+        self._diagnosed_last = chosen[-1]
+        statuses = []
+        for source, slot in chosen:
+            table = tables[source]
+            self._diagnosed[source][slot] = False
+            values = [
+                {"key": f"{name} [{table.units[name]}]" if table.units[name] else name,
+                 "value": f"{value:g}"}
+                for name, (value, _) in sorted(table.telemetry_of(slot).items())
+            ]  # fmt: skip
+            statuses.append(
+                {
+                    "level": 0,  # OK
+                    "name": f"robowire: {self.frame_of(table, slot)}",
+                    "message": table.kinds[slot],
+                    "hardware_id": f"{source}/{table.ids[slot]}",
+                    "values": values,
+                }
+            )
         stamp = cdr.stamps(np.array([time]))[0]
         value = {"header": self._header(stamp, ""), "status": statuses}
         return Message(DIAGNOSTICS_TOPIC, DIAGNOSTICS, "reliable", cdr.encode(DIAGNOSTICS, value))
@@ -391,14 +407,14 @@ class Topics:
     ) -> Message | None:
         """One MarkerArray: the changed devices of kinds with a heading (a marker each), every
         device of each swarm kind (one list marker per kind), and the links."""
-        kinds = state.kinds
-        posed = [s for s in slots.tolist() if kinds[s] in POSED_SHAPES]
-        lists = sorted({kinds[s] for s in slots.tolist() if kinds[s] not in POSED_SHAPES})
+        is_posed = state.posed_mask[slots]
+        codes = np.unique(state.list_code[slots[~is_posed]])
+        lists = [state.list_kinds[c] for c in codes.tolist()]
         count = 0
         parts: list[bytes] = []
         position = table.position
-        if posed:
-            pick = np.array(posed, dtype=np.intp)
+        if is_posed.any():
+            pick = slots[is_posed]
             known = pick[~np.isnan(position[pick]).any(axis=1)]
             if len(known):
                 parts.append(self._posed(table, state, known))
