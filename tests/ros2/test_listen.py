@@ -167,6 +167,7 @@ def spec(domain_id: int) -> dict[str, Any]:
                     "header": stamped("world"),
                     "child_frame_id": "car",
                     "pose": {"pose": pose([-3.0, 4.0, 0.0], ODOM_Q)},
+                    "twist": {"twist": {"linear": {"x": 2.0, "y": 0.5}}},  # in the car's frame
                 },
             },
             {
@@ -266,6 +267,7 @@ async def test_listen_reads_what_an_independent_ros2_publisher_publishes(
             car = device(world, name, "car")
             assert car is not None
             assert close(car["position"], [-3, 4, 0]) and close(car["orientation"], wxyz(ODOM_Q))
+            assert close(car["velocity"], list(quaternion_rotate(wxyz(ODOM_Q), [2.0, 0.5, 0.0])))
             boat = device(world, name, "boat")
             assert boat is not None
             assert close(boat["geodetic"], [47.397742, 8.545594, 488.25])
@@ -311,3 +313,87 @@ def test_bad_urls_are_one_line_errors() -> None:
     ]:
         with pytest.raises(ConfigError, match=said):
             open_source(parse_endpoint(url))
+
+
+async def test_a_participant_flooding_discovery_stops_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hundreds of topics at once (most of a type not read): each is listed once, a reader
+    is made for each readable one, and /tf is read all along."""
+    monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    domain_id = domain()
+    robot = transform("world", "robot1", [1.5, -2.25, 0.75], ROBOT_Q)
+    flood: list[dict[str, Any]] = [
+        {"topic": "/tf", "type": "tf2_msgs/msg/TFMessage", "qos": "tf",
+         "message": {"transforms": [robot]}},
+    ]  # fmt: skip
+    flood += [
+        {"topic": f"/flood/t{i}", "type": "std_msgs/msg/String", "qos": "reliable", "message": {}}
+        for i in range(400)
+    ]
+    flood += [
+        {
+            "topic": f"/bot{i}/pose",
+            "type": "geometry_msgs/msg/PoseStamped",
+            "qos": "sensor",
+            "message": {"header": stamped("world"), "pose": pose([i, 0.0, 0.0], [0, 0, 0, 1])},
+        }
+        for i in range(100)
+    ]
+    with publishing(tmp_path, {"domain": domain_id, "rate": 2, "topics": flood}):
+        async with listening(f"ros2://?domain={domain_id}") as (source, world):
+            await until(lambda: len(source.unreadable) == 400, "every flooding topic listed")
+            wanted = {f"bot{i}" for i in range(100)} | {"robot1"}
+            await until(
+                lambda: wanted <= set(world.table(source.name).ids), "every readable topic read"
+            )
+            assert len(source.topics) == 101
+            assert all(v == "std_msgs/msg/String" for v in source.unreadable.values())
+            assert close(device(world, source.name, "bot42")["position"], [42, 0, 0])  # type: ignore[index]
+
+
+async def test_what_serve_ros2_publishes_listen_ros2_reads_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Both halves together: one gateway's world on /tf (`serve ros2://`), another's
+    `listen ros2://?topics=/tf`: the same devices (names through the ROS name table and back),
+    positions and orientations equal within 1e-9."""
+    from robowire.gateway import open_sink
+
+    monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    domain_id = domain()
+    serving = Gateway().add(open_sink(f"ros2://?domain={domain_id}"))
+    rng = np.random.default_rng(7)
+    positions = rng.uniform(-50, 50, (3, 3))
+    turns = rng.normal(size=(3, 4))
+    turns /= np.linalg.norm(turns, axis=1, keepdims=True)
+    ids = ["drone_1", "Tracker0/2", "rover"]
+    served = asyncio.create_task(serving.run())
+    try:
+        async with listening(f"ros2://?domain={domain_id}&topics=/tf") as (source, world):
+
+            def write() -> None:
+                for i, name in enumerate(ids):
+                    serving.world.update_device(
+                        "site",
+                        name,
+                        receive_time=1.0,
+                        position=positions[i],
+                        orientation=turns[i],
+                    )
+
+            def arrived() -> bool:
+                write()  # (again until read: the listener may join after the first)
+                table = world.tables.get(source.name)
+                return table is not None and set(ids) <= set(table.ids)
+
+            await until(arrived, "the served devices")
+            for i, name in enumerate(ids):
+                got = device(world, source.name, name)
+                assert got is not None
+                assert close(got["position"], list(positions[i]))
+                same_turn = close(got["orientation"], list(turns[i]))
+                assert same_turn or close(got["orientation"], list(-turns[i]))  # q and -q
+    finally:
+        serving.stop()
+        await served

@@ -150,6 +150,7 @@ def listen(
       ugcs://127.0.0.1:5556       vrsp://0.0.0.0:9742              zenoh://127.0.0.1:7447
       Tracker0@mocap:3883         run.mcap                         recording.rec
       vrpn:capture.pcap           xrp:capture.txt                  Tracker0@file://run.vrpn
+      ros2://?domain=0&topics=/tf*&frame=world     (ROS 2 robots over DDS: docs/ros2.md)
     Any source takes ?time=sender|receive|corrected.
     \b
     Example:
