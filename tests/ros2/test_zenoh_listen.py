@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import zenoh.ext
 from rosbags.typesys import Stores, get_typestore
 from tests.ros2.test_zenoh_node import session
 
@@ -34,11 +35,11 @@ def attachment(sequence: int) -> bytes:
     return struct.pack("<qqB", sequence, time.time_ns(), 16) + GID
 
 
-def tf(x: float) -> bytes:
+def tf(x: float, child: str = "drone7") -> bytes:
     stamp = T["builtin_interfaces/msg/Time"](sec=1_700_000_000, nanosec=0)
     transform = T["geometry_msgs/msg/TransformStamped"](
         header=T["std_msgs/msg/Header"](stamp=stamp, frame_id="world"),
-        child_frame_id="drone7",
+        child_frame_id=child,
         transform=T["geometry_msgs/msg/Transform"](
             translation=T["geometry_msgs/msg/Vector3"](x=x, y=-1.0, z=2.0),
             rotation=T["geometry_msgs/msg/Quaternion"](x=0.0, y=0.0, z=0.0, w=1.0),
@@ -51,6 +52,14 @@ async def test_listen_reads_rmw_zenoh_samples_and_names_the_bad_ones() -> None:
     port = free_port()
     router = session(port, "router")
     publisher = session(port, "peer")
+    static = zenoh.ext.declare_advanced_publisher(  # as rmw_zenoh declares /tf_static's
+        publisher,
+        key("tf_static", TF_TYPE),
+        cache=zenoh.ext.CacheConfig(1),
+        publisher_detection=True,
+        sample_miss_detection=zenoh.ext.MissDetectionConfig(heartbeat=None, sporadic_heartbeat=0.5),
+    )
+    static.put(tf(4.0, "dock"), attachment=attachment(1))  # before the source comes
     source = open_source(f"ros2+zenoh://127.0.0.1:{port}")
     assert isinstance(source, ZenohRos2Source)
     gateway = Gateway().add(source)
@@ -71,6 +80,14 @@ async def test_listen_reads_rmw_zenoh_samples_and_names_the_bad_ones() -> None:
             return table is not None and "drone7" in table.ids and source.stats.dropped >= 2
 
         await until(seen, "drone7 and the two bad samples")
+        dock = "the /tf_static sent before the source came, from the publisher's cache"
+        await until(lambda: "dock" in gateway.world.tables[source.name].ids, dock)
+        assert np.allclose(gateway.world.device(source.name, "dock").position, [4.0, -1.0, 2.0])
+        tokens = {str(r.ok.key_expr) for r in publisher.liveliness().get("@ros2_lv/0/**") if r.ok}
+        assert any(
+            "/MS/%/%/robowire_listen/%tf/tf2_msgs::msg::dds_::TFMessage_/" in t for t in tokens
+        )
+        assert any(t.endswith("/NN/%/%/robowire_listen") for t in tokens), tokens
         await until(
             lambda: np.allclose(
                 gateway.world.device(source.name, "drone7").position, [1.75, -1.0, 2.0]
@@ -81,7 +98,7 @@ async def test_listen_reads_rmw_zenoh_samples_and_names_the_bad_ones() -> None:
         assert "/tf: a sample without the attachment rmw_zenoh requires" in problems
         assert any(p.startswith("/tf: type hash RIHS01_000") for p in problems)
         assert source.stats.dropped == 2
-        for declared in (good, wrong):
+        for declared in (good, wrong, static):
             declared.undeclare()
     finally:
         gateway.stop()

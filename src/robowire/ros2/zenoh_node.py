@@ -125,17 +125,13 @@ class ZenohNode:
 
         self.graph.seen(str(sample.key_expr), sample.kind == zenoh.SampleKind.PUT)
 
-    def writer(self, ros_topic: str, ros_type: str, profile: Profile) -> ZenohWriter:
-        """A writer of the ROS topic `ros_topic` (absolute, e.g. `/tf`), in the graph."""
-        import zenoh
-        import zenoh.ext
-
+    def _entity(self, kind: str, ros_topic: str, ros_type: str, profile: Profile) -> Entity:
         entity = Entity(
             self.domain_id,
             self.zid,
             0,
             self._next_id,
-            rmw_zenoh.PUBLISHER,
+            kind,
             self.name,
             self.namespace,
             "/",
@@ -145,6 +141,20 @@ class ZenohNode:
             profile,
         )
         self._next_id += 1
+        return entity
+
+    def subscription(self, ros_topic: str, ros_type: str, profile: Profile) -> None:
+        """Put a subscription of `ros_topic` in the graph (its token: `ros2 topic info`
+        counts it); the samples are the caller's to take (a wildcard subscriber reads them)."""
+        entity = self._entity(rmw_zenoh.SUBSCRIPTION, ros_topic, ros_type, profile)
+        self._declared.append(self.session.liveliness().declare_token(entity.token()))
+
+    def writer(self, ros_topic: str, ros_type: str, profile: Profile) -> ZenohWriter:
+        """A writer of the ROS topic `ros_topic` (absolute, e.g. `/tf`), in the graph."""
+        import zenoh
+        import zenoh.ext
+
+        entity = self._entity(rmw_zenoh.PUBLISHER, ros_topic, ros_type, profile)
         key = rmw_zenoh.data_key(self.domain_id, ros_topic, ros_type, entity.type_hash)
         options: dict[str, Any] = {
             "congestion_control": zenoh.CongestionControl.DROP,

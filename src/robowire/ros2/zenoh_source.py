@@ -3,7 +3,9 @@ rmw_zenoh into the world, as `listen ros2://` reads them over DDS (docs/ros2.md,
 
 The session connects to the router at HOST:PORT (rmw_zenohd; 7447 by default) and subscribes
 to every data key of the domain (`<domain>/**`, `robowire.ros2.rmw_zenoh`), as one ROS 2
-subscription per topic would, and its node is in the graph (`ZenohNode`). A sample is taken
+subscription per topic would (an advanced subscriber that also asks the publishers' caches,
+so a transient-local /tf_static sent before it came arrives too), and its node and a
+subscription per topic it reads are in the graph (`ZenohNode`). A sample is taken
 when its key names a topic (narrowed by `?topics=`), a type robowire reads and that type's
 RIHS01 hash (rmw_zenoh's keys carry it: a different hash is a different definition, which a
 ROS 2 subscriber would not match either), and it carries the attachment rmw_zenoh requires;
@@ -33,7 +35,7 @@ from robowire.endpoints import Endpoint
 from robowire.errors import ConfigError, DecodeError
 from robowire.ros2 import dds, decode, rmw_zenoh, types
 from robowire.ros2.decode import Decoded
-from robowire.ros2.source import Ros2Adapter, SampleRead
+from robowire.ros2.source import TF_STATIC, Ros2Adapter, SampleRead, profile_for
 from robowire.ros2.zenoh_node import ZenohNode
 from robowire.service import Source
 from robowire.timebase import monotonic
@@ -89,6 +91,8 @@ class ZenohRos2Source(Source):
         return Ros2Adapter(world, self.name, self.reference)
 
     async def connect(self, world: World) -> None:
+        import zenoh.ext
+
         session = await asyncio.to_thread(open_session, self.link)
         inbox = Inbox(asyncio.get_running_loop())
         declared: list[Any] = []
@@ -108,7 +112,14 @@ class ZenohRos2Source(Source):
                     return
                 inbox.put(key, received.payload.to_bytes())
 
-            declared.append(session.declare_subscriber(f"{self.domain}/**", sample))
+            # an advanced subscriber, as rmw_zenoh's transient-local subscriptions are: it also
+            # asks the publishers' caches (a transient-local /tf_static sent before it came)
+            history = zenoh.ext.HistoryConfig(detect_late_publishers=True)
+            declared.append(
+                zenoh.ext.declare_advanced_subscriber(
+                    session, f"{self.domain}/**", sample, history=history
+                )
+            )
             self.connected()
             while True:
                 samples = await inbox.wait()
@@ -142,6 +153,10 @@ class ZenohRos2Source(Source):
             found = _Key(parsed.topic, parsed.ros_type, None, why, drop=True)
         else:
             found = _Key(parsed.topic, parsed.ros_type, decode.decoder(parsed.ros_type))
+            if self.node is not None:  # in the graph as a ROS 2 subscription of it
+                static = found.topic == TF_STATIC
+                profile = profile_for(found.topic, reliable=True, durable=static)
+                self.node.subscription(found.topic, found.ros_type, profile)
         self._keys[key] = found
         return found
 
