@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from mcap.reader import make_reader
 from mcap_ros2.decoder import DecoderFactory
 from mcap_ros2.writer import Writer as McapRos2Writer
@@ -245,3 +248,57 @@ def test_sqlite_damage_midway_plays_what_came_before(tmp_path: Path) -> None:
     with pytest.raises(DecodeError, match=r"unknown topic 99"):
         got.extend(read(open_bag(str(tmp_path / "flight"))))
     assert len(got) == 4
+
+
+# -- damage, at random -------------------------------------------------------------------------
+
+MCAP_BAG: dict[str, bytes] = {}
+
+
+def storage_bytes(plugin: StoragePlugin, suffix: str) -> bytes:
+    """A small bag's storage file by rosbags' Writer (made once)."""
+    if suffix not in MCAP_BAG:
+        with tempfile.TemporaryDirectory() as tmp:
+            write_bag(Path(tmp) / "b", plugin, poses=3)
+            MCAP_BAG[suffix] = next((Path(tmp) / "b").glob(f"*{suffix}")).read_bytes()
+    return MCAP_BAG[suffix]
+
+
+def play_all(path: Path) -> int:
+    """How many messages a damaged file plays; only a one-line error is allowed besides."""
+    played = 0
+    try:
+        for _ in read(open_bag(str(path))):
+            played += 1
+    except (ConfigError, DecodeError):
+        pass
+    return played
+
+
+@pytest.mark.parametrize(
+    ("plugin", "suffix"), [(StoragePlugin.MCAP, ".mcap"), (StoragePlugin.SQLITE3, ".db3")]
+)
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_damaged_storage_files_play_or_say_so(
+    tmp_path: Path, plugin: StoragePlugin, suffix: str, data: st.DataObject
+) -> None:
+    original = bytearray(storage_bytes(plugin, suffix))
+    flips = data.draw(
+        st.lists(st.tuples(st.integers(0, len(original) - 1), st.integers(0, 255)), max_size=8)
+    )
+    for at, value in flips:
+        original[at] = value
+    cut = data.draw(st.integers(0, len(original)))
+    path = tmp_path / f"damaged{suffix}"
+    path.write_bytes(bytes(original[:cut]))
+    assert 0 <= play_all(path) <= 6
+
+
+@given(st.binary(max_size=512))
+@settings(max_examples=100, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_random_bytes_are_not_a_bag(tmp_path: Path, data: bytes) -> None:
+    for head in (b"", b"\x89MCAP0\r\n", b"SQLite format 3\0"):
+        path = tmp_path / "random.mcap"
+        path.write_bytes(head + data)
+        play_all(path)

@@ -23,14 +23,15 @@ from pathlib import Path
 from typing import Any
 
 import zstandard
-from mcap.exceptions import McapError
 from mcap.records import Schema
 from mcap.stream_reader import StreamReader
 from mcap.writer import Writer
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
+from robowire.capture import BoundedFile
 from robowire.errors import ConfigError, DecodeError
+from robowire.recording.reader import DAMAGED
 from robowire.recording.reader import messages as mcap_messages
 from robowire.recording.writer import COMPRESSION, PackedChunkIndexes
 from robowire.version import __version__
@@ -125,9 +126,9 @@ def mcap_profile(path: Path) -> str | None:
     """The profile in an MCAP file's header (`ros2`, `ros1`, "" for robowire's own), or None
     when it is not MCAP."""
     try:
-        with open(path, "rb") as f:
+        with BoundedFile(str(path)) as f:  # (a damaged length is not an allocation)
             header = next(iter(StreamReader(f).records))
-    except (McapError, StopIteration, ValueError, EOFError, OSError):
+    except (*DAMAGED, StopIteration, OSError):
         return None
     profile = getattr(header, "profile", None)
     return profile if isinstance(profile, str) else None
