@@ -11,12 +11,13 @@ import threading
 import time
 from typing import Any
 
+import numpy as np
 import pytest
 from rosbags.typesys import Stores, get_typestore
 from tests.ros2.test_zenoh_node import session
 
 from robowire.errors import ConfigError
-from robowire.gateway import Gateway, open_sink
+from robowire.gateway import Gateway, open_sink, open_source
 from robowire.ros2.zenoh_sink import ZenohRos2Sink
 from support import free_port, until
 
@@ -108,3 +109,46 @@ def test_bad_urls_are_config_errors() -> None:
         open_sink("ros2+zenoh://127.0.0.1:7447?qos=fast")
     with pytest.raises(ConfigError, match="unknown option"):
         open_sink("ros2+zenoh://127.0.0.1:7447?domian=1")
+
+
+async def test_serve_and_listen_meet_over_rmw_zenoh() -> None:
+    """One gateway serves ros2+zenoh://, another listens at the same router: the devices come
+    back under their names, positions and orientations within 1e-9."""
+    port = free_port()
+    router = session(port, "router")
+    sink = open_sink(f"ros2+zenoh://127.0.0.1:{port}")
+    source = open_source(f"ros2+zenoh://127.0.0.1:{port}")
+    served, listened = Gateway().add(sink), Gateway().add(source)
+    tasks = [asyncio.create_task(g.run()) for g in (served, listened)]
+    q = [0.5, 0.5, 0.5, 0.5]
+    try:
+        await until(lambda: sink.ready.is_set() and source.up, "both at the router")
+        await asyncio.sleep(0.5)
+
+        def arrived() -> bool:
+            table = listened.world.tables.get(source.name)
+            return table is not None and "rover_3" in table.ids
+
+        for i in range(50):
+            served.world.update_device(
+                "lab", "rover_3", receive_time=time.time(), kind="robot",
+                position=[1.25, -3.5, 0.125 * i], orientation=q,
+            )  # fmt: skip
+            await asyncio.sleep(0.05)
+            if arrived() and i > 5:
+                break
+        await until(arrived, "rover_3 at the listener")
+        last = served.world.device("lab", "rover_3").position
+        await until(
+            lambda: np.allclose(
+                listened.world.device(source.name, "rover_3").position, last, atol=1e-9, rtol=0
+            ),
+            "the last position",
+        )
+        got = listened.world.device(source.name, "rover_3").orientation
+        assert np.allclose(got, q, atol=1e-9, rtol=0)
+    finally:
+        for g in (served, listened):
+            g.stop()
+        await asyncio.gather(*tasks)
+        router.close()
