@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from mcap.reader import make_reader
 from mcap_ros2.decoder import DecoderFactory
 from mcap_ros2.writer import Writer as McapRos2Writer
-from rosbags.rosbag2 import Reader, StoragePlugin, Writer
+from rosbags.rosbag2 import CompressionFormat, CompressionMode, Reader, StoragePlugin, Writer
 from rosbags.typesys import Stores, get_typestore
 
 from robowire.errors import ConfigError, DecodeError
@@ -302,3 +302,18 @@ def test_random_bytes_are_not_a_bag(tmp_path: Path, data: bytes) -> None:
         path = tmp_path / "random.mcap"
         path.write_bytes(head + data)
         play_all(path)
+
+
+def test_message_compressed_bags_read_and_file_compressed_say_so(tmp_path: Path) -> None:
+    for mode, name in ((CompressionMode.MESSAGE, "messages"), (CompressionMode.FILE, "file")):
+        writer = Writer(tmp_path / name, version=9, storage_plugin=StoragePlugin.SQLITE3)
+        writer.set_compression(mode, CompressionFormat.ZSTD)
+        with writer:
+            connection = writer.add_connection("/drone1/pose", POSE, typestore=STORE)
+            for i in range(3):
+                writer.write(connection, T0 + i, pose(i))
+    assert [m.data for m in read(open_bag(str(tmp_path / "messages")))] == [
+        pose(i) for i in range(3)
+    ]
+    with pytest.raises(ConfigError, match=r"zstd file-compressed bags are not read"):
+        open_bag(str(tmp_path / "file"))
