@@ -20,7 +20,6 @@ Times are this process's CPU time (`time.process_time`), the fastest of the runs
 
 from __future__ import annotations
 
-import asyncio
 import tempfile
 import time
 from pathlib import Path
@@ -30,38 +29,14 @@ from mcap.reader import make_reader
 from mcap_ros2.decoder import DecoderFactory
 from mcap_ros2.writer import Writer as Ros2Writer
 
-from robowire.gateway import open_sim, open_source
+from bench.bench_mcap import DRONES, capture
 from robowire.ros2.bag import BagWriter
 from robowire.ros2.bag_recorder import BagRecorder
-from robowire.service import SimOptions
 from robowire.transport.loop import run
 from robowire.world import LogEvent, Update, World
 
-DRONES = 10_000
 RATE = 30.0
-SECONDS = 3.0
 REPEATS = 3
-
-
-async def capture() -> tuple[World, list[Update | LogEvent], float]:
-    """The show into a receiver: its world, every update, the span of their times."""
-    world = World()
-    source = open_source("vrsp://127.0.0.1:0")
-    with world.subscribe(every_update=True, max_bytes=1 << 31) as changes:
-        task = asyncio.create_task(source.run(world))
-        await source.ready.wait()
-        assert source.address is not None
-        target = "{}:{}".format(*source.address)
-        sim = open_sim("vrsp", SimOptions(count=DRONES, rate=RATE, target=target))
-        sending = asyncio.create_task(sim.run(World()))
-        await asyncio.sleep(SECONDS)
-        for t in (sending, task):
-            t.cancel()
-        await asyncio.gather(sending, task, return_exceptions=True)
-        items = changes.pull()
-    updates = [i for i in items if isinstance(i, Update)]
-    span = updates[-1].receive_time - updates[0].receive_time if len(updates) > 1 else SECONDS
-    return world, items, span
 
 
 def record(path: str, world: World, items: list[Update | LogEvent]) -> tuple[float, int]:
@@ -100,7 +75,7 @@ def peer(bag: str, path: str) -> tuple[float, int]:
 
 
 def main() -> dict[str, float]:
-    world, items, span = run(capture())
+    world, items, _, span, _ = run(capture(RATE))
     updates = [i for i in items if isinstance(i, Update)]
     drone_updates = sum(len(u) for u in updates)
     ours, theirs = [], []

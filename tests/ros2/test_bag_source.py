@@ -105,7 +105,7 @@ async def test_a_rosbags_bag_plays_into_the_world(tmp_path: Path, plugin: Storag
     assert np.allclose(rb1["position"], [0.5, 1.5, -0.25 * 19], rtol=0, atol=1e-9)
     w_first = [RB1_Q[3], *RB1_Q[:3]]
     assert np.allclose(rb1["orientation"], w_first, rtol=0, atol=1e-9)
-    assert "/chatter: type std_msgs/msg/String is not read" in source._said
+    assert "/chatter: type std_msgs/msg/String is not read" in source.problems()
     assert source.stats.messages_in == 40  # /tf and the pose; /chatter is not read
 
 

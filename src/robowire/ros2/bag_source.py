@@ -18,7 +18,6 @@ message that does not decode as its type is counted and dropped, its topic named
 from __future__ import annotations
 
 import dataclasses
-import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -29,12 +28,11 @@ from robowire.recording.replay import Progress
 from robowire.ros2 import decode
 from robowire.ros2.bag import Bag, open_bag, read
 from robowire.ros2.decode import Decoded
+from robowire.ros2.said import Said
 from robowire.ros2.source import Ros2Adapter, SampleRead
 from robowire.service import CaptureSource
 from robowire.wire import PacketDropped
 from robowire.world import World
-
-log = logging.getLogger("robowire")
 
 BAG_OPTIONS = frozenset({"speed", "time", "frame"})
 
@@ -51,10 +49,14 @@ class BagSource(CaptureSource):
             self.progress.start, self.progress.duration = bag.start / 1e9, bag.duration / 1e9
         self.types: dict[str, str] = {}  # topic -> its type, as the messages come
         self._decoders: dict[str, Callable[[bytes], Decoded] | None] = {}
-        self._said: set[str] = set()
+        self.said = Said(self)
 
     def new_adapter(self, world: World) -> Ros2Adapter:
         return Ros2Adapter(world, self.name, self.reference)
+
+    def problems(self) -> list[str]:
+        """Everything named so far."""
+        return sorted(self.said.said)
 
     def records(self) -> Iterator[Record]:
         types = self.types
@@ -72,22 +74,14 @@ class BagSource(CaptureSource):
             self._decoders[topic] = decode.decoder(ros_type)
         decoder = self._decoders[topic]
         if decoder is None:
-            self._name(f"{topic}: type {ros_type or 'unknown'} is not read")
+            self.said(f"{topic}: type {ros_type or 'unknown'} is not read")
             return []
         try:
             return [SampleRead(topic, ros_type, decoder(record.data))]
         except DecodeError as exc:
-            self._name(f"{topic}: a message is not a {ros_type}")
+            self.said(f"{topic}: a message is not a {ros_type}")
             reason = f"{topic}: {exc.reason} (at byte {exc.offset})"
             return [PacketDropped(protocol=decode.PROTOCOL, reason=reason, size=len(record.data))]
-
-    def _name(self, text: str) -> None:
-        """Say `text` once: a log line, and the status's last drop."""
-        if text in self._said:
-            return
-        self._said.add(text)
-        log.info("%s: %s", self.name, text)
-        self.stats.last_drop_reason = text
 
 
 def open_source(endpoint: Endpoint) -> BagSource:

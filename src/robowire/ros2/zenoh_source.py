@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
-import logging
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -35,6 +34,7 @@ from robowire.endpoints import Endpoint
 from robowire.errors import ConfigError, DecodeError
 from robowire.ros2 import dds, decode, rmw_zenoh, types
 from robowire.ros2.decode import Decoded
+from robowire.ros2.said import Said
 from robowire.ros2.source import TF_STATIC, Ros2Adapter, SampleRead, profile_for
 from robowire.ros2.zenoh_node import ZenohNode
 from robowire.service import Source
@@ -46,8 +46,6 @@ from robowire.zenoh.source import Inbox
 
 if TYPE_CHECKING:
     import zenoh
-
-log = logging.getLogger("robowire")
 
 SOURCE_OPTIONS = frozenset({"domain", "topics", "frame"})
 NODE_NAME = "robowire_listen"
@@ -84,7 +82,7 @@ class ZenohRos2Source(Source):
         self._keys: dict[str, _Key] = {}
         self._lock = threading.Lock()  # the attachment check runs on Zenoh's threads
         self._bad: Counter[str] = Counter()  # key -> samples without a good attachment
-        self._said: set[str] = set()
+        self.said = Said(self)
         self._inbox_drops = 0
 
     def new_adapter(self, world: World) -> Ros2Adapter:
@@ -168,14 +166,14 @@ class ZenohRos2Source(Source):
                 if found.drop:
                     self.stats.dropped += 1
                 if found.why:
-                    self._name(found.why)
+                    self.said(found.why)
                 continue
             try:
                 events.append(SampleRead(found.topic, found.ros_type, found.decoder(payload)))
             except DecodeError as exc:
                 reason = f"{found.topic}: {exc.reason} (at byte {exc.offset})"
                 events.append(PacketDropped(protocol=decode.PROTOCOL, reason=reason))
-                self._name(f"{found.topic}: a sample is not a {found.ros_type}")
+                self.said(f"{found.topic}: a sample is not a {found.ros_type}")
         return events
 
     def _count_bad(self, inbox: Inbox) -> None:
@@ -184,23 +182,15 @@ class ZenohRos2Source(Source):
         for key, count in bad.items():
             self.stats.dropped += count
             topic = self._key(key).topic
-            self._name(f"{topic}: a sample without the attachment rmw_zenoh requires")
+            self.said(f"{topic}: a sample without the attachment rmw_zenoh requires")
         if inbox.dropped > self._inbox_drops:
             self.stats.dropped += inbox.dropped - self._inbox_drops
             self.stats.last_drop_reason = "fell behind: oldest samples dropped"
             self._inbox_drops = inbox.dropped
 
-    def _name(self, text: str) -> None:
-        """Say `text` once: a log line, and the status's last drop."""
-        if text in self._said:
-            return
-        self._said.add(text)
-        log.info("%s: %s", self.name, text)
-        self.stats.last_drop_reason = text
-
     def problems(self) -> list[str]:
         """Everything named so far."""
-        return sorted(self._said)
+        return sorted(self.said.said)
 
 
 def open_source(endpoint: Endpoint) -> ZenohRos2Source:
