@@ -216,9 +216,10 @@ def _sqlite_summary(bag: Bag, path: Path) -> None:
         if topic is not None:
             bag.topics[topic.name] = topic
             bag.counts[topic.name] = int(count)
-    if rows:
-        bag.start = int(min(r[2] for r in rows))
-        bag.duration = int(max(r[3] for r in rows)) - bag.start
+    times = [t for r in rows for t in r[2:] if isinstance(t, int)]  # (damage: NULL, text)
+    if times:
+        bag.start = min(times)
+        bag.duration = max(times) - bag.start
 
 
 def _seen(bag: Bag, message: BagMessage) -> None:
@@ -327,8 +328,10 @@ def _sqlite(path: Path, bag: Bag) -> Iterator[BagMessage]:
                 topic = topics.get(topic_id)
                 if topic is None:
                     raise DecodeError(PROTOCOL, done, f"a message of unknown topic {topic_id}")
+                if not isinstance(nanos, int) or not isinstance(data, bytes):
+                    raise DecodeError(PROTOCOL, done, f"message {done + 1} is not a time and bytes")
                 done += 1
-                yield BagMessage(int(nanos), topic, bytes(data))
+                yield BagMessage(nanos, topic, data)
         finally:
             db.close()
     except sqlite3.DatabaseError as exc:
