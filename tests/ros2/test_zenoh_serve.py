@@ -109,6 +109,8 @@ def test_bad_urls_are_config_errors() -> None:
         open_sink("ros2+zenoh://127.0.0.1:7447?qos=fast")
     with pytest.raises(ConfigError, match="unknown option"):
         open_sink("ros2+zenoh://127.0.0.1:7447?domian=1")
+    with pytest.raises(ConfigError, match="needs the router's port"):
+        open_sink("ros2+zenoh://127.0.0.1:0")
 
 
 async def test_serve_and_listen_meet_over_rmw_zenoh() -> None:

@@ -15,6 +15,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from robowire.endpoints import Endpoint
+from robowire.errors import ConfigError
 from robowire.ros2 import dds
 from robowire.ros2.sink import Ros2Sink
 from robowire.ros2.sink import open_sink as open_dds_sink
@@ -58,6 +59,8 @@ def open_sink(endpoint: Endpoint) -> ZenohRos2Sink:
     """The sink of a `ros2+zenoh://HOST:PORT?…` URL: `serve ros2://`'s options, and where the
     router is."""
     port = endpoint.port_or(DEFAULT_PORT)
+    if port == 0:
+        raise ConfigError(f"{endpoint.raw}: ros2+zenoh needs the router's port (rmw_zenohd: 7447)")
     settings = open_dds_sink(dataclasses.replace(endpoint, host_given=False, port=None))
     link = Link(endpoint.host, port, "connect")
     pose_qos = settings.profiles["pose"]
