@@ -3,7 +3,7 @@ the same messages written through cyclonedds' own per-object serialisation (the 
 
 The world holds 10,000 drones (position, orientation, LED colour) all moving every step. One
 pull of robowire is `Ros2Sink.write` of one update touching all of them, with no per-device
-topics (`?devices=0`): a TFMessage of 10,000 transforms built from the columns
+topics (`?device_topics=0`): a TFMessage of 10,000 transforms built from the columns
 (`cdr.TfMessages`) and a MarkerArray (the swarm as one SPHERE_LIST in its LED colours), each
 written as bytes (`dds.RawWriter`); /diagnostics, once a second, is in it too. The peer, in
 the same run and the same DDS participant: the same two messages made as cyclonedds
@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from bench import ros2_listen
 from robowire.ros2 import dds, names, types
 from robowire.ros2.sink import Ros2Sink
 from robowire.ros2.topics import MARKERS, TF, Topics
@@ -195,6 +196,12 @@ def cpu_per_pull(work: Any) -> float:
 
 
 def main() -> dict[str, float]:
+    figures = serve()
+    figures.update(ros2_listen.measure())  # `listen ros2://` (bench/ros2_listen.py)
+    return figures
+
+
+def serve() -> dict[str, float]:
     domain = random.randrange(150, 230)
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
     reader = subprocess.Popen(

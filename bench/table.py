@@ -186,6 +186,15 @@ ROWS = (
         {"cpu_share": ("ros2", "cpu")},
         Peer("ros2", "peer_ratio", 3.0, False, "cyclonedds' per-object IdlStruct serialisation"),
     ),
+    # `listen ros2://` (bench/ros2_listen.py, run by bench_ros2): CPU = reading /tf of 1,000
+    # transforms at 100 Hz into the world (goal <= 20%); vs peer = CPU per sample of
+    # cyclonedds' own typed reader taking the same samples as Python objects, over ours
+    Row(
+        "ROS 2 listen",
+        "1,000 transforms at 100 Hz",
+        {"cpu_share": ("ros2", "listen_cpu")},
+        Peer("ros2", "listen_peer_ratio", 3.0, False, "cyclonedds' per-object deserialisation"),
+    ),
 )
 
 

@@ -28,7 +28,7 @@ import struct
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -342,6 +342,20 @@ def zenoh_seeds() -> list[bytes]:
     return [codec.encode(state), codec.encode(devices), codec.encode(log)]
 
 
+def ros2_seeds() -> list[bytes]:
+    from robowire.ros2 import cdr
+
+    stamp = {"stamp": {"sec": 5, "nanosec": 7}, "frame_id": "world"}
+    pose = {"position": {"x": 1.0}, "orientation": {"w": 1.0}}
+    transform = {"header": stamp, "child_frame_id": "robot1", "transform": {"rotation": {"w": 1}}}
+    return [
+        cdr.encode("tf2_msgs/msg/TFMessage", {"transforms": [transform, transform]}),
+        cdr.encode("geometry_msgs/msg/PoseStamped", {"header": stamp, "pose": pose}),
+        cdr.encode("nav_msgs/msg/Odometry", {"header": stamp, "child_frame_id": "c"}),
+        cdr.encode("sensor_msgs/msg/NavSatFix", {"header": stamp, "latitude": 47.0}),
+    ]
+
+
 def viewer_seeds() -> list[bytes]:
     from robowire.viewer.frames import BLOCK, HEADER
 
@@ -581,6 +595,20 @@ def zenoh_codec(data: bytes, cuts: Sequence[int]) -> None:
     from robowire.zenoh import codec
 
     typed_only(lambda: codec.decode(data))
+
+
+@target("ros2-decode", "decoder", ros2_seeds)
+def ros2_decode(data: bytes, cuts: Sequence[int]) -> None:
+    """`listen ros2://`'s CDR decoders, every type (/tf's with a layout remembered first)."""
+    from robowire.ros2 import decode
+
+    for ros_type in sorted(decode.READABLE):
+        decoder = decode.decoder(ros_type)
+        assert decoder is not None
+        typed_only(partial(decoder, data))
+    remembered = decode.TfDecoder()
+    remembered(ros2_seeds()[0])
+    typed_only(lambda: remembered(data))
 
 
 @target("viewer-frames", "decoder", viewer_seeds)

@@ -87,7 +87,8 @@ def test_the_sink_and_the_simulator_it_declares_open(name: str) -> None:
 
 def test_the_sink_registry_opens_every_sink_the_cli_can_serve_to() -> None:
     for scheme in sinks.names():
-        sink = sinks.open_sink(parse_endpoint(f"{scheme}://127.0.0.1:1"))
+        address = "" if scheme == "ros2" else "127.0.0.1:1"  # DDS discovers: no host, no port
+        sink = sinks.open_sink(parse_endpoint(f"{scheme}://{address}"))
         assert isinstance(sink, Sink)
 
 

@@ -7,14 +7,16 @@ makes them: topic `rt/<name>`, type `<pkg>::msg::dds_::<Name>_`, a final struct 
 are the typestore's fields (so its XTypes type information is the message's), and the QoS a
 ROS 2 node offers (tf2's for /tf and /tf_static, reliable or sensor-data for the rest).
 
-Run as a process (`python tests/ros2/publisher.py SPEC.json`): SPEC is
+Run as a process (`python -m tests.ros2.publisher SPEC.json`, from the checkout): SPEC is
 `{"domain": N, "rate": HZ, "topics": [{"topic": "/tf", "type": "tf2_msgs/msg/TFMessage",
 "qos": "tf" | "tf_static" | "reliable" | "sensor", "message": {...}}]}` with each message as
 nested dicts of its fields (or `"raw": HEX`, bytes to write as they are: a broken sample);
 every topic's message is written `rate` times a second (a `tf_static` one once: it is
 transient-local) until the process is stopped. It prints `ready` once its writers exist.
-It joins the domain on loopback only (its `CYCLONEDDS_URI`). The tests import `message` and
-`serialize` to build the same values in-process.
+It joins the domain on loopback only (its `CYCLONEDDS_URI`: subscriber.LOOPBACK). The
+tests import `message` and `serialize` to build the same values in-process. The cyclonedds
+types come from rosbags' field definitions through the independent subscriber's `idl_class`
+(tests/ros2/subscriber.py).
 """
 
 from __future__ import annotations
@@ -25,68 +27,12 @@ import time
 from typing import Any
 
 import numpy as np
-from cyclonedds import idl
 from cyclonedds.domain import DomainParticipant
-from cyclonedds.idl import types as t
-from cyclonedds.idl.annotations import final
 from cyclonedds.pub import DataWriter
 from cyclonedds.qos import Policy, Qos
 from cyclonedds.topic import Topic
-from rosbags.typesys import Stores, get_typestore
-from rosbags.typesys.store import Nodetype
-
-STORE = get_typestore(Stores.ROS2_JAZZY)
-LOOPBACK = (
-    "<CycloneDDS><Domain Id='any'><General><Interfaces>"
-    "<NetworkInterface address='127.0.0.1' multicast='true'/>"
-    "</Interfaces></General></Domain></CycloneDDS>"
-)
-"""The `CYCLONEDDS_URI` that keeps a participant on loopback (for the publisher's process)."""
-
-_BASES: dict[str, Any] = {
-    "bool": bool,
-    "byte": t.byte,
-    "char": t.uint8,
-    "int8": t.int8,
-    "uint8": t.uint8,
-    "int16": t.int16,
-    "uint16": t.uint16,
-    "int32": t.int32,
-    "uint32": t.uint32,
-    "int64": t.int64,
-    "uint64": t.uint64,
-    "float32": t.float32,
-    "float64": t.float64,
-    "string": str,
-}
-_IDL: dict[str, Any] = {}
-
-
-def _idl_of(node: tuple[Any, Any]) -> Any:
-    kind, detail = node
-    if kind == Nodetype.BASE:
-        name, bound = detail
-        return t.bounded_str[bound] if name == "string" and bound else _BASES[name]
-    if kind == Nodetype.NAME:
-        return idl_class(detail)
-    element, size = detail
-    if kind == Nodetype.ARRAY:
-        return t.array[_idl_of(element), size]
-    return t.sequence[_idl_of(element), size] if size else t.sequence[_idl_of(element)]
-
-
-def idl_class(ros_type: str) -> Any:
-    """A cyclonedds type for `ros_type` (`pkg/msg/Name`) as rmw_cyclonedds names and lays it
-    out, from the typestore's field definitions."""
-    found = _IDL.get(ros_type)
-    if found is None:
-        package, _, name = ros_type.split("/")
-        fields = {field: _idl_of(node) for field, node in STORE.fielddefs[ros_type][1]}
-        if not fields:  # an empty message: rmw gives it one octet
-            fields = {"structure_needs_at_least_one_member": t.uint8}
-        cls = idl.make_idl_struct(name, f"{package}::msg::dds_::{name}_", fields)
-        found = _IDL[ros_type] = final(cls)
-    return found
+from rosbags.typesys.base import Nodetype
+from tests.ros2.subscriber import STORE, idl_class  # rosbags' types, as rmw lays them
 
 
 def message(ros_type: str, values: dict[str, Any]) -> Any:

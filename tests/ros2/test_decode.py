@@ -183,6 +183,10 @@ def test_the_tf_decoder_reuses_a_layout_only_for_the_same_strings() -> None:
     again = decoder(tf(["a", "b"], 2.0))
     renamed = decoder(tf(["a", "c"], 3.0))  # same length, another name: parsed afresh
     assert decoder.parsed == 2
+    other = decoder(tf(["robot_base"], 4.0))  # another publisher's frames, between
+    assert decoder(tf(["a", "c"], 5.0)).children == ("a", "c")
+    assert decoder.parsed == 3  # each size's layout kept
+    assert other.children == ("robot_base",)
     assert first.children == again.children == ("a", "b")
     assert renamed.children == ("a", "c")
     same(again.position[:, 0], [2.0, 2.0])  # type: ignore[index]

@@ -13,7 +13,7 @@ import os
 import random
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -21,17 +21,24 @@ from typing import Any
 import numpy as np
 import pytest
 from tests.ros2 import publisher
+from tests.ros2.subscriber import LOOPBACK
 
 from robowire.addresses import parse_endpoint
 from robowire.errors import ConfigError
 from robowire.gateway import Gateway, open_source
 from robowire.ros2.source import Ros2Source
 from robowire.world import World
+from support import until
 
-PUBLISHER = Path(publisher.__file__)
-WAIT = 60.0  # seconds a condition may take on a busy machine before the test fails
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture(autouse=True)
+def loopback(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process's DDS participants stay on loopback (ROS 2's own setting)."""
+    monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 
 
 def domain() -> int:
@@ -39,21 +46,17 @@ def domain() -> int:
     return random.randint(100, 232)
 
 
-async def until(condition: Callable[[], bool], what: str) -> None:
-    for _ in range(int(WAIT / 0.05)):
-        if condition():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"not within {WAIT} s: {what}")
-
-
 @contextmanager
 def publishing(tmp_path: Path, spec: dict[str, Any]) -> Iterator[subprocess.Popen[str]]:
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(spec))
-    env = {**os.environ, "CYCLONEDDS_URI": publisher.LOOPBACK}
+    env = {**os.environ, "CYCLONEDDS_URI": LOOPBACK, "PYTHONPATH": str(ROOT)}
     process = subprocess.Popen(
-        [sys.executable, str(PUBLISHER), str(path)], stdout=subprocess.PIPE, text=True, env=env
+        [sys.executable, "-m", "tests.ros2.publisher", str(path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
     )
     try:
         assert process.stdout is not None and process.stdout.readline().strip() == "ready"
@@ -98,6 +101,16 @@ def transform(parent: str, child: str, t: list[float], xyzw: list[float]) -> dic
     }
 
 
+def tf_topic(*transforms: dict[str, Any]) -> dict[str, Any]:
+    """A /tf topic of the publisher's spec, as tf2's broadcaster offers it."""
+    return {
+        "topic": "/tf",
+        "type": "tf2_msgs/msg/TFMessage",
+        "qos": "tf",
+        "message": {"transforms": list(transforms)},
+    }
+
+
 def unit(*q: float) -> list[float]:
     norm = math.sqrt(sum(v * v for v in q))
     return [v / norm for v in q]
@@ -118,17 +131,10 @@ def spec(domain_id: int) -> dict[str, Any]:
         "domain": domain_id,
         "rate": 20,
         "topics": [
-            {
-                "topic": "/tf",
-                "type": "tf2_msgs/msg/TFMessage",
-                "qos": "tf",
-                "message": {
-                    "transforms": [
-                        transform("world", "robot1", [1.5, -2.25, 0.75], ROBOT_Q),
-                        transform("robot1", "robot1/arm", [0.1, 0.0, 0.2], [0, 0, 0, 1]),
-                    ]
-                },
-            },
+            tf_topic(
+                transform("world", "robot1", [1.5, -2.25, 0.75], ROBOT_Q),
+                transform("robot1", "robot1/arm", [0.1, 0.0, 0.2], [0, 0, 0, 1]),
+            ),
             {
                 "topic": "/tf_static",
                 "type": "tf2_msgs/msg/TFMessage",
@@ -217,10 +223,7 @@ def quaternion_rotate(q: list[float], v: list[float]) -> np.ndarray:
     return np.asarray(v) + 2 * w * np.cross(u, v) + 2 * np.cross(u, np.cross(u, v))
 
 
-async def test_listen_reads_what_an_independent_ros2_publisher_publishes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+async def test_listen_reads_what_an_independent_ros2_publisher_publishes(tmp_path: Path) -> None:
     domain_id = domain()
     with publishing(tmp_path, spec(domain_id)):
         async with listening(f"ros2://?domain={domain_id}") as (source, world):
@@ -240,7 +243,7 @@ async def test_listen_reads_what_an_independent_ros2_publisher_publishes(
                 if table is None or not expected_ids <= set(table.ids):
                     return False
                 rb1 = device(world, name, "vrpn_mocap/rb1")
-                return rb1 is not None and rb1["velocity"] is not None
+                return rb1 is not None and rb1.get("velocity") is not None
 
             await until(everything, "every published device")
             await until(lambda: len(source.problems()) >= 2, "the problems named")
@@ -280,10 +283,7 @@ async def test_listen_reads_what_an_independent_ros2_publisher_publishes(
             assert source.live(0.0)  # and still up
 
 
-async def test_topics_glob_and_another_reference_frame(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+async def test_topics_glob_and_another_reference_frame(tmp_path: Path) -> None:
     domain_id = domain()
     with publishing(tmp_path, spec(domain_id)):
         url = f"ros2://?domain={domain_id}&topics=/tf,/tf_static&frame=robot1"
@@ -315,18 +315,12 @@ def test_bad_urls_are_one_line_errors() -> None:
             open_source(parse_endpoint(url))
 
 
-async def test_a_participant_flooding_discovery_stops_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_participant_flooding_discovery_stops_nothing(tmp_path: Path) -> None:
     """Hundreds of topics at once (most of a type not read): each is listed once, a reader
     is made for each readable one, and /tf is read all along."""
-    monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     domain_id = domain()
     robot = transform("world", "robot1", [1.5, -2.25, 0.75], ROBOT_Q)
-    flood: list[dict[str, Any]] = [
-        {"topic": "/tf", "type": "tf2_msgs/msg/TFMessage", "qos": "tf",
-         "message": {"transforms": [robot]}},
-    ]  # fmt: skip
+    flood = [tf_topic(robot)]
     flood += [
         {"topic": f"/flood/t{i}", "type": "std_msgs/msg/String", "qos": "reliable", "message": {}}
         for i in range(400)
@@ -352,15 +346,12 @@ async def test_a_participant_flooding_discovery_stops_nothing(
             assert close(device(world, source.name, "bot42")["position"], [42, 0, 0])  # type: ignore[index]
 
 
-async def test_what_serve_ros2_publishes_listen_ros2_reads_back(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+async def test_what_serve_ros2_publishes_listen_ros2_reads_back() -> None:
     """Both halves together: one gateway's world on /tf (`serve ros2://`), another's
     `listen ros2://?topics=/tf`: the same devices (names through the ROS name table and back),
     positions and orientations equal within 1e-9."""
     from robowire.gateway import open_sink
 
-    monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     domain_id = domain()
     serving = Gateway().add(open_sink(f"ros2://?domain={domain_id}"))
     rng = np.random.default_rng(7)
@@ -397,3 +388,30 @@ async def test_what_serve_ros2_publishes_listen_ros2_reads_back(
     finally:
         serving.stop()
         await served
+
+
+def test_a_reader_is_made_again_lower_for_a_writer_that_offers_less() -> None:
+    """A reliable reader matches no best-effort writer (nor a transient-local one a volatile
+    writer): a later writer of the topic that offers less gets the reader made again."""
+    from cyclonedds.qos import Policy, Qos
+
+    from robowire.ros2 import dds
+
+    source = open_source(parse_endpoint(f"ros2://?domain={domain()}"))
+    assert isinstance(source, Ros2Source)
+    node = source.node = dds.Node(source.domain, "OFF", "test_listen")
+    source._listener = None
+    try:
+        pose_type = "geometry_msgs::msg::dds_::PoseStamped_"
+        reliable = Qos(Policy.Reliability.Reliable(0), Policy.Durability.TransientLocal)
+        source._writer_seen("rt/rb/pose", pose_type, reliable)
+        first = source.topics["/rb/pose"]
+        assert first.profile.reliable and first.profile.transient_local
+        source._writer_seen("rt/rb/pose", pose_type, reliable)  # matched already: kept
+        assert source.topics["/rb/pose"] is first
+        source._writer_seen("rt/rb/pose", pose_type, Qos(Policy.Reliability.BestEffort))
+        lower = source.topics["/rb/pose"]
+        assert not lower.profile.reliable and not lower.profile.transient_local
+        assert node.readers == [lower.reader]
+    finally:
+        node.close()

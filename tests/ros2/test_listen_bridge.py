@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.ros2.test_listen import domain, publishing, transform
+from tests.ros2.test_listen import domain, publishing, tf_topic, transform
 
 from mainline import PRINT_DEVICES
 from support import free_port
@@ -35,14 +35,7 @@ async def test_a_ros2_robot_is_a_vrpn_tracker_for_the_mainline_client(tmp_path: 
     spec = {
         "domain": domain_id,
         "rate": 20,
-        "topics": [
-            {
-                "topic": "/tf",
-                "type": "tf2_msgs/msg/TFMessage",
-                "qos": "tf",
-                "message": {"transforms": [transform("world", "robot1", ROBOT, ROBOT_Q)]},
-            }
-        ],
+        "topics": [tf_topic(transform("world", "robot1", ROBOT, ROBOT_Q))],
     }
     port = free_port()
     env = {

@@ -27,11 +27,11 @@ from robowire.errors import ConfigError
 from robowire.gateway import Gateway, open_sink
 from robowire.ros2.sink import Ros2Sink
 from robowire.world import World
+from support import until
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src"
 STORE = get_typestore(Stores.LATEST)
-WAIT = 60.0
 LISTEN = 6.0  # seconds the subscriber listens (discovery on a busy machine takes a few)
 
 pytestmark = pytest.mark.timeout(180)
@@ -43,14 +43,6 @@ def domain(monkeypatch: pytest.MonkeyPatch) -> int:
     monkeypatch.delenv("ROS_DOMAIN_ID", raising=False)
     monkeypatch.delenv("CYCLONEDDS_URI", raising=False)
     return random.Random(os.getpid() * 1000 + id(monkeypatch)).randrange(100, 230)
-
-
-async def until(condition: Callable[[], bool], what: str) -> None:
-    for _ in range(int(WAIT / 0.05)):
-        if condition():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"not within {WAIT} s: {what}")
 
 
 @asynccontextmanager
@@ -253,6 +245,8 @@ async def test_a_stock_ros2_subscriber_reads_every_topic(domain: int) -> None:
 
     # names that are not ROS names (`UAV-7`, `rigid body.left`): renamed, counted, named
     assert sink.stats.extra["renamed"] == 2
+    status = {s.name: s for s in gateway.status()}["ros2://"]
+    assert status.errors == 2 and "rigid body.left" in (status.last_drop or "")
     assert "rigid body.left" in sink.stats.last_drop_reason
 
 
@@ -323,20 +317,21 @@ def test_bad_urls_and_settings_are_one_line_errors(
         open_sink(url)
 
 
-def test_the_command_line_says_where_it_publishes(domain: int) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "robowire.cli", "serve", f"ros2://?domain={domain}", "--from",
-         "vrsp://127.0.0.1:0", "--duration", "2"],
-        capture_output=True, text=True, timeout=60,
+def robowire(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "robowire.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={**os.environ, "PYTHONPATH": str(SRC)},
-    )  # fmt: skip
+    )
+
+
+def test_the_command_line_says_where_it_publishes(domain: int) -> None:
+    url = f"ros2://?domain={domain}"
+    result = robowire("serve", url, "--from", "vrsp://127.0.0.1:0", "--duration", "2")
     assert result.returncode == 0, result.stderr
     assert f"publishing on ROS 2 domain {domain} (discovery localhost)" in result.stderr
-    bad = subprocess.run(
-        [sys.executable, "-m", "robowire.cli", "serve", "ros2://?qos=fast", "--from",
-         "vrsp://127.0.0.1:0"],
-        capture_output=True, text=True, timeout=60,
-        env={**os.environ, "PYTHONPATH": str(SRC)},
-    )  # fmt: skip
+    bad = robowire("serve", "ros2://?qos=fast", "--from", "vrsp://127.0.0.1:0")
     assert bad.returncode != 0
     assert "Traceback" not in bad.stderr and "qos must be one of" in bad.stderr

@@ -76,7 +76,7 @@ def test_two_sources_never_share_a_name() -> None:
     assert second["/tf"][0].transforms[0].child_frame_id == "b/x"
 
 
-def test_only_the_first_devices_get_topics_of_their_own() -> None:
+def test_only_the_first_devices_of_a_source_get_topics_of_their_own() -> None:
     world = World()
     world.table("show").slots([str(i) for i in range(5)], kind="drone")
     topics = Topics(devices=2)
@@ -87,6 +87,9 @@ def test_only_the_first_devices_get_topics_of_their_own() -> None:
     ]
     assert len(got["/tf"][0].transforms) == 5  # /tf has them all
     assert topics.skipped == 3
+    world.table("mocap").slots(["a", "b"], kind="tracker")  # another source: a budget its own
+    got = built(topics, world, "mocap", position=np.ones((2, 3)))
+    assert {"/robowire/a/pose", "/robowire/b/pose"} <= set(got)
 
 
 def test_illegal_names_are_renamed_and_said_once() -> None:
@@ -159,3 +162,14 @@ def test_a_fix_and_a_battery() -> None:
     battery = got["/robowire/UAV_1/battery"][0]
     assert (battery.voltage, battery.percentage, battery.present) == (15.0, 0.5, True)
     assert np.isnan(battery.current)  # not reported: NaN, as ROS says unmeasured values are
+
+
+def test_tf_static_is_sent_again_only_when_a_static_frame_changes() -> None:
+    world = World()
+    world.update_device("site", "pole", receive_time=1.0, kind="object", position=(1.0, 0, 0),
+                        attributes={"static": True})  # fmt: skip
+    topics = Topics()
+    assert "/tf_static" in built(topics, world, "site", position=np.array([[1.0, 0, 0]]))
+    assert "/tf_static" not in built(topics, world, "site", position=np.array([[1.0, 0, 0]]))
+    moved = built(topics, world, "site", position=np.array([[2.0, 0, 0]]))
+    assert moved["/tf_static"][0].transforms[0].transform.translation.x == 2.0

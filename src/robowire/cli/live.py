@@ -314,6 +314,7 @@ def serve(
       robowire serve vrpn://127.0.0.1:3884 --from vrpn://Tracker0@mocap --device-rate 10
       robowire serve vrpn://127.0.0.1:3883 --from vrsp://0.0.0.0:9742 --status-port 8081
       robowire serve zenoh://0.0.0.0:7447 --from vrsp://0.0.0.0:9742   # for other gateways
+      robowire serve ros2:// --from vrpn://Tracker0@mocap   # ROS 2 topics over DDS: /tf, ...
     """
     access = access_of(allow_hosts, allow_origins, token, allow_control)
     _serve(url, sources, duration, allow_control, rules, status_port, access)

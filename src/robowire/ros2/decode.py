@@ -12,9 +12,9 @@ or allocated; bad bytes raise only `DecodeError("ros2", offset, reason)`.
 
 `/tf` is the hot path (1,000 transforms at 100 Hz is a normal load): a publisher sends the
 same frames again and again, so `TfDecoder` remembers the layout of the last message it
-parsed (where each stamp and transform is, and the bytes of every string and count) and reads
-the next one with the same layout in a few numpy gathers, after checking in one comparison
-that those bytes are the same.
+parsed of each size (where each stamp and transform is, and the bytes of every string and
+count) and reads the next one with the same layout in a few numpy gathers, after checking in
+one comparison that those bytes are the same.
 """
 
 from __future__ import annotations
@@ -277,21 +277,24 @@ def _parse_tf(data: bytes) -> _Layout:
 
 
 class TfDecoder:
-    """tf2_msgs/TFMessage, columnar: one per topic (it keeps the last layout it parsed)."""
+    """tf2_msgs/TFMessage, columnar: one per topic. It keeps the last layout it parsed of each
+    message size (at most `LAYOUTS`): /tf usually has several publishers (a mocap bridge, a
+    robot_state_publisher, a localiser), each sending its own frames again and again."""
+
+    LAYOUTS = 64
 
     def __init__(self) -> None:
-        self.layout: _Layout | None = None
+        self.layouts: dict[int, _Layout] = {}
         self.parsed = 0  # messages whose layout was read afresh (the rest reused one)
 
     def __call__(self, data: bytes) -> Decoded:
         octets = np.frombuffer(data, np.uint8)
-        layout = self.layout
-        if (
-            layout is None
-            or layout.size != len(data)
-            or not np.array_equal(octets[layout.fixed], layout.expected)
-        ):
-            layout = self.layout = _parse_tf(data)
+        layout = self.layouts.get(len(data))
+        if layout is None or not np.array_equal(octets[layout.fixed], layout.expected):
+            layout = _parse_tf(data)
+            if len(self.layouts) >= self.LAYOUTS and len(data) not in self.layouts:
+                del self.layouts[next(iter(self.layouts))]  # the oldest size
+            self.layouts[len(data)] = layout
             self.parsed += 1
         stamp = octets[layout.stamps]  # (n, 8), a contiguous copy: it views as numbers
         seconds = stamp.view("<i4")[:, 0] + stamp.view("<u4")[:, 1] * 1e-9

@@ -1,18 +1,19 @@
-"""`robowire serve ros2://[?domain=N&prefix=NS&frame=F&qos=reliable|sensor&devices=N&rate=HZ]`:
+"""`robowire serve ros2://[?domain=N&prefix=NS&frame=F&qos=reliable|sensor&device_topics=N&rate=HZ]`:
 the world on ROS 2 over DDS, as a stock ROS 2 node (`/robowire`) would publish it.
 
 `topics.Topics` turns each pull's updates into (topic, type, QoS, bytes); this sink writes
 them through a `dds.Node`, making each topic's writer on first use (`rt/<topic>`, its `dds_`
 type, its QoS, `typehash=` user data; announced in `ros_discovery_info`). `/diagnostics` goes
 out at most once a second. A write DDS refuses is counted and named in status, never raised;
-a device renamed to a legal ROS name is named once in the log and counted (`renamed`).
+a device renamed to a legal ROS name is named once in the log and in status, and counted
+(status `errors`; `stats.extra["renamed"]`).
 
 Options: `domain` (else `ROS_DOMAIN_ID`, else 0), `prefix` (the namespace of per-device
 topics and the markers: `/robowire`, and `/vrpn_mocap` for VRPN trackers), `frame` (the
 parent frame, `world`), `qos` of pose and twist topics (`reliable`, the default, as MAVROS
-and PX4 need; or `sensor`: best effort, depth 5, as vrpn_mocap's default), `devices` (how many
-devices get topics of their own, 100), `rate` (pulls a second, 30). The discovery range is
-ROS 2's: `ROS_AUTOMATIC_DISCOVERY_RANGE` or `ROS_LOCALHOST_ONLY`.
+and PX4 need; or `sensor`: best effort, depth 5, as vrpn_mocap's default), `device_topics`
+(how many devices of each source get topics of their own, 100), `rate` (pulls a second, 30).
+The discovery range is ROS 2's: `ROS_AUTOMATIC_DISCOVERY_RANGE` or `ROS_LOCALHOST_ONLY`.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from robowire.world import LogEvent, Update, World
 
 log = logging.getLogger("robowire")
 
-SINK_OPTIONS = frozenset({"domain", "prefix", "frame", "qos", "devices", "rate"})
+SINK_OPTIONS = frozenset({"domain", "prefix", "frame", "qos", "device_topics", "rate"})
 QOS = {"reliable": dds.RELIABLE, "sensor": dds.SENSOR}
 DEFAULT_RATE = 30.0
 DIAGNOSTICS_PERIOD = 1.0  # seconds between /diagnostics (diagnostic_updater's default rate)
@@ -146,8 +147,9 @@ class Ros2Sink(Sink):
             return
         for device, ros in renamed:
             log.warning("ros2: %s is not a legal ROS name; published as %s", device, ros)
-        extra = self.stats.extra
+        extra = self.stats.extra  # bad input: status shows `errors` and the last one named
         extra["renamed"] = extra.get("renamed", 0) + len(renamed)
+        extra["errors"] = extra.get("errors", 0) + len(renamed)
         device, ros = renamed[-1]
         self.stats.last_drop_reason = f"ros2: {device} renamed {ros} (not a legal ROS name)"
         renamed.clear()
@@ -160,7 +162,7 @@ class Ros2Sink(Sink):
 
 
 def open_sink(endpoint: Endpoint) -> Ros2Sink:
-    """The sink of a `ros2://?domain=N&prefix=NS&frame=F&qos=Q&devices=N&rate=HZ` URL."""
+    """The sink of a `ros2://?domain=N&prefix=NS&frame=F&qos=Q&device_topics=N&rate=HZ` URL."""
     endpoint.check_options(SINK_OPTIONS, "a ROS 2 publisher")
     if endpoint.host_given or endpoint.port is not None:
         raise ConfigError(f"{endpoint.raw}: ros2:// takes no host or port (DDS discovers peers)")
@@ -170,9 +172,9 @@ def open_sink(endpoint: Endpoint) -> Ros2Sink:
     frame = endpoint.option("frame", "world")
     if not names.is_legal(frame):
         raise ConfigError(f"{endpoint.raw}: frame {frame!r} is not a legal ROS frame name")
-    devices = endpoint.float_option("devices", DEFAULT_DEVICES)
+    devices = endpoint.float_option("device_topics", DEFAULT_DEVICES)
     if devices != int(devices):
-        raise ConfigError(f"{endpoint.raw}: devices must be a whole number")
+        raise ConfigError(f"{endpoint.raw}: device_topics must be a whole number")
     topics = Topics(endpoint.options.get("prefix"), frame, int(devices))
     return Ros2Sink(
         dds.domain_id(endpoint.options.get("domain")),

@@ -29,7 +29,8 @@ frame, transforms tf2 would refuse, a pose stamped in a frame with no path.
 cyclonedds calls back on its own threads; a callback only marks its reader ready and wakes
 the event loop (once per batch). The loop then takes, per turn, at most `DISCOVERY_TURN`
 discovery samples (a participant that floods discovery is read a bounded slice at a time,
-the rest at the next turns) and `READ_TURN` samples of each ready reader. What waits is
+the rest at the next turns) and `READ_TURN` samples of each ready reader, `READ_BUDGET` of
+all of them. What waits is
 bounded where DDS keeps it: each reader's history (keep last N) and the discovery cache.
 Samples decode when taken; each is a `Report` of its topic and frames, so a newer one of the
 same sheds it while the gateway is behind (docs/architecture.md, "Overload").
@@ -64,6 +65,7 @@ SOURCE_OPTIONS = frozenset({"domain", "topics", "frame"})
 NODE_NAME = "robowire_listen"
 DISCOVERY_TURN = 32  # discovery samples taken at one wake-up at most
 READ_TURN = 256  # samples of one reader taken at one wake-up at most
+READ_BUDGET = 1024  # samples of all readers taken at one wake-up at most (the rest: next turn)
 MAX_TOPICS = 1024  # readers at most (a flood of topics is named, not read)
 TF_TYPES = frozenset({decode.TF, decode.TRANSFORM})
 TF_STATIC = "/tf_static"
@@ -140,7 +142,7 @@ class Ros2Adapter:
             self._slots = grown
         slots = self._slots[poses.rows]
         for at in np.flatnonzero(slots < 0):  # frames seen for the first time
-            frame = poses.frames[at]
+            frame = poses.names[poses.rows[at]]
             slots[at] = self._slots[poses.rows[at]] = table.slot(
                 names.device_name(frame) or frame, FRAME_KIND
             )
@@ -227,9 +229,13 @@ class Wake:
             self._wake()
 
     def data(self, reader: Any) -> None:
-        """A topic reader's callback (a cyclonedds thread)."""
+        """A topic reader's callback (a cyclonedds thread); `reader` is None when the reader
+        is being deleted (made again lower, or the node closing)."""
+        handle = getattr(reader, "_ref", None)
+        if handle is None:
+            return
         with self._lock:
-            self.ready.add(int(reader._ref))
+            self.ready.add(int(handle))
             self._wake()
 
     def again(self, *, discovery: bool = False, ready: Sequence[int] = ()) -> None:
@@ -316,7 +322,7 @@ class Ros2Source(Source):
 
     async def connect(self, world: World) -> None:
         from cyclonedds.builtin import BuiltinDataReader, BuiltinTopicDcpsPublication
-        from cyclonedds.core import Listener
+        from cyclonedds.core import DDSException, Listener
 
         node = await asyncio.to_thread(dds.Node, self.domain, self.scope, NODE_NAME)
         wake = self._wake = Wake(asyncio.get_running_loop())
@@ -338,6 +344,8 @@ class Ros2Source(Source):
                 if events:
                     self.deliver(events, monotonic())
                 self._name_problems()
+        except DDSException as exc:  # the domain failed under us: join it again
+            raise TransportError(f"ros2: DDS domain {self.domain}: {exc}") from None
         finally:
             self._wake = None
             self.node = None
@@ -414,6 +422,9 @@ class Ros2Source(Source):
         for handle in ready:
             topic = self._handles.get(handle)
             if topic is None:
+                continue
+            if len(events) >= READ_BUDGET:  # enough for a turn: this one after the loop went round
+                more.append(handle)
                 continue
             try:
                 samples = topic.reader.take(READ_TURN)

@@ -18,6 +18,7 @@ is new or changes parent.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +28,7 @@ from robowire.ros2.decode import Decoded
 
 FloatArray = npt.NDArray[np.float64]
 IndexArray = npt.NDArray[np.intp]
+ROW_CACHE = 512  # name tuples whose rows are kept (two per /tf layout: children, parents)
 UNIT_TOLERANCE = 0.01  # tf2 refuses a rotation whose norm is further from 1 than this
 _IDENTITY = np.array([1.0, 0.0, 0.0, 0.0])
 
@@ -69,13 +71,18 @@ def invert(t: FloatArray, q: FloatArray) -> tuple[FloatArray, FloatArray]:
 
 @dataclass(frozen=True, slots=True)
 class Poses:
-    """Frames' poses in the reference frame (rows of `frames`)."""
+    """Frames' poses in the reference frame: row i is the frame `names[rows[i]]`."""
 
-    frames: tuple[str, ...]
+    names: Sequence[str]  # every frame's name, by its row in the tree
     position: FloatArray  # (n, 3)
     orientation: FloatArray  # (n, 4) w x y z
     stamps: FloatArray  # (n,) each frame's own transform's stamp
     rows: IndexArray  # (n,) the frames' rows in the tree (stable: a frame keeps its row)
+
+    @property
+    def frames(self) -> tuple[str, ...]:
+        """The frames' names (built when asked: a caller that knows the rows needs none)."""
+        return tuple(self.names[i] for i in self.rows)
 
 
 class TfTree:
@@ -94,21 +101,23 @@ class TfTree:
         self.unrooted: set[str] = set()
         self.refused: set[str] = set()
         self._levels: list[IndexArray] | None = None  # below the roots, depth 1, 2, ...
+        self._poses: tuple[FloatArray, FloatArray] | None = None  # `_composed`, while valid
         self._top = np.zeros(0, dtype=np.intp)  # each frame's tree root (-1: on a cycle)
-        self._rows: dict[str, tuple[tuple[str, ...], IndexArray]] = {}  # the last names' rows
+        self._rows: dict[int, tuple[tuple[str, ...], IndexArray]] = {}  # `rows`, by tuple
 
     def __len__(self) -> int:
         return len(self.names)
 
-    def rows(self, names: tuple[str, ...], role: str = "") -> IndexArray:
+    def rows(self, names: tuple[str, ...]) -> IndexArray:
         """The rows of frames (new ones added). A /tf publisher names the same frames each
-        time, and the decoder hands back the same tuple for them: looked up once per `role`
-        (children, parents)."""
-        last = self._rows.get(role)
-        if last is not None and last[0] is names:
-            return last[1]
+        time, and the decoder hands back the same tuple for them: looked up once a tuple."""
+        known = self._rows.get(id(names))
+        if known is not None and known[0] is names:
+            return known[1]
         rows = np.fromiter((self._row(name) for name in names), dtype=np.intp, count=len(names))
-        self._rows[role] = (names, rows)
+        if len(self._rows) >= ROW_CACHE:
+            self._rows.clear()
+        self._rows[id(names)] = (names, rows)  # (the tuple held: its id stays its own)
         return rows
 
     def _row(self, name: str) -> int:
@@ -139,8 +148,8 @@ class TfTree:
         if not len(transforms):
             return
         assert transforms.position is not None and transforms.orientation is not None
-        children = self.rows(transforms.children, "children")
-        parents = self.rows(transforms.frames, "parents")
+        children = self.rows(transforms.children)
+        parents = self.rows(transforms.frames)
         translation, rotation = transforms.position, transforms.orientation
         norm = np.sqrt((rotation * rotation).sum(axis=1))
         good = (
@@ -159,6 +168,7 @@ class TfTree:
         self.rotation[children] = rotation / norm[:, None]
         self.stamps[children] = transforms.stamps if good.all() else transforms.stamps[good]
         self.changed[children] = True
+        self._poses = None
         if self.refused:  # a good transform now: no longer refused
             self.refused.difference_update(self.names[i] for i in children)
 
@@ -204,7 +214,9 @@ class TfTree:
         anchor = self.index.get(self.reference)
         top = self._top
         if anchor is None or top[anchor] < 0:
-            return Poses((), np.zeros((0, 3)), np.zeros((0, 4)), np.zeros(0), np.zeros(0, np.intp))
+            return Poses(
+                self.names, np.zeros((0, 3)), np.zeros((0, 4)), np.zeros(0), np.zeros(0, np.intp)
+            )
         tree = top == top[anchor]
         if changed[anchor]:  # the reference moved in its tree: every frame of it did
             changed |= tree
@@ -215,19 +227,26 @@ class TfTree:
             t, q = compose(
                 np.repeat(inverse[0], len(rows), 0), np.repeat(inverse[1], len(rows), 0), t, q
             )
-        return Poses(tuple(self.names[i] for i in rows), t, q, self.stamps[rows], rows)
+        return Poses(self.names, t, q, self.stamps[rows], rows)
 
     def _composed(self, levels: list[IndexArray]) -> tuple[FloatArray, FloatArray]:
-        """Every frame's pose in its tree's root (roots and frames on cycles: identity)."""
+        """Every frame's pose in its tree's root (roots and frames on cycles: identity); kept
+        until a transform comes (pose topics stamped in a frame ask for it per sample)."""
+        if self._poses is not None:
+            return self._poses
         n = len(self.names)
         position = np.zeros((n, 3))
         orientation = np.tile(_IDENTITY, (n, 1))
         parent = self.parent[:n]
-        for at in levels:
+        if levels:  # the first level hangs from roots, at identity: its own transforms
+            first = levels[0]
+            position[first], orientation[first] = self.translation[first], self.rotation[first]
+        for at in levels[1:]:
             up = parent[at]
             position[at], orientation[at] = compose(
                 position[up], orientation[up], self.translation[at], self.rotation[at]
             )
+        self._poses = (position, orientation)
         return position, orientation
 
     def in_reference(self, frames: tuple[str, ...]) -> tuple[npt.NDArray[np.bool_], Poses]:
@@ -253,4 +272,4 @@ class TfTree:
             if frame in ("", self.reference):
                 found[i] = True
                 t[i], q[i] = 0.0, _IDENTITY
-        return found, Poses(frames, t, q, np.full(n, np.nan), np.full(n, -1, dtype=np.intp))
+        return found, Poses(frames, t, q, np.full(n, np.nan), np.arange(n))

@@ -23,7 +23,9 @@ is given). Device names become ROS names by `names.ros_name` (a VRPN tracker's s
 tracker's name, sensor N `<tracker>_<N>`; a VRSP drone `12` is `drone_12`); of two sources'
 devices that would share a name, the first seen keeps it and the second is `<source>/<name>`
 (said once in the log), as `identity.SinkNames` does for the protocol sinks. Per-device topics
-are made for the first `devices` devices; /tf and the markers carry every device.
+are made for the first `devices` devices of each source (a 10,000-drone show does not make
+10,000 DDS writers; a mocap system's trackers all get theirs); /tf and the markers carry
+every device.
 """
 
 from __future__ import annotations
@@ -125,8 +127,7 @@ class Topics:
         self.devices = devices
         self._owners: dict[str, tuple[str, str]] = {}  # ROS name -> (source, what took it)
         self.renamed: list[tuple[str, str]] = []  # (device, its ROS name): said once each
-        self.skipped = 0  # devices beyond `devices`: on /tf and markers only
-        self._owning = 0  # devices given topics of their own so far
+        self.skipped = 0  # devices beyond a source's `devices`: on /tf and markers only
         self._sources: dict[str, _Source] = {}
         self._static: dict[str, tuple[float, np.ndarray]] = {}  # frame -> (time, x y z w x y z)
         self._static_dirty = False
@@ -175,8 +176,7 @@ class Topics:
         state.posed_mask = np.isin(kinds, list(POSED_SHAPES))
         state.list_kinds = sorted(set(state.kinds) - set(POSED_SHAPES))
         state.list_code = np.searchsorted(state.list_kinds, kinds) if state.list_kinds else kinds
-        own = min(len(table) - len(state.own), max(0, self.devices - self._owning))
-        self._owning += own
+        own = min(len(table) - len(state.own), max(0, self.devices - int(state.own.sum())))
         self.skipped += len(table) - len(state.own) - own
         state.own = np.concatenate([state.own, np.arange(len(table) - len(state.own)) < own])
         _find_static(table, state)
@@ -251,8 +251,11 @@ class Topics:
             for i in np.flatnonzero(static & known).tolist():
                 slot = int(slots[i])
                 pose = np.concatenate([position[i], table.orientation[slot]])
-                self._static[self.frame_of(table, slot)] = (float(times[i]), pose)
-                self._static_dirty = True
+                frame = self.frame_of(table, slot)
+                before = self._static.get(frame)
+                if before is None or not np.array_equal(before[1], pose):
+                    self._static[frame] = (float(times[i]), pose)
+                    self._static_dirty = True
             known &= ~static
         if self._static_dirty:
             out.append(self.tf_static())
@@ -288,29 +291,13 @@ class Topics:
         position = table.position[slots]
         if update.fields & {POSITION, ORIENTATION}:
             known = ~np.isnan(position).any(axis=1)
-            if known.any():
-                pick = slots[known]
-                batch = self._poses
-                batch.buffer(len(pick))
-                batch.fill("header.stamp.sec", stamp[known], 2)
-                orientation = table.orientation[pick]
-                pose = np.concatenate([position[known], orientation[:, 1:], orientation[:, :1]], 1)
-                batch.fill("pose.position.x", pose, 7)
-                for i, slot in enumerate(pick.tolist()):
-                    data = cdr.HEADER + batch.element(i)
-                    yield Message(self.topic_of(table, slot, "pose"), POSE, "pose", data)
+            orientation = table.orientation[slots[known]]
+            pose = np.concatenate([position[known], orientation[:, 1:], orientation[:, :1]], 1)
+            yield from self._stamped(table, slots[known], stamp[known], "pose", pose)
         if VELOCITY in update.fields:
             velocity = table.velocity[slots]
             known = ~np.isnan(velocity).any(axis=1)
-            if known.any():
-                pick = slots[known]
-                batch = self._twists
-                batch.buffer(len(pick))
-                batch.fill("header.stamp.sec", stamp[known], 2)
-                batch.fill("twist.linear.x", velocity[known], 3)
-                for i, slot in enumerate(pick.tolist()):
-                    data = cdr.HEADER + batch.element(i)
-                    yield Message(self.topic_of(table, slot, "twist"), TWIST, "pose", data)
+            yield from self._stamped(table, slots[known], stamp[known], "twist", velocity[known])
         if GEODETIC in update.fields:
             geodetic = table.geodetic[slots]
             for i in np.flatnonzero(~np.isnan(geodetic).any(axis=1)).tolist():
@@ -320,6 +307,26 @@ class Topics:
                 battery = self._battery(table, slot, stamp[i])
                 if battery is not None:
                     yield battery
+
+    def _stamped(
+        self, table: SourceTable, slots: np.ndarray, stamp: np.ndarray, what: str, rows: FloatArray
+    ) -> Iterable[Message]:
+        """A PoseStamped (`pose`: rows of x y z qx qy qz qw) or TwistStamped (`twist`: rows of
+        linear x y z) for each of `slots`, encoded as one batch."""
+        if not len(slots):
+            return
+        batch, kind, path = (
+            (self._poses, POSE, "pose.position.x")
+            if what == "pose"
+            else (self._twists, TWIST, "twist.linear.x")
+        )
+        batch.buffer(len(slots))
+        batch.fill("header.stamp.sec", stamp, 2)
+        batch.fill(path, rows, rows.shape[1])
+        for i, slot in enumerate(slots.tolist()):
+            yield Message(
+                self.topic_of(table, slot, what), kind, "pose", cdr.HEADER + batch.element(i)
+            )
 
     def _header(self, stamp: np.ndarray, frame: str) -> dict[str, Any]:
         sec, nanosec = stamp.tolist()

@@ -12,8 +12,9 @@ threads too) over `WINDOW` seconds of wall time is the share of a core:
                 and nothing more: what reading /tf through cyclonedds' own deserialisation
                 costs, before anything is done with it
 
-Each runs `ROUNDS` times in turn (the machine is shared); the medians are compared. Run:
-`PYTHONPATH=src:. python -m bench ros2_listen`.
+Each runs `ROUNDS` times in turn (the machine is shared); the medians are compared. It is
+the listen half of bench/bench_ros2.py (`measure`, figures `listen_*`): run
+`PYTHONPATH=src:. python -m bench ros2`.
 """
 
 from __future__ import annotations
@@ -137,10 +138,10 @@ def peer_listen(domain: int) -> tuple[float, int]:
         del _domain
 
 
-def main() -> dict[str, float]:
+def measure() -> dict[str, float]:
     domain = random.randint(100, 232)
     publisher = subprocess.Popen(
-        [sys.executable, "-m", "bench.bench_ros2_listen", "--child", str(domain)],
+        [sys.executable, "-m", "bench.ros2_listen", "--child", str(domain)],
         env=ENV,
         stdout=subprocess.PIPE,
         text=True,
@@ -178,9 +179,9 @@ def main() -> dict[str, float]:
         " the peer's share is of the samples it kept up with)"
     )
     return {
-        "listen_core_share": share,
-        "peer_core_share": peer,
-        "listen_vs_peer": peer_per_sample / per_sample,
+        "listen_cpu": share,
+        "listen_peer_cpu": peer,
+        "listen_peer_ratio": peer_per_sample / per_sample,
     }
 
 
@@ -188,4 +189,4 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["--child"]:
         child(int(sys.argv[2]))
     else:
-        main()
+        measure()
