@@ -317,3 +317,22 @@ def test_message_compressed_bags_read_and_file_compressed_say_so(tmp_path: Path)
     ]
     with pytest.raises(ConfigError, match=r"zstd file-compressed bags are not read"):
         open_bag(str(tmp_path / "file"))
+
+
+def test_a_split_bag_reads_its_files_in_the_order_metadata_lists_them(tmp_path: Path) -> None:
+    """rosbag2 splits a long recording (--max-bag-size) into storage files that metadata.yaml
+    lists in order: two bags by rosbags' Writer, the second's file moved into the first."""
+    first = write_bag(tmp_path / "split", StoragePlugin.MCAP, poses=2)
+    later = [(t + 10**9, topic, data) for t, topic, data in first]
+    with Writer(tmp_path / "part", version=9, storage_plugin=StoragePlugin.MCAP) as writer:
+        connections = {
+            "/drone1/pose": writer.add_connection("/drone1/pose", POSE, typestore=STORE),
+            "/tf": writer.add_connection("/tf", TF, typestore=STORE),
+        }
+        for at, topic, data in later:
+            writer.write(connections[topic], at, data)
+    (tmp_path / "part" / "part.mcap").rename(tmp_path / "split" / "split_1.mcap")
+    meta = tmp_path / "split" / "metadata.yaml"
+    meta.write_text(meta.read_text().replace("  - split.mcap", "  - split.mcap\n  - split_1.mcap"))
+    got = [(m.time, m.topic.name, m.data) for m in read(open_bag(str(tmp_path / "split")))]
+    assert got == first + later
