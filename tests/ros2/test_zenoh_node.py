@@ -43,7 +43,7 @@ def router() -> Iterator[int]:
         opened.close()
 
 
-def until(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+def until(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
     end = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > end:
