@@ -93,30 +93,50 @@ def test_a_storage_file_reads_alone(tmp_path: Path, plugin: StoragePlugin, suffi
     assert {t.type for t in bag.topics.values()} == {POSE, TF}
 
 
-def test_a_cut_mcap_plays_up_to_the_damage_and_says_where(tmp_path: Path) -> None:
-    # rosbags' Writer puts a whole bag in one chunk; mcap-ros2-support's writer closes a chunk
-    # every `chunk_size` bytes, as rosbag2's MCAP storage does: a killed recording's shape
-    storage = tmp_path / "killed.mcap"
+def chunked_bag(storage: Path, poses: int = 2000) -> None:
+    """A bare ROS 2 MCAP in small chunks. rosbags' Writer puts a whole bag in one chunk;
+    mcap-ros2-support's writer closes one every `chunk_size` bytes, as rosbag2's MCAP storage
+    does: the shape of a long recording."""
     definition = STORE.generate_msgdef(POSE, ros_version=2)[0]
     with open(storage, "wb") as f:
         writer = McapRos2Writer(f, chunk_size=4096)
         schema = writer.register_msgdef(POSE, definition)
-        for i in range(2000):
-            msg = STORE.deserialize_cdr(pose(i), POSE)
+        for i in range(poses):
             as_dict = {
-                "header": {
-                    "stamp": {"sec": msg.header.stamp.sec, "nanosec": 7},
-                    "frame_id": "world",
-                },
+                "header": {"stamp": {"sec": 1_700_000_000 + i, "nanosec": 7}, "frame_id": "world"},
                 "pose": {
-                    "position": {"x": msg.pose.position.x, "y": -2.0, "z": 3.25},
+                    "position": {"x": 1.5 * i, "y": -2.0, "z": 3.25},
                     "orientation": {"x": 0.0, "y": 0.0, "z": 0.0, "w": 1.0},
                 },
             }
             writer.write_message("/drone1/pose", schema, as_dict, T0 + i * 10**6)
         writer.finish()
-    data = storage.read_bytes()
-    storage.write_bytes(data[: len(data) // 2])  # the second half lost, as by a kill
+
+
+def chunk_after(data: bytes, offset: int) -> int:
+    """Where the first chunk record at or after `offset` starts (MCAP records: an opcode
+    byte, a u64 length, the body; chunks are opcode 0x06)."""
+    at = 8  # the magic
+    while at < len(data):
+        opcode, length = data[at], int.from_bytes(data[at + 1 : at + 9], "little")
+        if opcode == 0x06 and at >= offset:
+            return at
+        at += 9 + length
+    raise AssertionError("no chunk there")
+
+
+@pytest.mark.parametrize("damage", ["cut", "corrupt"])
+def test_a_damaged_mcap_plays_up_to_the_damage_and_says_where(tmp_path: Path, damage: str) -> None:
+    storage = tmp_path / "flight.mcap"
+    chunked_bag(storage)
+    data = bytearray(storage.read_bytes())
+    middle = len(data) // 2
+    if damage == "cut":
+        del data[middle:]  # the second half lost, as by a kill
+    else:  # the compressed records of the chunk after the middle overwritten
+        at = chunk_after(bytes(data), middle) + 9 + 60
+        data[at : at + 64] = b"\xff" * 64
+    storage.write_bytes(bytes(data))
     got: list[float] = []
     with pytest.raises(DecodeError) as cut:
         for message in read(open_bag(str(storage))):
