@@ -130,6 +130,15 @@ def test_a_batch_of_separate_samples() -> None:
     assert message.pose.orientation.w == 13.0
 
 
+def test_a_template_writes_its_numbers_in_place() -> None:
+    template = cdr.Template("sensor_msgs/msg/NavSatFix", {"header": {"frame_id": "gps"}})
+    data = template.encode({"latitude": 47.5, "header.stamp.sec": -3, "altitude": 1e300})
+    assert data == theirs(
+        "sensor_msgs/msg/NavSatFix",
+        {"header": {"frame_id": "gps", "stamp": {"sec": -3}}, "latitude": 47.5, "altitude": 1e300},
+    )
+
+
 def test_stamps() -> None:
     got = cdr.stamps(np.array([0.0, 1.999999999999, 1700000000.5]))
     assert got.tolist() == [[0, 0], [1, 999_999_999], [1700000000, 500_000_000]]

@@ -54,3 +54,33 @@ def test_profiles_are_tf2s_and_rclcpps() -> None:
     assert (dds.TF_STATIC.transient_local, dds.TF_STATIC.depth) == (True, 1)
     assert (dds.SENSOR.reliable, dds.SENSOR.depth) == (False, 5)
     assert (dds.DISCOVERY_INFO.transient_local, dds.DISCOVERY_INFO.depth) == (True, 1)
+
+
+def test_closing_one_node_leaves_another_on_the_same_domain_working() -> None:
+    """A serve and a listen in one gateway share a domain: one ending must not end the other
+    (deleting a cyclonedds Domain deletes every participant in it)."""
+    import os
+    import random
+    import time
+
+    from rosbags.typesys import Stores, get_typestore
+
+    from robowire.ros2 import cdr
+
+    domain = random.Random(os.getpid()).randrange(100, 230)
+    first = dds.Node(domain, "LOCALHOST", environ={})
+    second = dds.Node(domain, "LOCALHOST", environ={})
+    writer = second.writer("/chatter", "std_msgs/msg/String", dds.RELIABLE)
+    reader = second.reader("rt/chatter", "std_msgs/msg/String", dds.RELIABLE)
+    first.close()
+    writer.write(cdr.encode("std_msgs/msg/String", {"data": "still here"}))
+    for _ in range(100):
+        got = reader.take()
+        if got:
+            break
+        time.sleep(0.05)
+    store = get_typestore(Stores.LATEST)  # (DDS pads a sample to 4 bytes: rosbags allows it)
+    assert [store.deserialize_cdr(data, "std_msgs/msg/String").data for data, _ in got] == [
+        "still here"
+    ]
+    second.close()

@@ -151,6 +151,7 @@ def write_world(world: World, t: float) -> None:
     world.update_device(
         "site", "rigid body.left", receive_time=now, kind="rigid_body", position=(9.0, 9.0, 9.0)
     )
+    world.log("ugcs@sim", "UAV-7", f"battery at {80 - t:.0f} %", time=now, level="warning")
 
 
 def topic(seen: dict[str, Any], name: str) -> dict[str, Any]:
@@ -182,6 +183,7 @@ async def test_a_stock_ros2_subscriber_reads_every_topic(domain: int) -> None:
         "/robowire/rigid_body_left/pose": "geometry_msgs/msg/PoseStamped",
         "/robowire/markers": "visualization_msgs/msg/MarkerArray",
         "/diagnostics": "diagnostic_msgs/msg/DiagnosticArray",
+        "/rosout": "rcl_interfaces/msg/Log",
     }
     for name, ros_type in expected.items():
         got = topic(seen, name)
@@ -201,6 +203,10 @@ async def test_a_stock_ros2_subscriber_reads_every_topic(domain: int) -> None:
     }
     assert (qos["/tf_static"]["durability"], qos["/tf_static"]["depth"]) == ("transientlocal", 1)
     assert qos["/vrpn_mocap/Tracker0/pose"]["reliability"] == "reliable"
+    assert (qos["/rosout"]["durability"], qos["/rosout"]["depth"]) == ("transientlocal", 1000)
+    log = topic(seen, "/rosout")["last"]
+    assert (log["level"], log["name"]) == (30, "robowire.ugcs_sim")
+    assert log["msg"].startswith("UAV-7: battery at")
 
     # values: as the world holds them
     transforms = topic(seen, "/tf")["last"]["transforms"]

@@ -142,6 +142,15 @@ def test_static_devices_go_to_tf_static_all_in_one_sample() -> None:
     assert [t.child_frame_id for t in got["/tf"][0].transforms] == ["walker"]
 
 
+def test_log_lines_go_to_rosout() -> None:
+    from robowire.world import LogEvent
+
+    message = Topics().log(LogEvent("vrpn@lab", "Tracker0", "calibrated", "warning", 12.5))
+    log = decoded([message])["/rosout"][0]
+    assert (log.level, log.name, log.msg) == (30, "robowire.vrpn_lab", "Tracker0: calibrated")
+    assert (log.stamp.sec, log.stamp.nanosec) == (12, 500_000_000)
+
+
 def test_a_fix_and_a_battery() -> None:
     world = World()
     world.update_device(

@@ -12,6 +12,8 @@ NUL) then the bytes and a NUL, a sequence a uint32 count then its elements.
                             frame names, so it is computed once (vectorised) for a set of
                             devices, and each message writes only the stamps and the 7 doubles
                             of each transform, through numpy views
+    Template                one message whose strings are fixed (a device's fix): its bytes
+                            made once, then its numbers written in place (`struct.pack_into`)
     Repeated                n elements of one type with the same strings (the markers of a
                             source, a batch of PoseStamped): one template per alignment, tiled,
                             and the numbers written as columns through strided views
@@ -148,6 +150,27 @@ def encode_payload(type_name: str, value: Any, start: int) -> bytes:
     writer = _Writer(start)
     writer.struct(type_name, value, None)
     return bytes(writer.buf)
+
+
+class Template:
+    """A message of `type_name` with the strings and sequences of `value`, encoded once; `encode`
+    writes numbers at their places in a copy (the paths of the primitives outside sequences)."""
+
+    def __init__(self, type_name: str, value: Any) -> None:
+        writer = _Writer()
+        writer.struct(type_name, value, "")
+        self.data = HEADER + bytes(writer.buf)
+        self._at = {
+            path: (offset + len(HEADER), struct.Struct("<" + FORMATS[kind]))
+            for path, (offset, kind) in writer.marks.items()
+        }
+
+    def encode(self, values: Mapping[str, Any]) -> bytes:
+        data = bytearray(self.data)
+        for path, value in values.items():
+            offset, packer = self._at[path]
+            packer.pack_into(data, offset, value)
+        return bytes(data)
 
 
 def stamps(seconds: npt.NDArray[np.float64]) -> npt.NDArray[np.uint32]:

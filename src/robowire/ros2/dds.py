@@ -18,6 +18,7 @@ does). cyclonedds is imported only when a `Node` is made.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -75,6 +76,7 @@ TF_STATIC_LISTENER = Profile(reliable=True, transient_local=True, depth=100)
 RELIABLE = Profile(reliable=True, depth=10)  # rclcpp's default QoS
 SENSOR = Profile(reliable=False, depth=5)  # rclcpp::SensorDataQoS (vrpn_mocap's default)
 DISCOVERY_INFO = Profile(reliable=True, transient_local=True, depth=1)
+ROSOUT = Profile(reliable=True, transient_local=True, depth=1000)  # rcl's /rosout QoS
 
 
 def domain_id(option: str | None = None, environ: Mapping[str, str] = os.environ) -> int:
@@ -132,6 +134,12 @@ def cyclone_config(scope: str, environ: Mapping[str, str] = os.environ) -> str |
     return f"{user},{xml}" if user else xml
 
 
+_domains: dict[int, Any] = {}
+"""The cyclonedds `Domain` of each domain id this process configured: kept for the process's
+life, shared by its nodes (deleting a Domain deletes every participant in it, another node's
+too: a `serve` and a `listen` in one gateway share one)."""
+
+
 def gid(entity: Any) -> bytes:
     """The ROS 2 GID of a DDS entity (Iron and later: its 16-byte GUID)."""
     return bytes(entity.guid.bytes)
@@ -170,13 +178,11 @@ class Node:
         self.name = name
         self.namespace = namespace
         config = cyclone_config(scope, environ)
-        self._domain: Any = None
         try:
-            if config is not None:
-                try:
-                    self._domain = Domain(domain, config)
-                except DDSException:  # this process made that domain already: it is shared
-                    self._domain = None
+            if config is not None and domain not in _domains:
+                # (fails if this process joined that domain already: it is shared as it is)
+                with contextlib.suppress(DDSException):
+                    _domains[domain] = Domain(domain, config)
             self.participant: Any = DomainParticipant(domain, qos=Qos(_userdata("enclave=/;")))
             self.publisher = Publisher(self.participant)
             self.subscriber = Subscriber(self.participant)
@@ -261,7 +267,6 @@ class Node:
             self._topics.clear()
             del self._info_writer, self.publisher, self.subscriber
             del participant
-            self._domain = None
 
 
 class RawWriter:
@@ -286,10 +291,6 @@ class RawWriter:
         if result < 0:
             raise TransportError(f"ros2: writing {self.ros_topic} failed (DDS error {result})")
         self.samples += 1
-
-    def matched(self) -> int:
-        """How many readers this writer has matched (for status)."""
-        return len(self.writer.get_matched_subscriptions())
 
 
 class RawReader:

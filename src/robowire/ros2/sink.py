@@ -74,6 +74,7 @@ class Ros2Sink(Sink):
             "tf_static": dds.TF_STATIC,
             "pose": pose_qos,
             "reliable": dds.RELIABLE,
+            "rosout": dds.ROSOUT,
         }
         self.max_rate = rate
         self.url = f"ROS 2 domain {domain} (discovery {scope.lower()}) as node /robowire"
@@ -92,11 +93,11 @@ class Ros2Sink(Sink):
         if self.node is None:
             return True
         for item in items:
-            if isinstance(item, Update) and len(item):
-                table = world.tables.get(item.source)
-                if table is not None:
-                    for message in self.topics.build(table, item):
-                        self._send(message)
+            if isinstance(item, LogEvent):
+                self._send(self.topics.log(item))
+            elif len(item) and (table := world.tables.get(item.source)) is not None:
+                for message in self.topics.build(table, item):
+                    self._send(message)
         now = time.time()
         if now - self._diagnosed >= DIAGNOSTICS_PERIOD:
             self._diagnosed = now

@@ -13,6 +13,8 @@
     /diagnostics                diagnostic_msgs/DiagnosticArray, once a second: a status per
                                 device whose telemetry changed (at most 1,000, in turn), a
                                 value per field, units in the keys
+    /rosout                     rcl_interfaces/Log: the sources' log lines (VRPN text, UgCS
+                                status messages), logger `robowire.<source>`
     <ns>/markers                visualization_msgs/MarkerArray: each source's devices in their
                                 kind's shape and LED colour (one SPHERE_LIST per kind for swarm
                                 kinds, a marker per device for kinds with a heading), and its
@@ -43,13 +45,14 @@ import numpy.typing as npt
 from robowire.protocols.vrpn.adapter import vrpn_address
 from robowire.ros2 import cdr, names
 from robowire.sinks.foxglove_messages import KIND_COLOURS, LED_FIELDS, OTHER_COLOUR
-from robowire.world import Update
+from robowire.world import LogEvent, Update
 from robowire.world.model import ATTRIBUTES, GEODETIC, LINKS, ORIENTATION, POSITION, VELOCITY
 from robowire.world.table import SourceTable
 
 TF_TOPIC = "/tf"
 TF_STATIC_TOPIC = "/tf_static"
 DIAGNOSTICS_TOPIC = "/diagnostics"
+ROSOUT_TOPIC = "/rosout"
 DEFAULT_NAMESPACE = "/robowire"
 VRPN_NAMESPACE = "/vrpn_mocap"
 WORLD = "world"
@@ -65,6 +68,8 @@ BATTERY = "sensor_msgs/msg/BatteryState"
 DIAGNOSTICS = "diagnostic_msgs/msg/DiagnosticArray"
 MARKERS = "visualization_msgs/msg/MarkerArray"
 MARKER = "visualization_msgs/msg/Marker"
+LOG = "rcl_interfaces/msg/Log"
+LOG_LEVELS = {"debug": 10, "info": 20, "warning": 30, "warn": 30, "error": 40, "critical": 50}
 VOLTAGE, CURRENT, CHARGE = "main_voltage", "main_current", "remaining_power_level"
 BATTERY_FIELDS = (VOLTAGE, CURRENT, CHARGE)
 # Marker.type: SPHERE_LIST and CUBE_LIST draw a whole swarm as one object (RViz draws 10,000
@@ -114,6 +119,7 @@ class _Source:
     list_kinds: list[str] = field(default_factory=list)  # the swarm kinds, by code
     own: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # own topics
     static: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
+    fixes: dict[int, cdr.Template] = field(default_factory=dict)  # slot -> its NavSatFix
 
 
 class Topics:
@@ -333,16 +339,27 @@ class Topics:
         return {"stamp": {"sec": sec, "nanosec": nanosec}, "frame_id": frame}
 
     def _fix(self, table: SourceTable, slot: int, stamp: np.ndarray, at: FloatArray) -> Message:
+        fixes = self._source(table).fixes
+        template = fixes.get(slot)
+        if template is None:
+            value = {
+                "header": {"frame_id": self.frame_of(table, slot)},
+                "status": {"status": 0, "service": 1},  # STATUS_FIX, SERVICE_GPS
+                "position_covariance_type": 0,  # COVARIANCE_TYPE_UNKNOWN
+            }
+            template = fixes[slot] = cdr.Template(FIX, value)
+        sec, nanosec = stamp.tolist()
         latitude, longitude, altitude = at.tolist()
-        value = {
-            "header": self._header(stamp, self.frame_of(table, slot)),
-            "status": {"status": 0, "service": 1},  # STATUS_FIX, SERVICE_GPS
-            "latitude": latitude,
-            "longitude": longitude,
-            "altitude": altitude,
-            "position_covariance_type": 0,  # COVARIANCE_TYPE_UNKNOWN
-        }
-        return Message(self.topic_of(table, slot, "fix"), FIX, "reliable", cdr.encode(FIX, value))
+        data = template.encode(
+            {
+                "header.stamp.sec": sec,
+                "header.stamp.nanosec": nanosec,
+                "latitude": latitude,
+                "longitude": longitude,
+                "altitude": altitude,
+            }
+        )
+        return Message(self.topic_of(table, slot, "fix"), FIX, "reliable", data)
 
     def _battery(self, table: SourceTable, slot: int, stamp: np.ndarray) -> Message | None:
         values = {
@@ -406,6 +423,18 @@ class Topics:
         stamp = cdr.stamps(np.array([time]))[0]
         value = {"header": self._header(stamp, ""), "status": statuses}
         return Message(DIAGNOSTICS_TOPIC, DIAGNOSTICS, "reliable", cdr.encode(DIAGNOSTICS, value))
+
+    def log(self, event: LogEvent) -> Message:
+        """A log line of a source on /rosout (rcl_interfaces/Log), as a node's logger puts it:
+        level as ROS numbers it, logger `robowire.<source>`, the device before the text."""
+        sec, nanosec = cdr.stamps(np.array([event.time]))[0].tolist()
+        value = {
+            "stamp": {"sec": sec, "nanosec": nanosec},
+            "level": LOG_LEVELS.get(event.level.lower(), 20),
+            "name": f"robowire.{names.token(event.source)}",
+            "msg": f"{event.device_id}: {event.text}" if event.device_id else event.text,
+        }
+        return Message(ROSOUT_TOPIC, LOG, "rosout", cdr.encode(LOG, value))
 
     # -- markers ----------------------------------------------------------------------------
 

@@ -75,6 +75,8 @@ MESSAGES: dict[str, str] = {
     "visualization_msgs/msg/UVCoordinate[] uv_coordinates\nstring text\nstring mesh_resource\n"
     "visualization_msgs/msg/MeshFile mesh_file\nbool mesh_use_embedded_materials",
     "visualization_msgs/msg/MarkerArray": "visualization_msgs/msg/Marker[] markers",
+    "rcl_interfaces/msg/Log": "builtin_interfaces/msg/Time stamp\nuint8 level\nstring name\n"
+    "string msg\nstring file\nstring function\nuint32 line",
     "rmw_dds_common/msg/Gid": "char[16] data",
     "rmw_dds_common/msg/NodeEntitiesInfo": "string<=256 node_namespace\nstring<=256 node_name\n"
     "rmw_dds_common/msg/Gid[] reader_gid_seq\nrmw_dds_common/msg/Gid[] writer_gid_seq",
