@@ -52,6 +52,7 @@ async def record_world(path: Path) -> BagRecorder:
             telemetry={"battery": (90.0 - i, "%")},
         )
         await asyncio.sleep(0.02)
+    gateway.world.log("lab", "drone1", "battery low", time=time.time(), level="warning")
     await asyncio.sleep(0.2)
     gateway.stop()
     await task
@@ -67,6 +68,7 @@ async def test_rosbags_reads_every_message_with_the_worlds_values(tmp_path: Path
         assert topics["/robowire/drone1/twist"] == (TWIST, STEPS)
         assert topics["/diagnostics"][0] == "diagnostic_msgs/msg/DiagnosticArray"
         assert "/robowire/markers" in topics
+        assert topics["/rosout"] == ("rcl_interfaces/msg/Log", 1)
         assert reader.message_count == sum(count for _, count in topics.values())
         assert reader.message_count == recorder.messages
         for connection in reader.connections:  # the hash of every topic's type is rosbags'
@@ -80,6 +82,8 @@ async def test_rosbags_reads_every_message_with_the_worlds_values(tmp_path: Path
                 t = transform.transform.translation
                 xs.append([t.x, t.y, t.z])
                 stamps.append((transform.header.stamp.sec, transform.header.stamp.nanosec))
+            elif connection.topic == "/rosout":
+                assert (message.msg, message.level) == ("drone1: battery low", 30)  # WARN
             elif connection.topic == "/robowire/drone1/twist":
                 assert message.twist.linear.x == 0.5 and message.twist.linear.z == 0.25
         assert xs == [position(i) for i in range(STEPS)]

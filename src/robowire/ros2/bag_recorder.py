@@ -3,7 +3,8 @@
 a rosbag2 directory `ros2 bag play`, `ros2 bag info` and Foxglove open (`robowire.ros2.bag`).
 
 Every world update is written (a recording keeps every update, not only the latest state),
-at its receive time; `/diagnostics` once a second of it. The open chunk is closed and written
+at its receive time; `/diagnostics` once a second of it; the sources' log lines on
+`/rosout` at their own times. The open chunk is closed and written
 to the file at most `CHUNK_SECONDS` after its first message, so a killed recording loses at
 most about that much (its `metadata.yaml`, written at the start, still names the storage).
 """
@@ -27,6 +28,7 @@ PROFILES = {
     "tf_static": dds.TF_STATIC,
     "pose": dds.RELIABLE,
     "reliable": dds.RELIABLE,
+    "rosout": dds.ROSOUT,
 }
 """The QoS a bag says each topic was offered with (`ros2 bag play` offers it again)."""
 
@@ -69,7 +71,8 @@ class BagRecorder(Sink):
             return True
         latest = 0.0
         for item in items:
-            if isinstance(item, LogEvent):
+            if isinstance(item, LogEvent):  # on /rosout, as serve ros2:// puts it
+                self._write(bag, self.topics.log(item), int(item.time * 1e9))
                 continue
             table = world.tables.get(item.source)
             if table is None:
