@@ -8,6 +8,7 @@ import shutil
 import sqlite3
 import tempfile
 from pathlib import Path
+from typing import Literal
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -46,11 +47,13 @@ def empty_tf() -> bytes:
     return bytes(STORE.serialize_cdr(STORE.types[TF](transforms=[]), TF))
 
 
-def write_bag(path: Path, plugin: StoragePlugin, poses: int = 5) -> list[tuple[int, str, bytes]]:
+def write_bag(
+    path: Path, plugin: StoragePlugin, poses: int = 5, version: Literal[8, 9] = 9
+) -> list[tuple[int, str, bytes]]:
     """A bag by rosbags' Writer: `poses` poses on /drone1/pose and an empty /tf between them;
     returns what it wrote, in time order."""
     wrote: list[tuple[int, str, bytes]] = []
-    with Writer(path, version=9, storage_plugin=plugin) as writer:
+    with Writer(path, version=version, storage_plugin=plugin) as writer:
         poses_conn = writer.add_connection("/drone1/pose", POSE, typestore=STORE)
         tf_conn = writer.add_connection("/tf", TF, typestore=STORE)
         for i in range(poses):
@@ -61,11 +64,12 @@ def write_bag(path: Path, plugin: StoragePlugin, poses: int = 5) -> list[tuple[i
     return wrote
 
 
+@pytest.mark.parametrize("version", [8, 9])  # Iron's metadata (QoS as a YAML string), Jazzy's
 @pytest.mark.parametrize("plugin", [StoragePlugin.MCAP, StoragePlugin.SQLITE3])
 def test_a_rosbags_bag_reads_with_its_topics_times_and_bytes(
-    tmp_path: Path, plugin: StoragePlugin
+    tmp_path: Path, plugin: StoragePlugin, version: Literal[8, 9]
 ) -> None:
-    wrote = write_bag(tmp_path / "flight", plugin)
+    wrote = write_bag(tmp_path / "flight", plugin, version=version)
     bag = open_bag(str(tmp_path / "flight"))
     assert bag.storage == ("mcap" if plugin == StoragePlugin.MCAP else "sqlite3")
     assert {n: t.type for n, t in bag.topics.items()} == {"/drone1/pose": POSE, "/tf": TF}
