@@ -55,8 +55,11 @@ REPEATS = 3
 fastest run (the one the busy machine disturbed least)."""
 
 
-async def capture() -> tuple[World, list[Update | LogEvent], list[Any], float, Any]:
-    """Run the show into a receiver; its world, every update, every datagram, the span."""
+async def capture(
+    rate: float | None = None,
+) -> tuple[World, list[Update | LogEvent], list[Any], float, Any]:
+    """Run the show (at `rate` Hz, else the simulator's own) into a receiver; its world, every
+    update, every datagram, the span."""
     world = World()
     source = open_source("vrsp://127.0.0.1:0")
     datagrams: list[tuple[bytes, float, str, Address]] = []
@@ -65,7 +68,8 @@ async def capture() -> tuple[World, list[Update | LogEvent], list[Any], float, A
         task = asyncio.create_task(source.run(world))
         await source.ready.wait()
         assert source.address is not None
-        sim = open_sim("vrsp", SimOptions(count=DRONES, target="{}:{}".format(*source.address)))
+        target = "{}:{}".format(*source.address)
+        sim = open_sim("vrsp", SimOptions(count=DRONES, rate=rate, target=target))
         sending = asyncio.create_task(sim.run(World()))
         await asyncio.sleep(SECONDS)
         for t in (sending, task):

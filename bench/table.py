@@ -167,6 +167,14 @@ ROWS = (
         },
         Peer("mcap", "steady_ratio", 1.5, True, "the mcap writer alone"),
     ),
+    # record --format rosbag2 (bench/bench_rosbag2.py): CPU = recording the show live as a ROS 2
+    # bag; vs peer = its CPU over mcap-ros2-support's writer's on the same messages (same run)
+    Row(
+        "rosbag2",
+        "10,000 drones at 30 Hz",
+        {"cpu_share": ("rosbag2", "cpu")},
+        Peer("rosbag2", "ratio", 1.5, True, "mcap-ros2-support's writer"),
+    ),
     # the Foxglove sink (bench/bench_foxglove.py): CPU = serving the show at 30 Hz, every drone
     # moved, to one client reading every channel (its pulls, the SDK server, the relay)
     Row("Foxglove", "10,000 drones at 30 Hz", {"cpu_share": ("foxglove", "cpu")}),

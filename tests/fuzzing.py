@@ -413,6 +413,42 @@ def mcap_seeds() -> list[bytes]:
     return [mcap_seed(), mcap_recorder_seed()]
 
 
+@cache
+def rosbag2_seeds() -> list[bytes]:
+    """A ROS 2 bag's storage files: MCAP as robowire's BagWriter writes it, SQLite as
+    rosbags' Writer does (a /tf TFMessage with one transform, three times)."""
+    import tempfile
+
+    from rosbags.rosbag2 import StoragePlugin, Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    from robowire.ros2 import types
+    from robowire.ros2.bag import BagWriter, Qos, Topic
+
+    store = get_typestore(Stores.ROS2_KILTED)
+    t, tf = store.types, "tf2_msgs/msg/TFMessage"
+    stamp = t["builtin_interfaces/msg/Time"](sec=1, nanosec=2)
+    transform = t["geometry_msgs/msg/TransformStamped"](
+        header=t["std_msgs/msg/Header"](stamp=stamp, frame_id="world"),
+        child_frame_id="d0",
+        transform=t["geometry_msgs/msg/Transform"](
+            translation=t["geometry_msgs/msg/Vector3"](x=1.0, y=2.0, z=3.0),
+            rotation=t["geometry_msgs/msg/Quaternion"](x=0.0, y=0.0, z=0.0, w=1.0),
+        ),
+    )
+    data = bytes(store.serialize_cdr(t[tf](transforms=[transform]), tf))
+    with tempfile.TemporaryDirectory() as tmp:
+        ours = BagWriter(f"{tmp}/ours")
+        channel = ours.topic(Topic("/tf", tf, types.definition(tf), types.rihs01(tf)), Qos())
+        with Writer(f"{tmp}/theirs", version=9, storage_plugin=StoragePlugin.SQLITE3) as theirs:
+            connection = theirs.add_connection("/tf", tf, typestore=store)
+            for i in range(3):
+                ours.write(channel, i * 1000, data)
+                theirs.write(connection, i * 1000, data)
+        ours.close()
+        return [ours.file.read_bytes(), next(Path(f"{tmp}/theirs").glob("*.db3")).read_bytes()]
+
+
 # -- decoders ----------------------------------------------------------------------------------
 
 
@@ -592,6 +628,35 @@ def mcap_reader(data: bytes, cuts: Sequence[int]) -> None:
     read_path(data, ".mcap", lambda p: list(reader.read_recording(p)))
     read_path(data, ".mcap", lambda p: reader.contents(p))
     read_path(data, ".mcap", lambda p: list(reader.raw_records(p, "vrpn/demo", 3883)))
+
+
+@target("rosbag2-reader", "decoder", rosbag2_seeds)
+def rosbag2_reader(data: bytes, cuts: Sequence[int]) -> None:
+    """A ROS 2 bag's storage file read alone (MCAP and SQLite), and what `listen BAG` decodes."""
+    from robowire.ros2 import decode
+    from robowire.ros2.bag import open_bag, read
+
+    def play(path: str) -> None:
+        for message in read(open_bag(path)):
+            decoder = decode.decoder(message.topic.type)
+            if decoder is not None:
+                typed_only(lambda m=message, d=decoder: d(m.data))
+
+    read_path(data, ".mcap", play)
+    read_path(data, ".db3", play)
+
+
+@target(
+    "rmw-zenoh", "decoder", lambda: [bytes(33), b"0/tf/tf2_msgs::msg::dds_::TFMessage_/RIHS01_0"]
+)
+def rmw_zenoh_format(data: bytes, cuts: Sequence[int]) -> None:
+    """rmw_zenoh's attachment, data keys and liveliness tokens (`listen ros2+zenoh://`)."""
+    from robowire.ros2 import rmw_zenoh
+
+    typed_only(lambda: rmw_zenoh.parse_attachment(data))
+    text = data.decode("utf-8", "replace")
+    rmw_zenoh.parse_data_key(text)
+    rmw_zenoh.parse_token(text)
 
 
 @target("pcap", "decoder", pcap_seeds)

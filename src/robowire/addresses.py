@@ -8,10 +8,11 @@
 A URL's scheme names a protocol (`vrpn+tcp` is VRPN's too, `robowire.protocols`), a sink
 (`robowire.sinks`) or a source of `SOURCES`. A file takes the protocol as a `name:` prefix, or
 is told by the protocol whose own format it is in (its suffix or first bytes: a SpyGlass `.rec`,
-a VRPN log) or by `FILE_SOURCES` (`.mcap`, a robowire recording). A protocol's own address form
-is accepted as it is, so a line copied from its configuration works (VRPN's `Tracker0@host`,
-`Tracker0@tcp://host`, `Tracker0@file://log.vrpn`). Options ride in the query string
-(`vrpn://Tracker0@host?time=receive`), for files too (`vrpn:capture.pcap?time=receive`).
+a VRPN log) or by `FILE_SOURCES` (`.mcap`, a robowire recording); a directory is a rosbag2
+bag. A protocol's own address form is accepted as it is, so a line copied from its
+configuration works (VRPN's `Tracker0@host`, `Tracker0@tcp://host`, `Tracker0@file://log.vrpn`).
+Options ride in the query string (`vrpn://Tracker0@host?time=receive`), for files too
+(`vrpn:capture.pcap?time=receive`).
 
 This module names no protocol: each declares its schemes, formats and address form in its
 `WireProtocol`.
@@ -33,13 +34,19 @@ SOURCES: dict[str, str] = {
     "zenoh": "robowire.zenoh:open_source",
     "ros2": "robowire.ros2:open_source",
     "mcap": "robowire.recording:open_source",
+    "rosbag2": "robowire.ros2.bag_source:open_source",
+    "ros2+zenoh": "robowire.ros2.zenoh_source:open_source",
 }
 """Sources that are not a wire protocol (`listen zenoh://…`, a robowire recording): name ->
 "module:function" taking the `Endpoint` and returning the `Source`; more from the
 `robowire.sources` entry point group."""
 
-FILE_SOURCES: dict[str, str] = {".mcap": "mcap"}
-"""File suffix -> the `SOURCES` name that reads such a file."""
+FILE_SOURCES: dict[str, str] = {".mcap": "mcap", ".db3": "rosbag2", ".bag": "rosbag2"}
+"""File suffix -> the `SOURCES` name that reads such a file (a ROS 2 `.mcap` is told from
+robowire's own by its profile, in `robowire.gateway`; `.bag`: to say it is a ROS 1 bag)."""
+
+BAG_DIRECTORY = "rosbag2"
+"""The `SOURCES` name that reads a directory (a rosbag2 bag)."""
 
 CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap", ".bin", ".raw", ".txt")
 """Suffixes of captures any protocol reads: a name ending so is a file, never a native
@@ -93,6 +100,8 @@ def parse_endpoint(text: str) -> Endpoint:
     if colon and prefix.lower() in protocols.names() and rest:
         return Endpoint(raw=text, protocol=prefix.lower(), scheme="file", path=rest)
     name = FILE_SOURCES.get(Path(text).suffix.lower())
+    if name is None and Path(text).is_dir():
+        name = BAG_DIRECTORY
     if name is None and (protocol := protocols.of_file(text)) is not None:
         name = protocol.name
     if name is not None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from robowire import protocols, sinks
-from robowire.addresses import FILE_SOURCES, parse_endpoint, source_target
+from robowire.addresses import BAG_DIRECTORY, FILE_SOURCES, parse_endpoint, source_target
 from robowire.config import Site, with_time
 from robowire.endpoints import Endpoint
 from robowire.errors import ConfigError, RobowireError
@@ -34,7 +34,7 @@ EVERY_SOURCE = frozenset({"time"})  # options every source takes (named when a t
 def open_source(url: str | Endpoint) -> Source:
     """A source for a URL or file name (`robowire listen URL`); every source takes
     `?time=sender|receive|corrected` (see `robowire.timebase.SourceClock`)."""
-    endpoint = parse_endpoint(url) if isinstance(url, str) else url
+    endpoint = ros2_bag(parse_endpoint(url) if isinstance(url, str) else url)
     mode, endpoint = time_option(endpoint)
     source = _open_source(endpoint)
     if mode is not None:
@@ -42,8 +42,22 @@ def open_source(url: str | Endpoint) -> Source:
     return source
 
 
+def ros2_bag(endpoint: Endpoint) -> Endpoint:
+    """`endpoint` read as a ROS bag when it is an `.mcap` that a ROS tool wrote (its profile
+    `ros2`, or `ros1` to say so), not a robowire recording."""
+    if endpoint.protocol != FILE_SOURCES[".mcap"] or endpoint.path is None:
+        return endpoint
+    from robowire.ros2.bag import mcap_profile  # (the bag modules load when a bag is read)
+
+    if mcap_profile(Path(endpoint.path)) not in ("ros2", "ros1"):
+        return endpoint
+    return dataclasses.replace(endpoint, protocol=BAG_DIRECTORY)
+
+
 def _open_source(endpoint: Endpoint) -> Source:
-    if endpoint.is_file and endpoint.path != "-" and not Path(str(endpoint.path)).is_file():
+    found = Path(str(endpoint.path))
+    directory = endpoint.protocol == BAG_DIRECTORY and found.is_dir()
+    if endpoint.is_file and endpoint.path != "-" and not found.is_file() and not directory:
         raise ConfigError(f"no such file: {endpoint.path}")  # said before anything starts
     target = source_target(endpoint.protocol)
     if target is not None:  # a source that is not a wire protocol (Zenoh, a recording)
@@ -140,10 +154,12 @@ def open_recorder(
     urls: Sequence[str],
     sources: Sequence[Source],
     foxglove_rate: float = FOXGLOVE_RATE,
+    format: str | None = None,
 ) -> Sink:
-    """`robowire record URL... -o FILE`: the sink writing FILE (`sinks.open_recorder`); an
-    MCAP recorder takes every raw message the `sources` (opened from `urls`) receive too."""
-    recorder = sinks.open_recorder(output, foxglove_rate)
+    """`robowire record URL... -o FILE [--format F]`: the sink writing FILE
+    (`sinks.open_recorder`); an MCAP recorder takes every raw message the `sources` (opened
+    from `urls`) receive too."""
+    recorder = sinks.open_recorder(output, foxglove_rate, format)
     if isinstance(recorder, McapRecorder):
         for url, source in zip(urls, sources, strict=True):
             recorder.tap_source(source, parse_endpoint(url).protocol, url)
@@ -165,7 +181,7 @@ def open_replay(
     """The replay of `file` at `speed`: an MCAP recording's world updates (`level` "world")
     or raw messages through the protocols' sessions ("raw"), or a capture or protocol file
     through its protocol's file source; with `loop`, files start again at their end."""
-    endpoint = parse_endpoint(file)
+    endpoint = ros2_bag(parse_endpoint(file))
     if not endpoint.is_file:
         raise ConfigError(f"{file}: replay reads files (.mcap, .rec, PROTOCOL:capture.pcap)")
     endpoint = dataclasses.replace(endpoint, options={**endpoint.options, "speed": str(speed)})

@@ -33,7 +33,7 @@ def test_definition_is_read_by_rosbags() -> None:
     top = text.split("=" * 80)[0]
     found = get_types_from_msg(top, "geometry_msgs/msg/PoseStamped")
     assert [f for f, _ in found["geometry_msgs/msg/PoseStamped"][1]] == ["header", "pose"]
-    assert "MSG: std_msgs/msg/Header\nbuiltin_interfaces/msg/Time stamp\nstring frame_id" in text
+    assert "MSG: std_msgs/msg/Header\nbuiltin_interfaces/Time stamp\nstring frame_id" in text
 
 
 def test_idl_class_names_and_bytes() -> None:

@@ -96,29 +96,41 @@ def _json_default(value: object) -> object:
     metavar="HZ",
     help="MCAP: Foxglove world messages (/tf, /scene, /location) per source per second; 0: none.",
 )
+@click.option(
+    "--format",
+    "form",
+    type=click.Choice(["rosbag2"]),
+    default=None,
+    help="rosbag2: a ROS 2 bag (a new directory: metadata.yaml + MCAP), the topics of "
+    "serve ros2://. Default: by the file's suffix.",
+)
 @DURATION
 @STATUS_PORT
 def record(
     urls: tuple[str, ...],
     output: str,
     foxglove_rate: float,
+    form: str | None,
     duration: float | None,
     status_port: int | None,
 ) -> None:
     """Record sources into an MCAP file: the world (Foxglove's schemas, and robowire's own
-    channel that replay reads) and every raw message received (docs/recording.md).
+    channel that replay reads) and every raw message received (docs/recording.md); or into
+    a ROS 2 bag (--format rosbag2, docs/ros2.md).
 
     \b
     Example:
       robowire record spyglass://127.0.0.1:7870 -o run.mcap --duration 60
       robowire record vrpn://Tracker0@127.0.0.1:3883 -o run.vrpn --duration 10
       robowire record spyglass://127.0.0.1:7870 -o run.rec --duration 10
+      robowire record vrpn://Tracker0@127.0.0.1:3883 -o flight --format rosbag2
     """
-    _check_writable(output)  # said before anything starts, not after the sources connected
+    if form is None:
+        _check_writable(output)  # said before anything starts, not after the sources connected
 
     async def go() -> int:
         sources = [open_source(url) for url in urls]
-        recorder = open_recorder(output, urls, sources, foxglove_rate)
+        recorder = open_recorder(output, urls, sources, foxglove_rate, form)
         gateway = Gateway().add(*sources, recorder)
         add_status_server(gateway, status_port)
         progress = asyncio.create_task(_report_progress(recorder))
@@ -193,9 +205,10 @@ def replay(
     duration: float | None,
     status_port: int | None,
 ) -> None:
-    """Replay a recording (robowire .mcap, SpyGlass .rec, VRPN .vrpn, PROTOCOL:capture.pcap)
-    into the live world with its recorded timing, and optionally serve it; or re-emit an
-    MCAP recording's raw messages to a real peer in their own protocol.
+    """Replay a recording (robowire .mcap, SpyGlass .rec, VRPN .vrpn, PROTOCOL:capture.pcap,
+    a ROS 2 bag: a rosbag2 directory, .mcap or .db3) into the live world with its recorded
+    timing, and optionally serve it; or re-emit an MCAP recording's raw messages to a real
+    peer in their own protocol.
 
     \b
     Example:
@@ -204,6 +217,7 @@ def replay(
       robowire replay run.mcap --to vrsp://127.0.0.1:9742     # the recorded VRSP datagrams
       robowire replay recording.rec --json --speed 10
       robowire replay show.pcap --loop --to vrpn://127.0.0.1:3883
+      robowire replay flight_bag/ --to vrpn://127.0.0.1:3883     # a ROS 2 bag, as trackers
     """
 
     async def go() -> int:

@@ -18,7 +18,7 @@ import numpy as np
 import zstandard
 from google.protobuf.message import DecodeError as ProtobufDecodeError
 from mcap.exceptions import McapError
-from mcap.records import Channel, Chunk, McapRecord, Message
+from mcap.records import Channel, Chunk, McapRecord, Message, Schema
 from mcap.stream_reader import StreamReader, breakup_chunk
 from zstandard import ZstdError
 
@@ -73,8 +73,9 @@ def _records(stream: StreamReader) -> Iterator[McapRecord]:
         yield from breakup_chunk(record)
 
 
-def messages(path: str) -> Iterator[tuple[Any, Any]]:
-    """(channel, message) of every message of an MCAP file, in file order."""
+def messages(path: str, schemas: dict[int, Schema] | None = None) -> Iterator[tuple[Any, Any]]:
+    """(channel, message) of every message of an MCAP file, in file order; `schemas` (when
+    given) gets each schema record as it is read, by id (a ROS 2 bag's types are there)."""
     if not Path(path).is_file():
         raise ConfigError(f"no such file: {path}")
     with BoundedFile(path) as stream:
@@ -84,6 +85,8 @@ def messages(path: str) -> Iterator[tuple[Any, Any]]:
             for record in _records(StreamReader(stream, emit_chunks=True)):
                 if isinstance(record, Channel):
                     channels[record.id] = record
+                elif isinstance(record, Schema) and schemas is not None:
+                    schemas[record.id] = record
                 elif isinstance(record, Message):
                     channel = channels.get(record.channel_id)
                     if channel is None:

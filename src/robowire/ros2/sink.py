@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import Protocol
 
 from robowire.endpoints import Endpoint
 from robowire.errors import ConfigError, TransportError
@@ -35,6 +36,20 @@ SINK_OPTIONS = frozenset({"domain", "prefix", "frame", "qos", "device_topics", "
 QOS = {"reliable": dds.RELIABLE, "sensor": dds.SENSOR}
 DEFAULT_RATE = 30.0
 DIAGNOSTICS_PERIOD = 1.0  # seconds between /diagnostics (diagnostic_updater's default rate)
+
+
+class Writing(Protocol):
+    """A topic's writer: a DDS one (`dds.RawWriter`), or rmw_zenoh's (`zenoh_node`)."""
+
+    def write(self, data: bytes) -> None: ...
+
+
+class Publishing(Protocol):
+    """A ROS 2 node that makes writers: over DDS (`dds.Node`), or rmw_zenoh's (`zenoh_node`)."""
+
+    def writer(self, ros_topic: str, ros_type: str, profile: dds.Profile) -> Writing: ...
+
+    def close(self) -> None: ...
 
 
 class Ros2Sink(Sink):
@@ -63,8 +78,8 @@ class Ros2Sink(Sink):
         }
         self.max_rate = rate
         self.url = f"ROS 2 domain {domain} (discovery {scope.lower()}) as node /robowire"
-        self.node: dds.Node | None = None
-        self.writers: dict[str, dds.RawWriter] = {}
+        self.node: Publishing | None = None
+        self.writers: dict[str, Writing] = {}
         self._diagnosed = 0.0
         self._failed: set[str] = set()  # topics whose writer DDS refused (said once)
 
@@ -106,7 +121,7 @@ class Ros2Sink(Sink):
         self.stats.messages_out += 1
         self.stats.bytes_out += len(message.data)
 
-    def _writer(self, message: Message) -> dds.RawWriter | None:
+    def _writer(self, message: Message) -> Writing | None:
         assert self.node is not None
         if message.topic in self._failed:
             return None

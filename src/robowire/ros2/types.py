@@ -212,7 +212,7 @@ def rihs01(name: str) -> str:
 
 
 def _msg_line(field: Field) -> str:
-    base = field.type
+    base = field.type.replace("/msg/", "/")  # a field's type as a .msg file names it: pkg/Name
     if field.string_bound:
         base += f"<={field.string_bound}"
     if field.array:
@@ -224,7 +224,8 @@ def _msg_line(field: Field) -> str:
 
 def definition(name: str) -> str:
     """The .msg text of `name` followed by each type it refers to, as rosbag2 stores a schema
-    (`ros2msg`: blocks separated by a line of 80 `=` and `MSG: pkg/msg/Name`)."""
+    (`ros2msg`, rosbag2's docs/message_definition_encoding.md: fields typed `pkg/Name` as in a
+    .msg file; blocks separated by a line of 80 `=` and `MSG: pkg/msg/Name`)."""
     blocks = ["\n".join(_msg_line(f) for f in fields(name))]
     for nested in nested_types(name):
         body = "\n".join(_msg_line(f) for f in fields(nested))

@@ -4,6 +4,7 @@
                 wire protocol's: Foxglove live (`sinks/foxglove.py`), the web viewer
                 (`viewer/`), Zenoh (`zenoh/`); more from the `robowire.sinks` entry point group
     RECORDERS   file suffix -> "module:function" (path, foxglove_rate -> Sink): the MCAP recorder
+    FORMATS     `record --format NAME` -> "module:function" (path -> Sink): a ROS 2 bag
     protocols   a wire protocol's server is its `WireProtocol.open_sink` (`serve vrpn://…`), and
                 a file in its own format its `WireProtocol.record` (`record -o run.vrpn`)
 
@@ -28,6 +29,7 @@ from robowire.sinks.jsonlines import JsonLinesSink
 from robowire.sinks.table import TableSink
 
 __all__ = [
+    "FORMATS",
     "RECORDERS",
     "SINKS",
     "JsonLinesSink",
@@ -44,6 +46,7 @@ SINKS: dict[str, str] = {
     "http": "robowire.viewer.server:open_sink",
     "zenoh": "robowire.zenoh:open_sink",
     "ros2": "robowire.ros2:open_sink",
+    "ros2+zenoh": "robowire.ros2.zenoh_sink:open_sink",
 }
 """URL schemes that name a sink, not a wire protocol (`serve foxglove://…`, the web viewer's
 `serve http://…`): scheme -> "module:function" taking the `Endpoint`, returning the `Sink`."""
@@ -51,6 +54,10 @@ SINKS: dict[str, str] = {
 RECORDERS: dict[str, str] = {".mcap": "robowire.recording:open_recorder"}
 """`record -o FILE` by FILE's suffix (any other, and no suffix, is MCAP) -> "module:function"
 taking the path and `foxglove_rate`, returning the `Sink`; protocols' own formats come first."""
+
+FORMATS: dict[str, str] = {"rosbag2": "robowire.ros2.bag_recorder:open_recorder"}
+"""`record -o PATH --format NAME`: NAME -> "module:function" taking the path and returning the
+`Sink` (a ROS 2 bag: a directory, so not told by a suffix)."""
 
 
 def names() -> list[str]:
@@ -94,9 +101,15 @@ def open_sink(endpoint: Endpoint) -> Sink:
     return protocol.open_sink(endpoint)
 
 
-def open_recorder(path: str, foxglove_rate: float = 10.0) -> Sink:
-    """The sink that writes the file `path` (`record -o`): a protocol's own format when one
-    claims its suffix (`.vrpn`, `.rec`), else a registered recorder's (MCAP by default)."""
+def open_recorder(path: str, foxglove_rate: float = 10.0, format: str | None = None) -> Sink:
+    """The sink that writes the file `path` (`record -o`): `format`'s (`FORMATS`) when given,
+    a protocol's own format when one claims its suffix (`.vrpn`, `.rec`), else a registered
+    recorder's (MCAP by default)."""
+    if format is not None:
+        if format not in FORMATS:
+            raise ConfigError(f"unknown record format {format!r} (known: {', '.join(FORMATS)})")
+        opened: Sink = load(FORMATS[format])(path)
+        return opened
     suffix = Path(path).suffix.lower()
     for protocol in protocols.landed():
         if protocol.record is not None and suffix in protocol.suffixes():
