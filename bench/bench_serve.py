@@ -20,8 +20,9 @@ counted), each in its own process.
 Each process's CPU comes from /proc/<pid>/stat over the same window. Printed: messages/s
 read, CPU share, CPU per 1,000 messages/s, and the ratios (the table's "vs peer" of the VRPN
 rows: sim / mainline server, our client / vrpn_print_devices). The contestants alternate
-(mainline, sim, floor, mainline, sim, floor) and the lower of each is kept: the machine is
-shared. The mainline binaries are found at ../shared/peers/vrpn from the repository root, or
+(mainline, sim, floor, mainline, sim, floor, ...) for 3 rounds; each ratio is the median of
+the rounds' ratios, printed with its spread (bench/rounds.py): the machine is shared. The
+mainline binaries are found at ../shared/peers/vrpn from the repository root, or
 ROBOWIRE_VRPN_SERVER / ROBOWIRE_VRPN_PRINT_DEVICES.
 """
 
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import bench
+from bench import rounds
 
 SENSORS = 10
 RATE = 1000
@@ -342,25 +344,31 @@ def run_our_client(port: int) -> dict[str, float]:
     return result(rate_between(samples, t0, t1), (c1 - c0) / (t1 - t0))
 
 
-def clients(tmp: Path) -> tuple[dict[str, float], dict[str, float]]:
-    """(vrpn_print_devices, our client), each the better of two alternating runs against one
+def clients(tmp: Path) -> tuple[list[dict[str, float]], list[dict[str, float]]]:
+    """(vrpn_print_devices, our client): `rounds.ROUNDS` alternating runs of each against one
     mainline server."""
     port = free_port()
     server = start_mainline(port, tmp / "clients.cfg")
     try:
         wait_port(port)
         theirs, ours = [], []
-        for _ in range(2):
+        for _ in range(rounds.ROUNDS):
             theirs.append(run_print_devices(port, tmp))
             ours.append(run_our_client(port))
-        return best(theirs), best(ours)
+        return theirs, ours
     finally:
         server.terminate()
         server.wait(10)
 
 
-def best(runs: list[dict[str, float]]) -> dict[str, float]:
-    return min(runs, key=lambda r: r["per_k"])
+def median(runs: list[dict[str, float]]) -> dict[str, float]:
+    """The run of median CPU per message."""
+    return sorted(runs, key=lambda r: r["per_k"])[len(runs) // 2]
+
+
+def ratios(ours: list[dict[str, float]], theirs: list[dict[str, float]]) -> list[float]:
+    """CPU per message, ours over theirs, per round (each pair run one after the other)."""
+    return [a["per_k"] / b["per_k"] for a, b in zip(ours, theirs, strict=True)]
 
 
 def show(label: str, r: dict[str, Any]) -> None:
@@ -376,17 +384,18 @@ def main() -> dict[str, float]:
     mainline = MAINLINE_SERVER.is_file() and PRINT_DEVICES.is_file()
     print(
         f"   VRPN server, {SENSORS} sensors at {RATE} Hz (pose, velocity, acceleration), "
-        f"a bare TCP client reading; {window():.0f} s windows, best of 2:"
+        f"a bare TCP client reading; {window():.0f} s windows, {rounds.ROUNDS} rounds side by "
+        "side (median):"
     )
     floors, sims, mains = [], [], []
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
-        for _ in range(2):
+        for _ in range(rounds.ROUNDS):
             if mainline:
                 mains.append(run_mainline(tmp))
             sims.append(run_sim())
             floors.append(run_floor())
-        floor, sim = best(floors), best(sims)
+        floor, sim = median(floors), median(sims)
         show("robowire sim vrpn (CLI process)", sim)
         show(f"floor: {FRAME_BYTES} pre-encoded bytes per frame", floor)
         figures = {
@@ -400,26 +409,29 @@ def main() -> dict[str, float]:
         if not mainline:
             print(f"     mainline: n/a (no mainline binaries at {MAINLINE_SERVER.parent})")
             return figures
-        main_server = best(mains)
+        main_server = median(mains)
         show("mainline vrpn_server, vrpn_Tracker_NULL", main_server)
-        server_ratio = sim["per_k"] / main_server["per_k"]
-        print(
-            f"     ratio sim / mainline vrpn_server         {server_ratio:>6.2f} x  (target <= 3)"
-        )
-        print("   VRPN client reading the mainline server (TCP only), best of 2:")
-        theirs, ours = clients(tmp)
+        server_ratios = ratios(sims, mains)
+        print(f"     ratio sim / mainline vrpn_server         {rounds.text(server_ratios)}"
+              "  (target <= 1)")  # fmt: skip
+        print(f"   VRPN client reading the mainline server (TCP only), {rounds.ROUNDS} rounds:")
+        theirs_runs, ours_runs = clients(tmp)
+    theirs, ours = median(theirs_runs), median(ours_runs)
     show(f"mainline vrpn_print_devices (1/{STRIDE} printed)", theirs)
     show("robowire client (driver + session)", ours)
-    client_ratio = ours["per_k"] / theirs["per_k"]
-    print(f"     ratio ours / vrpn_print_devices          {client_ratio:>6.2f} x")
-    return figures | {
-        "mainline_server_rate": main_server["rate"],
-        "mainline_server_cpu_per_1000": main_server["per_k"],
-        "server_peer_ratio": server_ratio,
-        "print_devices_rate": theirs["rate"],
-        "print_devices_cpu_per_1000": theirs["per_k"],
-        "client_rate": ours["rate"],
-        "client_cpu": ours["cpu"],
-        "client_cpu_per_1000": ours["per_k"],
-        "client_peer_ratio": client_ratio,
-    }
+    client_ratios = ratios(ours_runs, theirs_runs)
+    print(f"     ratio ours / vrpn_print_devices          {rounds.text(client_ratios)}")
+    return (
+        figures
+        | {
+            "mainline_server_rate": main_server["rate"],
+            "mainline_server_cpu_per_1000": main_server["per_k"],
+            "print_devices_rate": theirs["rate"],
+            "print_devices_cpu_per_1000": theirs["per_k"],
+            "client_rate": ours["rate"],
+            "client_cpu": ours["cpu"],
+            "client_cpu_per_1000": ours["per_k"],
+        }
+        | rounds.figures("server_peer_ratio", server_ratios)
+        | rounds.figures("client_peer_ratio", client_ratios)
+    )

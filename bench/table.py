@@ -85,7 +85,7 @@ ROWS = (
             "cpu_share": ("load", "vrpn.10000.cpu"),
         },
         # CPU per message of `sim vrpn` over the mainline vrpn_server's (bench/bench_serve.py)
-        Peer("serve", "server_peer_ratio", 3.0, True, "mainline vrpn_server"),
+        Peer("serve", "server_peer_ratio", 1.0, True, "mainline vrpn_server"),
     ),
     Row(
         "VRPN client",
@@ -117,7 +117,7 @@ ROWS = (
             "latency_p99_ms": ("ugcs", "lag_p99_ms"),
             "cpu_share": ("ugcs", "ucs_cpu"),
         },
-        Peer("ugcs", "decode_ratio", 0.2, False, "protobuf's parser alone"),
+        Peer("ugcs", "decode_ratio", 0.6, False, "protobuf's parser alone"),
     ),
     Row(
         "VRSP",
@@ -186,15 +186,24 @@ def table_rows(figures: Figures) -> dict[str, dict[str, Any]]:
             value = None if where is None else figures.get(where[0], {}).get(where[1])
             cells[column.key] = None if value is None or math.isnan(value) else float(value)
         cells["peer_target"] = None if row.peer is None else row.peer.target_text
+        if row.peer is not None:  # the spread of the rounds the median is of (bench/rounds.py)
+            module = figures.get(row.peer.module, {})
+            for end in ("low", "high"):
+                value = module.get(f"{row.peer.figure}_{end}")
+                cells[f"peer_{end}"] = None if value is None else float(value)
         out[row.protocol] = cells
     return out
 
 
-def _peer_cell(value: float | None, peer: Peer | None) -> str:
-    """ "2.85x (<=3)", with "miss" when the target is not met."""
+def _peer_cell(cells: Mapping[str, Any], peer: Peer | None) -> str:
+    """ "2.85x (<=3)", or "2.85x [2.61-3.02] (<=3)" with the spread of the runs the median
+    is of; "miss" when the target is not met."""
+    value = cells["peer_ratio"]
     if peer is None or value is None:
         return "-"
-    return f"{value:.2f}x ({peer.target_text}){'' if peer.met(value) else ' miss'}"
+    low, high = cells.get("peer_low"), cells.get("peer_high")
+    spread = "" if low is None or high is None else f" [{low:.2f}-{high:.2f}]"
+    return f"{value:.2f}x{spread} ({peer.target_text}){'' if peer.met(value) else ' miss'}"
 
 
 def _cell(value: float | None, unit: str) -> str:
@@ -222,9 +231,7 @@ def render(figures: Figures) -> str:
             name,
             cells["load"],
             *(
-                _peer_cell(cells[c.key], peers[name])
-                if c.unit == "peer"
-                else _cell(cells[c.key], c.unit)
+                _peer_cell(cells, peers[name]) if c.unit == "peer" else _cell(cells[c.key], c.unit)
                 for c in COLUMNS
             ),
         ]
