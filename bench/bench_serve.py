@@ -33,6 +33,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,29 @@ PRINT_DEVICES = Path(os.environ.get("ROBOWIRE_VRPN_PRINT_DEVICES") or PEERS / "v
 STRIDE = 100  # vrpn_print_devices prints every STRIDE-th report of each sensor
 COOKIE = b"vrpn: ver. 07.38  0\0\0\0\0\0"
 FRAME_BYTES = SENSORS * (88 + 96 + 96)  # one frame: Pos_Quat (88), Velocity, Acceleration (96)
+
+
+@dataclass(frozen=True)
+class Load:
+    """What both servers serve: `trackers` NULL trackers of `sensors` sensors at `rate` Hz."""
+
+    trackers: int
+    sensors: int
+    rate: int
+    key: str  # its figures' prefix ("" for the first)
+
+    @property
+    def text(self) -> str:
+        if self.trackers == 1:
+            return f"{self.sensors} sensors at {self.rate} Hz"
+        return f"{self.trackers} trackers x {self.sensors} sensor at {self.rate} Hz"
+
+
+LOADS = (
+    Load(1, SENSORS, RATE, ""),
+    # many senders, as a mocap system with many rigid bodies serves (the same 30k msg/s)
+    Load(100, 1, 100, "many_"),
+)
 
 READER = r"""
 import socket, struct, sys, time
@@ -190,9 +214,14 @@ def env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": SRC}
 
 
-def start_sim(port: int, *extra: str) -> subprocess.Popen[bytes]:
-    """`robowire sim vrpn` as the CLI runs it (this checkout's sources)."""
-    args = ["sim", "vrpn", "--count", str(SENSORS), "--rate", str(RATE), "--port", str(port)]
+def start_sim(port: int, *extra: str, load: Load | None = None) -> subprocess.Popen[bytes]:
+    """`robowire sim vrpn` as the CLI runs it (this checkout's sources), at `load` (the
+    first of LOADS by default)."""
+    load = load or LOADS[0]
+    args = ["sim", "vrpn", "--count", str(load.sensors), "--rate", str(load.rate)]
+    args += ["--port", str(port)]
+    if load.trackers > 1:
+        args += ["--set", f"trackers={load.trackers}"]
     return subprocess.Popen(
         [sys.executable, "-c", "from robowire.cli import main; main()", *args, *extra],
         env=env(),
@@ -246,9 +275,9 @@ def measure(server: subprocess.Popen[bytes], port: int) -> dict[str, float]:
     return result(rate_between(samples, t0, t1), (c1 - c0) / (t1 - t0))
 
 
-def run_sim(*extra: str) -> dict[str, float]:
+def run_sim(*extra: str, load: Load | None = None) -> dict[str, float]:
     port = free_port()
-    sim = start_sim(port, *extra)
+    sim = start_sim(port, *extra, load=load)
     try:
         wait_port(port)
         return measure(sim, port)
@@ -277,9 +306,16 @@ def run_floor() -> dict[str, float]:
             floor.wait(10)
 
 
-def start_mainline(port: int, config: Path) -> subprocess.Popen[bytes]:
-    """Mainline `vrpn_server` serving `vrpn_Tracker_NULL Tracker0 10 1000` on 127.0.0.1."""
-    config.write_text(f"vrpn_Tracker_NULL\tTracker0\t{SENSORS}\t{RATE}\n")
+def start_mainline(port: int, config: Path, load: Load | None = None) -> subprocess.Popen[bytes]:
+    """Mainline `vrpn_server` serving `load`'s trackers (`vrpn_Tracker_NULL Tracker0 10 1000`
+    by default) on 127.0.0.1."""
+    load = load or LOADS[0]
+    config.write_text(
+        "".join(
+            f"vrpn_Tracker_NULL\tTracker{i}\t{load.sensors}\t{load.rate}\n"
+            for i in range(load.trackers)
+        )
+    )
     return subprocess.Popen(
         [str(MAINLINE_SERVER), "-f", str(config), "-quiet", "-NIC", "127.0.0.1", str(port)],
         stdout=subprocess.DEVNULL,
@@ -287,9 +323,9 @@ def start_mainline(port: int, config: Path) -> subprocess.Popen[bytes]:
     )
 
 
-def run_mainline(tmp: Path) -> dict[str, float]:
+def run_mainline(tmp: Path, load: Load | None = None) -> dict[str, float]:
     port = free_port()
-    server = start_mainline(port, tmp / "null.cfg")
+    server = start_mainline(port, tmp / "null.cfg", load)
     try:
         wait_port(port)
         return measure(server, port)
@@ -414,6 +450,24 @@ def main() -> dict[str, float]:
         server_ratios = ratios(sims, mains)
         print(f"     ratio sim / mainline vrpn_server         {rounds.text(server_ratios)}"
               "  (target <= 1)")  # fmt: skip
+        many = LOADS[1]
+        print(f"   VRPN server, {many.text}, the same bare client; {rounds.ROUNDS} rounds:")
+        many_sims, many_mains = [], []
+        for _ in range(rounds.ROUNDS):
+            many_mains.append(run_mainline(tmp, many))
+            many_sims.append(run_sim(load=many))
+        show(f"robowire sim vrpn --set trackers={many.trackers}", median(many_sims))
+        show(f"mainline vrpn_server, {many.trackers} vrpn_Tracker_NULL", median(many_mains))
+        many_ratios = ratios(many_sims, many_mains)
+        print(f"     ratio sim / mainline vrpn_server         {rounds.text(many_ratios)}"
+              "  (target <= 1)")  # fmt: skip
+        figures |= {
+            "many_sim_rate": median(many_sims)["rate"],
+            "many_sim_cpu": median(many_sims)["cpu"],
+            "many_sim_cpu_per_1000": median(many_sims)["per_k"],
+            "many_mainline_cpu_per_1000": median(many_mains)["per_k"],
+            **rounds.figures("many_peer_ratio", many_ratios),
+        }
         print(f"   VRPN client reading the mainline server (TCP only), {rounds.ROUNDS} rounds:")
         theirs_runs, ours_runs = clients(tmp)
     theirs, ours = median(theirs_runs), median(ours_runs)

@@ -88,6 +88,13 @@ ROWS = (
         Peer("serve", "server_peer_ratio", 1.0, True, "mainline vrpn_server"),
     ),
     Row(
+        "VRPN trackers",
+        "100 trackers x 1 at 100 Hz",
+        {"ingest_rate": ("serve", "many_sim_rate"), "cpu_share": ("serve", "many_sim_cpu")},
+        # the same with many senders: `sim vrpn --set trackers=100` over 100 mainline trackers
+        Peer("serve", "many_peer_ratio", 1.0, True, "mainline vrpn_server, 100 trackers"),
+    ),
+    Row(
         "VRPN client",
         "mainline server, 10 x 1 kHz",
         {"ingest_rate": ("serve", "client_rate"), "cpu_share": ("serve", "client_cpu")},

@@ -36,8 +36,8 @@ FIGURES = {
 def test_each_protocol_row_takes_its_figures_and_leaves_missing_cells_empty():
     rows = table.table_rows(FIGURES)
     assert list(rows) == [
-        "VRPN", "VRPN client", "XRP", "UgCS", "VRSP", "SpyGlass", "gateway", "recorder",
-        "Foxglove",
+        "VRPN", "VRPN trackers", "VRPN client", "XRP", "UgCS", "VRSP", "SpyGlass", "gateway",
+        "recorder", "Foxglove",
     ]  # fmt: skip
     assert rows["VRPN"] == {
         "load": "10 sensors at 1 kHz",
@@ -74,13 +74,13 @@ def test_the_text_table_has_one_line_per_protocol_in_readable_units():
         "VRPN", "10 sensors at 1 kHz", "2.5M", "3.25x", "299.0k", "0.2", "1.5", "12.0%",
         "2.50x (<=1) miss",
     ]  # fmt: skip
-    client = [c.strip() for c in lines[3].split("|")[1:-1]]
+    client = [c.strip() for c in lines[4].split("|")[1:-1]]
     assert client[0] == "VRPN client" and client[-1] == "0.60x (<=1)"
-    vrsp = [c.strip() for c in lines[6].split("|")[1:-1]]
+    vrsp = [c.strip() for c in lines[7].split("|")[1:-1]]
     assert vrsp[2:] == ["-", "-", "-", "6.0", "150", "-", "-"]
-    spyglass = [c.strip() for c in lines[7].split("|")[1:-1]]
+    spyglass = [c.strip() for c in lines[8].split("|")[1:-1]]
     assert spyglass[-1] == "0.50x (>=0.8) miss"  # a missed target says so
-    assert len(lines) == 2 + 9
+    assert len(lines) == 2 + 10
     assert len({len(line) for line in lines}) == 1  # aligned columns
 
 
