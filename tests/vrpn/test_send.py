@@ -451,6 +451,7 @@ async def test_frames_planned_ahead_are_the_bytes_of_frames_made_one_at_a_time(
 
     for sim, plan_seconds in ((ahead, services.PLAN_SECONDS), (alone, 0.0)):
         monkeypatch.setattr(services, "PLAN_SECONDS", plan_seconds)
+        monkeypatch.setattr(services, "PLAN_FRAMES", 20 if plan_seconds else 1)
         sim.step(100.0)
         run(sim, 100.12)  # past two plans, an analog report and a dial's
         sim.step(100.5)  # the loop was held up: the missed steps skipped

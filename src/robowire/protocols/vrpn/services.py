@@ -62,6 +62,7 @@ FIRST_CONNECT_TIMEOUT = 5.0
 PONG_AFTER = 1.0  # seconds after a device's first log entry: its pong (`VrpnLogSink`)
 RECONNECT_TIMEOUT = 2.0
 PLAN_SECONDS = 0.05  # the simulator computes and encodes this far ahead in one pass (`_plan`)
+PLAN_FRAMES = 20  # and at least this many frames (a pass's fixed cost, over a low rate's few)
 
 
 def open_sink(endpoint: Endpoint) -> Sink:
@@ -487,13 +488,14 @@ class VrpnSim(Sim):
             self.server.flush()
 
     def _plan(self, now: float) -> None:
-        """The next `PLAN_SECONDS` of frames from `now`, one period apart, computed in one
+        """The next `PLAN_SECONDS` of frames (`PLAN_FRAMES` at least) from `now`, one period
+        apart, computed in one
         numpy pass; each mapping's batch of them is encoded in one pass too, when first sent
         (`_batch`). Each frame is stamped with the time it is the pose at."""
         assert self._start is not None
         rate = self._rate = self.model.rate
         times = [now]
-        for _ in range(max(1, round(rate * PLAN_SECONDS)) - 1):
+        for _ in range(max(1, PLAN_FRAMES, round(rate * PLAN_SECONDS)) - 1):
             times.append(times[-1] + 1.0 / rate)  # as each step adds a period to the last
         self._times = times
         steps = np.array(times)
