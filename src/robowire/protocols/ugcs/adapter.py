@@ -47,6 +47,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -592,8 +593,8 @@ class UcsAdapter:
         if label is None:
             return
         enabled = self._enabled.setdefault(label, {})
-        for state in event.commands:
-            enabled[state.name] = state.available and state.enabled
+        usable = map(operator.and_, event.available, event.enabled)
+        enabled.update(zip(event.names, usable, strict=True))
         names = sorted(n for n, on in enabled.items() if on and n)
         self._attributes(label, {"commands_enabled": names}, receive_time)
 
