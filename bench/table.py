@@ -162,6 +162,19 @@ ROWS = (
             "latency_p99_ms": ("latency", "p99_ms"),
             "cpu_share": ("latency", "cpu"),
         },
+        # p99 over a bare asyncio UDP -> TCP forwarder's, side by side (the VM's floor)
+        Peer("latency", "peer_ratio_p99", 1.5, True, "a bare asyncio UDP forwarder, p99"),
+    ),
+    Row(
+        "gateway 1k",
+        "1k updates/s",
+        {
+            "ingest_rate": ("latency", "1k_rate"),
+            "latency_p50_ms": ("latency", "1k_p50_ms"),
+            "latency_p99_ms": ("latency", "1k_p99_ms"),
+            "cpu_share": ("latency", "1k_cpu"),
+        },
+        Peer("latency", "1k_peer_ratio_p99", 1.5, True, "a bare asyncio UDP forwarder, p99"),
     ),
     # the MCAP recorder (bench/bench_mcap.py): x base = its CPU time over the `mcap` writer's
     # alone on the same messages, after the first update; CPU = recording the show live
