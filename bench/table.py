@@ -176,6 +176,20 @@ ROWS = (
         },
         Peer("latency", "1k_peer_ratio_p99", 1.5, True, "a bare asyncio UDP forwarder, p99"),
     ),
+    # Zenoh between two gateway processes (bench/bench_zenoh.py): CPU per message of both
+    # processes summed, over Zenoh's own put/subscribe of the same payloads (both processes)
+    Row(
+        "Zenoh",
+        "10,000-drone frames",
+        {"ingest_rate": ("zenoh", "rate_10000")},
+        Peer("zenoh", "cpu_ratio_10000", 2.0, True, "Zenoh's own put/subscribe, CPU"),
+    ),
+    Row(
+        "Zenoh 100",
+        "100-drone frames",
+        {"ingest_rate": ("zenoh", "rate_100")},
+        Peer("zenoh", "cpu_ratio_100", 2.0, True, "Zenoh's own put/subscribe, CPU"),
+    ),
     # the MCAP recorder (bench/bench_mcap.py): x base = its CPU time over the `mcap` writer's
     # alone on the same messages, after the first update; CPU = recording the show live
     Row(

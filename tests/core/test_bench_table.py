@@ -37,7 +37,7 @@ def test_each_protocol_row_takes_its_figures_and_leaves_missing_cells_empty():
     rows = table.table_rows(FIGURES)
     assert list(rows) == [
         "VRPN", "VRPN trackers", "VRPN client", "XRP", "UgCS", "VRSP", "SpyGlass", "gateway",
-        "gateway 1k", "recorder", "Foxglove",
+        "gateway 1k", "Zenoh", "Zenoh 100", "recorder", "Foxglove",
     ]  # fmt: skip
     assert rows["VRPN"] == {
         "load": "10 sensors at 1 kHz",
@@ -80,7 +80,7 @@ def test_the_text_table_has_one_line_per_protocol_in_readable_units():
     assert vrsp[2:] == ["-", "-", "-", "6.0", "150", "-", "-"]
     spyglass = [c.strip() for c in lines[8].split("|")[1:-1]]
     assert spyglass[-1] == "0.50x (>=0.8) miss"  # a missed target says so
-    assert len(lines) == 2 + 11
+    assert len(lines) == 2 + 13
     assert len({len(line) for line in lines}) == 1  # aligned columns
 
 

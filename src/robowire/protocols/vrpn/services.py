@@ -244,7 +244,7 @@ class VrpnLogSink(Sink):
         for sender, message, time, _ in out.messages:
             session.send(sender, message, time=self._last if time is None else time)
         for encoder, columns in reports:
-            ids = [session.register_sender(name) for name in columns.names]
+            ids = session.register_senders(tuple(columns.names))
             types = [session.register_type(kind) for kind in encoder.kinds]
             rows = np.array(ids, dtype=np.int32)[columns.senders]
             values = [columns.values]
