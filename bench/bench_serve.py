@@ -9,7 +9,8 @@ them):
 * mainline: VRPN's own `vrpn_server` with `vrpn_Tracker_NULL Tracker0 10 1000` (the same three
   messages per sensor per frame; its 1 ms sleep per loop paces it a little below 1 kHz);
 * floor: an asyncio server on the same event loop (uvloop when installed) that paces itself
-  the way the simulator does and writes, every frame, the same number of pre-encoded bytes
+  the way the simulator does (a timer callback per frame) and writes, every frame, the same
+  number of pre-encoded bytes
   (one write per frame, as the simulator's one flush per frame).
 
 Client: the mainline server read by mainline `vrpn_print_devices` (TCP only, printing every
@@ -141,11 +142,12 @@ class Link(asyncio.Protocol):
         links.remove(self)
 
 async def main():
-    server = await asyncio.get_running_loop().create_server(Link, "127.0.0.1", 0)
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(Link, "127.0.0.1", 0)
     with open(port_file, "w") as f:
         f.write(str(server.sockets[0].getsockname()[1]))
-    next_frame = monotonic()
-    while True:
+
+    def tick(next_frame):  # a timer callback per frame, as the simulator's steps are
         for link in links:  # the same bytes per frame as the simulator's frame
             if link.transport.get_write_buffer_size() < 1 << 20:
                 link.transport.write(frame)
@@ -154,7 +156,10 @@ async def main():
         if delay < -0.1:
             next_frame = monotonic()
             delay = 0.0
-        await asyncio.sleep(max(delay, 0.0))
+        loop.call_later(max(delay, 0.0), tick, next_frame)
+
+    tick(monotonic())
+    await asyncio.Event().wait()
 
 run(main())
 """
