@@ -34,6 +34,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -235,15 +236,39 @@ def start_sim(port: int, *extra: str, load: Load | None = None) -> subprocess.Po
     )
 
 
-def wait_port(port: int, timeout: float = 20.0) -> None:
+def wait_port(
+    port: int, timeout: float = 20.0, process: subprocess.Popen[bytes] | None = None
+) -> None:
     end = time.time() + timeout
     while time.time() < end:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"the server for port {port} exited ({process.returncode})")
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
             return
         except OSError:
             time.sleep(0.1)
     raise RuntimeError(f"nothing listens on {port}")
+
+
+def serving(
+    start: Callable[[int], subprocess.Popen[bytes]], tries: int = 3
+) -> tuple[subprocess.Popen[bytes], int]:
+    """A server process `start`ed on a free port and listening there; on another port when it
+    could not (another process can take a port between `free_port` and the server's bind:
+    seen once in a round of this shared machine)."""
+    for attempt in range(tries):
+        port = free_port()
+        process = start(port)
+        try:
+            wait_port(port, process=process)
+            return process, port
+        except RuntimeError:
+            process.terminate()
+            process.wait(10)
+            if attempt == tries - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 def window() -> float:
@@ -281,10 +306,8 @@ def measure(server: subprocess.Popen[bytes], port: int) -> dict[str, float]:
 
 
 def run_sim(*extra: str, load: Load | None = None) -> dict[str, float]:
-    port = free_port()
-    sim = start_sim(port, *extra, load=load)
+    sim, port = serving(lambda port: start_sim(port, *extra, load=load))
     try:
-        wait_port(port)
         return measure(sim, port)
     finally:
         sim.terminate()
@@ -329,10 +352,8 @@ def start_mainline(port: int, config: Path, load: Load | None = None) -> subproc
 
 
 def run_mainline(tmp: Path, load: Load | None = None) -> dict[str, float]:
-    port = free_port()
-    server = start_mainline(port, tmp / "null.cfg", load)
+    server, port = serving(lambda port: start_mainline(port, tmp / "null.cfg", load))
     try:
-        wait_port(port)
         return measure(server, port)
     finally:
         server.terminate()
@@ -388,10 +409,8 @@ def run_our_client(port: int) -> dict[str, float]:
 def clients(tmp: Path) -> tuple[list[dict[str, float]], list[dict[str, float]]]:
     """(vrpn_print_devices, our client): `rounds.ROUNDS` alternating runs of each against one
     mainline server."""
-    port = free_port()
-    server = start_mainline(port, tmp / "clients.cfg")
+    server, port = serving(lambda port: start_mainline(port, tmp / "clients.cfg"))
     try:
-        wait_port(port)
         theirs, ours = [], []
         for _ in range(rounds.ROUNDS):
             theirs.append(run_print_devices(port, tmp))
