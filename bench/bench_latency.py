@@ -310,7 +310,10 @@ def _asyncio_relay(udp_port: int, tcp_port: int) -> None:
 
 def bare_sockets(sensors: int = SENSORS, relay_of: Any = _bare_relay) -> list[float]:
     """Stamps of `sensors` per frame through `relay_of` (the blocking relay, or the asyncio
-    one), read here: per stamp, its arrival minus its send time."""
+    one), read here: per stamp, its arrival minus its send time. Behind the blocking relay
+    the reader is a blocking `recv` loop (the baseline since issue 23); behind the asyncio
+    forwarder it is an asyncio reader taking the time its `data_received` runs, as the
+    gateway's reader does (`_read_vrpn`): only the middle of the two paths differs."""
     stamps = _stamps(sensors)
     udp_port = _free_port()
     with socket.socket() as listener:
@@ -324,6 +327,11 @@ def bare_sockets(sensors: int = SENSORS, relay_of: Any = _bare_relay) -> list[fl
     try:
         time.sleep(0.2)  # the relay binds its UDP port
         sender.start()
+        if relay_of is _asyncio_relay:
+            from robowire.transport import run
+
+            run(_read_stamps(conn, stamps, latencies))
+            return latencies
         end = time.monotonic() + SECONDS
         counting_from = time.monotonic() + WARMUP
         buffer = b""
@@ -347,6 +355,29 @@ def bare_sockets(sensors: int = SENSORS, relay_of: Any = _bare_relay) -> list[fl
         relay.terminate()
         relay.join(10)
     return latencies
+
+
+async def _read_stamps(conn: socket.socket, stamps: struct.Struct, out: list[float]) -> None:
+    """The stamps arriving on `conn` over SECONDS, read on this process's event loop: per
+    stamp, the time its bytes' `data_received` ran minus it (after WARMUP)."""
+    counting_from = time.monotonic() + WARMUP
+
+    class Reader(asyncio.Protocol):
+        buffer = b""
+
+        def data_received(self, data: bytes) -> None:
+            now = time.monotonic()
+            buffer = self.buffer + data
+            whole = len(buffer) // stamps.size * stamps.size
+            if now >= counting_from:
+                for offset in range(0, whole, stamps.size):
+                    out.extend(now - t for t in stamps.unpack_from(buffer, offset))
+            self.buffer = buffer[whole:]
+
+    conn.setblocking(False)
+    transport, _ = await asyncio.get_running_loop().connect_accepted_socket(Reader, sock=conn)
+    await asyncio.sleep(SECONDS)
+    transport.close()
 
 
 def _quantiles(values: list[float]) -> tuple[float, float, float]:
