@@ -489,9 +489,9 @@ class VrpnSim(Sim):
 
     def _plan(self, now: float) -> None:
         """The next `PLAN_SECONDS` of frames (`PLAN_FRAMES` at least) from `now`, one period
-        apart, computed in one
-        numpy pass; each mapping's batch of them is encoded in one pass too, when first sent
-        (`_batch`). Each frame is stamped with the time it is the pose at."""
+        apart, computed in one numpy pass; each mapping's batch of them is encoded in one pass
+        too, when first sent (`_batch`). Each frame is stamped with the time it is the pose
+        at."""
         assert self._start is not None
         rate = self._rate = self.model.rate
         times = [now]
