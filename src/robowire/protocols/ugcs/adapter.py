@@ -686,7 +686,8 @@ class UcsAdapter:
         known = np.flatnonzero(at >= 0)
         at = at[known]
         slot, code = lookup.slots[at], lookup.codes[at]
-        number = batch.number[known] * lookup.scale[code]
+        with np.errstate(over="ignore"):  # a double past its unit's range: inf, as a float's
+            number = batch.number[known] * lookup.scale[code]  # product is one at a time
         attributes = _text_values(lookup, batch, known, slot, code, number)
         changed: set[str] = set()
         order = np.argsort(code, kind="stable")  # per column, in arrival order
