@@ -10,8 +10,11 @@ them):
   messages per sensor per frame; its 1 ms sleep per loop paces it a little below 1 kHz);
 * floor: an asyncio server on the same event loop (uvloop when installed) that paces itself
   the way the simulator does (a timer callback per frame) and writes, every frame, the same
-  number of pre-encoded bytes
-  (one write per frame, as the simulator's one flush per frame).
+  number of pre-encoded bytes (one write per frame, as the simulator's one flush per frame).
+
+Then the same two servers at a second load, many senders as a mocap system with many rigid
+bodies serves: `sim vrpn --count 1 --rate 100 --set trackers=100` against 100
+`vrpn_Tracker_NULL TrackerN 1 100` (30k messages/s again, in 100 frames/s; `LOADS`).
 
 Client: the mainline server read by mainline `vrpn_print_devices` (TCP only, printing every
 100th report of each sensor, so that printf is not what is timed) and by robowire's client
