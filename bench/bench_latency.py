@@ -16,6 +16,12 @@ socket relay of the same path measured in the same run.
    holding the 100 stamps, a relay process (a bare blocking `recv` / `sendall` loop) writes it
    to a TCP connection, and this process reads it and takes the same difference per stamp.
 
+2b. the floor of the table's "vs peer": the same stamps through a bare asyncio forwarder
+   (uvloop; `datagram_received` writes each datagram to the TCP transport) instead of the
+   blocking relay, and the gateway, side by side, 3 rounds, at 10k updates/s (100 sensors)
+   and 1k (10 sensors, the same 100 frames/s): the gateway's p99 over the forwarder's, the
+   median of the rounds' ratios (target <= 1.5).
+
 3. in process: the gateway of 1 run in this process instead, timing each update from the
    moment the source read its datagram (the world update's `receive_time`) to the moment the
    sink's `write` handed it to the reader's connection: robowire's own share.
@@ -42,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from bench import rounds
 from bench.bench_serve import cpu_seconds
 
 SENSORS = 100
@@ -64,7 +71,7 @@ def _free_port() -> int:
         return port
 
 
-def _pace(frame: int, start: float) -> None:
+def _pace(frame: int, start: float) -> None:  # (RATE frames/s)
     delay = start + frame / RATE - time.monotonic()
     if delay > 0:
         time.sleep(delay)
@@ -77,21 +84,21 @@ STAND_IN = -12345.678901  # position x until the datagram leaves (no time is neg
 STAND_IN_BYTES = WIRE_DOUBLE.pack(STAND_IN)
 
 
-def _vrpn_sender(port: int, seconds: float) -> None:
+def _vrpn_sender(port: int, seconds: float, sensors_count: int = SENSORS) -> None:
     """A VRPN server whose tracker reports carry their send time in position x."""
     from robowire.protocols.vrpn.server import VrpnServer
     from robowire.transport import run
     from robowire.transport.udp import send_datagrams
 
     async def main() -> None:
-        server = VrpnServer(["Bench"], sensors=lambda _name: SENSORS)
+        server = VrpnServer(["Bench"], sensors=lambda _name: sensors_count)
         serving = asyncio.create_task(server.run("127.0.0.1", port, lambda _addr: None))
         while not list(server.connected()):
             await asyncio.sleep(0.01)
-        sensors = np.arange(SENSORS, dtype=np.int32)
-        positions = np.zeros((SENSORS, 3))
+        sensors = np.arange(sensors_count, dtype=np.int32)
+        positions = np.zeros((sensors_count, 3))
         positions[:, 0] = STAND_IN
-        quaternions = np.tile([0.0, 0.0, 0.0, 1.0], (SENSORS, 1))
+        quaternions = np.tile([0.0, 0.0, 0.0, 1.0], (sensors_count, 1))
         start = time.monotonic()
         frame = 0
         while time.monotonic() - start < seconds:
@@ -173,9 +180,9 @@ async def _read_vrpn(port: int, seconds: float, pid: int | None = None) -> Readi
     return reading
 
 
-def through_gateway() -> Reading:
+def through_gateway(sensors: int = SENSORS) -> Reading:
     source_port, sink_port = _free_port(), _free_port()
-    sender = multiprocessing.Process(target=_vrpn_sender, args=(source_port, SECONDS + 30))
+    sender = multiprocessing.Process(target=_vrpn_sender, args=(source_port, SECONDS + 30, sensors))
     sender.start()
     env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     gateway = subprocess.Popen(
@@ -247,16 +254,19 @@ def in_process() -> list[float]:
 
 # -- 2. bare sockets -------------------------------------------------------------------------
 
-STAMPS = struct.Struct(f"<{SENSORS}d")
+
+def _stamps(sensors: int) -> struct.Struct:
+    return struct.Struct(f"<{sensors}d")
 
 
-def _bare_sender(udp_port: int, seconds: float) -> None:
+def _bare_sender(udp_port: int, seconds: float, sensors: int = SENSORS) -> None:
+    stamps = _stamps(sensors)
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         start = time.monotonic()
         frame = 0
         while time.monotonic() - start < seconds:
             now = time.monotonic()
-            sock.sendto(STAMPS.pack(*([now] * SENSORS)), ("127.0.0.1", udp_port))
+            sock.sendto(stamps.pack(*([now] * sensors)), ("127.0.0.1", udp_port))
             frame += 1
             _pace(frame, start)
 
@@ -272,21 +282,56 @@ def _bare_relay(udp_port: int, tcp_port: int) -> None:
             tcp.sendall(data)
 
 
-def bare_sockets() -> list[float]:
+def _asyncio_relay(udp_port: int, tcp_port: int) -> None:
+    """The same on an asyncio event loop (uvloop when installed, as robowire runs): a
+    datagram's `datagram_received` writes it to the TCP connection's transport. The floor of
+    any asyncio gateway on this machine, the loop's wake-ups after its idle included."""
+    from robowire.transport import run
+
+    class Forward(asyncio.DatagramProtocol):
+        def __init__(self, out: asyncio.WriteTransport) -> None:
+            self.out = out
+
+        def datagram_received(self, data: bytes, addr: object) -> None:
+            self.out.write(data)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        tcp, _ = await loop.create_connection(asyncio.Protocol, "127.0.0.1", tcp_port)
+        sock = tcp.get_extra_info("socket")
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        await loop.create_datagram_endpoint(
+            lambda: Forward(tcp), local_addr=("127.0.0.1", udp_port)
+        )
+        await asyncio.Event().wait()
+
+    run(main())
+
+
+def bare_sockets(sensors: int = SENSORS, relay_of: Any = _bare_relay) -> list[float]:
+    """Stamps of `sensors` per frame through `relay_of` (the blocking relay, or the asyncio
+    one), read here: per stamp, its arrival minus its send time. Behind the blocking relay
+    the reader is a blocking `recv` loop (the baseline since issue 23); behind the asyncio
+    forwarder it is an asyncio reader taking the time its `data_received` runs, as the
+    gateway's reader does (`_read_vrpn`): only the middle of the two paths differs."""
+    stamps = _stamps(sensors)
     udp_port = _free_port()
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen()
-        relay = multiprocessing.Process(
-            target=_bare_relay, args=(udp_port, listener.getsockname()[1])
-        )
+        relay = multiprocessing.Process(target=relay_of, args=(udp_port, listener.getsockname()[1]))
         relay.start()
         conn, _ = listener.accept()
-    sender = multiprocessing.Process(target=_bare_sender, args=(udp_port, SECONDS))
+    sender = multiprocessing.Process(target=_bare_sender, args=(udp_port, SECONDS, sensors))
     latencies: list[float] = []
     try:
         time.sleep(0.2)  # the relay binds its UDP port
         sender.start()
+        if relay_of is _asyncio_relay:
+            from robowire.transport import run
+
+            run(_read_stamps(conn, stamps, latencies))
+            return latencies
         end = time.monotonic() + SECONDS
         counting_from = time.monotonic() + WARMUP
         buffer = b""
@@ -298,10 +343,10 @@ def bare_sockets() -> list[float]:
                 continue
             now = time.monotonic()
             buffer += chunk
-            whole = len(buffer) // STAMPS.size * STAMPS.size
+            whole = len(buffer) // stamps.size * stamps.size
             if now >= counting_from:
-                for offset in range(0, whole, STAMPS.size):
-                    latencies.extend(now - t for t in STAMPS.unpack_from(buffer, offset))
+                for offset in range(0, whole, stamps.size):
+                    latencies.extend(now - t for t in stamps.unpack_from(buffer, offset))
             buffer = buffer[whole:]
     finally:
         conn.close()
@@ -312,15 +357,56 @@ def bare_sockets() -> list[float]:
     return latencies
 
 
+async def _read_stamps(conn: socket.socket, stamps: struct.Struct, out: list[float]) -> None:
+    """The stamps arriving on `conn` over SECONDS, read on this process's event loop: per
+    stamp, the time its bytes' `data_received` ran minus it (after WARMUP)."""
+    counting_from = time.monotonic() + WARMUP
+
+    class Reader(asyncio.Protocol):
+        buffer = b""
+
+        def data_received(self, data: bytes) -> None:
+            now = time.monotonic()
+            buffer = self.buffer + data
+            whole = len(buffer) // stamps.size * stamps.size
+            if now >= counting_from:
+                for offset in range(0, whole, stamps.size):
+                    out.extend(now - t for t in stamps.unpack_from(buffer, offset))
+            self.buffer = buffer[whole:]
+
+    conn.setblocking(False)
+    transport, _ = await asyncio.get_running_loop().connect_accepted_socket(Reader, sock=conn)
+    await asyncio.sleep(SECONDS)
+    transport.close()
+
+
 def _quantiles(values: list[float]) -> tuple[float, float, float]:
     cuts = statistics.quantiles(values, n=100)
     return cuts[49] * 1e3, cuts[98] * 1e3, max(values) * 1e3
 
 
+LOADS = ((SENSORS, ""), (10, "1k_"))  # (sensors at RATE, figures' prefix): 10k and 1k updates/s
+
+
+def against_the_floor(sensors: int) -> tuple[list[Reading], list[list[float]]]:
+    """`rounds.ROUNDS` side-by-side runs at `sensors` x RATE: the asyncio forwarder, then the
+    gateway; (the gateway's readings, the forwarder's latencies)."""
+    readings, floors = [], []
+    for _ in range(rounds.ROUNDS):
+        floors.append(bare_sockets(sensors, _asyncio_relay))
+        readings.append(through_gateway(sensors))
+    return readings, floors
+
+
 def main() -> dict[str, float]:
-    """Prints the figures; returns them for `python -m bench`'s table (its "gateway" row)."""
+    """Prints the figures; returns them for `python -m bench`'s table (its "gateway" rows)."""
     bare = bare_sockets()
-    reading = through_gateway()
+    figures: dict[str, float] = {}
+    runs: dict[str, tuple[list[Reading], list[list[float]]]] = {}
+    for sensors, key in LOADS:
+        runs[key] = against_the_floor(sensors)
+    readings, floors = runs[""]
+    reading = sorted(readings, key=lambda r: _quantiles(r.arrived)[1] if r.arrived else 1e9)[1]
     through, cpu = reading.arrived, reading.cpu
     inside = in_process()
     if not bare or not through:
@@ -334,7 +420,8 @@ def main() -> dict[str, float]:
     print(f"   bare UDP->relay->TCP   p50 {b50:7.3f} ms  p99 {b99:7.3f} ms  max {bmax:7.2f} ms"
           f"  ({len(bare):,} stamps)")  # fmt: skip
     print(f"   robowire gateway       p50 {g50:7.3f} ms  p99 {g99:7.3f} ms  max {gmax:7.2f} ms"
-          f"  ({len(through):,} reports; gateway CPU {100 * cpu:.1f}% of a core)")  # fmt: skip
+          f"  ({len(through):,} reports; gateway CPU {100 * cpu:.1f}% of a core; the run of "
+          f"median p99 of {rounds.ROUNDS})")  # fmt: skip
     print(f"   ratio gateway/bare     p50 {g50 / b50:7.1f}x     p99 {g99 / b99:7.1f}x")
     print(f"   with both ends' coding p50 {c50:7.3f} ms  p99 {c99:7.3f} ms  max {cmax:7.2f} ms"
           "  (the sender's encode before, the reader's decode after)")  # fmt: skip
@@ -344,7 +431,7 @@ def main() -> dict[str, float]:
               f"max {imax:7.2f} ms  ({len(inside):,} updates)")  # fmt: skip
     read = len(through) / ((SECONDS - WARMUP) * rate)
     print(f"   reports read per update sent: {read:.2f} (below 1: the sink coalesced frames)")
-    figures = {
+    figures |= {
         "rate": len(through) / (SECONDS - WARMUP),  # reports/s the reader took in
         "p50_ms": g50,
         "p99_ms": g99,
@@ -359,6 +446,38 @@ def main() -> dict[str, float]:
     }
     if inside:
         figures |= {"in_process_p50_ms": i50, "in_process_p99_ms": i99}
+    print(f"   against a bare asyncio UDP->TCP forwarder (uvloop), side by side, "
+          f"{rounds.ROUNDS} rounds each:")  # fmt: skip
+    for sensors, key in LOADS:
+        readings, floors = runs[key]
+        pairs = [
+            (_quantiles(r.arrived), _quantiles(f))
+            for r, f in zip(readings, floors, strict=True)
+            if r.arrived and f
+        ]
+        if not pairs:
+            print(f"     {sensors * RATE:>7,.0f} updates/s: no samples")
+            continue
+        ratios = [g[1] / f[1] for g, f in pairs]
+        p99s, floor99s = [g[1] for g, _ in pairs], [f[1] for _, f in pairs]
+        print(f"     {sensors * RATE:>7,.0f} updates/s  gateway p99 "
+              + " ".join(f"{v:.3f}" for v in p99s) + "  forwarder p99 "
+              + " ".join(f"{v:.3f}" for v in floor99s)
+              + f" ms  ratio p99 {rounds.text(ratios)}  (target <= 1.5)")  # fmt: skip
+        figures |= {
+            f"{key}floor_p99_ms": statistics.median(floor99s),
+            f"{key}gateway_p99_ms": statistics.median(p99s),
+            **rounds.figures(f"{key}peer_ratio_p99", ratios),
+        }
+        if key:  # the second load's own cells
+            figures |= {
+                f"{key}p50_ms": statistics.median(g[0] for g, _ in pairs),
+                f"{key}p99_ms": statistics.median(p99s),
+                f"{key}rate": statistics.median(
+                    len(r.arrived) / (SECONDS - WARMUP) for r in readings
+                ),
+                f"{key}cpu": statistics.median(r.cpu for r in readings),
+            }
     return figures
 
 

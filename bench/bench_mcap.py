@@ -38,6 +38,7 @@ from typing import Any
 from mcap.reader import make_reader
 from mcap.writer import Writer
 
+from bench import rounds
 from robowire.gateway import open_sim, open_source
 from robowire.protocols.xrp.services import XrpSim
 from robowire.recording import McapRecorder
@@ -50,9 +51,10 @@ from robowire.world import LogEvent, Update, World
 DRONES = 10_000
 ROBOTS = 50
 SECONDS = 3.0
-REPEATS = 3
-"""The recorder and the writer alone each run this many times, in turn; each keeps its
-fastest run (the one the busy machine disturbed least)."""
+REPEATS = rounds.ROUNDS
+"""The recorder and the writer alone each run this many times, in turn; the absolute figures
+keep each one's fastest run (the one the busy machine disturbed least), the "vs peer" ratio is
+the median of the runs' ratios (bench/rounds.py)."""
 
 
 async def capture(
@@ -208,7 +210,8 @@ def main() -> dict[str, float]:
             floors.append(floor(str(Path(tmp) / "run.mcap"), str(Path(tmp) / "floor.mcap"), first))
         size = (Path(tmp) / "run.mcap").stat().st_size
     took, steady = min(r[0] for r in runs), min(r[1] for r in runs)
-    base, base_steady, messages = min(f[0] for f in floors), min(f[1] for f in floors), floors[0][2]
+    base, messages = min(f[0] for f in floors), floors[0][2]
+    steady_ratios = [r[1] / f[1] for r, f in zip(runs, floors, strict=True)]  # per run
     print(
         f"   {DRONES} drones, {span:.1f} s of show: {len(updates)} updates "
         f"({drone_updates:,} drone updates), {len(datagrams)} datagrams -> {messages} "
@@ -224,12 +227,12 @@ def main() -> dict[str, float]:
     rest = span - (first / 1e9 - updates[0].receive_time)
     print(
         f"   after the first update (every device described once): ratio "
-        f"{steady / base_steady:.2f}x, {steady / rest:.0%} of a core"
+        f"{rounds.text(steady_ratios)}, {steady / rest:.0%} of a core"
     )
     return {
         "ratio": took / base,
         "cpu": took / span,
-        "steady_ratio": steady / base_steady,
+        **rounds.figures("steady_ratio", steady_ratios),
         "steady_cpu": steady / rest,
         **small(),
     }

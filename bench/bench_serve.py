@@ -9,8 +9,12 @@ them):
 * mainline: VRPN's own `vrpn_server` with `vrpn_Tracker_NULL Tracker0 10 1000` (the same three
   messages per sensor per frame; its 1 ms sleep per loop paces it a little below 1 kHz);
 * floor: an asyncio server on the same event loop (uvloop when installed) that paces itself
-  the way the simulator does and writes, every frame, the same number of pre-encoded bytes
-  (one write per frame, as the simulator's one flush per frame).
+  the way the simulator does (a timer callback per frame) and writes, every frame, the same
+  number of pre-encoded bytes (one write per frame, as the simulator's one flush per frame).
+
+Then the same two servers at a second load, many senders as a mocap system with many rigid
+bodies serves: `sim vrpn --count 1 --rate 100 --set trackers=100` against 100
+`vrpn_Tracker_NULL TrackerN 1 100` (30k messages/s again, in 100 frames/s; `LOADS`).
 
 Client: the mainline server read by mainline `vrpn_print_devices` (TCP only, printing every
 100th report of each sensor, so that printf is not what is timed) and by robowire's client
@@ -20,8 +24,9 @@ counted), each in its own process.
 Each process's CPU comes from /proc/<pid>/stat over the same window. Printed: messages/s
 read, CPU share, CPU per 1,000 messages/s, and the ratios (the table's "vs peer" of the VRPN
 rows: sim / mainline server, our client / vrpn_print_devices). The contestants alternate
-(mainline, sim, floor, mainline, sim, floor) and the lower of each is kept: the machine is
-shared. The mainline binaries are found at ../shared/peers/vrpn from the repository root, or
+(mainline, sim, floor, mainline, sim, floor, ...) for 3 rounds; each ratio is the median of
+the rounds' ratios, printed with its spread (bench/rounds.py): the machine is shared. The
+mainline binaries are found at ../shared/peers/vrpn from the repository root, or
 ROBOWIRE_VRPN_SERVER / ROBOWIRE_VRPN_PRINT_DEVICES.
 """
 
@@ -32,10 +37,13 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import bench
+from bench import rounds
 
 SENSORS = 10
 RATE = 1000
@@ -50,6 +58,29 @@ PRINT_DEVICES = Path(os.environ.get("ROBOWIRE_VRPN_PRINT_DEVICES") or PEERS / "v
 STRIDE = 100  # vrpn_print_devices prints every STRIDE-th report of each sensor
 COOKIE = b"vrpn: ver. 07.38  0\0\0\0\0\0"
 FRAME_BYTES = SENSORS * (88 + 96 + 96)  # one frame: Pos_Quat (88), Velocity, Acceleration (96)
+
+
+@dataclass(frozen=True)
+class Load:
+    """What both servers serve: `trackers` NULL trackers of `sensors` sensors at `rate` Hz."""
+
+    trackers: int
+    sensors: int
+    rate: int
+    key: str  # its figures' prefix ("" for the first)
+
+    @property
+    def text(self) -> str:
+        if self.trackers == 1:
+            return f"{self.sensors} sensors at {self.rate} Hz"
+        return f"{self.trackers} trackers x {self.sensors} sensor at {self.rate} Hz"
+
+
+LOADS = (
+    Load(1, SENSORS, RATE, ""),
+    # many senders, as a mocap system with many rigid bodies serves (the same 30k msg/s)
+    Load(100, 1, 100, "many_"),
+)
 
 READER = r"""
 import socket, struct, sys, time
@@ -115,11 +146,12 @@ class Link(asyncio.Protocol):
         links.remove(self)
 
 async def main():
-    server = await asyncio.get_running_loop().create_server(Link, "127.0.0.1", 0)
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(Link, "127.0.0.1", 0)
     with open(port_file, "w") as f:
         f.write(str(server.sockets[0].getsockname()[1]))
-    next_frame = monotonic()
-    while True:
+
+    def tick(next_frame):  # a timer callback per frame, as the simulator's steps are
         for link in links:  # the same bytes per frame as the simulator's frame
             if link.transport.get_write_buffer_size() < 1 << 20:
                 link.transport.write(frame)
@@ -128,7 +160,10 @@ async def main():
         if delay < -0.1:
             next_frame = monotonic()
             delay = 0.0
-        await asyncio.sleep(max(delay, 0.0))
+        loop.call_later(max(delay, 0.0), tick, next_frame)
+
+    tick(monotonic())
+    await asyncio.Event().wait()
 
 run(main())
 """
@@ -188,9 +223,14 @@ def env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": SRC}
 
 
-def start_sim(port: int, *extra: str) -> subprocess.Popen[bytes]:
-    """`robowire sim vrpn` as the CLI runs it (this checkout's sources)."""
-    args = ["sim", "vrpn", "--count", str(SENSORS), "--rate", str(RATE), "--port", str(port)]
+def start_sim(port: int, *extra: str, load: Load | None = None) -> subprocess.Popen[bytes]:
+    """`robowire sim vrpn` as the CLI runs it (this checkout's sources), at `load` (the
+    first of LOADS by default)."""
+    load = load or LOADS[0]
+    args = ["sim", "vrpn", "--count", str(load.sensors), "--rate", str(load.rate)]
+    args += ["--port", str(port)]
+    if load.trackers > 1:
+        args += ["--set", f"trackers={load.trackers}"]
     return subprocess.Popen(
         [sys.executable, "-c", "from robowire.cli import main; main()", *args, *extra],
         env=env(),
@@ -199,15 +239,39 @@ def start_sim(port: int, *extra: str) -> subprocess.Popen[bytes]:
     )
 
 
-def wait_port(port: int, timeout: float = 20.0) -> None:
+def wait_port(
+    port: int, timeout: float = 20.0, process: subprocess.Popen[bytes] | None = None
+) -> None:
     end = time.time() + timeout
     while time.time() < end:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"the server for port {port} exited ({process.returncode})")
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
             return
         except OSError:
             time.sleep(0.1)
     raise RuntimeError(f"nothing listens on {port}")
+
+
+def serving(
+    start: Callable[[int], subprocess.Popen[bytes]], tries: int = 3
+) -> tuple[subprocess.Popen[bytes], int]:
+    """A server process `start`ed on a free port and listening there; on another port when it
+    could not (another process can take a port between `free_port` and the server's bind:
+    seen once in a round of this shared machine)."""
+    for attempt in range(tries):
+        port = free_port()
+        process = start(port)
+        try:
+            wait_port(port, process=process)
+            return process, port
+        except RuntimeError:
+            process.terminate()
+            process.wait(10)
+            if attempt == tries - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 def window() -> float:
@@ -244,11 +308,9 @@ def measure(server: subprocess.Popen[bytes], port: int) -> dict[str, float]:
     return result(rate_between(samples, t0, t1), (c1 - c0) / (t1 - t0))
 
 
-def run_sim(*extra: str) -> dict[str, float]:
-    port = free_port()
-    sim = start_sim(port, *extra)
+def run_sim(*extra: str, load: Load | None = None) -> dict[str, float]:
+    sim, port = serving(lambda port: start_sim(port, *extra, load=load))
     try:
-        wait_port(port)
         return measure(sim, port)
     finally:
         sim.terminate()
@@ -275,9 +337,16 @@ def run_floor() -> dict[str, float]:
             floor.wait(10)
 
 
-def start_mainline(port: int, config: Path) -> subprocess.Popen[bytes]:
-    """Mainline `vrpn_server` serving `vrpn_Tracker_NULL Tracker0 10 1000` on 127.0.0.1."""
-    config.write_text(f"vrpn_Tracker_NULL\tTracker0\t{SENSORS}\t{RATE}\n")
+def start_mainline(port: int, config: Path, load: Load | None = None) -> subprocess.Popen[bytes]:
+    """Mainline `vrpn_server` serving `load`'s trackers (`vrpn_Tracker_NULL Tracker0 10 1000`
+    by default) on 127.0.0.1."""
+    load = load or LOADS[0]
+    config.write_text(
+        "".join(
+            f"vrpn_Tracker_NULL\tTracker{i}\t{load.sensors}\t{load.rate}\n"
+            for i in range(load.trackers)
+        )
+    )
     return subprocess.Popen(
         [str(MAINLINE_SERVER), "-f", str(config), "-quiet", "-NIC", "127.0.0.1", str(port)],
         stdout=subprocess.DEVNULL,
@@ -285,11 +354,9 @@ def start_mainline(port: int, config: Path) -> subprocess.Popen[bytes]:
     )
 
 
-def run_mainline(tmp: Path) -> dict[str, float]:
-    port = free_port()
-    server = start_mainline(port, tmp / "null.cfg")
+def run_mainline(tmp: Path, load: Load | None = None) -> dict[str, float]:
+    server, port = serving(lambda port: start_mainline(port, tmp / "null.cfg", load))
     try:
-        wait_port(port)
         return measure(server, port)
     finally:
         server.terminate()
@@ -342,25 +409,29 @@ def run_our_client(port: int) -> dict[str, float]:
     return result(rate_between(samples, t0, t1), (c1 - c0) / (t1 - t0))
 
 
-def clients(tmp: Path) -> tuple[dict[str, float], dict[str, float]]:
-    """(vrpn_print_devices, our client), each the better of two alternating runs against one
+def clients(tmp: Path) -> tuple[list[dict[str, float]], list[dict[str, float]]]:
+    """(vrpn_print_devices, our client): `rounds.ROUNDS` alternating runs of each against one
     mainline server."""
-    port = free_port()
-    server = start_mainline(port, tmp / "clients.cfg")
+    server, port = serving(lambda port: start_mainline(port, tmp / "clients.cfg"))
     try:
-        wait_port(port)
         theirs, ours = [], []
-        for _ in range(2):
+        for _ in range(rounds.ROUNDS):
             theirs.append(run_print_devices(port, tmp))
             ours.append(run_our_client(port))
-        return best(theirs), best(ours)
+        return theirs, ours
     finally:
         server.terminate()
         server.wait(10)
 
 
-def best(runs: list[dict[str, float]]) -> dict[str, float]:
-    return min(runs, key=lambda r: r["per_k"])
+def median(runs: list[dict[str, float]]) -> dict[str, float]:
+    """The run of median CPU per message."""
+    return sorted(runs, key=lambda r: r["per_k"])[len(runs) // 2]
+
+
+def ratios(ours: list[dict[str, float]], theirs: list[dict[str, float]]) -> list[float]:
+    """CPU per message, ours over theirs, per round (each pair run one after the other)."""
+    return [a["per_k"] / b["per_k"] for a, b in zip(ours, theirs, strict=True)]
 
 
 def show(label: str, r: dict[str, Any]) -> None:
@@ -376,17 +447,18 @@ def main() -> dict[str, float]:
     mainline = MAINLINE_SERVER.is_file() and PRINT_DEVICES.is_file()
     print(
         f"   VRPN server, {SENSORS} sensors at {RATE} Hz (pose, velocity, acceleration), "
-        f"a bare TCP client reading; {window():.0f} s windows, best of 2:"
+        f"a bare TCP client reading; {window():.0f} s windows, {rounds.ROUNDS} rounds side by "
+        "side (median):"
     )
     floors, sims, mains = [], [], []
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
-        for _ in range(2):
+        for _ in range(rounds.ROUNDS):
             if mainline:
                 mains.append(run_mainline(tmp))
             sims.append(run_sim())
             floors.append(run_floor())
-        floor, sim = best(floors), best(sims)
+        floor, sim = median(floors), median(sims)
         show("robowire sim vrpn (CLI process)", sim)
         show(f"floor: {FRAME_BYTES} pre-encoded bytes per frame", floor)
         figures = {
@@ -400,26 +472,47 @@ def main() -> dict[str, float]:
         if not mainline:
             print(f"     mainline: n/a (no mainline binaries at {MAINLINE_SERVER.parent})")
             return figures
-        main_server = best(mains)
+        main_server = median(mains)
         show("mainline vrpn_server, vrpn_Tracker_NULL", main_server)
-        server_ratio = sim["per_k"] / main_server["per_k"]
-        print(
-            f"     ratio sim / mainline vrpn_server         {server_ratio:>6.2f} x  (target <= 3)"
-        )
-        print("   VRPN client reading the mainline server (TCP only), best of 2:")
-        theirs, ours = clients(tmp)
+        server_ratios = ratios(sims, mains)
+        print(f"     ratio sim / mainline vrpn_server         {rounds.text(server_ratios)}"
+              "  (target <= 1)")  # fmt: skip
+        many = LOADS[1]
+        print(f"   VRPN server, {many.text}, the same bare client; {rounds.ROUNDS} rounds:")
+        many_sims, many_mains = [], []
+        for _ in range(rounds.ROUNDS):
+            many_mains.append(run_mainline(tmp, many))
+            many_sims.append(run_sim(load=many))
+        show(f"robowire sim vrpn --set trackers={many.trackers}", median(many_sims))
+        show(f"mainline vrpn_server, {many.trackers} vrpn_Tracker_NULL", median(many_mains))
+        many_ratios = ratios(many_sims, many_mains)
+        print(f"     ratio sim / mainline vrpn_server         {rounds.text(many_ratios)}"
+              "  (target <= 1)")  # fmt: skip
+        figures |= {
+            "many_sim_rate": median(many_sims)["rate"],
+            "many_sim_cpu": median(many_sims)["cpu"],
+            "many_sim_cpu_per_1000": median(many_sims)["per_k"],
+            "many_mainline_cpu_per_1000": median(many_mains)["per_k"],
+            **rounds.figures("many_peer_ratio", many_ratios),
+        }
+        print(f"   VRPN client reading the mainline server (TCP only), {rounds.ROUNDS} rounds:")
+        theirs_runs, ours_runs = clients(tmp)
+    theirs, ours = median(theirs_runs), median(ours_runs)
     show(f"mainline vrpn_print_devices (1/{STRIDE} printed)", theirs)
     show("robowire client (driver + session)", ours)
-    client_ratio = ours["per_k"] / theirs["per_k"]
-    print(f"     ratio ours / vrpn_print_devices          {client_ratio:>6.2f} x")
-    return figures | {
-        "mainline_server_rate": main_server["rate"],
-        "mainline_server_cpu_per_1000": main_server["per_k"],
-        "server_peer_ratio": server_ratio,
-        "print_devices_rate": theirs["rate"],
-        "print_devices_cpu_per_1000": theirs["per_k"],
-        "client_rate": ours["rate"],
-        "client_cpu": ours["cpu"],
-        "client_cpu_per_1000": ours["per_k"],
-        "client_peer_ratio": client_ratio,
-    }
+    client_ratios = ratios(ours_runs, theirs_runs)
+    print(f"     ratio ours / vrpn_print_devices          {rounds.text(client_ratios)}")
+    return (
+        figures
+        | {
+            "mainline_server_rate": main_server["rate"],
+            "mainline_server_cpu_per_1000": main_server["per_k"],
+            "print_devices_rate": theirs["rate"],
+            "print_devices_cpu_per_1000": theirs["per_k"],
+            "client_rate": ours["rate"],
+            "client_cpu": ours["cpu"],
+            "client_cpu_per_1000": ours["per_k"],
+        }
+        | rounds.figures("server_peer_ratio", server_ratios)
+        | rounds.figures("client_peer_ratio", client_ratios)
+    )

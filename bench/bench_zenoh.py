@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from bench import rounds
 from robowire.gateway import Gateway, open_sink, open_source
 from robowire.workers import keep_big_buffers
 from robowire.world import World
@@ -43,7 +44,8 @@ from robowire.zenoh.source import StateReceived
 
 SIZES = ((100, 5000), (10_000, 1000))  # (drones, steps)
 DISTINCT = 50  # steps of the swarm made (and taken in turn): a 10,000-drone step is 640 kB
-ROUNDS = 3  # each side measured this many times, in turn; the best of each is compared
+ROUNDS = rounds.ROUNDS  # each side this many times, in turn: the best of each compared (rates)
+# and the median of the rounds' CPU-per-message ratios (the table's "vs peer")
 WAIT = 60.0
 QUIET = 2.0  # seconds without a frame after which the receiver stops waiting
 ROOT = Path(__file__).resolve().parents[1]
@@ -275,6 +277,7 @@ def main() -> dict[str, float]:
         _, paced_put, paced_sub, _ = bare(n, steps, frames)
         ratio = frames / floor
         figures[f"ratio_{n}"] = ratio
+        figures[f"rate_{n}"] = frames * n  # device updates/s taken in
         # Both processes share this machine's cores: a rate times the CPU both spend per
         # message can't exceed them, whatever else is made faster.
         cores = os.cpu_count() or 1
@@ -301,6 +304,17 @@ def main() -> dict[str, float]:
             f" (at robowire's rate {(paced_put + paced_sub) * 1e6:.0f}), robowire"
             f" {(pub_cpu + in_cpu) * 1e6:.0f} us: {cores} cores allow robowire {ceiling:.0f}"
             f" msg/s; 0.5x zenoh alone needs at most {cores / (0.5 * floor) * 1e6:.0f} us"
+        )
+        # the table's "vs peer": both processes' CPU per message over Zenoh's own, per round
+        cpu_ratios = [(r[1] + r[2]) / (f[1] + f[2]) for r, f in zip(runs, floors, strict=True)]
+        figures |= rounds.figures(f"cpu_ratio_{n}", cpu_ratios)
+        figures[f"cpu_us_{n}"] = (pub_cpu + in_cpu) * 1e6
+        figures[f"zenoh_cpu_us_{n}"] = (put_cpu + sub_cpu) * 1e6
+        figures[f"paced_ratio_{n}"] = (pub_cpu + in_cpu) / (paced_put + paced_sub)
+        print(
+            f"     CPU per message, robowire / zenoh alone (both processes): "
+            f"{rounds.text(cpu_ratios)} (target <= 2); at robowire's rate "
+            f"{(pub_cpu + in_cpu) / (paced_put + paced_sub):.2f}x"
         )
         each = ", ".join(f"{r[0]:.0f}/{f[0]:.0f}" for r, f in zip(runs, floors, strict=True))
         print(

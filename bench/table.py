@@ -70,6 +70,20 @@ class Row:
     peer: Peer | None = None
 
 
+def _gateway_row(protocol: str, load: str, prefix: str) -> Row:
+    """A row of bench/bench_latency.py's figures at one load (named with `prefix`)."""
+    cells = {
+        "ingest_rate": "rate", "latency_p50_ms": "p50_ms", "latency_p99_ms": "p99_ms",
+        "cpu_share": "cpu",
+    }  # fmt: skip
+    return Row(
+        protocol,
+        load,
+        {column: ("latency", prefix + name) for column, name in cells.items()},
+        Peer("latency", f"{prefix}peer_ratio_p99", 1.5, True, "a bare asyncio UDP forwarder"),
+    )
+
+
 # Which module figure fills which cell. A cell whose module did not run (or lacks the figure)
 # is written "-" and is null in the JSON.
 ROWS = (
@@ -85,7 +99,14 @@ ROWS = (
             "cpu_share": ("load", "vrpn.10000.cpu"),
         },
         # CPU per message of `sim vrpn` over the mainline vrpn_server's (bench/bench_serve.py)
-        Peer("serve", "server_peer_ratio", 3.0, True, "mainline vrpn_server"),
+        Peer("serve", "server_peer_ratio", 1.0, True, "mainline vrpn_server"),
+    ),
+    Row(
+        "VRPN trackers",
+        "100 trackers x 1 at 100 Hz",
+        {"ingest_rate": ("serve", "many_sim_rate"), "cpu_share": ("serve", "many_sim_cpu")},
+        # the same with many senders: `sim vrpn --set trackers=100` over 100 mainline trackers
+        Peer("serve", "many_peer_ratio", 1.0, True, "mainline vrpn_server, 100 trackers"),
     ),
     Row(
         "VRPN client",
@@ -117,7 +138,7 @@ ROWS = (
             "latency_p99_ms": ("ugcs", "lag_p99_ms"),
             "cpu_share": ("ugcs", "ucs_cpu"),
         },
-        Peer("ugcs", "decode_ratio", 0.2, False, "protobuf's parser alone"),
+        Peer("ugcs", "decode_ratio", 0.6, False, "protobuf's parser alone"),
     ),
     Row(
         "VRSP",
@@ -145,16 +166,23 @@ ROWS = (
         Peer("spyglass", "decode_ratio", 0.8, False, "a bare struct.unpack_from loop"),
     ),
     # the gateway end to end (bench/bench_latency.py): VRPN datagram -> `robowire bridge`
-    # process -> VRPN TCP reader; filled when that module ran
+    # process -> VRPN TCP reader; filled when that module ran. "vs peer": its p99 over a bare
+    # asyncio UDP -> TCP forwarder's, side by side (the VM's floor)
+    _gateway_row("gateway", "10k updates/s", ""),
+    _gateway_row("gateway 1k", "1k updates/s", "1k_"),
+    # Zenoh between two gateway processes (bench/bench_zenoh.py): CPU per message of both
+    # processes summed, over Zenoh's own put/subscribe of the same payloads (both processes)
     Row(
-        "gateway",
-        "10k updates/s",
-        {
-            "ingest_rate": ("latency", "rate"),
-            "latency_p50_ms": ("latency", "p50_ms"),
-            "latency_p99_ms": ("latency", "p99_ms"),
-            "cpu_share": ("latency", "cpu"),
-        },
+        "Zenoh",
+        "10,000-drone frames",
+        {"ingest_rate": ("zenoh", "rate_10000")},
+        Peer("zenoh", "cpu_ratio_10000", 2.0, True, "Zenoh's own put/subscribe, CPU"),
+    ),
+    Row(
+        "Zenoh 100",
+        "100-drone frames",
+        {"ingest_rate": ("zenoh", "rate_100")},
+        Peer("zenoh", "cpu_ratio_100", 2.0, True, "Zenoh's own put/subscribe, CPU"),
     ),
     # the MCAP recorder (bench/bench_mcap.py): x base = its CPU time over the `mcap` writer's
     # alone on the same messages, after the first update; CPU = recording the show live
@@ -211,15 +239,24 @@ def table_rows(figures: Figures) -> dict[str, dict[str, Any]]:
             value = None if where is None else figures.get(where[0], {}).get(where[1])
             cells[column.key] = None if value is None or math.isnan(value) else float(value)
         cells["peer_target"] = None if row.peer is None else row.peer.target_text
+        if row.peer is not None:  # the spread of the rounds the median is of (bench/rounds.py)
+            module = figures.get(row.peer.module, {})
+            for end in ("low", "high"):
+                value = module.get(f"{row.peer.figure}_{end}")
+                cells[f"peer_{end}"] = None if value is None else float(value)
         out[row.protocol] = cells
     return out
 
 
-def _peer_cell(value: float | None, peer: Peer | None) -> str:
-    """ "2.85x (<=3)", with "miss" when the target is not met."""
+def _peer_cell(cells: Mapping[str, Any], peer: Peer | None) -> str:
+    """ "2.85x (<=3)", or "2.85x [2.61-3.02] (<=3)" with the spread of the runs the median
+    is of; "miss" when the target is not met."""
+    value = cells["peer_ratio"]
     if peer is None or value is None:
         return "-"
-    return f"{value:.2f}x ({peer.target_text}){'' if peer.met(value) else ' miss'}"
+    low, high = cells.get("peer_low"), cells.get("peer_high")
+    spread = "" if low is None or high is None else f" [{low:.2f}-{high:.2f}]"
+    return f"{value:.2f}x{spread} ({peer.target_text}){'' if peer.met(value) else ' miss'}"
 
 
 def _cell(value: float | None, unit: str) -> str:
@@ -247,9 +284,7 @@ def render(figures: Figures) -> str:
             name,
             cells["load"],
             *(
-                _peer_cell(cells[c.key], peers[name])
-                if c.unit == "peer"
-                else _cell(cells[c.key], c.unit)
+                _peer_cell(cells, peers[name]) if c.unit == "peer" else _cell(cells[c.key], c.unit)
                 for c in COLUMNS
             ),
         ]

@@ -596,14 +596,30 @@ class Sim(Service):
             await asyncio.gather(stepping, serving, return_exceptions=True)
 
     async def _steps(self) -> None:
-        """The timed loop (its own task: a plain sleep per step is what a 1 kHz simulator
-        can afford)."""
-        deadline: float | None = monotonic()
-        while deadline is not None:
-            self.step(step_time(deadline, monotonic()))
-            deadline = self.next_deadline()
-            if deadline is not None:
-                await asyncio.sleep(max(0.0, deadline - monotonic()))
+        """The timed loop: each step a timer callback of the loop's, which schedules the
+        next (a task sleeping per step costs a 1 kHz simulator a second wake-up of the loop
+        per step, to resume the task after its sleep's timer). Ends when `next_deadline` is
+        None; a step's error is raised here."""
+        loop = asyncio.get_running_loop()
+        ended: asyncio.Future[None] = loop.create_future()
+
+        def tick(deadline: float) -> None:
+            try:
+                self.step(step_time(deadline, monotonic()))
+                following = self.next_deadline()
+            except Exception as exc:  # raised by `_steps`, as a step's error always was
+                ended.set_exception(exc)
+                return
+            if following is None:
+                ended.set_result(None)
+            else:
+                timer[0] = loop.call_later(max(0.0, following - monotonic()), tick, following)
+
+        timer = [loop.call_soon(tick, monotonic())]
+        try:
+            await ended
+        finally:
+            timer[0].cancel()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

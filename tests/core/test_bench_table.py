@@ -36,8 +36,9 @@ FIGURES = {
 def test_each_protocol_row_takes_its_figures_and_leaves_missing_cells_empty():
     rows = table.table_rows(FIGURES)
     assert list(rows) == [
-        "VRPN", "VRPN client", "XRP", "UgCS", "VRSP", "SpyGlass", "gateway", "recorder",
-        "rosbag2", "Foxglove", "ROS 2", "ROS 2 listen",
+        "VRPN", "VRPN trackers", "VRPN client", "XRP", "UgCS", "VRSP", "SpyGlass", "gateway",
+        "gateway 1k", "Zenoh", "Zenoh 100", "recorder", "rosbag2", "Foxglove", "ROS 2",
+        "ROS 2 listen",
     ]  # fmt: skip
     assert rows["VRPN"] == {
         "load": "10 sensors at 1 kHz",
@@ -48,10 +49,12 @@ def test_each_protocol_row_takes_its_figures_and_leaves_missing_cells_empty():
         "latency_p99_ms": 1.5,
         "cpu_share": 0.12,
         "peer_ratio": 2.5,  # CPU per message over the mainline vrpn_server's
-        "peer_target": "<=3",
+        "peer_target": "<=1",
+        "peer_low": None,  # no spread figures: the module ran one round
+        "peer_high": None,
     }
     assert rows["SpyGlass"]["peer_ratio"] == 0.5 and rows["SpyGlass"]["peer_target"] == ">=0.8"
-    assert rows["UgCS"]["peer_ratio"] is None and rows["UgCS"]["peer_target"] == ">=0.2"
+    assert rows["UgCS"]["peer_ratio"] is None and rows["UgCS"]["peer_target"] == ">=0.6"
     assert rows["XRP"]["peer_target"] is None
     assert rows["VRSP"]["latency_p99_ms"] == 150.0
     assert rows["VRSP"]["decode_rate"] is None  # bench_vrsp did not run
@@ -70,16 +73,29 @@ def test_the_text_table_has_one_line_per_protocol_in_readable_units():
     vrpn = [c.strip() for c in lines[2].split("|")[1:-1]]
     assert vrpn == [
         "VRPN", "10 sensors at 1 kHz", "2.5M", "3.25x", "299.0k", "0.2", "1.5", "12.0%",
-        "2.50x (<=3)",
+        "2.50x (<=1) miss",
     ]  # fmt: skip
-    client = [c.strip() for c in lines[3].split("|")[1:-1]]
+    client = [c.strip() for c in lines[4].split("|")[1:-1]]
     assert client[0] == "VRPN client" and client[-1] == "0.60x (<=1)"
-    vrsp = [c.strip() for c in lines[6].split("|")[1:-1]]
+    vrsp = [c.strip() for c in lines[7].split("|")[1:-1]]
     assert vrsp[2:] == ["-", "-", "-", "6.0", "150", "-", "-"]
-    spyglass = [c.strip() for c in lines[7].split("|")[1:-1]]
+    spyglass = [c.strip() for c in lines[8].split("|")[1:-1]]
     assert spyglass[-1] == "0.50x (>=0.8) miss"  # a missed target says so
-    assert len(lines) == 2 + 12
+    assert len(lines) == 2 + 16
     assert len({len(line) for line in lines}) == 1  # aligned columns
+
+
+def test_a_peer_cell_with_rounds_shows_their_median_and_spread():
+    figures = FIGURES | {
+        "ugcs": {"decode_ratio": 0.64, "decode_ratio_low": 0.58, "decode_ratio_high": 0.7}
+    }
+    rows = table.table_rows(figures)
+    assert (rows["UgCS"]["peer_low"], rows["UgCS"]["peer_high"]) == (0.58, 0.7)
+    line = next(r for r in table.render(figures).splitlines() if r.startswith("| UgCS "))
+    assert line.split("|")[-2].strip() == "0.64x [0.58-0.70] (>=0.6)"
+    missed = figures | {"ugcs": {"decode_ratio": 0.5, "decode_ratio_low": 0.4}}
+    line = next(r for r in table.render(missed).splitlines() if r.startswith("| UgCS "))
+    assert line.split("|")[-2].strip() == "0.50x (>=0.6) miss"  # no spread without both ends
 
 
 def test_the_json_document_names_commit_date_machine_and_every_figure():
@@ -139,3 +155,10 @@ def test_latency_curves_and_the_plot(tmp_path):
     assert table.plot(FIGURES, path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not table.plot({"vrpn": {}}, tmp_path / "none.png")
+
+
+def test_rounds_give_the_median_and_both_ends():
+    from bench import rounds
+
+    assert rounds.figures("r", [2.9, 2.4, 3.4]) == {"r": 2.9, "r_low": 2.4, "r_high": 3.4}
+    assert rounds.text([2.9, 2.4, 3.4]) == "2.90x (2.40-3.40 over 3 runs)"

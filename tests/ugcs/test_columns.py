@@ -192,6 +192,15 @@ def flat(events: list[Any]) -> list[tuple[Any, ...]]:
     ]
 
 
+def test_a_double_past_its_units_range_is_inf_on_both_paths() -> None:
+    """Hypothesis's find (28 November): a double of 3.1e306 in a field whose unit scales it
+    overflowed in the columns' multiply, a RuntimeWarning (an error in the tests), where
+    one message at a time gives inf quietly."""
+    status_message = b"\x13\x08\x0f\x10\x03J\r\n\x0blow battery"
+    huge = b"\x15\x08\x0fJ\x11\x12\x0f\x08\x01\x10\x00\x1a\t!9\x9dR\xa2F\xdf\x91\x7f"
+    assert_columns_are_messages([status_message] * 7 + [huge])
+
+
 @settings(max_examples=150, deadline=None)
 @given(frames=statuses())
 def test_one_read_as_columns_is_one_message_at_a_time(frames: list[bytes]) -> None:

@@ -47,7 +47,7 @@ def test_the_option_sets_are_what_the_services_read() -> None:
     assert protocol.source_options == {"retry", "rate", "udp", "devices"}
     assert protocol.file_options == {"speed"}
     assert protocol.sink_options == {"tracker"}
-    settings = {"tracker", "analog", "button", "dial", "reports", "clock_offset"}
+    settings = {"tracker", "analog", "button", "dial", "reports", "clock_offset", "trackers"}
     assert protocol.sim_settings == settings
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from robowire.errors import ConfigError
 from robowire.protocols.vrpn import (
     Role,
     TrackerAcceleration,
@@ -26,6 +27,7 @@ from robowire.protocols.vrpn.messages import (
     DialUpdate,
     Ping,
     TextMessage,
+    TrackerSetUpdateRate,
 )
 from robowire.protocols.vrpn.model import MOTION_DEFAULTS, REPORTS, DeviceModel, Frame
 from robowire.protocols.vrpn.registry import (
@@ -449,6 +451,7 @@ async def test_frames_planned_ahead_are_the_bytes_of_frames_made_one_at_a_time(
 
     for sim, plan_seconds in ((ahead, services.PLAN_SECONDS), (alone, 0.0)):
         monkeypatch.setattr(services, "PLAN_SECONDS", plan_seconds)
+        monkeypatch.setattr(services, "PLAN_FRAMES", 20 if plan_seconds else 1)
         sim.step(100.0)
         run(sim, 100.12)  # past two plans, an analog report and a dial's
         sim.step(100.5)  # the loop was held up: the missed steps skipped
@@ -483,3 +486,47 @@ async def test_frames_caught_up_after_a_late_wake_up_go_out_in_one_write(
     now[0] = 100.0205  # caught up: the step at 100.021 is not due yet
     sim.step(sim.next_deadline())
     assert wire.writes == writes + 1 and len(wire.data) == size + 21 * 3 * 280
+
+
+async def test_many_trackers_send_each_row_from_its_tracker_with_its_own_sensor_numbers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`--set trackers=3` with 2 sensors each: a frame has every tracker's reports, row r from
+    tracker r // 2 as its sensor r % 2, with the pose of row r of one tracker of 6 sensors
+    (what a mocap system with many rigid bodies serves); a set_update_rate to any of them
+    sets the rate."""
+    from robowire.protocols.vrpn import services
+    from robowire.protocols.vrpn.events import MessageReceived
+    from robowire.service import SimOptions
+
+    monkeypatch.setattr(services, "monotonic", lambda: 0.0)
+    many = services.VrpnSim(SimOptions(port=0, count=2, rate=100, options={"trackers": "3"}))
+    one = services.VrpnSim(SimOptions(port=0, count=6, rate=100))
+    one.clock, one.server.clock_offset = many.clock, many.server.clock_offset
+    assert many.trackers == ["Tracker0", "Tracker1", "Tracker2"] and many.count == 2
+    (wire, session), (reference, _) = client_of(many), client_of(one)
+    wire.data.clear(), reference.data.clear()
+    many.step(5.0)
+    one.step(5.0)
+    got, want = bytes(wire.data), bytes(reference.data)
+    index, expected = scan(got), scan(want)
+    tracker_ids = [session.register_sender(name) for name in many.trackers]
+    assert len(index) == len(expected)
+    first = np.flatnonzero(np.isin(index.sender, tracker_ids))
+    assert len(first) == 18  # 6 rows x (Pos_Quat, Velocity, Acceleration)
+    for k, at in enumerate(first.tolist()):
+        row = k // 3
+        offset = int(index.offsets[at])
+        assert int(index.sender[at]) == tracker_ids[row // 2]
+        body = got[offset + 24 : offset + int(index.lengths[at])]
+        ref = want[offset + 24 : offset + int(index.lengths[at])]
+        assert int.from_bytes(body[:4], "big") == row % 2  # the sensor, in its tracker
+        assert body[8:] == ref[8:]  # the same pose, velocity, acceleration
+    rate = TrackerSetUpdateRate(rate=20.0)
+    many._on_message(
+        next(iter(many.server.links)),
+        MessageReceived(sender="Tracker2", type="", message=rate, time=0.0, channel="tcp", order=0),
+    )
+    assert many.rate == 20.0
+    with pytest.raises(ConfigError):
+        services.VrpnSim(SimOptions(port=0, count=2, options={"trackers": "1.5"}))

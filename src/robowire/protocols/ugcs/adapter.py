@@ -47,6 +47,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -592,8 +593,8 @@ class UcsAdapter:
         if label is None:
             return
         enabled = self._enabled.setdefault(label, {})
-        for state in event.commands:
-            enabled[state.name] = state.available and state.enabled
+        usable = map(operator.and_, event.available, event.enabled)
+        enabled.update(zip(event.names, usable, strict=True))
         names = sorted(n for n, on in enabled.items() if on and n)
         self._attributes(label, {"commands_enabled": names}, receive_time)
 
@@ -685,7 +686,8 @@ class UcsAdapter:
         known = np.flatnonzero(at >= 0)
         at = at[known]
         slot, code = lookup.slots[at], lookup.codes[at]
-        number = batch.number[known] * lookup.scale[code]
+        with np.errstate(over="ignore"):  # a double past its unit's range: inf, as a float's
+            number = batch.number[known] * lookup.scale[code]  # product is one at a time
         attributes = _text_values(lookup, batch, known, slot, code, number)
         changed: set[str] = set()
         order = np.argsort(code, kind="stable")  # per column, in arrival order

@@ -36,7 +36,8 @@ UCS side (`session_ucs`):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import itertools
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, TypeAlias
 
@@ -197,9 +198,23 @@ class CommandState(NamedTuple):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AvailabilityChanged:
+    """The command availability one Device_status carried, as columns (a vehicle's first
+    holds every command's: a fleet's first statuses are tens of thousands of them, read
+    without an object per command); `commands` gives them as `CommandState`s."""
+
     conn: int = 0
     device_id: int
-    commands: tuple[CommandState, ...]
+    command_ids: Sequence[int]
+    names: Sequence[str]
+    """each command's name ('' when the id is not one the device registered)"""
+    available: Sequence[bool]
+    enabled: Sequence[bool]
+
+    @property
+    def commands(self) -> tuple[CommandState, ...]:
+        rows = zip(self.command_ids, self.names, self.available, self.enabled, strict=True)
+        # CommandStates made in C (what a named tuple's __new__ does)
+        return tuple(map(tuple.__new__, itertools.repeat(CommandState), rows))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -57,7 +57,6 @@ from robowire.protocols.ugcs.codec import (
 from robowire.protocols.ugcs.device import CommandInfo, DeviceInfo, FieldInfo
 from robowire.protocols.ugcs.events import (
     AvailabilityChanged,
-    CommandState,
     CommandTimedOut,
     DeviceRegistered,
     DeviceUnregistered,
@@ -152,7 +151,6 @@ class UcsDevice:
     label: str
     held: Held = field(default_factory=Held, repr=False)
     rows: dict[int, int] = field(default_factory=dict, repr=False)
-    availability: dict[str, tuple[bool, bool]] = field(default_factory=dict)
     mission_id: int | None = None
     mission_map: dict[int, int] = field(default_factory=dict)
     mission_item: int | None = None
@@ -164,6 +162,9 @@ class UcsDevice:
     command_ids: list[int] = field(init=False, repr=False)
     command_labels: list[str] = field(init=False, repr=False)
     """the ids and names of its commands, in the order registered"""
+    command_pairs: list[int] = field(init=False, repr=False)
+    """each command's availability (as registered): `_PAIRS`' index, -1 until said"""
+    command_position: dict[int, int] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.rows:
@@ -172,6 +173,25 @@ class UcsDevice:
         self.command_names = {c.command_id: c.name for c in self.info.commands}
         self.command_ids = [c.command_id for c in self.info.commands]
         self.command_labels = list(map(self.command_names.__getitem__, self.command_ids))
+        self.command_pairs = [-1] * len(self.command_ids)
+        self.command_position = {c: k for k, c in enumerate(self.command_ids)}
+
+    @property
+    def availability(self) -> dict[str, tuple[bool, bool]]:
+        """(available, enabled) of every command the device said, by name."""
+        pairs = zip(self.command_labels, self.command_pairs, strict=True)
+        return {name: _PAIRS[pair] for name, pair in pairs if pair >= 0}
+
+    def set_availability(self, command_ids: Sequence[int], pairs: Sequence[int]) -> None:
+        """Commands' availability (`_PAIRS`' indices); ids it did not register are ignored."""
+        if command_ids == self.command_ids:  # every command, in order: a first Device_status
+            self.command_pairs = list(pairs)
+            return
+        position = self.command_position
+        for command_id, pair in zip(command_ids, pairs, strict=True):
+            k = position.get(command_id)
+            if k is not None:
+                self.command_pairs[k] = pair
 
     @property
     def values(self) -> Mapping[str, Value]:
@@ -638,18 +658,18 @@ class UcsSession:
             device = known.get(device_id)
             if device is None:
                 continue
-            ids, on, usable = commands[start:end], available[start:end], enabled[start:end]
+            ids = commands[start:end]
             if ids == device.command_ids:  # every command, in order: a first Device_status
                 labels = device.command_labels
             else:
                 labels = list(map(device.command_names.get, ids, itertools.repeat("")))
-            rows = zip(ids, labels, on, usable, strict=True)
-            # CommandStates made in C (what a named tuple's __new__ does)
-            states = tuple(map(tuple.__new__, itertools.repeat(CommandState), rows))
-            states_of = map(_PAIRS.__getitem__, pairs[start:end])
-            device.availability.update(zip(labels, states_of, strict=True))
-            device.availability.pop("", None)  # (ids the device did not register)
-            events.append(AvailabilityChanged(conn=conn, device_id=device_id, commands=states))
+            device.set_availability(ids, pairs[start:end])
+            events.append(
+                AvailabilityChanged(
+                    conn=conn, device_id=device_id, command_ids=ids, names=labels,
+                    available=available[start:end], enabled=enabled[start:end],
+                )
+            )  # fmt: skip
 
     def received(self, columns: TelemetryColumns) -> list[TelemetryReceived]:
         """`columns` as the `TelemetryReceived` events its frames would have given one
@@ -721,20 +741,20 @@ class UcsSession:
                 self._mission_progress(device, events)
         if status.command_availability:
             names = device.info.commands_by_id
-            states = []
+            ids, labels, on, usable = [], [], [], []
             for a in status.command_availability:
                 command = names.get(a.id)
-                name = "" if command is None else command.name
-                states.append(
-                    CommandState(
-                        command_id=a.id, name=name, available=a.is_available, enabled=a.is_enabled
-                    )
-                )
-                if name:
-                    device.availability[name] = (a.is_available, a.is_enabled)
+                ids.append(a.id)
+                labels.append("" if command is None else command.name)
+                on.append(a.is_available)
+                usable.append(a.is_enabled)
+            device.set_availability(ids, [2 * a + e for a, e in zip(on, usable, strict=True)])
             events.append(
-                AvailabilityChanged(conn=conn, device_id=device_id, commands=tuple(states))
-            )
+                AvailabilityChanged(
+                    conn=conn, device_id=device_id, command_ids=ids, names=labels,
+                    available=on, enabled=usable,
+                )
+            )  # fmt: skip
         if status.status_messages:
             severities = list(status.messages_severity)
             if len(severities) != len(status.status_messages):  # the UCS's rule: all info

@@ -199,7 +199,7 @@ class VrpnServer:
                 self.skipped += messages
                 continue
             key = (
-                tuple(map(session.register_sender, senders)),
+                session.register_senders(tuple(senders)),
                 tuple(map(session.register_type, kinds)),
             )
             batch = batches.get(key)

@@ -55,11 +55,14 @@ log = logging.getLogger("robowire.vrpn")
 SOURCE_OPTIONS = frozenset({"retry", "rate", "udp", "devices"})  # and every source's `time`
 FILE_OPTIONS = frozenset({"speed"})
 SINK_OPTIONS = frozenset({"tracker"})
-SIM_SETTINGS = frozenset({"tracker", "analog", "button", "dial", "reports", "clock_offset"})
+SIM_SETTINGS = frozenset(
+    {"tracker", "analog", "button", "dial", "reports", "clock_offset", "trackers"}
+)
 FIRST_CONNECT_TIMEOUT = 5.0
 PONG_AFTER = 1.0  # seconds after a device's first log entry: its pong (`VrpnLogSink`)
 RECONNECT_TIMEOUT = 2.0
 PLAN_SECONDS = 0.05  # the simulator computes and encodes this far ahead in one pass (`_plan`)
+PLAN_FRAMES = 20  # and at least this many frames (a pass's fixed cost, over a low rate's few)
 
 
 def open_sink(endpoint: Endpoint) -> Sink:
@@ -241,7 +244,7 @@ class VrpnLogSink(Sink):
         for sender, message, time, _ in out.messages:
             session.send(sender, message, time=self._last if time is None else time)
         for encoder, columns in reports:
-            ids = [session.register_sender(name) for name in columns.names]
+            ids = session.register_senders(tuple(columns.names))
             types = [session.register_type(kind) for kind in encoder.kinds]
             rows = np.array(ids, dtype=np.int32)[columns.senders]
             values = [columns.values]
@@ -365,13 +368,25 @@ class VrpnSink(Sink):
         return True
 
 
+def _tracker_names(first: str, count: int) -> list[str]:
+    """`count` tracker names from `first`: itself alone, or its trailing number counting up
+    (Tracker0 -> Tracker0 ... Tracker99; a name without one gets 0, 1, ... appended)."""
+    if count == 1:
+        return [first]
+    stem = first.rstrip("0123456789")
+    start = int(first[len(stem) :] or 0)
+    return [f"{stem}{start + i}" for i in range(count)]
+
+
 class VrpnSim(Sim):
     """`robowire sim vrpn`: a VRPN server with devices like the mainline's NULL/example ones
     (see `model.py`): `--count` tracker sensors (default 2) at `--rate` Hz (default 60, at most
     1000); `--set tracker=... analog=... button=... dial=...` rename the devices, `--set
     reports=pos` sends Pos_Quat only, `--set clock_offset=SECONDS` stamps every message with a
     clock that far ahead (negative: behind) of ours. A client's set_update_rate request
-    changes the rate."""
+    changes the rate. `--set trackers=N` serves N trackers of `--count` sensors each instead
+    of one (named after `tracker` with its number counting up: Tracker0 ... Tracker<N-1>), all
+    reported in one frame, as a mocap system with many rigid bodies does."""
 
     def __init__(self, options: SimOptions) -> None:
         self.host = options.host
@@ -388,20 +403,31 @@ class VrpnSim(Sim):
             raise ConfigError("vrpn sim: --count (sensors) must be 1..1024")
         if not 0 < rate <= MAX_RATE:
             raise ConfigError(f"vrpn sim: --rate must be in (0, {MAX_RATE:.0f}] Hz")
-        self.model = DeviceModel(count, rate, pose_only=settings.get("reports", "all") == "pos")
+        trackers = number(settings, "trackers", 1.0, "vrpn sim", sign="positive")
+        if trackers != int(trackers) or not 1 <= trackers * count <= 1024 * 16:
+            raise ConfigError("vrpn sim: trackers must be a whole number, times --count <= 16384")
+        # every tracker's sensors are rows of one model: row r is sensor r % count of tracker
+        # r // count (one tracker: its sensors)
+        self.model = DeviceModel(
+            int(trackers) * count, rate, pose_only=settings.get("reports", "all") == "pos"
+        )
+        self.sensors_per_tracker = count
         kinds = REPORTS[:1] if self.model.pose_only else REPORTS
         self.encoder = ReportEncoder(kinds, [None, MOTION_DEFAULTS, MOTION_DEFAULTS])
-        self._senders = (self.tracker,)
-        self._messages = count * len(kinds)  # a frame's
+        self.trackers = _tracker_names(self.tracker, int(trackers))
+        self._senders = tuple(self.trackers)
+        self._sender_of_row = np.arange(self.model.count) // count  # index in `_senders`
+        self._messages = self.model.count * len(kinds)  # a frame's
         # `--set clock_offset=SECONDS`: a sender whose clock is that far ahead of ours
         self.clock_offset = number(settings, "clock_offset", 0.0, "vrpn sim", sign="any")
         self.clock = WallClock()
+        served = set(self.trackers)
         self.server = VrpnServer(
-            [self.tracker, self.analog, self.button, self.dial],
+            [*self.trackers, self.analog, self.button, self.dial],
             clock_offset=self.clock.wall(0.0) + self.clock_offset,
             on_connect=self._on_connect,
             on_message=self._on_message,
-            sensors=lambda name: self.model.count if name == self.tracker else 0,
+            sensors=lambda name: count if name in served else 0,
         )
         self.frames = 0
         self._start: float | None = None  # the first step's time: the run's t = 0
@@ -417,7 +443,7 @@ class VrpnSim(Sim):
 
     @property
     def count(self) -> int:
-        return self.model.count
+        return self.sensors_per_tracker
 
     @property
     def rate(self) -> float:
@@ -434,7 +460,7 @@ class VrpnSim(Sim):
         match event.message:
             case Ping() if event.sender == self.button and session.connected:
                 session.send(self.button, self.model.button_states())
-            case TrackerSetUpdateRate(rate=rate) if event.sender == self.tracker:
+            case TrackerSetUpdateRate(rate=rate) if event.sender in self._senders:
                 self.model.set_rate(rate)
 
     async def serve(self) -> None:
@@ -462,13 +488,14 @@ class VrpnSim(Sim):
             self.server.flush()
 
     def _plan(self, now: float) -> None:
-        """The next `PLAN_SECONDS` of frames from `now`, one period apart, computed in one
-        numpy pass; each mapping's batch of them is encoded in one pass too, when first sent
-        (`_batch`). Each frame is stamped with the time it is the pose at."""
+        """The next `PLAN_SECONDS` of frames (`PLAN_FRAMES` at least) from `now`, one period
+        apart, computed in one numpy pass; each mapping's batch of them is encoded in one pass
+        too, when first sent (`_batch`). Each frame is stamped with the time it is the pose
+        at."""
         assert self._start is not None
         rate = self._rate = self.model.rate
         times = [now]
-        for _ in range(max(1, round(rate * PLAN_SECONDS)) - 1):
+        for _ in range(max(1, PLAN_FRAMES, round(rate * PLAN_SECONDS)) - 1):
             times.append(times[-1] + 1.0 / rate)  # as each step adds a period to the last
         self._times = times
         steps = np.array(times)
@@ -483,8 +510,15 @@ class VrpnSim(Sim):
             planned = self._planned
             assert planned is not None
             rows = np.repeat(self._walls, self.model.count)  # each frame's header time
-            batch = self.encoder.encode(ids[0], types, planned.sensors, planned.values(), time=rows)
-            frames = self._encoded[(ids, types)] = batch.split(len(self._times))
+            frames_planned = len(self._times)
+            if len(ids) == 1:
+                sender: int | npt.NDArray[np.int32] = ids[0]
+                sensors = planned.sensors
+            else:  # each row's tracker id and its sensor number in that tracker
+                sender = np.tile(np.array(ids, np.int32)[self._sender_of_row], frames_planned)
+                sensors = planned.sensors % self.sensors_per_tracker
+            batch = self.encoder.encode(sender, types, sensors, planned.values(), time=rows)
+            frames = self._encoded[(ids, types)] = batch.split(frames_planned)
         return frames[self._next]
 
     def next_deadline(self) -> float | None:

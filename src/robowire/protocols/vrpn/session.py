@@ -163,6 +163,7 @@ class VrpnSession:
         self.close_reason = ""
         self._local_senders: dict[str, int] = {}
         self._local_types: dict[str, int] = {}
+        self._sender_tuples: dict[tuple[str, ...], tuple[int, ...]] = {}  # register_senders
         self._remote_senders: dict[int, str] = {}
         self._remote_types: dict[int, str] = {}
         self._batch = ReportBatcher(self._remote_senders, self._remote_types, self.stats)
@@ -211,6 +212,14 @@ class VrpnSession:
         if self.state is State.CONNECTED:
             self._send_system(SenderDescription(id=sender_id, name=name))
         return sender_id
+
+    def register_senders(self, names: tuple[str, ...]) -> tuple[int, ...]:
+        """`register_sender` of each of `names` (remembered: a server's every frame asks for
+        the same trackers' ids, a hundred of them for a mocap system's rigid bodies)."""
+        found = self._sender_tuples.get(names)
+        if found is None:
+            found = self._sender_tuples[names] = tuple(map(self.register_sender, names))
+        return found
 
     def register_type(self, name: str) -> int:
         found = self._local_types.get(name)
