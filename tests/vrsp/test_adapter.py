@@ -142,6 +142,7 @@ def test_swarm_encoder_round_trips_world_positions_and_root() -> None:
 def test_a_vrsp_show_goes_out_again_as_itself() -> None:
     """VRSP -> world -> VRSP sink -> wire -> world: the same drone ids, definitions (models,
     payloads), heading, colours and payload states, within the wire's precision."""
+    from robowire.protocols.vrsp.adapter import show_swarm
     from robowire.protocols.vrsp.model import LightShow
     from robowire.protocols.vrsp.services import show_blocks
 
@@ -152,7 +153,7 @@ def test_a_vrsp_show_goes_out_again_as_itself() -> None:
     table = DefinitionTable.build(7, (47.0, 8.0, 400.0), show_blocks(show))
     adapter.apply([DefinitionReceived(table=table, new=True)], 100.0)
     for t in (40.0, 41.0):  # a hold with lasers and pyro, then a second frame
-        frame = table.decode(table.records(show.frame(t))[0])
+        frame = table.decode(table.records(show_swarm(show.state(t)))[0])
         adapter.apply([SwarmFrame(table=table, frame=0, swarm=frame, datagrams=1)], 100.0 + t)
     encoder = SwarmEncoder()
     swarm = encoder.swarm(first)
