@@ -26,7 +26,13 @@ import numpy.typing as npt
 from robowire.capture import CaptureReader, Record
 from robowire.endpoints import Endpoint, number
 from robowire.errors import ConfigError, SessionError
-from robowire.protocols.vrpn.adapter import VrpnAdapter, WorldEncoder
+from robowire.protocols.vrpn.adapter import (
+    MOTION_DEFAULTS,
+    REPORTS,
+    VrpnAdapter,
+    WorldEncoder,
+    tracker_values,
+)
 from robowire.protocols.vrpn.codec import (
     COOKIE_SIZE,
     DEFAULT_PORT,
@@ -40,7 +46,7 @@ from robowire.protocols.vrpn.driver import VrpnLink, connect
 from robowire.protocols.vrpn.events import Connected, MessageReceived, PeerSilent, VrpnEvent
 from robowire.protocols.vrpn.logfile import encode_log_entry, stream_to_log
 from robowire.protocols.vrpn.messages import ButtonStates, Ping, Pong, TrackerSetUpdateRate
-from robowire.protocols.vrpn.model import MAX_RATE, MOTION_DEFAULTS, REPORTS, DeviceModel
+from robowire.protocols.vrpn.model import MAX_RATE, DeviceModel
 from robowire.protocols.vrpn.model import Frame as TrackerFrame
 from robowire.protocols.vrpn.registry import SERVER_TYPE_NAMES, FrameBatch, ReportEncoder
 from robowire.protocols.vrpn.server import VrpnServer
@@ -483,7 +489,8 @@ class VrpnSim(Sim):
             planned = self._planned
             assert planned is not None
             rows = np.repeat(self._walls, self.model.count)  # each frame's header time
-            batch = self.encoder.encode(ids[0], types, planned.sensors, planned.values(), time=rows)
+            values = tracker_values(planned)
+            batch = self.encoder.encode(ids[0], types, planned.sensors, values, time=rows)
             frames = self._encoded[(ids, types)] = batch.split(len(self._times))
         return frames[self._next]
 
