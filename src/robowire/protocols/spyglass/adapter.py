@@ -914,7 +914,8 @@ def quantised(values: Any, number_type: str) -> list[Any]:
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
         array = np.clip(np.rint(array), info.min, info.max)
-    return array.astype(dtype).tolist()  # type: ignore[no-any-return]
+    out: list[Any] = array.astype(dtype).tolist()
+    return out
 
 
 SIM_FRAME = Frame.of()  # the simulator's nodes: 1 unit = 1 m
