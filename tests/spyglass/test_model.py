@@ -10,10 +10,11 @@ import pytest
 
 from robowire.errors import ConfigError
 from robowire.protocols.spyglass import codec as c
-from robowire.protocols.spyglass.adapter import network_packets
+from robowire.protocols.spyglass.adapter import SpyglassAdapter, network_packets
 from robowire.protocols.spyglass.events import PacketsReceived, packets_of
 from robowire.protocols.spyglass.model import SensorNetworkSim, SimConfig
 from robowire.protocols.spyglass.session import SpyglassSession
+from robowire.world import World
 
 T0 = 1_700_000_000.0
 
@@ -120,3 +121,25 @@ def test_next_deadline_says_when_packets_fall_due() -> None:
         assert deadline is not None and deadline > T0
         assert step(sim, deadline - 1e-3) == [] or deadline - 1e-3 <= T0
         assert step(sim, deadline) != []
+
+
+def test_reports_are_in_world_units_as_a_listener_reads_them() -> None:
+    """The model works in world units: read back through the wire by the source's adapter,
+    each node reporting is where the model has it (to the metre: 1 unit = 1 m) and its
+    temperature the model's reading (whole degC)."""
+    sim = SensorNetworkSim(np.random.default_rng(6))
+    session, world = SpyglassSession(), World()
+    adapter = SpyglassAdapter(world, "net")
+    checked = 0
+    for i in range(40):
+        reports = sim.step(T0 + i * 0.25)
+        adapter.apply(session.feed(b"".join(network_packets(reports)), 0.0), 0.0)
+        table = world.tables.get("net")
+        rows, readings = reports.readings
+        for row, reading in zip(rows.tolist(), readings.tolist(), strict=True):
+            assert table is not None
+            slot = table.index[str(int(reports.ids[row]))]
+            assert table.position[slot].tolist() == np.rint(reports.positions[row]).tolist()
+            assert table.telemetry["data.20"][slot] == min(max(round(reading), 0), 255)
+            checked += 1
+    assert checked > 100
