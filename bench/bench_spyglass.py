@@ -33,6 +33,7 @@ import numpy as np
 
 import bench
 from bench import rounds
+from robowire.protocols.spyglass.adapter import network_packets
 from robowire.protocols.spyglass.codec import decode_batch, split
 from robowire.protocols.spyglass.events import PacketsReceived
 from robowire.protocols.spyglass.model import SensorNetworkSim, SimConfig
@@ -52,7 +53,7 @@ def make_stream(count: int = PACKETS) -> bytes:
     packets: list[bytes] = []
     now = 1_700_000_000.0
     while len(packets) < count:
-        packets += sim.step(now)
+        packets += network_packets(sim.step(now))
         now += 0.1
     return b"".join(packets[:count])
 

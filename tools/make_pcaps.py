@@ -35,6 +35,7 @@ import numpy as np
 
 from robowire import protocols
 from robowire.protocols.spyglass.rec import iter_rec
+from robowire.protocols.vrsp.adapter import show_swarm
 from robowire.protocols.vrsp.codec import (
     DefinitionTable,
     definition_from_json,
@@ -198,7 +199,7 @@ def vrsp(example: Path) -> list[Packet]:
         now = step / 10
         for event in session.tick(now):
             if isinstance(event, FrameDue):
-                session.send(show.frame(event.time))
+                session.send(show_swarm(show.state(event.time)))
         for data, _ in session.datagrams_to_send():
             packets.append((EPOCH + now, udp(sender_port, VRSP_PORT, data)))
     # Verge's example definition (pyro with two cues, a 2DOF red laser) for drones 1 and 2

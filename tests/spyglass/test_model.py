@@ -10,18 +10,25 @@ import pytest
 
 from robowire.errors import ConfigError
 from robowire.protocols.spyglass import codec as c
+from robowire.protocols.spyglass.adapter import SpyglassAdapter, network_packets
 from robowire.protocols.spyglass.events import PacketsReceived, packets_of
 from robowire.protocols.spyglass.model import SensorNetworkSim, SimConfig
 from robowire.protocols.spyglass.session import SpyglassSession
+from robowire.world import World
 
 T0 = 1_700_000_000.0
+
+
+def step(sim: SensorNetworkSim, now: float) -> list[bytes]:
+    """What `sim spyglass` sends at `now`: the model's reports through the adapter's encoder."""
+    return network_packets(sim.step(now))
 
 
 def run(seed: int, steps: int, dt: float = 0.1) -> list[bytes]:
     sim = SensorNetworkSim(np.random.default_rng(seed))
     out: list[bytes] = []
     for i in range(steps):
-        out += sim.step(T0 + i * dt)
+        out += step(sim, T0 + i * dt)
     return out
 
 
@@ -49,7 +56,7 @@ def test_neighbourhoods_follow_radio_range() -> None:
     sim = SensorNetworkSim(np.random.default_rng(3), config)
     checked = 0
     for i in range(50):
-        raw = sim.step(T0 + i * 0.5)
+        raw = step(sim, T0 + i * 0.5)
         positions = dict(zip(sim.ids.tolist(), sim.positions.tolist(), strict=True))
         for packet in map(c.decode, raw):
             if not isinstance(packet, c.NeighborhoodPacket):
@@ -112,5 +119,27 @@ def test_next_deadline_says_when_packets_fall_due() -> None:
     for _ in range(50):
         deadline = sim.next_deadline()
         assert deadline is not None and deadline > T0
-        assert sim.step(deadline - 1e-3) == [] or deadline - 1e-3 <= T0
-        assert sim.step(deadline) != []
+        assert step(sim, deadline - 1e-3) == [] or deadline - 1e-3 <= T0
+        assert step(sim, deadline) != []
+
+
+def test_reports_are_in_world_units_as_a_listener_reads_them() -> None:
+    """The model works in world units: read back through the wire by the source's adapter,
+    each node reporting is where the model has it (to the metre: 1 unit = 1 m) and its
+    temperature the model's reading (whole degC)."""
+    sim = SensorNetworkSim(np.random.default_rng(6))
+    session, world = SpyglassSession(), World()
+    adapter = SpyglassAdapter(world, "net")
+    checked = 0
+    for i in range(40):
+        reports = sim.step(T0 + i * 0.25)
+        adapter.apply(session.feed(b"".join(network_packets(reports)), 0.0), 0.0)
+        table = world.tables.get("net")
+        rows, readings = reports.readings
+        for row, reading in zip(rows.tolist(), readings.tolist(), strict=True):
+            assert table is not None
+            slot = table.index[str(int(reports.ids[row]))]
+            assert table.position[slot].tolist() == np.rint(reports.positions[row]).tolist()
+            assert table.telemetry["data.20"][slot] == min(max(round(reading), 0), 255)
+            checked += 1
+    assert checked > 100

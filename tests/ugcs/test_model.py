@@ -18,12 +18,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from robowire.errors import ConfigError
+from robowire.protocols.ugcs.adapter import fleet_columns
 from robowire.protocols.ugcs.definitions import COMMANDS, FIELDS, MISSION_ITEMS, Params
 from robowire.protocols.ugcs.model import Activity, Fleet
 
 R = 6_378_137.0  # m; the test's own Earth radius for metres <-> radians
 ORIGIN = (56.9496, 24.1052, 10.0)
 NA = None
+
+
+def wire(fleet: Fleet) -> dict[str, Any]:
+    """What `sim ugcs` sends of `fleet`: its telemetry through the adapter's conversion."""
+    return fleet_columns(fleet.telemetry())
 
 
 def ready(count: int = 1, **options: Any) -> Fleet:
@@ -51,7 +57,7 @@ class Clock:
         for _ in range(round(seconds / self.dt)):
             self.ticks += 1
             self.fleet.step(self.now)
-            tel = self.fleet.telemetry()
+            tel = wire(self.fleet)
             if watch is not None:
                 watch(self.now, tel)
             if until is not None and until(tel):
@@ -147,7 +153,7 @@ def test_fields_and_commands_use_the_sdk_names() -> None:
 
 def test_telemetry_has_every_field_for_every_vehicle() -> None:
     fleet = ready(7)
-    tel = fleet.telemetry()
+    tel = wire(fleet)
     assert list(tel) == [spec.name for spec in FIELDS]
     assert all(len(column) == 7 for column in tel.values())
     assert np.all(tel["is_armed"] == 0) and np.all(tel["remaining_power_level"] == 1.0)
@@ -165,14 +171,14 @@ def test_telemetry_has_every_field_for_every_vehicle() -> None:
 def test_gps_warms_up_then_3d_fix_allows_arming() -> None:
     fleet = Fleet(3, origin=ORIGIN, gps_warmup=(4.0, 4.0), seed=5)
     fleet.step(100.0)
-    tel = fleet.telemetry()
+    tel = wire(fleet)
     assert np.all(tel["satellite_count"] == 0) and np.all(tel["gps_fix"] == 0)
     assert np.all(np.isnan(tel["latitude"]))  # unknown until a fix: sent as NA
     result = fleet.command(0, "arm", {})
     assert (result.code, result.text) == ("STATUS_FAILED", "no 3D GPS fix")
     assert not fleet.availability()["arm"][0]
     fleet.step(104.0)
-    tel = fleet.telemetry()
+    tel = wire(fleet)
     assert np.all(tel["gps_fix"] == 2)  # GPS_FIX_TYPE_3D
     assert np.all((tel["satellite_count"] >= 10) & (tel["satellite_count"] <= 16))
     assert not np.any(np.isnan(tel["latitude"]))
@@ -185,7 +191,7 @@ def test_same_seed_same_fleet() -> None:
     for fleet in (a, b, c):
         fleet.step(0.0)
         fleet.step(30.0)
-    sats = [f.telemetry()["satellite_count"] for f in (a, b, c)]
+    sats = [wire(f)["satellite_count"] for f in (a, b, c)]
     assert np.array_equal(sats[0], sats[1])
     assert not np.array_equal(sats[0], sats[2])
 
@@ -220,7 +226,7 @@ def test_waypoint_flies_straight_at_the_commanded_speed() -> None:
     lat, lon = rad(*ORIGIN[:2], north=0.0, east=80.0)
     assert fleet.command(0, "waypoint", waypoint(lat, lon, ORIGIN[2] + 10.0, speed=8.0)).ok
     mid = clock.run(5.0)
-    tel = fleet.telemetry()
+    tel = wire(fleet)
     assert haversine(*position(tel), *rad(*ORIGIN[:2], 0.0, 40.0)) < 0.05  # 8 m/s x 5 s
     assert tel["ground_speed"][0] == pytest.approx(8.0)
     assert tel["heading"][0] == pytest.approx(math.pi / 2)  # due east
@@ -228,14 +234,14 @@ def test_waypoint_flies_straight_at_the_commanded_speed() -> None:
     assert tel["control_mode"][0] == 2  # CONTROL_MODE_CLICK_GO
     arrived = clock.run(10.0, until=lambda tel: tel["ground_speed"][0] == 0.0)
     assert arrived - start == pytest.approx(10.0 + 0.1, abs=0.11)  # 80 m / 8 m/s (+ a tick)
-    assert haversine(*position(fleet.telemetry()), lat, lon) < 0.05
+    assert haversine(*position(wire(fleet)), lat, lon) < 0.05
     assert mid - start == pytest.approx(5.0)
 
 
 def test_square_mission_is_flown_at_the_commanded_speeds_and_altitudes() -> None:
     fleet = ready(climb_rate=2.0)
     clock = Clock(fleet)
-    home = float(fleet.telemetry()["home_altitude_amsl"][0])
+    home = float(wire(fleet)["home_altitude_amsl"][0])
     alt = home + 20.0
     corners = [(100.0, 0.0), (100.0, 100.0), (0.0, 100.0), (0.0, 0.0)]  # north, east
     points = [rad(*ORIGIN[:2], north=n, east=e) for n, e in corners]
@@ -258,7 +264,7 @@ def test_square_mission_is_flown_at_the_commanded_speeds_and_altitudes() -> None
 
     changes: list[tuple[float, float, Mapping[str, Any]]] = []  # time, new command, telemetry
     speeds: list[float] = []
-    previous: list[Mapping[str, Any]] = [fleet.telemetry()]
+    previous: list[Mapping[str, Any]] = [wire(fleet)]
 
     def watch(t: float, tel: Mapping[str, Any]) -> None:
         assert tel["current_mission_id"][0] == result.mission_id
@@ -282,7 +288,7 @@ def test_square_mission_is_flown_at_the_commanded_speeds_and_altitudes() -> None
     # 20 m climb at 2 m/s, 4 x 100 m at 10 m/s (each leg ends 1 m early, the last exactly),
     # 20 m descent at 4 m/s: 10 + 40 + 5 = 55 s
     assert landed == pytest.approx(55.0, abs=0.6)
-    tel = fleet.telemetry()
+    tel = wire(fleet)
     assert tel["altitude_agl"][0] == 0.0 and tel["current_command"][0] == vehicle_id[6]
     assert haversine(*position(tel), *points[-1]) < 0.05
 
@@ -292,14 +298,14 @@ def test_wait_items_hold_for_their_time() -> None:
     clock = Clock(fleet)
     take_off(fleet, clock, 10.0)
     alt = ORIGIN[2] + 10.0
-    here = position(fleet.telemetry())
+    here = position(wire(fleet))
     there = rad(*ORIGIN[:2], north=25.0, east=0.0)
     items = [move(*here, alt), ("wait", {"time": 6.0}), move(*there, alt)]
     result = fleet.mission_upload(0, mission_params(ORIGIN[2]), items)
     assert fleet.command(0, "auto", {}).ok
     start = clock.now
     clock.run(5.0)
-    tel = fleet.telemetry()
+    tel = wire(fleet)
     assert tel["current_command"][0] == result.command_map[1][0]  # still waiting
     assert haversine(*position(tel), *here) < 0.05
     done = clock.run(20.0, until=lambda tel: tel["flight_mode"][0] == 4)  # HOLD at the end
@@ -317,17 +323,17 @@ def test_pause_holds_position_and_resume_goes_on() -> None:
     clock.run(4.0)
     assert fleet.availability()["mission_pause"][0]
     assert fleet.command(0, "mission_pause", {"additional_altitude": NA}).ok
-    held = fleet.telemetry()
+    held = wire(fleet)
     assert held["flight_mode"][0] == 4  # HOLD
     clock.run(10.0)
-    tel = fleet.telemetry()
+    tel = wire(fleet)
     assert haversine(*position(tel), *position(held)) < 0.01
     assert tel["ground_speed"][0] == 0.0
     assert tel["current_command"][0] == held["current_command"][0] == 1
     assert fleet.availability()["mission_resume"][0]
     assert fleet.command(0, "mission_resume", {}).ok
     clock.run(40.0, until=lambda tel: tel["flight_mode"][0] == 4)
-    assert haversine(*position(fleet.telemetry()), *far) < 0.05
+    assert haversine(*position(wire(fleet)), *far) < 0.05
     # flew 20 m, held 10 s, then 180 m at 5 m/s: 4 + 10 + 36 s after auto
     assert clock.now == pytest.approx(6.0 + 4.0 + 10.0 + 36.0, abs=0.25)
 
@@ -335,7 +341,7 @@ def test_pause_holds_position_and_resume_goes_on() -> None:
 def test_return_to_home_climbs_flies_home_and_lands() -> None:
     fleet = ready(rth_altitude=30.0, climb_rate=2.0, descent_rate=1.5, cruise_speed=5.0)
     clock = Clock(fleet)
-    home = position(fleet.telemetry())
+    home = position(wire(fleet))
     take_off(fleet, clock, 10.0)
     away = rad(*ORIGIN[:2], north=0.0, east=-100.0)
     assert fleet.command(0, "waypoint", waypoint(*away, ORIGIN[2] + 10.0, speed=10.0)).ok
@@ -348,7 +354,7 @@ def test_return_to_home_climbs_flies_home_and_lands() -> None:
     assert modes >= {1.0}  # FLIGHT_MODE_RTH
     # 20 m up at 2 m/s, 100 m at 5 m/s, 30 m down at 1.5 m/s: 10 + 20 + 20 s
     assert landed - start == pytest.approx(50.0, abs=0.3)
-    tel = fleet.telemetry()
+    tel = wire(fleet)
     assert haversine(*position(tel), *home) < 0.05
     assert tel["altitude_agl"][0] == 0.0 and tel["autopilot_status"][0] == 0  # STANDBY
     assert fleet.availability()["arm"][0]
@@ -361,27 +367,27 @@ def test_land_and_emergency_land() -> None:
     take_off(fleet, clock, 6.0, i=1)
     assert fleet.command(0, "land_command", {}).ok
     assert fleet.command(1, "emergency_land", {}).ok
-    assert fleet.telemetry()["autopilot_status"][1] == 3  # EMERGENCY
+    assert wire(fleet)["autopilot_status"][1] == 3  # EMERGENCY
     clock.run(3.0)
-    tel = fleet.telemetry()
+    tel = wire(fleet)
     assert tel["altitude_agl"][0] == pytest.approx(3.0)  # 1 m/s
     assert tel["altitude_agl"][1] == pytest.approx(0.0)  # twice as fast: down
     assert tel["is_armed"][1] == 0 and tel["flight_mode"][0] == 2  # LAND
     clock.run(3.5)
-    assert fleet.telemetry()["is_armed"][0] == 0
+    assert wire(fleet)["is_armed"][0] == 0
 
 
 def test_direct_vehicle_control_moves_while_the_sticks_are_held() -> None:
     fleet = ready(cruise_speed=4.0)
     clock = Clock(fleet)
     take_off(fleet, clock, 10.0)
-    start = position(fleet.telemetry())
+    start = position(wire(fleet))
     sticks = {"pitch": 0.5, "roll": 0.0, "yaw": 0.0, "throttle": 0.0}
     assert fleet.command(0, "direct_vehicle_control", sticks).ok
     clock.run(0.5)
     assert fleet.command(0, "direct_vehicle_control", sticks).ok
     clock.run(3.0)  # sticks fall back to 0 one second after the last command
-    tel = fleet.telemetry()
+    tel = wire(fleet)
     assert tel["control_mode"][0] == 3  # JOYSTICK
     # heading north (0), 2 m/s for 1.5 s
     assert haversine(*position(tel), *start) == pytest.approx(3.0, abs=0.05)
@@ -398,7 +404,7 @@ def test_battery_drains_faster_while_flying() -> None:
     assert fleet.command(1, "arm", {}).ok
     assert fleet.command(1, "takeoff_command", {"relative_altitude": 2.0}).ok
     clock.run(361.0)
-    tel = fleet.telemetry()
+    tel = wire(fleet)
     level = tel["remaining_power_level"]
     # on the ground armed 2 A, disarmed 0.4 A for 361 s; of 5 Ah
     # (reported in whole percent)
@@ -417,7 +423,7 @@ def test_low_battery_returns_home() -> None:
     assert fleet.command(0, "arm", {}).ok
     assert fleet.command(0, "takeoff_command", {"relative_altitude": 5.0}).ok
     clock.run(30.0, until=lambda tel: tel["flight_mode"][0] == 1)
-    assert fleet.telemetry()["remaining_power_level"][0] <= 0.15
+    assert wire(fleet)["remaining_power_level"][0] <= 0.15
     assert 10.0 < clock.now < 14.0
 
 
@@ -475,7 +481,7 @@ def test_refused_missions_say_why() -> None:
     no_lat = ("move", {**move(*point, 20.0)[1], "latitude": NA})
     code, text = upload(mission_params(10.0), [move(*point, 20.0), no_lat])
     assert code == "STATUS_INVALID_COMMAND" and "latitude" in text
-    assert np.isnan(fleet.telemetry()["current_mission_id"][0])  # nothing was loaded
+    assert np.isnan(wire(fleet)["current_mission_id"][0])  # nothing was loaded
 
 
 def test_mission_id_is_a_crc_of_the_content() -> None:
@@ -490,7 +496,7 @@ def test_mission_id_is_a_crc_of_the_content() -> None:
     assert all(isinstance(i, int) and 0 <= i < 2**32 for i in ids)
     assert ids[0] == ids[1]
     assert len({ids[0], ids[2], ids[3]}) == 3
-    assert a.telemetry()["current_mission_id"][0] == ids[3]  # the last upload is current
+    assert wire(a)["current_mission_id"][0] == ids[3]  # the last upload is current
 
 
 def test_mission_clear_forgets_the_mission() -> None:
@@ -498,7 +504,7 @@ def test_mission_clear_forgets_the_mission() -> None:
     fleet.mission_upload(0, mission_params(10.0), [move(*rad(*ORIGIN[:2], 5.0, 5.0), 20.0)])
     assert fleet.availability()["mission_clear"][0]
     assert fleet.command(0, "mission_clear", {}).ok
-    assert np.isnan(fleet.telemetry()["current_mission_id"][0])
+    assert np.isnan(wire(fleet)["current_mission_id"][0])
     assert fleet.command(0, "mission_clear", {}).code == "STATUS_FAILED"
 
 
@@ -554,7 +560,7 @@ def test_random_commands_give_a_result_never_an_exception(
     result = fleet.command(0, name, params, items if name == "mission_upload" else ())
     assert result.code in ("STATUS_OK", "STATUS_FAILED", "STATUS_INVALID_COMMAND")
     fleet.step(1.0)
-    fleet.telemetry()
+    wire(fleet)
 
 
 @settings(max_examples=100, deadline=None)
@@ -585,7 +591,7 @@ def test_any_valid_mission_flies_to_an_end(
                 assert fleet.command(0, "auto", {}).ok  # on the ground
         elif fleet.activity[0] != 4:  # no longer Activity.MISSION: the end
             break
-    tel = fleet.telemetry()
+    tel = wire(fleet)
     mode = tel["native_flight_mode"][0]
     assert mode in ("HOLD", "IDLE")
     assert np.isfinite(tel["latitude"][0]) and tel["altitude_agl"][0] >= 0.0
@@ -606,7 +612,7 @@ def test_a_thousand_vehicles_fly_together() -> None:
         assert fleet.command(i, "takeoff_command", {"relative_altitude": 4.0 + i % 3}).ok
     for k in range(1, 41):
         fleet.step(k * 0.1)
-    tel = fleet.telemetry()
+    tel = wire(fleet)
     expected = 4.0 + np.arange(1000) % 3  # 4..6 m at 2 m/s: all up within 3 s
     assert tel["altitude_agl"] == pytest.approx(expected)
     assert np.all(tel["flight_mode"] == 4)
@@ -622,7 +628,7 @@ def test_settings_from_the_command_line() -> None:
     assert fleet.origin == (47.5, 8.25, 400.0) and fleet.cruise_speed == 12.0
     fleet.step(0.0)
     fleet.step(3.0)
-    tel = fleet.telemetry()
+    tel = wire(fleet)
     assert math.degrees(tel["latitude"][0]) == pytest.approx(47.5)
     assert tel["altitude_amsl"][0] == 400.0
     for bad in ({"origin": "47.5,8.25"}, {"origin": "95,0,0"}, {"climb_rate": "fast"},
@@ -679,8 +685,8 @@ def test_the_example_mission_flies_on_the_default_fleet(tick: float) -> None:
     # early); 30 m down at 2 m/s: 10 + 25 + 3 + 40 + 15 = 93 s
     assert clock.now == pytest.approx(93.0, abs=1.5)
     assert max(top) == pytest.approx(30.0)
-    assert fleet.telemetry()["altitude_agl"][0] == 0.0  # landed, and so disarmed
-    lat, lon = position(fleet.telemetry())
+    assert wire(fleet)["altitude_agl"][0] == 0.0  # landed, and so disarmed
+    lat, lon = position(wire(fleet))
     assert haversine(lat, lon, math.radians(ORIGIN[0]), math.radians(ORIGIN[1])) < 2.01
 
 
@@ -693,7 +699,7 @@ def test_a_long_gap_between_steps_overshoots_nothing() -> None:
     fleet.step(5.0)
     assert fleet.command(0, "waypoint", waypoint(lat, lon, ORIGIN[2] + 7.0)).ok
     fleet.step(86_400.0)  # a day later (the host slept)
-    tel = fleet.telemetry()
+    tel = wire(fleet)
     assert haversine(*position(tel), lat, lon) < 0.05
     assert tel["altitude_agl"][0] == pytest.approx(7.0)
     assert tel["remaining_power_level"][0] == pytest.approx(1 - 12.0 * 24 / 1000.0, abs=0.01)
@@ -708,7 +714,7 @@ def test_throttle_down_onto_the_ground_lands() -> None:
         assert fleet.command(0, "direct_vehicle_control", sticks).ok
         clock.run(0.6)
     clock.run(0.5)  # 2 m down at 2.0 s
-    tel = fleet.telemetry()
+    tel = wire(fleet)
     assert tel["altitude_agl"][0] == 0.0 and tel["is_armed"][0] == 0
     assert tel["native_flight_mode"][0] == "IDLE"
 

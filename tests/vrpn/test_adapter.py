@@ -101,3 +101,31 @@ def test_analog_buttons_dials_and_text() -> None:
     assert telemetry["dial_1"] == (0.75, "1")
     (log,) = [e for e in feed.drain() if isinstance(e, LogEvent)]
     assert (log.device_id, log.text, log.level, log.time) == ("Dev", "hot", "warning", 50.0)
+
+
+def test_the_simulated_trackers_are_in_world_units_as_a_listener_reads_them() -> None:
+    """The simulator's model works in world units (w, x, y, z quaternions): its frame, made
+    reports by the adapter's encoder and read back by the source's adapter, is the model's."""
+    from robowire.protocols.vrpn.adapter import tracker_values
+    from robowire.protocols.vrpn.model import DeviceModel
+
+    frame = DeviceModel(4, 60.0).frame(2.5)
+    poses = tracker_values(frame)[0]
+    n = len(frame.sensors)
+    wire = TrackerReports(
+        sender="Tracker0",
+        kind="vrpn_Tracker Pos_Quat",
+        sensor=frame.sensors,
+        vector=poses[:, 0:3],
+        quaternion=poses[:, 3:7],
+        dt=None,
+        time=np.full(n, 100.0),
+        order=np.arange(n, dtype=np.int64),
+    )
+    world = World()
+    VrpnAdapter(world, "sim").apply([wire], receive_time=100.0)
+    for k, sensor in enumerate(frame.sensors.tolist()):
+        device = world.device("sim", f"Tracker0/{sensor}")
+        assert device.position == tuple(frame.positions[k].tolist())
+        assert device.orientation == tuple(frame.orientations[k].tolist())
+    assert not frame.orientations[:, 1:3].any()  # yaws: w first, then x = y = 0

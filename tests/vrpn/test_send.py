@@ -18,6 +18,13 @@ from robowire.protocols.vrpn import (
     VrpnSession,
     encode_cookie,
 )
+from robowire.protocols.vrpn.adapter import (
+    MOTION_DEFAULTS,
+    REPORTS,
+    tracker_kinds,
+    tracker_reports,
+    tracker_values,
+)
 from robowire.protocols.vrpn.codec import scan, split_time
 from robowire.protocols.vrpn.messages import (
     AnalogChannel,
@@ -29,7 +36,7 @@ from robowire.protocols.vrpn.messages import (
     TextMessage,
     TrackerSetUpdateRate,
 )
-from robowire.protocols.vrpn.model import MOTION_DEFAULTS, REPORTS, DeviceModel, Frame
+from robowire.protocols.vrpn.model import DeviceModel, Frame
 from robowire.protocols.vrpn.registry import (
     SERVER_TYPE_NAMES,
     FrameBatch,
@@ -70,11 +77,12 @@ def frame_batch(
 ) -> tuple[Frame, FrameBatch]:
     model = DeviceModel(10, 1000, pose_only=pose_only)
     frame = model.frame(12.345)
-    kinds = frame.kinds
+    kinds = tracker_kinds(frame)
     encoder = ReportEncoder(kinds, [None, MOTION_DEFAULTS, MOTION_DEFAULTS])
     types = tuple(session.register_type(k) for k in kinds)
+    values = tracker_values(frame)
     batch = encoder.encode(
-        session.register_sender("Tracker0"), types, frame.sensors, frame.values(), time=frame_time
+        session.register_sender("Tracker0"), types, frame.sensors, values, time=frame_time
     )
     return frame, batch
 
@@ -85,7 +93,7 @@ def test_sim_frame_on_tcp_is_the_per_report_bytes(pose_only: bool, earlier: int)
     vectorised, reference = connected(earlier=earlier), connected(earlier=earlier)
     frame, batch = frame_batch(vectorised, WALL, pose_only)
     vectorised.send_batch(batch)
-    reports = frame.reports()
+    reports = tracker_reports(frame)
     per_report(reference, "Tracker0", reports, [WALL] * len(reports))
     expected = reference.data_to_send()
     assert len(expected) == 10 * (88 if pose_only else 280)
@@ -104,7 +112,7 @@ def test_sim_frame_in_udp_datagrams_is_the_per_report_bytes(earlier: int) -> Non
     reference.send("Other", Ping(), time=WALL, reliable=False)
     frame, batch = frame_batch(vectorised, WALL, False)
     vectorised.send_batch(batch)
-    reports = frame.reports()
+    reports = tracker_reports(frame)
     per_report(reference, "Tracker0", reports, [WALL] * len(reports))
     expected = reference.datagrams_to_send()
     assert len(expected) == 2 and all(len(d) <= 1472 for d, _ in expected)
@@ -119,7 +127,7 @@ def test_one_batch_serves_sessions_at_different_seqs() -> None:
     frame, batch = frame_batch(sessions[0], WALL, False)
     for session in sessions:
         session.send_batch(batch)
-    reports = frame.reports()
+    reports = tracker_reports(frame)
     for session, reference in zip(sessions, references, strict=True):
         per_report(reference, "Tracker0", reports, [WALL] * len(reports))
         assert session.data_to_send() == reference.data_to_send()

@@ -142,6 +142,7 @@ def test_swarm_encoder_round_trips_world_positions_and_root() -> None:
 def test_a_vrsp_show_goes_out_again_as_itself() -> None:
     """VRSP -> world -> VRSP sink -> wire -> world: the same drone ids, definitions (models,
     payloads), heading, colours and payload states, within the wire's precision."""
+    from robowire.protocols.vrsp.adapter import show_swarm
     from robowire.protocols.vrsp.model import LightShow
     from robowire.protocols.vrsp.services import show_blocks
 
@@ -152,7 +153,7 @@ def test_a_vrsp_show_goes_out_again_as_itself() -> None:
     table = DefinitionTable.build(7, (47.0, 8.0, 400.0), show_blocks(show))
     adapter.apply([DefinitionReceived(table=table, new=True)], 100.0)
     for t in (40.0, 41.0):  # a hold with lasers and pyro, then a second frame
-        frame = table.decode(table.records(show.frame(t))[0])
+        frame = table.decode(table.records(show_swarm(show.state(t)))[0])
         adapter.apply([SwarmFrame(table=table, frame=0, swarm=frame, datagrams=1)], 100.0 + t)
     encoder = SwarmEncoder()
     swarm = encoder.swarm(first)
@@ -177,3 +178,32 @@ def test_a_vrsp_show_goes_out_again_as_itself() -> None:
         assert o.position == pytest.approx(d.position, abs=1e-4)
     kinds = {name.split("_")[1] for d in want.values() for name in d.telemetry if "payload" in name}
     assert {"red", "level", "cue", "gimbal"} <= kinds  # spotlights, lasers, pyro, gimbals
+
+
+def test_the_show_in_world_units_is_what_a_receiver_reads_of_its_frames() -> None:
+    """The simulator's model works in world units: read back through the wire by the source's
+    adapter, every drone is where `LightShow.state` says, turned as it says (ENU)."""
+    from robowire.protocols.vrsp.adapter import show_swarm
+    from robowire.protocols.vrsp.model import LightShow
+    from robowire.protocols.vrsp.services import show_blocks
+
+    show = LightShow(30, seed=2)
+    world = World()
+    adapter = VrspAdapter(world, "show")
+    table = DefinitionTable.build(1, (47.0, 8.0, 400.0), show_blocks(show))
+    adapter.apply([DefinitionReceived(table=table, new=True)], 0.0)
+    for t in (3.0, 16.0, 45.0):  # a hold, a morph, the text with pyro
+        state = show.state(t)
+        assert state.orientation is not None
+        frame = table.decode(table.records(show_swarm(state))[0])
+        adapter.apply([SwarmFrame(table=table, frame=0, swarm=frame, datagrams=1)], t)
+        got = world.tables["show"]
+        slots = [got.index[str(i)] for i in state.ids.tolist()]
+        assert np.allclose(got.position[slots], state.position, atol=1e-5)
+        turn = np.abs(np.einsum("ij,ij->i", got.orientation[slots], state.orientation))
+        assert np.allclose(turn, 1.0, atol=1e-5)  # the same rotation (q or -q)
+        heading = got.telemetry["heading"][slots]  # (a half float on the wire)
+        assert np.allclose(heading, state.heading, rtol=1e-3, atol=0.01)
+        assert (
+            got.telemetry["led_red"][slots].tolist() == np.floor(state.color[:, 0] + 0.5).tolist()
+        )

@@ -10,11 +10,17 @@ import pytest
 
 from robowire.errors import ConfigError
 from robowire.protocols.vrsp import font
+from robowire.protocols.vrsp.adapter import show_swarm
 from robowire.protocols.vrsp.definitions import DefType, MountType, Swarm
 from robowire.protocols.vrsp.model import LightShow
 
 HOLD, MORPH = 12.0, 8.0  # the defaults: a formation is held 12 s, then 8 s of morph
 SPAN = HOLD + MORPH
+
+
+def frame(show: LightShow, t: float) -> Swarm:
+    """What `sim vrsp` sends at show time `t`: the show through the adapter's encoder."""
+    return show_swarm(show.state(t))
 
 
 def rotate(q: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -58,7 +64,7 @@ def show300() -> LightShow:
 
 def test_frame_columns_have_the_interface_shapes_and_dtypes() -> None:
     show = LightShow(50)
-    swarm = show.frame(3.0)
+    swarm = frame(show, 3.0)
     assert isinstance(swarm, Swarm)
     assert swarm.ids.dtype == np.uint16 and swarm.ids.tolist() == list(range(1, 51))
     assert swarm.position.shape == (50, 3) and swarm.position.dtype == np.float32
@@ -71,7 +77,7 @@ def test_frame_columns_have_the_interface_shapes_and_dtypes() -> None:
     assert swarm.cue.shape == (50, 2) and swarm.cue.dtype == np.uint8
     assert swarm.cue_ms.shape == (50, 2) and swarm.cue_ms.dtype == np.uint16
     assert swarm.gimbal.shape == (50, 2, 4) and swarm.gimbal.dtype == np.float32
-    plain = LightShow(50, orientation=False).frame(3.0)
+    plain = frame(LightShow(50, orientation=False), 3.0)
     assert not plain.has_orientation.any()
 
 
@@ -114,18 +120,18 @@ def test_a_tiny_show_is_plain_drones() -> None:
     show = LightShow(3)
     assert [d.model for d in show.definitions] == ["X7"]
     assert show.definition_of.tolist() == [0, 0, 0]
-    assert show.frame(1.0).light.shape == (3, 0, 3)
+    assert frame(show, 1.0).light.shape == (3, 0, 3)
 
 
 def test_same_seed_same_show_any_time() -> None:
     a, b = LightShow(120, seed=3), LightShow(120, seed=3)
     for t in (0.0, 17.3, 55.5, 1234.5, 86_400.25):
-        fa, fb = a.frame(t), b.frame(t)
+        fa, fb = frame(a, t), frame(b, t)
         for name in ("position", "color", "heading", "orientation", "light", "cue", "cue_ms",
                      "gimbal"):  # fmt: skip
             assert np.array_equal(getattr(fa, name), getattr(fb, name)), (t, name)
     assert not np.array_equal(a.definition_of, LightShow(120, seed=4).definition_of)
-    assert np.array_equal(a.frame(17.3).position, a.frame(17.3).position)
+    assert np.array_equal(frame(a, 17.3).position, frame(a, 17.3).position)
 
 
 def test_bad_settings_are_config_errors() -> None:
@@ -139,7 +145,7 @@ def test_bad_settings_are_config_errors() -> None:
     with pytest.raises(ConfigError):
         LightShow(5, text="robo~wire")
     with pytest.raises(ValueError):
-        LightShow(5).frame(-1.0)
+        LightShow(5).state(-1.0)
 
 
 # -- the formations, where they are held --------------------------------------------------------
@@ -147,7 +153,7 @@ def test_bad_settings_are_config_errors() -> None:
 
 def test_the_show_starts_as_a_grid() -> None:
     # 16 drones, 2 m apart, 4 x 4, centred; altitude 20 + the wave's 3 m headroom
-    got = LightShow(16).frame(0.0).position
+    got = frame(LightShow(16), 0.0).position
     xs = [-3.0, -1.0, 1.0, 3.0]
     expected = [[x, 23.0, z] for x in xs for z in xs]
     assert sorted_rows(got) == pytest.approx(sorted_rows(np.array(expected)), abs=1e-4)
@@ -158,10 +164,10 @@ def test_the_sphere_has_the_radius_worked_out_by_hand() -> None:
     show = LightShow(400)
     centre = np.array([0.0, 36.0, 0.0])
     for t in (SPAN, SPAN + 4.0, SPAN + HOLD - 0.01):  # reached, spinning, about to leave
-        radii = np.linalg.norm(show.frame(t).position - centre, axis=1)
+        radii = np.linalg.norm(frame(show, t).position - centre, axis=1)
         assert radii == pytest.approx(16.0, abs=1e-3)
-    assert show.frame(SPAN).position == pytest.approx(show.targets(0, 1), abs=1e-4)
-    assert not np.allclose(show.frame(SPAN + 6.0).position, show.targets(0, 1), atol=0.5)
+    assert frame(show, SPAN).position == pytest.approx(show.targets(0, 1), abs=1e-4)
+    assert not np.allclose(frame(show, SPAN + 6.0).position, show.targets(0, 1), atol=0.5)
 
 
 def test_the_text_is_the_font_drawn_by_hand() -> None:
@@ -173,14 +179,14 @@ def test_the_text_is_the_font_drawn_by_hand() -> None:
     expected = [[x, 32.0, 0.0] for x in (-2.0, 0.0, 2.0)]
     expected += [[0.0, y, 0.0] for y in (22.0, 24.0, 26.0, 28.0, 30.0)]
     expected += [[x, 20.0, 0.0] for x in (-2.0, 0.0, 2.0)]
-    got = show.frame(2 * SPAN + 1.0).position
+    got = frame(show, 2 * SPAN + 1.0).position
     assert sorted_rows(got) == pytest.approx(sorted_rows(np.array(expected)), abs=1e-4)
 
 
 def test_the_ring_logo_is_concentric_circles() -> None:
     # 400 drones: the inner circle has radius 2 * sqrt(400) / 8 = 5 m, then 7, 9, ... m
     show = LightShow(400)
-    got = show.frame(3 * SPAN).position.astype(np.float64)
+    got = frame(show, 3 * SPAN).position.astype(np.float64)
     assert got[:, 2] == pytest.approx(0.0, abs=1e-4)  # facing the audience
     centre_y = show.ring_centre[1]
     radii = np.hypot(got[:, 0], got[:, 1] - centre_y)
@@ -193,18 +199,20 @@ def test_the_ring_logo_is_concentric_circles() -> None:
 def test_morphs_are_smooth_and_start_and_end_at_rest() -> None:
     show = LightShow(100)
     for boundary in (HOLD, SPAN, SPAN + HOLD, 4 * SPAN):  # hold->morph, morph->hold, loop seam
-        before = show.frame(boundary - 1e-3).position
-        after = show.frame(boundary + 1e-3).position
+        before = frame(show, boundary - 1e-3).position
+        after = frame(show, boundary + 1e-3).position
         assert np.abs(after - before).max() < 0.01  # no jump; speed ~0 at the seams
-    mid = show.frame(HOLD + MORPH / 2).position
-    assert np.abs(mid - show.frame(HOLD + MORPH / 2 + 0.1).position).max() > 0.01  # moving
+    mid = frame(show, HOLD + MORPH / 2).position
+    assert np.abs(mid - frame(show, HOLD + MORPH / 2 + 0.1).position).max() > 0.01  # moving
 
 
 def test_the_loop_goes_on_and_shuffles_drones() -> None:
     show = LightShow(100)
-    grid_again = show.frame(4 * SPAN).position
-    assert sorted_rows(grid_again) == pytest.approx(sorted_rows(show.frame(0.0).position), abs=1e-4)
-    assert show.frame(40 * SPAN + 1.0).position.shape == (100, 3)
+    grid_again = frame(show, 4 * SPAN).position
+    assert sorted_rows(grid_again) == pytest.approx(
+        sorted_rows(frame(show, 0.0).position), abs=1e-4
+    )
+    assert frame(show, 40 * SPAN + 1.0).position.shape == (100, 3)
 
 
 # -- a user's safety and sanity checks ---------------------------------------------------------
@@ -214,7 +222,7 @@ def test_drones_stay_apart_and_inside_the_show_volume(show300: LightShow) -> Non
     lo, hi = show300.volume
     closest = math.inf
     for t in np.arange(0.0, 4 * SPAN + 1.0, 0.2):
-        p = show300.frame(float(t)).position.astype(np.float64)
+        p = frame(show300, float(t)).position.astype(np.float64)
         d = np.linalg.norm(p[:, None, :] - p[None, :, :], axis=2)
         np.fill_diagonal(d, np.inf)
         closest = min(closest, float(d.min()))
@@ -286,14 +294,14 @@ def test_ten_thousand_drones_stay_apart() -> None:
     show = LightShow(10_000)
     times = [t for k in range(4) for t in np.arange(k * SPAN, k * SPAN + HOLD, 2.0)]
     times += [t for k in range(4) for t in np.arange(k * SPAN + HOLD, (k + 1) * SPAN, 0.25)]
-    closest = min(closest_pair(show.frame(float(t)).position.astype(np.float64), 1.5)
+    closest = min(closest_pair(frame(show, float(t)).position.astype(np.float64), 1.5)
                   for t in times)  # fmt: skip
     assert closest > 1.41
 
 
 def test_headings_and_orientations(show300: LightShow) -> None:
     for t in np.arange(0.0, 4 * SPAN, 0.7):
-        f = show300.frame(float(t))
+        f = frame(show300, float(t))
         assert ((f.heading >= 0) & (f.heading < 360)).all()
         assert np.linalg.norm(f.orientation, axis=1) == pytest.approx(1.0, abs=1e-5)
         # the body's nose, seen from above, points along the heading (0 = north, clockwise)
@@ -306,28 +314,28 @@ def test_headings_and_orientations(show300: LightShow) -> None:
 
 def test_morphing_drones_face_where_they_fly(show300: LightShow) -> None:
     t = HOLD + MORPH / 2  # grid -> sphere, half way
-    a, b = show300.frame(t - 0.05).position, show300.frame(t + 0.05).position
+    a, b = frame(show300, t - 0.05).position, frame(show300, t + 0.05).position
     step = (b - a).astype(np.float64)
     moving = np.hypot(step[:, 0], step[:, 2]) > 0.01
     travel = np.degrees(np.arctan2(step[moving, 0], step[moving, 2])) % 360
-    diff = (travel - show300.frame(t).heading[moving] + 180) % 360 - 180
+    diff = (travel - frame(show300, t).heading[moving] + 180) % 360 - 180
     assert np.abs(diff) == pytest.approx(0.0, abs=0.1)
     # speeding up (first half of the morph) tips the nose down along the path
-    f = show300.frame(HOLD + MORPH / 4)
+    f = frame(show300, HOLD + MORPH / 4)
     i = int(np.flatnonzero(moving)[0])
     nose = rotate(f.orientation[i], np.array([0.0, 0.0, 1.0]))
     assert nose[1] < 0
 
 
 def test_colours_change_over_time_and_between_formations(show300: LightShow) -> None:
-    grid = show300.frame(1.0).color
-    later = show300.frame(3.0).color
-    sphere = show300.frame(SPAN + 1.0).color
+    grid = frame(show300, 1.0).color
+    later = frame(show300, 3.0).color
+    sphere = frame(show300, SPAN + 1.0).color
     assert not np.array_equal(grid, later)  # the wave moves
     assert len({tuple(c) for c in grid.tolist()}) > 10  # a wave, not one colour
     # the grid's palette is ocean blues (blue >= red), the text's is gold (red >= blue)
     assert (grid[:, 2].astype(int) >= grid[:, 0]).all()
-    text = show300.frame(2 * SPAN + 1.0).color
+    text = frame(show300, 2 * SPAN + 1.0).color
     assert (text[:, 0].astype(int) >= text[:, 2]).all()
     assert not np.array_equal(grid, sphere)
 
@@ -351,7 +359,7 @@ def test_spotlights_aim_at_the_point_on_the_ground(show300: LightShow) -> None:
     spots = payload_rows(show300, DefType.LIGHT, MountType.GIMBAL_2DOF)
     assert spots
     for t in (2.0, HOLD + 3.0, 2 * SPAN + 5.0):
-        f = show300.frame(t)
+        f = frame(show300, t)
         target = show300.spot_target(t)
         assert target[1] == 0.0
         for row, slot in spots:
@@ -367,7 +375,7 @@ def test_spotlights_aim_at_the_point_on_the_ground(show300: LightShow) -> None:
 def test_lasers_point_at_the_centre_and_shine_in_the_sphere_hold(show300: LightShow) -> None:
     lasers = payload_rows(show300, DefType.LASER, MountType.GIMBAL_3DOF)
     assert lasers
-    dark, lit = show300.frame(1.0), show300.frame(SPAN + 2.0)
+    dark, lit = frame(show300, 1.0), frame(show300, SPAN + 2.0)
     for row, slot in lasers:
         assert dark.light[row, slot].tolist() == [0, 0, 0]
         assert lit.light[row, slot, 0] >= 128 and lit.light[row, slot, 1:].tolist() == [0, 0]
@@ -387,7 +395,7 @@ def test_pyro_cues_burn_for_their_effect_time_and_then_stop() -> None:
     cues = np.empty(len(times), np.int64)
     ms = np.empty(len(times), np.int64)
     for k, t in enumerate(times):
-        f = show.frame(float(t))
+        f = frame(show, float(t))
         cues[k], ms[k] = int(f.cue[row, 0]), int(f.cue_ms[row, 0])
     assert cues[0] == 0 and cues[-1] == 0  # nothing burning at the start and the seam
     # burn times in seconds, from the VDL descriptions of the six cues
@@ -416,7 +424,7 @@ def test_pyro_cues_burn_for_their_effect_time_and_then_stop() -> None:
 
 def test_pyro_fires_again_next_loop() -> None:
     show = LightShow(100)
-    firing = [show.frame(t).cue.any() for t in np.arange(4 * SPAN, 8 * SPAN, 0.5)]
+    firing = [frame(show, t).cue.any() for t in np.arange(4 * SPAN, 8 * SPAN, 0.5)]
     assert any(firing) and not all(firing)
 
 

@@ -5,8 +5,9 @@
     events    `PacketReceived` and the `SpyglassEvent` union sessions return
     session   `SpyglassSession`: the sans-I/O stream session, both directions
     adapter   `SpyglassAdapter`: packets -> world (nodes, links, telemetry, moving objects);
-              `WorldEncoder`: world updates -> packets (what the sink serves)
-    model     `SensorNetworkSim`: a mobile sensor network producing encoded packets
+              `WorldEncoder`: world updates -> packets (what the sink serves);
+              `network_packets`: the simulator's reports -> packets (the same conversion)
+    model     `SensorNetworkSim`: a mobile sensor network, its reports in world units
     rec       capture reading: `.rec` recordings (reader, writer), and `sniff` / `read_capture`
               telling `.rec`, pcap and raw streams apart (stdin too)
     services  `SpyglassSource`, `SpyglassFileSource`, `SpyglassSink`, `SpyglassSim`, and the

@@ -1,7 +1,11 @@
 """SpyGlass packets <-> the world model, both directions.
 
 `SpyglassAdapter(world, source, ...)` writes what sessions received into the world;
-`WorldEncoder` turns world updates into the packets the sink serves (world -> wire).
+`WorldEncoder` turns world updates into the packets the sink serves (world -> wire), and
+`network_packets` the simulator's reports (`model.Reports`, world units too) into the packets
+`sim spyglass` sends: both through the same column functions (`packet_heads`,
+`neighborhood_packets`, `polyline_packet`, `trajectory_packet`, `quantised`), the one place
+world units become SpyGlass units, header times and number types.
 
 What becomes what (wire -> world):
 * Every sender is a device of kind "sensor_node" with id `str(node id)`. Its position is the
@@ -73,7 +77,15 @@ from robowire.protocols.spyglass.codec import (
     time_fields,
 )
 from robowire.protocols.spyglass.events import PacketReceived, PacketsReceived, SpyglassEvent
-from robowire.protocols.spyglass.profile import NEIGHBORHOOD, PLAIN_NEIGHBORS, Interpretation
+from robowire.protocols.spyglass.model import Reports
+from robowire.protocols.spyglass.profile import (
+    COORDINATES,
+    DATA,
+    NEIGHBORHOOD,
+    PLAIN_NEIGHBORS,
+    TRAJECTORY,
+    Interpretation,
+)
 from robowire.units import COUNT
 from robowire.world import SourceTable, Update, World
 from robowire.world.identity import SinkNames
@@ -728,12 +740,7 @@ class WorldEncoder:
             return NodeLinkPacket(semantic_type=semantic, destination=to, values=values, **head)
         if kind != "polyline":
             return None
-        points = self.frame.to_units(np.asarray(value, dtype=np.float64).reshape(-1, 3))
-        if points[:, 2].any():
-            triples = tuple(map(tuple, points.tolist()))
-            return CoordinatesList3Packet(semantic_type=semantic, points=triples, **head)
-        pairs = tuple((p[0], p[1]) for p in points.tolist())
-        return CoordinatesList2Packet(semantic_type=semantic, points=pairs, **head)
+        return polyline_packet(self.frame, semantic, value, head)
 
     def _trajectory(
         self,
@@ -748,27 +755,12 @@ class WorldEncoder:
         sender = self.numbers.of(table, str(attributes.get("sender", sender_id)))
         if sender is None or not semantic.isdecimal():
             return None
-        points = self.frame.to_units(np.asarray(attributes["path"], dtype=np.float64))
         x, y, z = self.frame.to_units([attributes.get("sender_position", (0.0, 0.0, 0.0))])[
             0
         ].tolist()
-        head = {
-            "semantic_type": int(semantic),
-            "sender": sender,
-            "seconds": seconds,
-            "milliseconds": millis,
-            "x": x,
-            "y": y,
-            "z": z,
-        }
-        durations = tuple(int(d) for d in attributes["durations"])
-        if points[:, 2].any():
-            return TrajectoryPacket3(
-                points=tuple(map(tuple, points.tolist())), durations=durations, **head
-            )
-        return TrajectoryPacket2(
-            points=tuple((p[0], p[1]) for p in points.tolist()), durations=durations, **head
-        )
+        head = dict(sender=sender, seconds=seconds, milliseconds=millis, x=x, y=y, z=z)
+        path, durations = attributes["path"], attributes["durations"]
+        return trajectory_packet(self.frame, int(semantic), path, durations, head)
 
     def update(self, world: World, update: Update) -> list[bytes]:
         """The packets that say what `update` changed."""
@@ -794,14 +786,7 @@ class WorldEncoder:
         if times is None:
             times = table.source_time[slots]
         times = np.where(np.isnan(times), table.receive_time[slots], times)
-        millis = np.round(times * 1000.0)  # as `time_fields`: half to even, like round()
-        headers = np.zeros(len(slots), dtype=FLOAT_PACKET_DTYPE)
-        headers["version"] = VERSION
-        headers["sender"] = senders
-        headers["seconds"] = millis // 1000
-        headers["ms"] = millis % 1000
-        units = self.frame.to_units(positions)
-        headers["x"], headers["y"], headers["z"] = units[:, 0], units[:, 1], units[:, 2]
+        headers = packet_heads(self.frame, senders, times, positions)
         telemetry = [
             (name, code)
             for name in sorted(fields & table.telemetry.keys())
@@ -832,26 +817,130 @@ class WorldEncoder:
         keep: npt.NDArray[np.bool_],
     ) -> list[bytes]:
         """A neighbourhood packet per device: its links that are nodes too."""
-        out = []
-        heads = headers[["sender", "seconds", "ms", "x", "y", "z"]].tolist()
-        for row in np.flatnonzero(keep).tolist():
-            neighbors = [
+        rows = np.flatnonzero(keep)
+        neighbors = [
+            [
                 n
                 for link in table.links[int(slots[row])]
                 if (n := self.numbers.of(table, link)) is not None
             ]
-            sender, seconds, millis, x, y, z = heads[row]
-            head = HEADER.pack(
-                HEADER_SIZE - 2 + 2 * len(neighbors),
-                VERSION,
-                SyntaxType.UINT16_LIST,
-                NEIGHBORHOOD,
-                sender,
-                seconds,
-                millis,
-                x,
-                y,
-                z,
-            )
-            out.append(head + struct.pack(f">{len(neighbors)}H", *neighbors))
-        return out
+            for row in rows.tolist()
+        ]
+        return neighborhood_packets(headers[rows], neighbors)
+
+
+# -- the packets, from columns in world units: what the sink says of the world and the simulator
+# of its model (`model.Reports`) -------------------------------------------------------------
+
+
+def packet_heads(
+    frame: Frame, senders: npt.NDArray[Any], times: FloatArray, positions: FloatArray
+) -> npt.NDArray[Any]:
+    """The header columns (a `FLOAT_PACKET_DTYPE` array, payload left 0) of packets from node
+    ids `senders` at Unix `times` (s; to the millisecond, half to even like `time_fields`) at
+    ENU `positions` (m, in SpyGlass units through `frame`)."""
+    millis = np.round(times * 1000.0)
+    headers = np.zeros(len(senders), dtype=FLOAT_PACKET_DTYPE)
+    headers["version"] = VERSION
+    headers["sender"] = senders
+    headers["seconds"] = millis // 1000
+    headers["ms"] = millis % 1000
+    units = frame.to_units(positions)
+    headers["x"], headers["y"], headers["z"] = units[:, 0], units[:, 1], units[:, 2]
+    return headers
+
+
+def _head_fields(headers: npt.NDArray[Any]) -> list[dict[str, int]]:
+    """The header columns as the typed packets' keyword arguments, one dict per row."""
+    rows = headers[["sender", "seconds", "ms", "x", "y", "z"]].tolist()
+    keys = ("sender", "seconds", "milliseconds", "x", "y", "z")
+    return [dict(zip(keys, row, strict=True)) for row in rows]
+
+
+def neighborhood_packets(
+    headers: npt.NDArray[Any], neighbors: Sequence[Sequence[int]]
+) -> list[bytes]:
+    """A neighbourhood packet per header row, listing that row's `neighbors` (node ids)."""
+    out = []
+    heads = headers[["sender", "seconds", "ms", "x", "y", "z"]].tolist()
+    for (sender, seconds, millis, x, y, z), nodes in zip(heads, neighbors, strict=True):
+        head = HEADER.pack(
+            HEADER_SIZE - 2 + 2 * len(nodes),
+            VERSION,
+            SyntaxType.UINT16_LIST,
+            NEIGHBORHOOD,
+            sender,
+            seconds,
+            millis,
+            x,
+            y,
+            z,
+        )
+        out.append(head + struct.pack(f">{len(nodes)}H", *nodes))
+    return out
+
+
+def polyline_packet(
+    frame: Frame, semantic: int, points: Any, head: dict[str, Any]
+) -> CoordinatesList2Packet | CoordinatesList3Packet:
+    """A coordinates list of ENU `points` (m): 2-D where every point is at z = 0 in units."""
+    units = frame.to_units(np.asarray(points, dtype=np.float64).reshape(-1, 3))
+    if units[:, 2].any():
+        triples = tuple(map(tuple, units.tolist()))
+        return CoordinatesList3Packet(semantic_type=semantic, points=triples, **head)
+    pairs = tuple((p[0], p[1]) for p in units.tolist())
+    return CoordinatesList2Packet(semantic_type=semantic, points=pairs, **head)
+
+
+def trajectory_packet(
+    frame: Frame, semantic: int, path: Any, durations: Any, head: dict[str, Any]
+) -> TrajectoryPacket2 | TrajectoryPacket3:
+    """A trajectory along ENU `path` (m), `durations` (s) per leg: 2-D where every point is at
+    z = 0 in units."""
+    points = frame.to_units(np.asarray(path, dtype=np.float64))
+    legs = tuple(int(d) for d in durations)
+    if points[:, 2].any():
+        triples = tuple(map(tuple, points.tolist()))
+        return TrajectoryPacket3(semantic_type=semantic, points=triples, durations=legs, **head)
+    pairs = tuple((p[0], p[1]) for p in points.tolist())
+    return TrajectoryPacket2(semantic_type=semantic, points=pairs, durations=legs, **head)
+
+
+def quantised(values: Any, number_type: str) -> list[Any]:
+    """Values in a list syntax's number type (`DTYPES` names): integers rounded half to even
+    and clipped to the type's range; floats as they are."""
+    dtype = np.dtype(number_type)
+    array = np.asarray(values, dtype=np.float64)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        array = np.clip(np.rint(array), info.min, info.max)
+    out: list[Any] = array.astype(dtype).tolist()
+    return out
+
+
+SIM_FRAME = Frame.of()  # the simulator's nodes: 1 unit = 1 m
+READINGS = ("uint8", DATA)  # the simulator's temperature readings: whole degC, one byte
+
+
+def network_packets(reports: Reports, frame: Frame = SIM_FRAME) -> list[bytes]:
+    """The simulator's reports (`model.Reports`, world units) as SpyGlass packets, in the
+    order the model gives them: neighbourhoods, readings, trajectories, bounding box."""
+    times = np.full(len(reports.ids), reports.time)
+    heads = packet_heads(frame, reports.ids, times, reports.positions)
+    rows, neighbors = reports.neighborhoods
+    out = neighborhood_packets(heads[rows], neighbors)
+    rows, readings = reports.readings
+    number_type, semantic = READINGS
+    values = quantised(readings, number_type)
+    out += [
+        encode(_data_packet(semantic, (value,), number_type, head))
+        for head, value in zip(_head_fields(heads[rows]), values, strict=True)
+    ]
+    for trajectory in reports.trajectories:
+        (head,) = _head_fields(heads[[trajectory.reporter]])
+        path, legs = trajectory.path, trajectory.durations
+        out.append(encode(trajectory_packet(frame, TRAJECTORY, path, legs, head)))
+    if reports.box is not None:
+        (head,) = _head_fields(heads[[-1]])
+        out.append(encode(polyline_packet(frame, COORDINATES, reports.box, head)))
+    return out

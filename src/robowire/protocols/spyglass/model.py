@@ -1,7 +1,9 @@
-"""A simulated mobile sensor network that speaks SpyGlass: the pure model, no sockets, no clocks.
+"""A simulated mobile sensor network: the pure model, in world units, no sockets, no clocks.
 
-`SensorNetworkSim(rng, config).step(now)` advances the model to `now` and returns the packets
-(encoded bytes) that fall due, in the default semantic profile of the demo recording:
+`SensorNetworkSim(rng, config).step(now)` advances the model to `now` and returns the
+`Reports` that fall due, in metres (ENU: x East, y North, z Up) and degC; the adapter's
+`network_packets` says them as SpyGlass packets (the one world -> wire conversion, the
+sink's too), in the default semantic profile of the demo recording:
 
 * sem 10, uint16 list: each node's neighbourhood (nodes within radio range), once a period;
 * sem 20, uint8 list: each node's temperature reading (a smooth field plus noise), in degC;
@@ -27,24 +29,15 @@ import numpy as np
 import numpy.typing as npt
 
 from robowire.errors import ConfigError
-from robowire.protocols.spyglass.codec import (
-    CoordinatesList2Packet,
-    DataPacket,
-    NeighborhoodPacket,
-    SyntaxType,
-    TrajectoryPacket3,
-    encode,
-    time_fields,
-)
-from robowire.protocols.spyglass.profile import COORDINATES, DATA, NEIGHBORHOOD, TRAJECTORY
 
 _EPSILON = 1e-6  # seconds
 FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SimConfig:
-    """The simulated network; distances in SpyGlass units (1 unit = 1 m by default)."""
+    """The simulated network; distances in metres (1 SpyGlass unit at the default frame)."""
 
     nodes: int = 30
     area: tuple[float, float] = (200.0, 200.0)  # x from 0 to area[0], y from 0 to area[1]
@@ -56,7 +49,7 @@ class SimConfig:
     objects: int = 2  # objects on 3-D trajectories (at most one per node)
     legs: int = 3  # legs per trajectory packet
     leg_seconds: tuple[int, int] = (5, 15)
-    max_altitude: int = 40
+    max_altitude: int = 40  # m
     coordinates_period: float = 10.0
     first_id: int = 1  # node ids are first_id .. first_id + nodes - 1
     clock_offset: float = 0.0  # s the sender's clock is ahead of ours (what its stamps say)
@@ -167,10 +160,10 @@ class SensorNetworkSim:
         wave = np.sin(2.0 * math.pi * u[:, 0]) * np.cos(2.0 * math.pi * u[:, 1])
         return 20.0 + 6.0 * wave + 4.0 * u[:, 1] + drift
 
-    # -- packets -----------------------------------------------------------------------------
+    # -- reports ---------------------------------------------------------------------------
 
-    def step(self, now: float) -> list[bytes]:
-        """Advance to `now` and return the encoded packets due, in time order per kind."""
+    def step(self, now: float) -> Reports:
+        """Advance to `now` and return what falls due, in time order per kind."""
         cfg = self.config
         if self._start is None:
             self._start = now
@@ -181,87 +174,53 @@ class SensorNetworkSim:
         if dt:
             self._move(dt)
         t = self._elapsed + _EPSILON  # a deadline from next_deadline() is due despite rounding
-        seconds, millis = time_fields(now)
-        grid = np.rint(self.positions).astype(np.int64)
-        header = {"seconds": seconds, "milliseconds": millis, "z": 0}
-        out = self._neighborhoods(t, grid, header)
-        out += self._readings(t, grid, header)
-        for k in np.flatnonzero(self._next_trajectory <= t).tolist():
-            out.append(self._trajectory(k, grid, header))
+        positions = np.column_stack([self.positions, np.zeros(len(self.positions))])
+        box = None
         if self._next_coordinates <= t:
-            out.append(self._bounding_box(grid, header))
+            box = self._bounding_box()
             self._next_coordinates = _next(
                 np.array([self._next_coordinates]), cfg.coordinates_period, t
             )[0]
-        return out
+        due = np.flatnonzero(self._next_trajectory <= t).tolist()
+        return Reports(
+            time=now,
+            ids=self.ids,
+            positions=positions,
+            neighborhoods=self._neighborhoods(t),
+            readings=self._readings(t),
+            trajectories=[self._trajectory(k) for k in due],
+            box=box,
+        )
 
-    def _neighborhoods(
-        self, t: float, grid: npt.NDArray[np.int64], header: dict[str, int]
-    ) -> list[bytes]:
-        """The neighbourhood packets due at `t` (each node's current neighbours)."""
+    def _neighborhoods(self, t: float) -> tuple[IntArray, list[list[int]]]:
+        """The nodes whose neighbourhood falls due at `t`, and each one's current neighbours."""
         due = np.flatnonzero(self._next_neighborhood <= t)
         if not due.size:
-            return []
+            return due, []
         adjacent = self.neighbors(due)
-        out = [
-            encode(
-                NeighborhoodPacket(
-                    semantic_type=NEIGHBORHOOD,
-                    sender=int(self.ids[i]),
-                    x=int(grid[i, 0]),
-                    y=int(grid[i, 1]),
-                    neighbors=tuple(self.ids[adjacent[k]].tolist()),
-                    **header,
-                )
-            )
-            for k, i in enumerate(due.tolist())
-        ]
+        neighbors = [self.ids[adjacent[k]].tolist() for k in range(len(due))]
         period = self.config.neighborhood_period
         self._next_neighborhood[due] = _next(self._next_neighborhood[due], period, t)
-        return out
+        return due, neighbors
 
-    def _readings(
-        self, t: float, grid: npt.NDArray[np.int64], header: dict[str, int]
-    ) -> list[bytes]:
-        """The temperature data packets due at `t` (the field plus noise, one byte, degC)."""
+    def _readings(self, t: float) -> tuple[IntArray, FloatArray]:
+        """The nodes whose temperature reading falls due at `t`, and the readings (the field
+        plus noise, degC)."""
         due = np.flatnonzero(self._next_data <= t)
         if not due.size:
-            return []
+            return due, np.zeros(0)
         noise = self.rng.normal(0.0, 0.3, due.size)
-        readings = np.clip(np.rint(self.temperature(self.positions[due]) + noise), 0, 255)
-        out = [
-            encode(
-                DataPacket(
-                    semantic_type=DATA,
-                    sender=int(self.ids[i]),
-                    x=int(grid[i, 0]),
-                    y=int(grid[i, 1]),
-                    syntax_type=SyntaxType.UINT8_LIST,
-                    values=(value,),
-                    **header,
-                )
-            )
-            for i, value in zip(due.tolist(), readings.astype(int).tolist(), strict=True)
-        ]
+        readings = self.temperature(self.positions[due]) + noise
         self._next_data[due] = _next(self._next_data[due], self.config.data_period, t)
-        return out
+        return due, readings
 
-    def _bounding_box(self, grid: npt.NDArray[np.int64], header: dict[str, int]) -> bytes:
-        """The swarm's bounding box as a closed polygon, sent by the last node."""
-        low = np.floor(self.positions.min(axis=0)).astype(int).tolist()
-        high = np.ceil(self.positions.max(axis=0)).astype(int).tolist()
-        box = ((low[0], low[1]), (high[0], low[1]), (high[0], high[1]), (low[0], high[1]))
-        reporter = len(self.ids) - 1
-        return encode(
-            CoordinatesList2Packet(
-                semantic_type=COORDINATES,
-                sender=int(self.ids[reporter]),
-                x=int(grid[reporter, 0]),
-                y=int(grid[reporter, 1]),
-                points=(*box, box[0]),
-                **header,
-            )
-        )
+    def _bounding_box(self) -> FloatArray:
+        """The swarm's bounding box as a closed polygon (ENU, m), out to whole metres so that
+        it holds every node."""
+        low = np.floor(self.positions.min(axis=0))
+        high = np.ceil(self.positions.max(axis=0))
+        corners = [(low[0], low[1]), (high[0], low[1]), (high[0], high[1]), (low[0], high[1])]
+        return np.array([(x, y, 0.0) for x, y in (*corners, corners[0])])
 
     def next_deadline(self) -> float | None:
         """The `now` at which the next packet falls due (None before the first step): a server
@@ -276,7 +235,7 @@ class SensorNetworkSim:
         )
         return self._start + due
 
-    def _trajectory(self, k: int, grid: npt.NDArray[np.int64], header: dict[str, int]) -> bytes:
+    def _trajectory(self, k: int) -> Trajectory:
         """A new trajectory for object k, starting where its last one ended."""
         cfg, rng = self.config, self.rng
         start = self._object_at[k]
@@ -284,20 +243,44 @@ class SensorNetworkSim:
         for _ in range(cfg.legs):
             xy = rng.uniform(0.0, 1.0, 2) * self._area
             points.append(np.append(xy, rng.uniform(0.0, cfg.max_altitude)))
-        path = np.rint(np.array(points)).astype(int)
         durations = rng.integers(cfg.leg_seconds[0], cfg.leg_seconds[1] + 1, cfg.legs)
-        self._object_at[k] = path[-1].astype(np.float64)
+        self._object_at[k] = points[-1]
         self._next_trajectory[k] = self._elapsed + float(durations.sum())
-        return encode(
-            TrajectoryPacket3(
-                semantic_type=TRAJECTORY,
-                sender=int(self.ids[k]),
-                x=int(grid[k, 0]),
-                y=int(grid[k, 1]),
-                points=tuple((int(a), int(b), int(c)) for a, b, c in path.tolist()),
-                durations=tuple(durations.tolist()),
-                **header,
-            )
+        return Trajectory(reporter=k, path=np.array(points), durations=durations)
+
+
+@dataclass(frozen=True, slots=True)
+class Trajectory:
+    """A flying object's new trajectory: reported by node row `reporter`, its `path` (ENU, m)
+    and each leg's duration (whole seconds)."""
+
+    reporter: int
+    path: FloatArray  # (legs + 1, 3)
+    durations: IntArray  # (legs,)
+
+
+@dataclass(frozen=True, slots=True)
+class Reports:
+    """What falls due at one step, in world units (`adapter.network_packets` says it as
+    packets): every node's id and ENU position, the rows of the nodes whose neighbourhood
+    falls due and their neighbours' ids, the rows with a temperature reading due and the
+    readings (degC), the new trajectories, and the bounding box (reported by the last node)."""
+
+    time: float  # Unix seconds, what the headers are stamped with
+    ids: IntArray
+    positions: FloatArray  # (n, 3) metres, z = 0
+    neighborhoods: tuple[IntArray, list[list[int]]]
+    readings: tuple[IntArray, FloatArray]
+    trajectories: list[Trajectory]
+    box: FloatArray | None  # (5, 3) a closed polygon, metres
+
+    def __len__(self) -> int:
+        """How many packets these reports make."""
+        return (
+            len(self.neighborhoods[0])
+            + len(self.readings[0])
+            + len(self.trajectories)
+            + (self.box is not None)
         )
 
 

@@ -23,7 +23,12 @@ import numpy as np
 from robowire.capture import CaptureReader, Record
 from robowire.endpoints import Endpoint, numbers
 from robowire.errors import ConfigError
-from robowire.protocols.spyglass.adapter import Frame, SpyglassAdapter, WorldEncoder
+from robowire.protocols.spyglass.adapter import (
+    Frame,
+    SpyglassAdapter,
+    WorldEncoder,
+    network_packets,
+)
 from robowire.protocols.spyglass.codec import (
     DEFAULT_PROFILE,
     HEADER_SIZE,
@@ -360,7 +365,7 @@ class SpyglassSim(Sim):
         """Move the model to `now` and send the packets due (its times are wall-clock
         times, `clock_offset` ahead)."""
         self._stepped = now
-        packets = self.model.step(self.clock.wall(now) + self.ahead)
+        packets = network_packets(self.model.step(self.clock.wall(now) + self.ahead))
         self.stats.messages_out += len(packets)
         _send(self.viewers, packets, self.stats)
 

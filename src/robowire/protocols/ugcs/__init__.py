@@ -9,9 +9,12 @@ session_ucs     the UCS side: one session per connection to a VSM (names <-> ids
 held            the UCS side's held values as columns (`Held`), a cache beside the session
 telemetry       the VSM side's telemetry columns and Device_status encoder (`DeviceGroup`)
 vehicle         a vehicle's registration the way the SDK's `Vehicle` does it
-model           the simulator: a vectorised fleet of multicopters that fly missions
-adapter         world devices -> VSM telemetry columns (the serve sink); UCS side -> world
-                (vehicles with geodetic and ENU pose, telemetry with units: the listen source)
+model           the simulator: a vectorised fleet of multicopters that fly missions; its
+                telemetry in world units (angles in degrees)
+adapter         world devices -> VSM telemetry columns (the serve sink), and the fleet's
+                telemetry -> the same (`fleet_columns`, the sim's): one conversion to wire
+                units; UCS side -> world (vehicles with geodetic and ENU pose, telemetry with
+                units: the listen source)
 services        sim (the model's fleet as a VSM, also dialling out), serve (world -> UgCS),
                 listen (the UCS side: dials a VSM, or `?mode=listen` for reverse-mode VSMs)
 vsm_server      what `services` runs the VSM side on: `VsmServer` (one `VsmSession` over
@@ -25,6 +28,9 @@ proto/, device, vehicle   the schema is protobuf (generated code), and both side
                 registration model, so it is a module of its own.
 session_vsm     one session serves every connection of a VSM (the SDK's primary-connection
                 rules span connections); each connection is a `VsmLink` view of it.
+model           takes commands in wire units (parameters in radians as the UCS sends them)
+                and answers them (`Result`, availability): only a VSM's simulator does that,
+                no sink registers commands, so that part has no second conversion to share.
 client, cli     `UcsClient` (the UCS side as a Python object) and, on it, the `robowire ugcs`
                 commands (`PROTOCOL.command`: devices, command, mission): UgCS vehicles
                 commanded without UgCS.

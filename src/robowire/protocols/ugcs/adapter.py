@@ -10,7 +10,9 @@ and a configurable origin (pymap3d `enu2geodetic`); heading from its orientation
 counter-clockwise from east -> UgCS heading, clockwise from north, 0..2pi); ground speed,
 course and vertical speed from its velocity; any world telemetry column whose name is a UgCS
 field name (`main_voltage`, `remaining_power_level`, ...) as it is. Devices new in one update
-are registered together as one `DeviceGroup`; values are written as columns.
+are registered together as one `DeviceGroup`; values are written as columns. The simulator's
+fleet (`model.Fleet.telemetry`, world units) goes out through the same conversion
+(`fleet_columns`, `wire_units`).
 
 UCS -> world (`UcsAdapter`, the listen source's):
 
@@ -48,7 +50,7 @@ import itertools
 import logging
 import math
 import operator
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -82,6 +84,7 @@ __all__ = [
     "DEFAULT_ORIGIN",
     "UcsAdapter",
     "WorldVehicles",
+    "fleet_columns",
     "heading_of_quaternions",
     "quaternions",
     "semantic_unit",
@@ -235,8 +238,8 @@ class WorldVehicles:
                     )
                 lat[missing], lon[missing] = la, lo
                 alt[missing] = al
-            out["latitude"] = np.radians(lat)
-            out["longitude"] = np.radians(lon)
+            out["latitude"] = wire_units(units.DEGREE, lat)
+            out["longitude"] = wire_units(units.DEGREE, lon)
             out["altitude_amsl"] = alt
             out["altitude_raw"] = alt - self.origin[2]
         if "orientation" in fields:
@@ -252,10 +255,11 @@ class WorldVehicles:
             if column is None:
                 continue
             values = column[slots]
+            unit = table.units.get(name, "")
             if name in out:  # derived above from the world's own columns: fill gaps only
-                values = np.where(np.isnan(out[name]), _wire_units(table, name, values), out[name])
+                values = np.where(np.isnan(out[name]), wire_units(unit, values), out[name])
             else:
-                values = _wire_units(table, name, values)
+                values = wire_units(unit, values)
             out[name] = values
         return out
 
@@ -272,11 +276,23 @@ def _semantic_of(value: Any) -> int:
     return int(defs.FIELD_SEMANTIC_STRING)
 
 
-def _wire_units(table: SourceTable, name: str, values: FloatArray) -> FloatArray:
-    """A world telemetry column in the units of the UgCS field of its name: the wire's angles
-    are radians, the world's degrees (a UgCS source writes `latitude`, `heading`, ... in deg)."""
-    unit = table.units.get(name)
+def wire_units(unit: str, values: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """A world column in `unit` in the units of the UgCS field it goes out as: the wire's
+    angles are radians, the world's degrees (a UgCS source writes `latitude`, `heading`, ...
+    in deg); the rest as it is."""
     return np.radians(values) if unit == units.DEGREE else values
+
+
+_ANGLES = frozenset(spec.name for spec in definitions.FIELDS if spec.unit == "rad")
+
+
+def fleet_columns(columns: Mapping[str, npt.NDArray[Any]]) -> dict[str, npt.NDArray[Any]]:
+    """The simulator's telemetry (`model.Fleet.telemetry`: the fields by name, in world units,
+    angles in degrees) in the VSM's wire units, as the sink's world columns (`wire_units`)."""
+    return {
+        name: wire_units(units.DEGREE if name in _ANGLES else "", values)
+        for name, values in columns.items()
+    }
 
 
 # --- UCS side -> world (the listen source) -------------------------------------------------

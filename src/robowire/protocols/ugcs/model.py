@@ -13,13 +13,21 @@ The VSM session registers the vocabulary of `definitions.py` and drives a `Fleet
     `mission_upload(index, params, items)` is the same as `command(index, "mission_upload",
     params, items)`;
   - `telemetry() -> dict[str, NDArray]`: one column per field of `FIELDS`, `count` rows, in
-    wire units; float64 with NaN for "not available" (the VSM sends META_VALUE_NA), also
-    for int and bool fields (whole numbers, 0/1: convert when encoding), except STRING
-    fields, which are object arrays of `str | None`;
+    world units: the fields' units but degrees for their angles (latitude, longitude,
+    heading, course, roll, pitch, as the world and the UCS adapter have them); the
+    adapter's `fleet_columns` converts them to the wire's, the one place the sink's world
+    columns are converted too; float64 with NaN for "not available" (the VSM sends
+    META_VALUE_NA), also for int and bool fields (whole numbers, 0/1: convert when
+    encoding), except STRING fields, which are object arrays of `str | None`;
   - `availability() -> dict[str, NDArray[bool]]`: `is_enabled` per command per vehicle
     (every command of `COMMANDS` is `is_available`);
   - `serial(index)` -- the vehicle's serial number.
 * `Result` (from `definitions.py`): what a command did.
+
+What stays in wire units here, and why: commands. Their parameters arrive as the UCS sends
+them (radians, `params` above) and their `Result`s are replies only a VSM gives: no sink
+takes commands (a world device served as a UgCS vehicle registers none), so there is no
+second conversion to share.
 
 Facts from `shared/protocols/ugcs.md` (sections 3.3-3.6) and the SDK's `Vehicle` class (command
 and parameter names, which are mission items, the semantic a name gets by default). Units on
@@ -367,7 +375,8 @@ class Fleet:
         return self.command(index, "mission_upload", params, items)
 
     def telemetry(self) -> dict[str, npt.NDArray[Any]]:
-        """Every field of `FIELDS` for every vehicle, in wire units (NaN / None = NA): where
+        """Every field of `FIELDS` for every vehicle, in world units (angles in degrees; the
+        adapter's `fleet_columns` gives the wire's radians) (NaN / None = NA): where
         and how it flies (`_flight`), its power, links and modes, and its home and target
         (`_places`)."""
         n = self.count
@@ -411,19 +420,19 @@ class Fleet:
         pitch = np.where(self.airborne, -np.clip(0.03 * forward, -0.5, 0.5), 0.0)
         roll = np.where(self.airborne, np.clip(0.03 * right, -0.5, 0.5), 0.0)
         return {
-            "latitude": np.where(has_position, lat, nan),
-            "longitude": np.where(has_position, lon, nan),
+            "latitude": np.where(has_position, np.degrees(lat), nan),
+            "longitude": np.where(has_position, np.degrees(lon), nan),
             "altitude_amsl": np.where(has_position, self.alt, nan),
             "altitude_agl": self.alt - self.ground,
             "altitude_raw": self.alt - self.home[:, 2],
             "altitude_origin": self.altitude_origin.copy(),
-            "heading": self.heading.copy(),
-            "course": course,
+            "heading": np.degrees(self.heading),
+            "course": np.degrees(course),
             "ground_speed": ground_speed,
             "air_speed": ground_speed.copy(),
             "vertical_speed": vu.copy(),
-            "roll": roll,
-            "pitch": pitch,
+            "roll": np.degrees(roll),
+            "pitch": np.degrees(pitch),
         }
 
     def _places(self, has_position: BoolArray) -> dict[str, npt.NDArray[Any]]:
@@ -436,12 +445,12 @@ class Fleet:
         show_target = navigating & has_position
         home_alt = self.home[:, 2]
         return {
-            "home_latitude": np.where(has_position, home_lat, nan),
-            "home_longitude": np.where(has_position, home_lon, nan),
+            "home_latitude": np.where(has_position, np.degrees(home_lat), nan),
+            "home_longitude": np.where(has_position, np.degrees(home_lon), nan),
             "home_altitude_amsl": np.where(has_position, home_alt, nan),
             "home_altitude_raw": np.zeros(self.count),
-            "target_latitude": np.where(show_target, target_lat, nan),
-            "target_longitude": np.where(show_target, target_lon, nan),
+            "target_latitude": np.where(show_target, np.degrees(target_lat), nan),
+            "target_longitude": np.where(show_target, np.degrees(target_lon), nan),
             "target_altitude_amsl": np.where(show_target, self.target[:, 2], nan),
             "target_altitude_raw": np.where(navigating, self.target[:, 2] - home_alt, nan),
             "current_command": self.current_command.copy(),

@@ -54,6 +54,7 @@ from robowire.protocols.ugcs.adapter import (
     Origin,
     UcsAdapter,
     WorldVehicles,
+    fleet_columns,
 )
 from robowire.protocols.ugcs.client import (
     Mission,
@@ -115,7 +116,7 @@ class FleetMember:
         self.fleet.step(now)
 
     def telemetry(self) -> Mapping[str, Any]:
-        return self.fleet.telemetry()
+        return fleet_columns(self.fleet.telemetry())
 
     def availability(self) -> Mapping[str, Any]:
         return self.fleet.availability()

@@ -8,8 +8,10 @@
               PongReceived, PeerSilent, PacketDropped, ConnectionLost
     session   `VrpnSession`: the sans-I/O connection endpoint, client and server roles, TCP-only
               and UDP+TCP (State, Trigger, TRANSITIONS)
-    adapter   `VrpnAdapter`: events -> world; `WorldEncoder`: world -> messages (the sink's)
-    model     `DeviceModel`: the simulated tracker, analog, buttons and dials (pure)
+    adapter   `VrpnAdapter`: events -> world; `WorldEncoder`: world -> messages (the sink's);
+              `tracker_values` / `tracker_reports`: the simulator's tracker frames -> the
+              same reports (`pose_rows`, the report kinds and their defaults)
+    model     `DeviceModel`: the simulated tracker (world units), analog, buttons and dials
     services  `VrpnSource`, `VrpnFileSource`, `VrpnSink`, `VrpnSim` on the templates, and the
               option sets each role reads
     logfile   VRPN log files (`.vrpn`, §12): entry codec, `read_log` (a log as capture records)
@@ -23,6 +25,10 @@ Where this package differs from the common shape, and why:
 * `server.py`: the multi-client fan-out (one session per client, broadcasts skipping congested
   clients, the tracker's request replies) that both the sink and the simulator serve with.
 * Message modules beside `messages.py` (imager, system, registry): VRPN has ~50 message types.
+* `model` gives its analog, buttons and dials as messages: their values are the same numbers
+  in the world and on the wire (no conversion to share), and what the simulator does with
+  them is a VRPN server's own behaviour (a Button_Filter's full states on connect and on every
+  ping, dials reporting turns as deltas), not a relay of world telemetry as the sink's.
 """
 
 from robowire.protocols.vrpn.codec import (

@@ -49,7 +49,7 @@ from robowire.protocols.vrpn.messages import (
     TrackerVelocity,
 )
 from robowire.protocols.vrpn.messages import TextMessage as Text
-from robowire.protocols.vrpn.model import MOTION_DEFAULTS
+from robowire.protocols.vrpn.model import Frame
 from robowire.protocols.vrpn.registry import ReportEncoder
 from robowire.world import LogEvent, Update, World
 from robowire.world.identity import SinkNames
@@ -353,7 +353,7 @@ def _merge(parts: list[tuple[npt.NDArray[np.intp], TrackerReports]], sender_time
     )
 
 
-def _pose(position: FloatArray, orientation: FloatArray) -> FloatArray:
+def pose_rows(position: FloatArray, orientation: FloatArray) -> FloatArray:
     """Pos_Quat rows: position, then the world's wxyz quaternion in wire order (xyzw)."""
     out = np.empty((len(position), 7))
     out[:, :3] = position
@@ -465,11 +465,58 @@ class ReportColumns:
         return len(self.senders)
 
 
+REPORTS = (TrackerPosQuat.WIRE_NAME, TrackerVelocity.WIRE_NAME, TrackerAcceleration.WIRE_NAME)
+MOTION_DEFAULTS = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0)
+"""A Velocity's or Acceleration's f64 columns before the vector: identity quaternion, dt 1 s."""
+
 POSES = ReportEncoder([TrackerPosQuat.WIRE_NAME])
 # a Velocity's and Acceleration's rotation: the identity over dt 1 s, what the mainline's
 # trackers send unless they measure one (the world keeps no rotation rate)
 VELOCITIES = ReportEncoder([TrackerVelocity.WIRE_NAME], [MOTION_DEFAULTS])
 ACCELERATIONS = ReportEncoder([TrackerAcceleration.WIRE_NAME], [MOTION_DEFAULTS])
+
+
+def tracker_kinds(frame: Frame) -> tuple[str, ...]:
+    """The wire names of each sensor's reports in the simulator's frames, in sending order."""
+    return REPORTS if frame.velocities is not None else REPORTS[:1]
+
+
+def tracker_values(frame: Frame) -> list[FloatArray]:
+    """The simulator's frames (`model.Frame`, world units) as each kind's f64 columns
+    (`ReportEncoder` rows): Pos_Quat through `pose_rows` (the sink's), then the vectors."""
+    poses = pose_rows(frame.positions, frame.orientations)
+    if frame.velocities is None or frame.accelerations is None:
+        return [poses]
+    return [poses, frame.velocities, frame.accelerations]
+
+
+def tracker_reports(frame: Frame) -> list[Body]:
+    """The same reports one message object each (what the per-report encoder sends)."""
+    out: list[Body] = []
+    values = tracker_values(frame)
+    poses = values[0]
+    for k, sensor in enumerate(frame.sensors.tolist()):
+        out.append(
+            TrackerPosQuat(
+                sensor=sensor,
+                position=tuple(poses[k, 0:3].tolist()),
+                quaternion=tuple(poses[k, 3:7].tolist()),
+            )
+        )
+        if len(values) == 3:
+            out.append(
+                TrackerVelocity(
+                    sensor=sensor, velocity=tuple(values[1][k].tolist()), velocity_quaternion_dt=1.0
+                )
+            )
+            out.append(
+                TrackerAcceleration(
+                    sensor=sensor,
+                    acceleration=tuple(values[2][k].tolist()),
+                    acceleration_quaternion_dt=1.0,
+                )
+            )
+    return out
 
 
 @dataclass(slots=True)
@@ -651,9 +698,9 @@ class WorldEncoder:
                 orientation = table.orientation[slots]
             keep = served & ~np.isnan(position).any(axis=1)
             if keep.all():  # every row (the usual case): no copies of the rows kept
-                poses.add(targets, _pose(position, orientation), times)
+                poses.add(targets, pose_rows(position, orientation), times)
             elif keep.any():
-                poses.add(targets[keep], _pose(position[keep], orientation[keep]), times[keep])
+                poses.add(targets[keep], pose_rows(position[keep], orientation[keep]), times[keep])
         velocity = values.get("velocity")
         if velocity is None and "velocity" in item.fields:
             velocity = table.velocity[slots]

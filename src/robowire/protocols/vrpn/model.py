@@ -1,12 +1,19 @@
 """The pure VRPN simulator: what `robowire sim vrpn`'s devices report, and when (no sockets).
 
-* the tracker: `count` sensors moving on circles (`sensor_poses`), reported every frame as
-  Pos_Quat, plus Velocity and Acceleration unless `pose_only`;
+* the tracker: `count` sensors moving on circles (`sensor_poses`), in world units (metres,
+  (w, x, y, z) quaternions); the adapter's `tracker_values` / `tracker_reports` (the sink's
+  `pose_rows` and report kinds) make every frame Pos_Quat, plus Velocity and Acceleration
+  unless `pose_only`;
 * the analog: 4 channels of slow sine waves, every 0.1 s (analogs report on change);
 * the buttons: 2 buttons toggling every second (their full states on connect and on every ping);
 * the dials: 2 dials turning 0.25 revolution every half second.
 
 Time `t` is seconds since the simulation started, given by the caller.
+
+The analog, buttons and dials are given as their messages: their values are the same numbers
+in the world and on the wire (channels, 0/1, revolutions), and what the simulator does with
+them is a VRPN server's own (a Button_Filter's full states on connect and on every ping,
+dials reporting each turn as a delta), which the sink, relaying world telemetry, does not.
 """
 
 from __future__ import annotations
@@ -20,13 +27,9 @@ import numpy.typing as npt
 
 from robowire.protocols.vrpn.messages import (
     AnalogChannel,
-    Body,
     ButtonChange,
     ButtonStates,
     DialUpdate,
-    TrackerAcceleration,
-    TrackerPosQuat,
-    TrackerVelocity,
 )
 
 MAX_RATE = 1000.0
@@ -45,7 +48,7 @@ def _circle_terms(
 ) -> tuple[
     npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.intp], npt.NDArray[np.float64]
 ]:
-    """What turns times t into every sensor's 13 columns (position, xyzw quaternion,
+    """What turns times t into every sensor's 13 columns (position, wxyz quaternion,
     velocity, acceleration) in a few numpy calls: the angles (a, a - pi/2, h, h - pi/2) of
     each sensor are `base + rates * t` (a its angle on its circle, h half its yaw: facing
     along the travel), their cosines are (cos a, sin a, cos h, sin h), and column c of a
@@ -59,10 +62,10 @@ def _circle_terms(
         (0, radius),  # x = r cos a
         (1, radius),  # y = r sin a
         (4, 1.0 + 0.1 * i),  # z
+        (2, one),  # qw = cos h
         (4, zero),  # qx
         (4, zero),  # qy
         (3, one),  # qz = sin h
-        (2, one),  # qw = cos h
         (1, -radius * w),  # vx = -r w sin a
         (0, radius * w),  # vy = r w cos a
         (4, zero),  # vz
@@ -82,7 +85,7 @@ def _circle_terms(
 
 def sensor_block(times: float | npt.ArrayLike, count: int) -> npt.NDArray[np.float64]:
     """Every sensor at each of `times` (one time or several) as rows of 13 columns:
-    position, xyzw quaternion, velocity, acceleration; time-major (the first time's
+    position, wxyz quaternion, velocity, acceleration; time-major (the first time's
     `count` sensors, then the next time's)."""
     base, rates, take, scale = _circle_terms(count)
     t = np.asarray(times, dtype=np.float64).reshape(-1, 1, 1)
@@ -93,24 +96,20 @@ def sensor_block(times: float | npt.ArrayLike, count: int) -> npt.NDArray[np.flo
 
 
 def sensor_poses(t: float, count: int) -> tuple[npt.NDArray[np.float64], ...]:
-    """Positions, xyzw quaternions, velocities and accelerations of every sensor at time t."""
+    """Positions, wxyz quaternions, velocities and accelerations of every sensor at time t."""
     block = sensor_block(t, count)
     return block[:, 0:3], block[:, 3:7], block[:, 7:10], block[:, 10:13]
 
 
-REPORTS = (TrackerPosQuat.WIRE_NAME, TrackerVelocity.WIRE_NAME, TrackerAcceleration.WIRE_NAME)
-MOTION_DEFAULTS = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0)
-"""A Velocity's or Acceleration's f64 columns before the vector: identity quaternion, dt 1 s."""
-
-
 @dataclass(frozen=True, slots=True)
 class Frame:
-    """Tracker frames as columns, one row per sensor and frame (frame after frame): every
-    sensor's pose, and unless pose-only its velocity and acceleration (all sent unreliably,
-    sensor by sensor: Pos_Quat, Velocity, Acceleration)."""
+    """Tracker frames as columns in world units, one row per sensor and frame (frame after
+    frame): every sensor's pose (metres, the world's (w, x, y, z) quaternion), and unless
+    pose-only its velocity and acceleration (m/s, m/s2). The adapter's `tracker_values` and
+    `tracker_reports` make them the reports a tracker sends, as the sink does the world's."""
 
     sensors: npt.NDArray[np.int32]
-    pose: npt.NDArray[np.float64]  # position, then quaternion x, y, z, w
+    pose: npt.NDArray[np.float64]  # position, then quaternion w, x, y, z
     velocities: npt.NDArray[np.float64] | None
     accelerations: npt.NDArray[np.float64] | None
 
@@ -119,47 +118,8 @@ class Frame:
         return self.pose[:, 0:3]
 
     @property
-    def quaternions(self) -> npt.NDArray[np.float64]:
+    def orientations(self) -> npt.NDArray[np.float64]:
         return self.pose[:, 3:7]
-
-    @property
-    def kinds(self) -> tuple[str, ...]:
-        """The wire names of each sensor's reports, in the order they are sent."""
-        return REPORTS if self.velocities is not None else REPORTS[:1]
-
-    def values(self) -> list[npt.NDArray[np.float64]]:
-        """Each kind's f64 columns (`ReportEncoder` rows): pose and quaternion, vectors."""
-        if self.velocities is None or self.accelerations is None:
-            return [self.pose]
-        return [self.pose, self.velocities, self.accelerations]
-
-    def reports(self) -> list[Body]:
-        """The same reports one message object each (what the per-report encoder sent)."""
-        out: list[Body] = []
-        for k, sensor in enumerate(self.sensors.tolist()):
-            out.append(
-                TrackerPosQuat(
-                    sensor=sensor,
-                    position=tuple(self.positions[k].tolist()),
-                    quaternion=tuple(self.quaternions[k].tolist()),
-                )
-            )
-            if self.velocities is not None and self.accelerations is not None:
-                out.append(
-                    TrackerVelocity(
-                        sensor=sensor,
-                        velocity=tuple(self.velocities[k].tolist()),
-                        velocity_quaternion_dt=1.0,
-                    )
-                )
-                out.append(
-                    TrackerAcceleration(
-                        sensor=sensor,
-                        acceleration=tuple(self.accelerations[k].tolist()),
-                        acceleration_quaternion_dt=1.0,
-                    )
-                )
-        return out
 
 
 class DeviceModel:

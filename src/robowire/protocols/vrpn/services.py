@@ -26,7 +26,13 @@ import numpy.typing as npt
 from robowire.capture import CaptureReader, Record
 from robowire.endpoints import Endpoint, number
 from robowire.errors import ConfigError, SessionError
-from robowire.protocols.vrpn.adapter import VrpnAdapter, WorldEncoder
+from robowire.protocols.vrpn.adapter import (
+    MOTION_DEFAULTS,
+    REPORTS,
+    VrpnAdapter,
+    WorldEncoder,
+    tracker_values,
+)
 from robowire.protocols.vrpn.codec import (
     COOKIE_SIZE,
     DEFAULT_PORT,
@@ -40,7 +46,7 @@ from robowire.protocols.vrpn.driver import VrpnLink, connect
 from robowire.protocols.vrpn.events import Connected, MessageReceived, PeerSilent, VrpnEvent
 from robowire.protocols.vrpn.logfile import encode_log_entry, stream_to_log
 from robowire.protocols.vrpn.messages import ButtonStates, Ping, Pong, TrackerSetUpdateRate
-from robowire.protocols.vrpn.model import MAX_RATE, MOTION_DEFAULTS, REPORTS, DeviceModel
+from robowire.protocols.vrpn.model import MAX_RATE, DeviceModel
 from robowire.protocols.vrpn.model import Frame as TrackerFrame
 from robowire.protocols.vrpn.registry import SERVER_TYPE_NAMES, FrameBatch, ReportEncoder
 from robowire.protocols.vrpn.server import VrpnServer
@@ -517,7 +523,7 @@ class VrpnSim(Sim):
             else:  # each row's tracker id and its sensor number in that tracker
                 sender = np.tile(np.array(ids, np.int32)[self._sender_of_row], frames_planned)
                 sensors = planned.sensors % self.sensors_per_tracker
-            batch = self.encoder.encode(sender, types, sensors, planned.values(), time=rows)
+            batch = self.encoder.encode(sender, types, sensors, tracker_values(planned), time=rows)
             frames = self._encoded[(ids, types)] = batch.split(frames_planned)
         return frames[self._next]
 

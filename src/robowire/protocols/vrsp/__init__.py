@@ -10,8 +10,9 @@ events       the sessions' typed events (`VrspEvent`)
 session      `ReceiverSession` (DEF before DATA, instances, reassembly, staleness) and
              `SenderSession` (DEF at 1 Hz, DATA at the frame rate, splitting)
 adapter      frames -> world columns (left-handed Y-up -> ENU, geodetic via pymap3d, lights,
-             payloads, pyro) and the world -> a swarm (`SwarmEncoder`, the serve sink)
-model        the simulator: a light show (formations, lights, gimbals, pyro)
+             payloads, pyro) and the world -> a swarm (`SwarmEncoder`, the serve sink;
+             `show_swarm`, the simulator's frames, through the same columns)
+model        the simulator: a light show (formations, lights, gimbals, pyro) in world units
 services     listen (UDP source, capture source), serve (sink) and sim on the templates
 dissect      `robowire decode vrsp`, and the capture reader (pcap/pcapng, one raw datagram)
 

@@ -23,7 +23,9 @@ attributes `definition`, `model`, `LightLumens`, `PayloadDefinitions` its adapte
 heading and its payload states (the `payload<k>_...` telemetry back into the payload
 columns); other devices get the lowest free ids in order of first sight and one definition
 per device kind, without payloads. Positions are the world's ENU positions (metres) in the
-wire's order.
+wire's order. The simulator's show (`model.ShowState`, world units too) becomes its DATA
+frames through the same columns (`show_swarm`: `drone_rows`, `payload_rows`), the one place
+ENU becomes the wire's frame and colours, cue times and quaternions its bytes and floats.
 The root is the sink's `lat`/`lon`/`alt` when given; otherwise it is derived once from the
 first device that has both a geodetic and an ENU position, so that this device's local offset
 maps back to its latitude/longitude (a VRSP -> VRSP bridge keeps the sender's root).
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pymap3d
@@ -51,6 +54,7 @@ from robowire.protocols.vrsp.codec import (
 )
 from robowire.protocols.vrsp.definitions import DeviceDefinition, Swarm
 from robowire.protocols.vrsp.events import DefinitionReceived, SwarmFrame, VrspEvent
+from robowire.protocols.vrsp.model import ShowState
 from robowire.world import World
 from robowire.world.identity import SinkNames
 from robowire.world.table import SourceTable
@@ -68,10 +72,10 @@ def wire_to_enu(position: NDArray[np.floating]) -> FloatArray:
 
 
 def quaternion_mirror(q: NDArray[np.floating]) -> FloatArray:
-    """A rotation (w, x, y, z) in one of the two frames -> the same rotation in the other:
-    (w, -x, -z, -y). The y/z swap is its own inverse, so this maps both ways."""
+    """Rotations (..., 4) (w, x, y, z) in one of the two frames -> the same rotations in the
+    other: (w, -x, -z, -y). The y/z swap is its own inverse, so this maps both ways."""
     q = np.asarray(q, dtype=np.float64)
-    return np.stack([q[:, 0], -q[:, 1], -q[:, 3], -q[:, 2]], axis=1)
+    return np.stack([q[..., 0], -q[..., 1], -q[..., 3], -q[..., 2]], axis=-1)
 
 
 def heading_quaternion(heading_deg: NDArray[np.floating]) -> FloatArray:
@@ -366,23 +370,130 @@ class SwarmEncoder:
             for table, slots, ids in parts:
                 rows = slice(start, start + len(ids))
                 start += len(ids)
-                swarm.ids[rows] = ids
-                # the swap: an involution
-                swarm.position[rows] = wire_to_enu(table.position[slots])
-                swarm.has_orientation[rows] = table.has_orientation[slots]
-                swarm.orientation[rows] = quaternion_mirror(table.orientation[slots])
-                led = _led_colours(table, slots)
-                lit = ~np.isnan(led).any(axis=1)
-                swarm.has_color[rows] = lit
-                swarm.color[rows][lit] = np.clip(np.rint(led[lit]), 0, 255).astype(np.uint8)
+                native = self.names.native(table)
                 heading = table.telemetry.get("heading")
-                if heading is not None and self.names.native(table):
-                    values = heading[slots]
-                    swarm.has_heading[rows] = ~np.isnan(values)
-                    swarm.heading[rows] = np.nan_to_num(values)
-                if k and self.names.native(table):
+                drone_rows(
+                    swarm,
+                    rows,
+                    ids=ids,
+                    position=table.position[slots],
+                    has_orientation=table.has_orientation[slots],
+                    orientation=table.orientation[slots],
+                    color=_led_colours(table, slots),
+                    heading=heading[slots] if heading is not None and native else None,
+                )
+                if k and native:
                     _payload_columns(table, slots, swarm, rows, k)
         return swarm
+
+
+# -- drones in world units -> a swarm's rows: the sink's world and the simulator's show ------
+
+
+def drone_rows(
+    swarm: Swarm,
+    rows: slice,
+    *,
+    ids: NDArray[np.integer],
+    position: NDArray[np.floating],
+    has_orientation: NDArray[np.bool_],
+    orientation: NDArray[np.floating],
+    color: NDArray[np.floating],
+    heading: NDArray[np.floating] | None,
+) -> None:
+    """Write drones into `swarm`'s `rows`: ENU `position` (m) in the wire's frame (the swap),
+    ENU `orientation` quaternions mirrored into it, the LED `color` (RGB 0..255, rounded half
+    up; NaN: none) and `heading` (degrees; NaN or None: none), each as float32 or bytes."""
+    swarm.ids[rows] = ids
+    _swap_into(swarm.position[rows], position)
+    swarm.has_orientation[rows] = has_orientation
+    _mirror_into(swarm.orientation[rows], orientation)
+    none = np.isnan(color)
+    lit = ~(none[:, 0] | none[:, 1] | none[:, 2])
+    swarm.has_color[rows] = lit
+    swarm.color[rows][lit] = _byte(color[lit])
+    if heading is not None:
+        swarm.has_heading[rows] = ~np.isnan(heading)
+        swarm.heading[rows] = np.nan_to_num(heading)
+
+
+def payload_rows(
+    swarm: Swarm,
+    rows: slice,
+    j: int | slice,
+    *,
+    rgb: NDArray[np.floating] | None = None,
+    level: NDArray[np.floating] | None = None,
+    cue: NDArray[Any] | None = None,
+    since: NDArray[np.floating] | None = None,
+    gimbal: NDArray[np.floating] | None = None,
+) -> None:
+    """Write payload slot `j` (or slots) of `swarm`'s `rows`: a light's `rgb` and a laser's `level`
+    (0..255, rounded half up; a NaN level is left alone), the pyro `cue` burning and the
+    seconds it has burnt (`since`, sent in ms, to the nearest), and a gimbal's ENU quaternion
+    (mirrored into the wire's frame; not finite: straight ahead). NaN elsewhere is 0."""
+    light = swarm.light[rows, j]  # a view: written in place
+    if rgb is not None:
+        light[:] = _byte(np.nan_to_num(rgb))
+    if level is not None:
+        lit = ~np.isnan(level)
+        light[lit, 0] = _byte(level[lit])
+    if cue is not None:
+        whole = cue.dtype == np.uint8  # (the simulator's: nothing to round)
+        swarm.cue[rows, j] = cue if whole else np.clip(np.rint(np.nan_to_num(cue)), 0, 255)
+    if since is not None:
+        swarm.cue_ms[rows, j] = np.clip(np.rint(np.nan_to_num(since) * 1000.0), 0, 65535)
+    if gimbal is not None:
+        finite = np.isfinite(gimbal)  # (per component: a reduce over 4 is slow in numpy)
+        aimed = (finite[..., 0] & finite[..., 1] & finite[..., 2] & finite[..., 3])[..., None]
+        if not aimed.all():
+            gimbal = np.where(aimed, gimbal, _IDENTITY)
+        _mirror_into(swarm.gimbal[rows, j], gimbal)
+
+
+def _swap_into(out: NDArray[np.float32], position: NDArray[np.floating]) -> None:
+    """`wire_to_enu` (the swap is its own inverse) written into the float32 column `out`."""
+    out[:, 0], out[:, 1], out[:, 2] = position[:, 0], position[:, 2], position[:, 1]
+
+
+def _mirror_into(out: NDArray[np.float32], q: NDArray[np.floating]) -> None:
+    """`quaternion_mirror` written into the float32 column `out` (no float64 copy)."""
+    out[..., 0], out[..., 1], out[..., 2], out[..., 3] = (
+        q[..., 0],
+        -q[..., 1],
+        -q[..., 3],
+        -q[..., 2],
+    )
+
+
+def _byte(values: NDArray[np.floating]) -> NDArray[np.uint8]:
+    """0..255 values as bytes, rounded half up (a colour's usual rounding, and what the
+    simulator's shows and their capture have always had)."""
+    rounded: NDArray[np.uint8] = np.clip(np.floor(values + 0.5), 0, 255).astype(np.uint8)
+    return rounded
+
+
+def show_swarm(show: ShowState) -> Swarm:
+    """The simulator's show at one moment (`model.ShowState`, world units) as the DATA frame
+    its sender sends, through the columns the sink writes the world's drones with."""
+    n, k = len(show.ids), show.cue.shape[1]
+    swarm = empty_swarm(n, k)
+    everything = slice(None)
+    oriented = show.orientation is not None
+    drone_rows(
+        swarm,
+        everything,
+        ids=show.ids,
+        position=show.position,
+        has_orientation=np.full(n, oriented),
+        orientation=show.orientation if show.orientation is not None else np.zeros((n, 4)),
+        color=show.color,
+        heading=show.heading,
+    )
+    if k:  # every slot at once
+        payload_rows(swarm, everything, everything, rgb=show.light, cue=show.cue,
+                     since=show.since, gimbal=show.gimbal)  # fmt: skip
+    return swarm
 
 
 DEFINITION_KEYS = ("LightLumens", "PayloadDefinitions")
@@ -402,23 +513,24 @@ def _payload_columns(
         return None if found is None else np.nan_to_num(found[slots])
 
     for j in range(k):
-        light = swarm.light[rows, j]  # a view: written in place
-        for i, name in enumerate(("red", "green", "blue")):
-            if (values := column(f"payload{j}_{name}")) is not None:
-                light[:, i] = np.clip(np.rint(values), 0, 255)
-        if (level := telemetry.get(f"payload{j}_level")) is not None:
-            values = level[slots]
-            lit = ~np.isnan(values)
-            light[lit, 0] = np.clip(np.rint(values[lit]), 0, 255)
-        if (cue := column(f"payload{j}_cue")) is not None:
-            swarm.cue[rows, j] = np.clip(np.rint(cue), 0, 255)
-        if (since := column(f"payload{j}_since")) is not None:
-            swarm.cue_ms[rows, j] = np.clip(np.rint(since * 1000.0), 0, 65535)
+        channels = [column(f"payload{j}_{name}") for name in ("red", "green", "blue")]
+        rgb = None
+        if any(c is not None for c in channels):
+            rgb = np.stack([np.zeros(len(slots)) if c is None else c for c in channels], axis=1)
+        level = telemetry.get(f"payload{j}_level")
         gimbal = [telemetry.get(f"payload{j}_gimbal_{axis}") for axis in "wxyz"]
-        if all(g is not None for g in gimbal):
-            q = np.stack([g[slots] for g in gimbal if g is not None], axis=1)
-            aimed = np.isfinite(q).all(axis=1, keepdims=True)
-            swarm.gimbal[rows, j] = quaternion_mirror(np.where(aimed, q, _IDENTITY))
+        payload_rows(
+            swarm,
+            rows,
+            j,
+            rgb=rgb,
+            level=None if level is None else level[slots],
+            cue=column(f"payload{j}_cue"),
+            since=column(f"payload{j}_since"),
+            gimbal=np.stack([g[slots] for g in gimbal if g is not None], axis=1)
+            if all(g is not None for g in gimbal)
+            else None,
+        )
 
 
 _IDENTITY = np.array([1.0, 0.0, 0.0, 0.0])

@@ -3,7 +3,9 @@ Pure: no clocks (time `t` is an argument, seconds since the show started), no so
 global RNG (a `seed`).
 
 `LightShow(drones)` gives the swarm's `definitions` (what a VRSP_DEF carries), the drones'
-`ids` and `definition_of`, and `frame(t)` -> `Swarm`, one DATA frame, for any t >= 0.
+`ids` and `definition_of`, and `state(t)` -> `ShowState`, the drones in world units (ENU
+metres, ENU quaternions, degrees, RGB, seconds), for any t >= 0; the adapter's `show_swarm`
+makes it a DATA frame, as the sink does with the world's drones.
 
 The show (all our own choices):
 
@@ -33,9 +35,11 @@ The show (all our own choices):
   through the sphere, text and ring holds, staggered per drone), never two at once on one
   payload; while it burns, `cue` = c and `cue_ms` counts up; after its duration, 0.
 
-Frame: VRSP's, left-handed Y up, x = East, y = Up, z = North, metres from the root; the audience
-stands south (-z). Quaternions (w, x, y, z) compose and rotate with the usual Hamilton formulas
-applied to these coordinates (as Unity does).
+Frame: the show is laid out on a Y-up stage, x = East, y = Up, z = North, metres from the
+root; the audience stands south (-z). Quaternions (w, x, y, z) compose and rotate with the
+usual Hamilton formulas applied to these coordinates (as Unity does). The formations, the
+collision-free matching (its k-d splits follow the axes' order) and the yaw/pitch quaternions
+are written on that stage; `state` turns it into ENU at the end (`_enu`, `_enu_rotation`).
 
 Size: one module over 600 lines because it is one thing, `LightShow`: the formations, the
 colours, the payloads and the cue plan all index the same drones (the collision-free matching
@@ -59,7 +63,6 @@ from robowire.protocols.vrsp.definitions import (
     MountType,
     Payload,
     Quaternion,
-    Swarm,
 )
 from robowire.protocols.vrsp.matching import NEAR, Cycles, match, near_pairs
 
@@ -538,8 +541,8 @@ class LightShow:
                 position[:, 1] = centre[1] + s * rel[:, 0] + c * rel[:, 1]
         return position
 
-    def frame(self, t: float) -> Swarm:
-        """The swarm at `t` seconds (t >= 0) as one DATA frame (row i = drone `ids[i]`)."""
+    def state(self, t: float) -> ShowState:
+        """The swarm at `t` seconds (t >= 0), in world units (row i = drone `ids[i]`)."""
         if not t >= 0 or not math.isfinite(t):
             raise ValueError(f"show time must be finite and >= 0, not {t}")
         n = self.drones
@@ -572,21 +575,17 @@ class LightShow:
         heading32[heading32 >= 360.0] = 0.0
         yaw = np.radians(heading32.astype(np.float64))
         body = yaw_pitch(yaw, pitch) if self.orientation else yaw_pitch(yaw, np.zeros(n))
-        colour8 = np.clip(colour + 0.5, 0, 255).astype(np.uint8)
-        light, cue, cue_ms, gimbal = self._payloads(t, tau, position, body, colour8)
-        return Swarm(
+        light, cue, since, gimbal = self._payloads(t, tau, position, body, colour)
+        return ShowState(
             ids=self.ids,
-            position=position.astype(np.float32, copy=False),
-            has_color=self._has_color,
-            color=colour8,
-            has_heading=self._has_heading,
+            position=_enu(position),
+            orientation=_enu_rotation(body) if self.orientation else None,
             heading=heading32,
-            has_orientation=self._has_orientation,
-            orientation=body if self.orientation else np.zeros((n, 4), np.float32),
+            color=colour,
             light=light,
             cue=cue,
-            cue_ms=cue_ms,
-            gimbal=gimbal,
+            since=since,
+            gimbal=_enu_rotation(gimbal),
         )
 
     def spot_target(self, t: float) -> F64:
@@ -602,13 +601,14 @@ class LightShow:
         return any(self.formations[k].start <= tau < self.formations[k].end for k in (1, 3))
 
     def _payloads(
-        self, t: float, tau: float, position: F32, body: F32, colour: npt.NDArray[np.uint8]
-    ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint8], npt.NDArray[np.uint16], F32]:
-        """Per payload slot: light/intensity, pyro cue and ms, gimbal (relative to `body`)."""
+        self, t: float, tau: float, position: F32, body: F32, colour: F32
+    ) -> tuple[F32, npt.NDArray[np.uint8], F64, F32]:
+        """Per payload slot: light colour or level (0..255), pyro cue and seconds it has
+        burnt, gimbal (relative to `body`); in the stage frame."""
         n, slots = self.drones, self.slots
-        light = np.zeros((n, slots, 3), dtype=np.uint8)
+        light = np.zeros((n, slots, 3), dtype=np.float32)
         cue = np.zeros((n, slots), dtype=np.uint8)
-        cue_ms = np.zeros((n, slots), dtype=np.uint16)
+        since = np.zeros((n, slots))
         gimbal = np.zeros((n, slots, 4), dtype=np.float32)
         laser = self.laser_on(tau)
         pulse = 0.75 + 0.25 * math.cos(2 * math.pi * tau)
@@ -618,13 +618,12 @@ class LightShow:
                 active = (burning >= 0) & (burning < self._cue_length[: starts.shape[1]])
                 ids = np.arange(1, starts.shape[1] + 1, dtype=np.uint8)
                 cue[rows, slot] = (active * ids).max(axis=1, initial=0)
-                ms = np.where(active, burning, 0.0).sum(axis=1) * 1000.0
-                cue_ms[rows, slot] = np.minimum(ms, 65535).astype(np.uint16)
+                since[rows, slot] = np.where(active, burning, 0.0).sum(axis=1)
                 continue
             if payload.color is None:
                 light[rows, slot] = colour[rows]
             else:
-                light[rows, slot, 0] = round(255 * pulse) if laser else 0
+                light[rows, slot, 0] = 255 * pulse if laser else 0
             if payload.mount is MountType.STATIC:
                 continue
             target = self.spot_target(t) if payload.def_type is DefType.LIGHT else self.LASER_TARGET
@@ -634,4 +633,31 @@ class LightShow:
             world = yaw_pitch(yaw, pitch)
             inverse = body[rows] * np.array([1, -1, -1, -1], dtype=np.float32)
             gimbal[rows, slot] = qmul(inverse, world)
-        return light, cue, cue_ms, gimbal
+        return light, cue, since, gimbal
+
+
+@dataclass(frozen=True, slots=True)
+class ShowState:
+    """One moment of the show in world units, one row per drone (`adapter.show_swarm` makes it
+    the DATA frame a VRSP sender sends, as the sink does the world's drones)."""
+
+    ids: npt.NDArray[np.uint16]
+    position: F32  # (n, 3) ENU metres from the root
+    orientation: F32 | None  # (n, 4) ENU quaternions (w, x, y, z); None: not sent (0x4 off)
+    heading: F32  # (n,) degrees clockwise from north
+    color: F32  # (n, 3) the LED colour, RGB 0..255
+    light: F32  # (n, K, 3) per payload slot: a light's colour, a laser's level in [..., 0]
+    cue: npt.NDArray[np.uint8]  # (n, K) the pyro cue burning (0: none)
+    since: F64  # (n, K) seconds the burning cue has burnt
+    gimbal: F32  # (n, K, 4) gimballed payloads' aim relative to the body, ENU quaternions
+
+
+def _enu(stage: F32) -> F32:
+    """Stage points (x East, y Up, z North) -> ENU."""
+    return stage[..., [0, 2, 1]]
+
+
+def _enu_rotation(stage: F32) -> F32:
+    """Stage-frame rotations (w, x, y, z) -> the same rotations in ENU: the stage frame is ENU
+    with y and z swapped (a reflection M), and M R M turns about -M a: (w, -x, -z, -y)."""
+    return np.stack([stage[..., 0], -stage[..., 1], -stage[..., 3], -stage[..., 2]], axis=-1)

@@ -29,7 +29,7 @@ from robowire.capture import CaptureReader, Record
 from robowire.endpoints import Endpoint, number
 from robowire.errors import ConfigError
 from robowire.protocols.datagram import DatagramSim, DatagramSink, DatagramSource
-from robowire.protocols.vrsp.adapter import SwarmEncoder, VrspAdapter
+from robowire.protocols.vrsp.adapter import SwarmEncoder, VrspAdapter, show_swarm
 from robowire.protocols.vrsp.codec import DEFAULT_DATAGRAM, DEFAULT_PORT, MAX_DATAGRAM, PROTOCOL
 from robowire.protocols.vrsp.definitions import DeviceDefinition, Swarm
 from robowire.protocols.vrsp.events import FrameDue, VrspEvent
@@ -245,8 +245,7 @@ class VrspSim(_Frames, DatagramSim):
 
     def frame(self, now: float) -> Swarm:
         assert self.start is not None
-        swarm: Swarm = self.show.frame(now - self.start)
-        return swarm
+        return show_swarm(self.show.state(now - self.start))
 
 
 Blocks = list[tuple[DeviceDefinition, NDArray[np.uint16]]]

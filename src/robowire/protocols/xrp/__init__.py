@@ -16,6 +16,16 @@ Where it differs from the shape:
 client          `XrpClient` (the WPILib side as a Python object) and the `robowire xrp drive`
                 command (`PROTOCOL.command`): a real robot's users drive it without a gateway.
 session_<role>  two modules, one per side: each side is a whole state machine of its own.
+robot, model    the world -> wire conversion: an XRP robot reports sensors, not a pose, so the
+                serve sink is itself a simulated robot (`adapter.DeviceMirror`: a `model.Fleet`
+                row that `follow`s the world device, or an XRP robot's own reported values).
+                The sink and the simulator share the sensor model (`Fleet`) and one encoding
+                of sensor values into the firmware's status (`robot.status_rows`: i32 counts,
+                period numerators, also `reported_status`'s and your `Robot`'s). It sits in
+                `robot`, below `model` (which encodes each step's snapshot once for all
+                robots) and `adapter` (which imports `model`). What only the simulator makes:
+                the status of robots whose motors the WPILib side drives (physics from
+                motor outputs); no world device has motor outputs to drive.
 """
 
 from robowire.protocols.base import Demo, WireProtocol

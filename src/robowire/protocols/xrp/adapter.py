@@ -18,7 +18,8 @@ it): picks one world device. A device of an XRP source (its table's protocol is 
 XRP robot: the sink's robot reports that robot's own sensor values, rebuilt from the telemetry
 `XrpAdapter` wrote (`reported_status`), so a relay `xrp -> xrp` is transparent. Any other device
 moves a simulated robot (a `model.Fleet` row) along it: its yaw (from the ENU quaternion) drives
-the gyro, and the distance it moves and turns drives the encoders (`Fleet.follow`).
+the gyro, and the distance it moves and turns drives the encoders (`Fleet.follow`). Either way
+the values go into wire form through `robot.status_rows`, the simulator's encoding too.
 """
 
 from __future__ import annotations
@@ -28,10 +29,13 @@ import math
 from collections import deque
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+
 from robowire import units
-from robowire.protocols.xrp.codec import NO_PERIOD, PROTOCOL
+from robowire.protocols.xrp.codec import PROTOCOL
 from robowire.protocols.xrp.events import CommandSent, RobotStatus, StatusReceived, XrpEvent
 from robowire.protocols.xrp.model import COUNTS_PER_METRE, RANGE_MAX, Fleet
+from robowire.protocols.xrp.robot import status_rows
 from robowire.wire import PacketDropped
 from robowire.world import LogEvent, Update, World
 from robowire.world.model import ORIENTATION, POSITION
@@ -159,43 +163,41 @@ STATUS_TELEMETRY: tuple[tuple[int, str, str], ...] = (
 """(index in `codec.STATUS_FIELDS`, telemetry name, unit) of the status values `XrpAdapter`
 writes as they came; the encoder periods come back from `encoder_<i>_rate`."""
 
-MAX_PERIOD_TICKS = 0x7FFFFFFE
-
-
-def period_numerator(rate: float, divisor: int, encoder: int) -> int:
-    """The wire's period numerator `(ticks << 1) | forward` for `rate` counts/s at `divisor`
-    ticks per second; a rate of 0 is "no period" (0xFFFFFFFF, the left encoder's 0xFFFFFFFE:
-    the firmware flips its direction bit)."""
-    if rate == 0.0:
-        return NO_PERIOD - 1 if encoder == 0 else NO_PERIOD
-    ticks = min(round(divisor / abs(rate)), MAX_PERIOD_TICKS)
-    return (ticks << 1) | (rate > 0.0)
-
 
 def reported_status(
     telemetry: Mapping[str, tuple[float, str]], base: Sequence[float], divisor: int
 ) -> list[float]:
     """The status an XRP robot reported, rebuilt from what `XrpAdapter` wrote of it: values in
-    `codec.STATUS_FIELDS` order and wire form, periods for `divisor` ticks per second (exact
-    when the robot's divisor is the same, else within half a tick). A value `telemetry` lacks,
-    or holds in another unit, is `base`'s."""
-    values = list(base)
+    `codec.STATUS_FIELDS` order and wire form (through `robot.status_rows`, the simulated
+    robots' encoding too), periods for `divisor` ticks per second (exact when the robot's
+    divisor is the same, else within half a tick). A value `telemetry` lacks, or holds in
+    another unit, is `base`'s."""
+    counts = np.zeros((1, 4), dtype=np.int64)
+    periods = np.full((1, 4), np.nan)
+    button = np.zeros(1, dtype=np.bool_)
+    floats = np.zeros((1, 12))
+    given: list[int] = []  # the status values `telemetry` gives
     for index, name, unit in STATUS_TELEMETRY:
         found = telemetry.get(name)
         if found is None or found[1] != unit or not math.isfinite(found[0]):
             continue
         value = found[0]
-        if unit == units.COUNT:  # an i32 on the wire
-            values[index] = (int(value) + 0x80000000) % 0x100000000 - 0x80000000
+        if unit == units.COUNT:
+            counts[0, index // 3] = int(value) % 0x100000000  # (any size; i32 in status_rows)
         elif unit == units.BOOLEAN:
-            values[index] = 1 if value else 0
+            button[0] = bool(value)
         else:
-            values[index] = value
+            floats[0, index - 13] = value
+        given.append(index)
     for i in range(4):
         found = telemetry.get(f"encoder_{i}_rate")
         if found is not None and found[1] == COUNTS_PER_SECOND and math.isfinite(found[0]):
-            values[3 * i + 1] = period_numerator(found[0], divisor, i)
-            values[3 * i + 2] = divisor
+            periods[0, i] = 1.0 / found[0] if found[0] else np.nan  # 0: no period
+            given += [3 * i + 1, 3 * i + 2]
+    (row,) = status_rows(counts, periods, button, floats, divisor)
+    values = list(base)
+    for index in given:
+        values[index] = row[index]
     return values
 
 
