@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -212,17 +212,34 @@ class Node:
             self._topics[dds_name] = found
         return found
 
-    def writer(self, ros_topic: str, ros_type: str, profile: Profile) -> RawWriter:
-        """A raw writer of the ROS topic `ros_topic` (absolute, e.g. `/tf`), announced."""
+    def writer(
+        self,
+        ros_topic: str,
+        ros_type: str,
+        profile: Profile,
+        joined: Callable[[], None] | None = None,
+    ) -> RawWriter:
+        """A raw writer of the ROS topic `ros_topic` (absolute, e.g. `/tf`), announced;
+        `joined` is called (on a DDS thread) each time a reader more matches it."""
+        from cyclonedds.core import Listener
         from cyclonedds.pub import DataWriter
 
+        listener = None
+        if joined is not None:
+
+            def matched(_: Any, status: Any) -> None:
+                if status.current_count_change > 0:
+                    joined()
+
+            listener = Listener(on_publication_matched=matched)  # type: ignore[no-untyped-call]
         topic = self.topic(names.dds_topic(ros_topic), ros_type)
         made = RawWriter(
-            DataWriter(self.publisher, topic, qos=self._qos(profile, ros_type)),
+            DataWriter(self.publisher, topic, qos=self._qos(profile, ros_type), listener=listener),
             ros_topic,
             ros_type,
             profile,
         )
+        made.listener = listener  # (kept as long as the writer)
         self.writers.append(made)
         self.announce()
         return made
@@ -282,6 +299,7 @@ class RawWriter:
         self.ros_type = ros_type
         self.profile = profile
         self.samples = 0
+        self.listener: Any = None
 
     def write(self, data: bytes) -> None:
         """Write one sample; TransportError if DDS refuses it."""
