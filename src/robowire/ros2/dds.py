@@ -156,6 +156,8 @@ class Node:
 
     `writer` and `reader` make endpoints; `announce` (re)writes the `ros_discovery_info`
     sample that lists them under the node `namespace`/`name`, and is called by each.
+    `joined(ros_topic)`, if given, is called (on a DDS thread) each time a reader matches one
+    of its writers (a volatile topic gives a new reader nothing written before it).
     """
 
     def __init__(
@@ -165,6 +167,7 @@ class Node:
         name: str = "robowire",
         namespace: str = "/",
         environ: Mapping[str, str] = os.environ,
+        joined: Callable[[str], None] | None = None,
     ) -> None:
         from cyclonedds.core import DDSException
         from cyclonedds.domain import Domain, DomainParticipant
@@ -174,6 +177,7 @@ class Node:
         from cyclonedds.topic import Topic
 
         self.domain_id = domain
+        self.joined = joined
         self.scope = scope
         self.name = name
         self.namespace = namespace
@@ -212,24 +216,19 @@ class Node:
             self._topics[dds_name] = found
         return found
 
-    def writer(
-        self,
-        ros_topic: str,
-        ros_type: str,
-        profile: Profile,
-        joined: Callable[[], None] | None = None,
-    ) -> RawWriter:
+    def writer(self, ros_topic: str, ros_type: str, profile: Profile) -> RawWriter:
         """A raw writer of the ROS topic `ros_topic` (absolute, e.g. `/tf`), announced;
-        `joined` is called (on a DDS thread) each time a reader more matches it."""
+        the node's `joined(ros_topic)` is called (on a DDS thread) when a reader matches it."""
         from cyclonedds.core import Listener
         from cyclonedds.pub import DataWriter
 
         listener = None
-        if joined is not None:
+        if self.joined is not None:
+            joined = self.joined
 
             def matched(_: Any, status: Any) -> None:
                 if status.current_count_change > 0:
-                    joined()
+                    joined(ros_topic)
 
             listener = Listener(on_publication_matched=matched)  # type: ignore[no-untyped-call]
         topic = self.topic(names.dds_topic(ros_topic), ros_type)

@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from functools import partial
 
 from robowire.endpoints import Endpoint
 from robowire.errors import ConfigError, TransportError
@@ -66,17 +65,19 @@ class Ros2Sink(Sink):
             "reliable": dds.RELIABLE,
             "rosout": dds.ROSOUT,
         }
+        self._joined: set[str] = set()  # topics a reader joined since the last pull (DDS adds)
         self.max_rate = rate
         self.url = f"ROS 2 domain {domain} (discovery {scope.lower()}) as node /robowire"
         self.node: dds.Node | None = None
         self.writers: dict[str, dds.RawWriter] = {}
         self._diagnosed = 0.0
         self._failed: set[str] = set()  # topics whose writer DDS refused (said once)
-        self._joined: set[str] = set()  # topics a reader joined since the last pull (DDS adds)
 
     async def serve(self, world: World) -> None:
         loop = asyncio.get_running_loop()
-        self.node = await loop.run_in_executor(None, dds.Node, self.domain, self.scope)
+        self.node = await loop.run_in_executor(
+            None, lambda: dds.Node(self.domain, self.scope, joined=self._joined.add)
+        )
         self.listening(("domain", self.domain))
         await asyncio.Future()
 
@@ -135,9 +136,7 @@ class Ros2Sink(Sink):
             reason = f"ros2: {message.topic} is not a topic ROS 2 can name; not published"
         else:
             try:
-                joined = partial(self._joined.add, message.topic)
-                profile = self.profiles[message.qos]
-                writer = self.node.writer(message.topic, message.type, profile, joined)
+                writer = self.node.writer(message.topic, message.type, self.profiles[message.qos])
             except Exception as exc:  # DDS refused it: said once, the rest goes on
                 reason = f"ros2: cannot publish {message.topic}: {exc}"
             else:
