@@ -17,7 +17,7 @@ ends start first (so each far end sees everything from the first update), then t
 device's topics since it found them: DDS does not keep what a volatile writer sent before a
 reader matched), the simulator stops (the source world freezes) and each far end is polled
 until it agrees with what the test expects from the frozen world (or a deadline passes; the
-test then says what differs). Each `ros2://` has a DDS domain of its own (`domains`), on
+test then says what differs). Each `ros2://` has a DDS domain of its own (`domain`), on
 loopback, so tests running at once never meet.
 """
 
