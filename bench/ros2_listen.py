@@ -101,7 +101,7 @@ async def robowire_listen(domain: int) -> tuple[float, int]:
 
 
 def peer_listen(domain: int) -> tuple[float, int]:
-    from cyclonedds.core import Listener
+    from cyclonedds.core import DDSException, Listener
     from cyclonedds.domain import Domain, DomainParticipant
     from cyclonedds.qos import Qos
     from cyclonedds.sub import DataReader
@@ -110,7 +110,10 @@ def peer_listen(domain: int) -> tuple[float, int]:
     from robowire.ros2 import dds, types
 
     config = dds.cyclone_config("LOCALHOST")
-    _domain = Domain(domain, config) if config else None
+    try:
+        _domain = Domain(domain, config) if config else None
+    except DDSException:  # robowire's run made it already (dds.Node keeps it): shared as it is
+        _domain = None
     participant = DomainParticipant(domain)
     topic = Topic(participant, "rt/tf", types.idl_class("tf2_msgs/msg/TFMessage"))
     reader = DataReader(participant, topic, qos=Qos(*dds.TF.policies()))

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from robowire.cli.live import DEMO_SENDERS, DEMO_SETTINGS, DEMO_SIMS
+from robowire import protocols
 from robowire.gateway import Gateway, open_sim, open_sink, open_source
 from robowire.service import SimOptions
 
@@ -33,22 +33,32 @@ SETTLE = 5.0  # seconds for the sources to connect and discovery to happen befor
 async def run(seconds: float, count: int | None, domain: int) -> dict[str, Any]:
     gateway = Gateway()
     sink = open_sink(f"ros2://?domain={domain}")
-    sims = {}
-    for name in DEMO_SIMS:
-        settings = dict(DEMO_SETTINGS.get(name, {}))
-        sims[name] = open_sim(name, SimOptions(port=0, count=count, options=settings))
-    receivers = {name: open_source(url) for name, url in DEMO_SENDERS.items()}
+    # each protocol's `demo`, as `robowire demo` runs it: a simulator that listens and a
+    # source that connects to it, or (a protocol that sends) a source bound first
+    shown = {p.name: (p, p.demo) for p in protocols.landed() if p.demo is not None}
+    sims = {
+        name: open_sim(name, SimOptions(port=0, count=count, options={**demo.settings}))
+        for name, (p, demo) in shown.items()
+        if not p.sends
+    }
+    receivers = {
+        name: open_source(demo.url.format(host="127.0.0.1", port=0))
+        for name, (p, demo) in shown.items()
+        if p.sends
+    }
     gateway.add(sink, *sims.values(), *receivers.values())
     task = asyncio.create_task(gateway.run(SETTLE + seconds + 5))
     for service in [*sims.values(), *receivers.values(), sink]:
         await service.ready.wait()
     for name, sim in sims.items():
         assert sim.address is not None
-        gateway.add(open_source(DEMO_SIMS[name].format(host=sim.address[0], port=sim.address[1])))
+        url = shown[name][1].url.format(host=sim.address[0], port=sim.address[1])
+        gateway.add(open_source(url))
     for name, receiver in receivers.items():
         assert receiver.address is not None
         target = f"{receiver.address[0]}:{receiver.address[1]}"
-        gateway.add(open_sim(name, SimOptions(count=count, target=target)))
+        settings = {**shown[name][1].settings}
+        gateway.add(open_sim(name, SimOptions(count=count, target=target, options=settings)))
     await asyncio.sleep(SETTLE)
     subscriber = await asyncio.create_subprocess_exec(
         sys.executable,

@@ -2,15 +2,23 @@
 
 Each far end is a client of the sink's own protocol: our protocol sources (in a gateway of their
 own, with a world of their own), a Foxglove WebSocket client (subprotocol `foxglove.sdk.v1`,
-protobuf decoded with the schema the server advertised) and a viewer client (subprotocol
-`robowire.viewer.v1`, frames decoded by `robowire.viewer.frames.decode_frame`). Every far end
-reduces what it saw to `Seen`: far-end device id -> `Obs`, so the test compares one shape.
+protobuf decoded with the schema the server advertised), a viewer client (subprotocol
+`robowire.viewer.v1`, frames decoded by `robowire.viewer.frames.decode_frame`) and, for
+`ros2://`, the independent ROS 2 subscriber (tests/ros2/subscriber.py in another process: DDS
+discovery, types and CDR from rosbags). Every far end reduces what it saw to `Seen`: far-end
+device id -> `Obs`, so the test compares one shape.
 
-One `run_source` per source: the sinks and their far ends start first (so each far end sees
-everything from the first update), then the simulator and the source; once the source world
-holds everything the simulator makes (`complete`) and every far end has seen devices, the
-simulator stops (the source world freezes) and each far end is polled until it agrees with what
-the test expects from the frozen world (or a deadline passes; the test then says what differs).
+The sources are every protocol with a simulator and `ros2://`, fed by the independent ROS 2
+publisher (tests/ros2/publisher.py in another process, the robots `listen ros2://` is tested
+against): a ROS 2 robot into every sink. One `run_source` per source: the sinks and their far
+ends start first (so each far end sees everything from the first update), then the simulator
+(or the publisher) and the source; once the source world holds everything the simulator makes
+(`complete`) and every far end has seen devices (and the ROS 2 far end has had a sample of each
+device's topics since it found them: DDS does not keep what a volatile writer sent before a
+reader matched), the simulator stops (the source world freezes) and each far end is polled
+until it agrees with what the test expects from the frozen world (or a deadline passes; the
+test then says what differs). Each `ros2://` has a DDS domain of its own (`domain`), on
+loopback, so tests running at once never meet.
 """
 
 from __future__ import annotations
@@ -22,13 +30,22 @@ import dataclasses
 import json
 import logging
 import math
+import os
+import random
+import re
 import struct
-from collections.abc import Awaitable, Callable
+import sys
+import tempfile
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import websockets
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from tests.ros2 import subscriber
+from tests.ros2.test_listen import spec as ros2_robots
 
 from robowire import protocols
 from robowire.gateway import Gateway, open_sim, open_sink, open_source
@@ -40,8 +57,9 @@ from support import free_port
 
 
 def sources() -> tuple[str, ...]:
-    """Every protocol with a simulator, in the registry's order."""
-    return tuple(p.name for p in protocols.landed() if p.open_sim is not None)
+    """Every protocol with a simulator, in the registry's order, then the sources fed by an
+    independent peer (`PEERS`)."""
+    return (*(p.name for p in protocols.landed() if p.open_sim is not None), *PEERS)
 
 
 def sinks() -> tuple[str, ...]:
@@ -50,6 +68,7 @@ def sinks() -> tuple[str, ...]:
     return (*(p.name for p in protocols.landed() if p.open_sink is not None), *sink_names())
 
 
+PEERS = ("ros2",)  # sources with no simulator, fed by an independent peer (`start_source`)
 SOURCES = sources()
 SINKS = sinks()
 WAIT = 25.0  # seconds: generous, only a hang takes this long
@@ -68,9 +87,12 @@ class Obs:
     telemetry: dict[str, tuple[float, str]] = field(default_factory=dict)
     kind: str = ""
     velocity: tuple[float, float, float] | None = None
+    # ROS 2: what the device's own pose topic says (position, orientation), beside /tf's
+    own_pose: tuple[tuple[float, ...], tuple[float, ...]] | None = None
 
 
 Seen = dict[str, Obs]
+Stop = Callable[[], Awaitable[None]]
 
 
 def seen_of_world(world: World) -> Seen:
@@ -91,6 +113,8 @@ class Leg:
     seen: Callable[[], Seen]
     close: Callable[[], Awaitable[None]]
     ready: Callable[[], bool] = lambda: True  # the far end is connected
+    caught_up: Callable[[World], bool] = lambda world: True  # has had what `world` holds
+    errors: Callable[[], list[str]] = list  # what it could not read
 
 
 async def gateway_far_end(url: str) -> tuple[Gateway, Source, asyncio.Task[None]]:
@@ -321,10 +345,255 @@ async def viewer_leg(front: Gateway) -> Leg:
     return Leg("http", sink, lambda: seen, close, connected.is_set)
 
 
+# -- ROS 2 ---------------------------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+WORLD_FRAME = "world"  # the ROS 2 sink's parent frame (its default)
+_OWN_TOPIC = re.compile(r"/[^/]+/(?P<frame>.+)/(?P<what>pose|twist)(?P<sensor>\d*)")
+_KEY_UNIT = re.compile(r"(?P<name>.*) \[(?P<unit>.*)\]")
+_domains: list[int] = []
+
+
+def domain() -> int:
+    """A DDS domain no other `ros2://` of this process had: 1..99 (their ports lie below the
+    ephemeral range other tests bind in, and tests/ros2 takes 100 and up)."""
+    if not _domains:
+        _domains.extend(random.sample(range(1, 100), 99))
+    return _domains.pop()
+
+
+@contextlib.contextmanager
+def loopback() -> Iterator[None]:
+    """DDS discovery on loopback only, as a ROS 2 user sets it (read as a ros2:// opens)."""
+    with mock.patch.dict(os.environ, {"ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST"}):
+        os.environ.pop("CYCLONEDDS_URI", None)
+        yield
+
+
+def _multiply(a: tuple[float, ...], b: tuple[float, ...]) -> tuple[float, ...]:
+    w1, x1, y1, z1 = a
+    w2, x2, y2, z2 = b
+    return (
+        w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2,
+        w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
+        w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
+        w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2,
+    )
+
+
+def _rotate(q: tuple[float, ...], v: tuple[float, ...]) -> tuple[float, ...]:
+    turned = _multiply(_multiply(q, (0.0, *v)), (q[0], -q[1], -q[2], -q[3]))
+    return turned[1:]
+
+
+def _xyz(value: dict[str, Any]) -> tuple[float, ...]:
+    return tuple(float(value[k]) for k in "xyz")  # (the subscriber's JSON: inf as "inf")
+
+
+def _wxyz(value: dict[str, Any]) -> tuple[float, ...]:
+    return tuple(float(value[k]) for k in "wxyz")
+
+
+class Ros2FarEnd:
+    """What the independent ROS 2 subscriber printed (a JSON line per sample, rosbags'
+    decoding), read as a ROS 2 user reads it, by the devices' TF frames: the pose from /tf
+    (and /tf_static) composed to `world`, the device's own pose topic beside it (`<ns>/<frame>
+    /pose`, vrpn_mocap's `pose<N>` for frame `<tracker>_<N>`), the velocity from its twist,
+    the fix from NavSatFix, telemetry from /diagnostics (`name [unit]` keys, the status's
+    message its kind) and BatteryState (`battery.voltage`, `battery.current`,
+    `battery.percentage`)."""
+
+    def __init__(self) -> None:
+        self.tf: dict[str, tuple[str, tuple[float, ...], tuple[float, ...]]] = {}
+        self.poses: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {}
+        self.velocity: dict[str, tuple[float, ...]] = {}
+        self.fix: dict[str, tuple[float, ...]] = {}
+        self.diagnostics: dict[str, tuple[str, dict[str, tuple[float, str]]]] = {}
+        self.battery: dict[str, dict[str, tuple[float, str]]] = {}
+        self.errors: list[str] = []
+
+    def read(self, sample: dict[str, Any]) -> None:
+        topic, message = sample["topic"], sample.get("message")
+        if message is None:
+            self.errors.extend(f"{topic}: {e}" for e in sample.get("errors", ()))
+        elif topic in ("/tf", "/tf_static"):
+            for t in message["transforms"]:
+                parent, child = t["header"]["frame_id"], t["child_frame_id"]
+                at = t["transform"]
+                self.tf[child] = (parent, _xyz(at["translation"]), _wxyz(at["rotation"]))
+        elif topic == "/diagnostics":
+            for status in message["status"]:
+                fields = {}
+                for pair in status["values"]:
+                    found = _KEY_UNIT.fullmatch(pair["key"])
+                    name, unit = (found["name"], found["unit"]) if found else (pair["key"], "")
+                    fields[name] = (float(pair["value"]), unit)
+                frame = status["name"].removeprefix("robowire: ")
+                self.diagnostics[frame] = (status["message"], fields)
+        elif sample["type"] == "sensor_msgs/msg/NavSatFix":
+            fix = (message[k] for k in ("latitude", "longitude", "altitude"))
+            self.fix[message["header"]["frame_id"]] = tuple(map(float, fix))
+        elif sample["type"] == "sensor_msgs/msg/BatteryState":
+            self.battery[message["header"]["frame_id"]] = {
+                "battery.voltage": (float(message["voltage"]), "V"),
+                "battery.current": (float(message["current"]), "A"),
+                "battery.percentage": (float(message["percentage"]), "1"),
+            }
+        elif (own := _OWN_TOPIC.fullmatch(topic)) is not None:
+            frame = own["frame"] + (f"_{own['sensor']}" if own["sensor"] else "")
+            if own["what"] == "pose":
+                pose = message["pose"]
+                self.poses[frame] = (_xyz(pose["position"]), _wxyz(pose["orientation"]))
+            else:
+                self.velocity[frame] = _xyz(message["twist"]["linear"])
+
+    def placed(self, frame: str) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
+        """The frame's pose in `world`, through its parents (None: no path to `world`)."""
+        chain = []
+        while frame != WORLD_FRAME:
+            if frame not in self.tf or len(chain) > len(self.tf):
+                return None
+            parent, translation, rotation = self.tf[frame]
+            chain.append((translation, rotation))
+            frame = parent
+        position, orientation = chain.pop()
+        while chain:
+            translation, rotation = chain.pop()
+            turned = _rotate(orientation, translation)
+            position = tuple(p + t for p, t in zip(position, turned, strict=True))
+            orientation = _multiply(orientation, rotation)
+        return position, orientation
+
+    def seen(self) -> Seen:
+        out: Seen = {}
+        for frame in self.tf:
+            pose = self.placed(frame)
+            o = out.setdefault(frame, Obs())
+            if pose is not None:
+                o.position, o.orientation = pose  # type: ignore[assignment]
+        for frame, pose in self.poses.items():
+            out.setdefault(frame, Obs()).own_pose = pose
+        for frame, velocity in self.velocity.items():
+            out.setdefault(frame, Obs()).velocity = velocity  # type: ignore[assignment]
+        for frame, fix in self.fix.items():
+            out.setdefault(frame, Obs()).geodetic = fix  # type: ignore[assignment]
+        for frame, (kind, fields) in self.diagnostics.items():
+            o = out.setdefault(frame, Obs())
+            o.kind, o.telemetry = kind, dict(fields)
+        for frame, fields in self.battery.items():
+            out.setdefault(frame, Obs()).telemetry.update(fields)
+        return out
+
+    def caught_up(self, world: World) -> bool:
+        """Each sort of thing (a pose, a velocity, a fix, telemetry) has come for as many
+        devices as `world` has it: a device's topics were found and read since."""
+        seen = list(self.seen().values())
+        devices = list(world.devices())
+
+        def as_many(far: Callable[[Obs], object], near: Callable[[Any], object]) -> bool:
+            return sum(1 for o in seen if far(o)) >= sum(1 for d in devices if near(d))
+
+        return (
+            as_many(lambda o: o.position and o.own_pose, lambda d: d.position)
+            and as_many(lambda o: o.velocity, lambda d: d.velocity)
+            and as_many(lambda o: o.geodetic, lambda d: d.geodetic)
+            and as_many(lambda o: o.kind, lambda d: d.telemetry)
+        )
+
+
+async def ros2_leg(front: Gateway) -> Leg:
+    """`serve ros2://?domain=N` (a domain of its own) read by the independent ROS 2
+    subscriber, tests/ros2/subscriber.py, in another process (`--stream`: a JSON line per
+    sample), reduced by `Ros2FarEnd`."""
+    number = domain()
+    with loopback():
+        sink = open_sink(f"ros2://?domain={number}")
+    front.add(sink)
+    await asyncio.wait_for(sink.ready.wait(), WAIT)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, subscriber.__file__, "--domain", str(number), "--localhost", "--stream",
+        "--duration", "600", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        limit=1 << 24,
+    )  # fmt: skip
+    far = Ros2FarEnd()
+    connected = asyncio.Event()
+
+    async def read() -> None:
+        assert process.stdout is not None and process.stderr is not None
+        if (await process.stderr.readline()).strip() == b"ready":
+            connected.set()
+        async for line in process.stdout:
+            far.read(json.loads(line))
+        said = (await process.stderr.read()).decode(errors="replace")
+        far.errors.append(f"the subscriber ended ({process.returncode}): {said[-2000:]}")
+
+    task = asyncio.create_task(read())
+
+    async def close() -> None:
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
+        if process.returncode is None:
+            process.terminate()
+        await process.wait()
+
+    return Leg("ros2", sink, far.seen, close, connected.is_set, far.caught_up, lambda: far.errors)
+
+
+async def start_ros2_robots(front: Gateway) -> Stop:
+    """The ROS 2 robots `listen ros2://` is tested against (tests/ros2/test_listen.py's
+    `spec`: /tf with a frame below a rotated parent, /tf_static, vrpn_mocap's pose and twist,
+    a PoseWithCovarianceStamped, an Odometry, a NavSatFix; beside them a type listen does not
+    read and a sample that does not decode), written 20 times a second by the independent
+    publisher (tests/ros2/publisher.py, rosbags' types and bytes) in another process, on a
+    DDS domain of its own, and read into `front` by `listen ros2://?domain=N`."""
+    number = domain()
+    folder = tempfile.TemporaryDirectory()
+    path = Path(folder.name) / "spec.json"
+    path.write_text(json.dumps(ros2_robots(number)))
+    env = {**os.environ, "CYCLONEDDS_URI": subscriber.LOOPBACK, "PYTHONPATH": str(ROOT)}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tests.ros2.publisher", str(path),
+        stdout=asyncio.subprocess.PIPE, env=env, cwd=ROOT,
+    )  # fmt: skip
+
+    async def stop_publishing() -> None:
+        if process.returncode is None:
+            process.terminate()
+        await process.wait()
+        folder.cleanup()
+
+    assert process.stdout is not None
+    if (await asyncio.wait_for(process.stdout.readline(), WAIT)).strip() != b"ready":
+        await stop_publishing()
+        raise RuntimeError("the ROS 2 publisher did not start")
+    with loopback():
+        front.add(open_source(f"ros2://?domain={number}"))
+    return stop_publishing
+
+
+async def open_leg(name: str, front: Gateway, mirrored: str) -> Leg:
+    """The sink `name` in `front` and its far end (the XRP sink mirrors `mirrored`)."""
+    if name == "foxglove":
+        return await foxglove_leg(front)
+    if name == "http":
+        return await viewer_leg(front)
+    if name == "ros2":
+        return await ros2_leg(front)
+    return await protocol_leg(name, front, mirrored)
+
+
 # -- sources -------------------------------------------------------------------------------------
 
 
-MIRRORED = {"spyglass": "2", "vrpn": "Tracker0/1", "xrp": "xrp", "ugcs": "SIM-0002", "vrsp": "2"}
+MIRRORED = {
+    "spyglass": "2",
+    "vrpn": "Tracker0/1",
+    "xrp": "xrp",
+    "ugcs": "SIM-0002",
+    "vrsp": "2",
+    "ros2": "robot1",
+}
 """The device the XRP sink mirrors (`?device=`) for each source."""
 
 
@@ -337,10 +606,13 @@ SIM_OPTIONS = {
 """Simulators run otherwise than `SIM_COUNT` devices at 20 Hz (what `complete` waits for)."""
 
 
-async def start_source(name: str, front: Gateway) -> tuple[Gateway, asyncio.Task[None]]:
+async def start_source(name: str, front: Gateway) -> Stop:
     """The simulator of `name` (in a gateway of its own, so it can be stopped alone) and the
     source reading it (in `front`) as `robowire demo` does (`WireProtocol.demo`: the XRP
-    source drives its robot in a curve)."""
+    source drives its robot in a curve); for `ros2`, the independent publisher and `listen
+    ros2://`. Returns what stops the simulator."""
+    if name == "ros2":
+        return await start_ros2_robots(front)
     sims = Gateway()
     options = SIM_OPTIONS.get(name, SimOptions(port=0, count=SIM_COUNT, rate=20))
     if protocols.get(name).sends:  # the source binds first, the simulator sends to it
@@ -350,7 +622,8 @@ async def start_source(name: str, front: Gateway) -> tuple[Gateway, asyncio.Task
         assert source.address is not None
         target = f"127.0.0.1:{source.address[1]}"
         sims.add(open_sim(name, dataclasses.replace(options, port=None, target=target)))
-        return sims, asyncio.create_task(sims.run())
+        task = asyncio.create_task(sims.run())
+        return lambda: stop(sims, task)
     sim = open_sim(name, options)
     sims.add(sim)
     task = asyncio.create_task(sims.run())
@@ -359,7 +632,7 @@ async def start_source(name: str, front: Gateway) -> tuple[Gateway, asyncio.Task
     demo = protocols.get(name).demo  # the source as the demo reads the simulator
     url = demo.url if demo is not None else "{name}://{host}:{port}"
     front.add(open_source(url.format(name=name, host="127.0.0.1", port=sim.address[1])))
-    return sims, task
+    return lambda: stop(sims, task)
 
 
 def complete(name: str, world: World) -> bool:
@@ -379,6 +652,13 @@ def complete(name: str, world: World) -> bool:
         return len(devices) == 3 and all(d.geodetic is not None for d in devices.values())
     if name == "vrsp":
         return len(devices) == 4 and all("led_red" in d.telemetry for d in devices.values())
+    if name == "ros2":  # the publisher's robots, each as its topics make it
+        names = {"robot1", "robot1/arm", "dock", "vrpn_mocap/rb1", "rover", "car", "boat"}
+        return (
+            names <= set(devices)
+            and all(devices[n].velocity is not None for n in ("vrpn_mocap/rb1", "car"))
+            and devices["boat"].geodetic is not None
+        )
     # any other protocol: its simulator's devices, each placed
     return len(devices) >= SIM_COUNT and all(d.position is not None for d in devices.values())
 
@@ -403,6 +683,7 @@ class Outcome:
     seen: dict[str, Seen]
     agreed: dict[str, bool]
     said: list[str]  # what the gateways logged
+    errors: dict[str, list[str]]  # what each far end could not read
 
 
 async def run_source(
@@ -421,21 +702,17 @@ async def run_source(
     front = Gateway()
     front_task = asyncio.create_task(front.run())
     legs: list[Leg] = []
-    sims: tuple[Gateway, asyncio.Task[None]] | None = None
+    stop_sims: Stop | None = None
     try:
         for sink in sinks:
-            if sink == "foxglove":
-                legs.append(await foxglove_leg(front))
-            elif sink == "http":
-                legs.append(await viewer_leg(front))
-            else:
-                legs.append(await protocol_leg(sink, front, MIRRORED.get(name, "")))
+            legs.append(await open_leg(sink, front, MIRRORED.get(name, "")))
         await until(lambda: all(leg.ready() for leg in legs))
-        sims = await start_source(name, front)
+        stop_sims = await start_source(name, front)
         await until(lambda: complete(name, front.world))
         await until(lambda: all(leg.seen() for leg in legs))
-        await stop(*sims)
-        sims = None
+        await until(lambda: all(leg.caught_up(front.world) for leg in legs))
+        await stop_sims()
+        stop_sims = None
         frozen = front.world
         agreed = {}
         for leg in legs:
@@ -443,12 +720,15 @@ async def run_source(
                 lambda leg=leg: agrees(name, leg.name, frozen, leg.seen())
             )
         seen = {leg.name: leg.seen() for leg in legs}
-        return Outcome(name, frozen, seen, agreed, said.lines)
+        errors = {leg.name: list(leg.errors()) for leg in legs}
+        return Outcome(name, frozen, seen, agreed, said.lines, errors)
     finally:
-        if sims is not None:
-            await stop(*sims)
+        if stop_sims is not None:
+            await stop_sims()
+        # the servers first, then their clients (the ROS 2 sink's end, its writers deleted,
+        # took a second per writer when its reader's process had just been killed)
+        await stop(front, front_task)
         for leg in legs:
             await leg.close()
-        await stop(front, front_task)
         logger.removeHandler(said)
         logger.setLevel(level)

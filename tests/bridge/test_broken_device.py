@@ -27,11 +27,9 @@ from .farend import (
     SPYGLASS_SCALE,
     Leg,
     Said,
-    foxglove_leg,
-    protocol_leg,
+    open_leg,
     stop,
     until,
-    viewer_leg,
 )
 
 pytestmark = pytest.mark.timeout(120)
@@ -56,6 +54,7 @@ POSITIONS = {  # the positions each far end holds, one per device that has one
     "foxglove": {GOOD, (HUGE, -HUGE, 0.0)},
     "http": {GOOD, F32_HUGE},
     "zenoh": {GOOD, (HUGE, -HUGE, 0.0)},
+    "ros2": {GOOD, (HUGE, -HUGE, 0.0)},  # /tf's doubles
 }
 FIXES = {"ugcs": {GOOD_FIX}}  # the UgCS far end's devices are placed by their fixes
 
@@ -82,13 +81,8 @@ async def run() -> tuple[dict[str, set[tuple[float, ...]]], dict[str, bool], lis
     front_task = asyncio.create_task(front.run())
     legs: list[Leg] = []
     try:
-        for name in SINKS:
-            if name == "foxglove":
-                legs.append(await foxglove_leg(front))
-            elif name == "http":
-                legs.append(await viewer_leg(front))
-            else:  # (the XRP sink's robot mirrors the good device)
-                legs.append(await protocol_leg(name, front, "good"))
+        for name in SINKS:  # (the XRP sink's robot mirrors the good device)
+            legs.append(await open_leg(name, front, "good"))
         await until(lambda: all(leg.ready() for leg in legs))
         world = front.world
         slots = world.table("probe").slots(["good", "hole", "huge"], "drone")
@@ -117,9 +111,9 @@ async def run() -> tuple[dict[str, set[tuple[float, ...]]], dict[str, bool], lis
         writer.cancel()
         return {leg.name: held(leg) for leg in legs}, agreed, errors.lines
     finally:
+        await stop(front, front_task)  # the servers first, then their clients (farend.run_source)
         for leg in legs:
             await leg.close()
-        await stop(front, front_task)
         logging.getLogger("robowire").removeHandler(errors)
 
 

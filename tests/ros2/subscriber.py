@@ -8,11 +8,13 @@ definitions), asking for the QoS the writer offers. Each sample's bytes are deco
 `rosbags` `deserialize_cdr` for the advertised type (strict about trailing bytes), the last
 one of each topic also with `mcap-ros2-support`'s own decoder (from rosbags' .msg text).
 
-    python tests/ros2/subscriber.py --domain 42 --duration 3 [--localhost]
+    python tests/ros2/subscriber.py --domain 42 --duration 3 [--localhost] [--stream]
 
 prints one JSON object: participants (user data), topics (type, QoS, user data, writer GUID,
 samples, decode errors, the last sample as JSON, types the typestore does not know) and the
-`ros_discovery_info` samples (nodes and their writers' GIDs).
+`ros_discovery_info` samples (nodes and their writers' GIDs). With `--stream` it prints each
+sample of an `rt/` topic as it comes instead, a JSON line each (the bridge matrix's far end,
+tests/bridge/farend.py), until the duration is over or the process that started it is gone.
 """
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -149,30 +153,29 @@ def reader_qos(offered: dict[str, Any]) -> Qos:
     return Qos(*policies)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--domain", type=int, required=True)
-    parser.add_argument("--duration", type=float, default=3.0)
-    parser.add_argument("--localhost", action="store_true", help="discover on loopback only")
-    args = parser.parse_args()
-    domain = Domain(args.domain, LOOPBACK) if args.localhost else None
-    participant = DomainParticipant(args.domain)
-    participants_reader = BuiltinDataReader(participant, BuiltinTopicDcpsParticipant)
-    publications_reader = BuiltinDataReader(participant, BuiltinTopicDcpsPublication)
-    own = str(participant.guid)
-    participants: dict[str, Any] = {}
-    topics: dict[str, dict[str, Any]] = {}
-    readers: dict[str, tuple[Any, str]] = {}
-    decoders: dict[str, Any] = {}
-    discovery: list[Any] = []
-    print("ready", file=sys.stderr, flush=True)
-    end = time.monotonic() + args.duration
-    while time.monotonic() < end:
-        for found in participants_reader.take(N=100):
-            if str(found.key) != own and hasattr(found, "qos"):
-                participants[str(found.key)] = qos_json(found.qos)
-        for pub in publications_reader.take(N=1000):
-            if not hasattr(pub, "topic_name") or str(pub.participant_key) == own:
+class Subscriber:
+    """A participant of `domain` that finds the ROS 2 topics through discovery, opens a reader
+    of each topic whose type the typestore knows (asking for the QoS the writer offers) and
+    decodes every sample with rosbags. `topics` holds, per DDS topic, what was offered and how
+    many samples came; `participants` the other participants' user data."""
+
+    def __init__(self, domain: int, localhost: bool) -> None:
+        self._domain = Domain(domain, LOOPBACK) if localhost else None
+        self.participant = DomainParticipant(domain)
+        self._participants_reader = BuiltinDataReader(self.participant, BuiltinTopicDcpsParticipant)
+        self._publications_reader = BuiltinDataReader(self.participant, BuiltinTopicDcpsPublication)
+        self._own = str(self.participant.guid)
+        self.participants: dict[str, Any] = {}
+        self.topics: dict[str, dict[str, Any]] = {}
+        self._readers: dict[str, tuple[Any, str]] = {}
+
+    def discover(self) -> None:
+        """Take what discovery found: participants, and a reader for each new topic."""
+        for found in self._participants_reader.take(N=100):
+            if str(found.key) != self._own and hasattr(found, "qos"):
+                self.participants[str(found.key)] = qos_json(found.qos)
+        for pub in self._publications_reader.take(N=1000):
+            if not hasattr(pub, "topic_name") or str(pub.participant_key) == self._own:
                 continue
             name = pub.topic_name
             if not (name.startswith("rt/") or name == "ros_discovery_info"):
@@ -180,7 +183,7 @@ def main() -> int:
             parsed = DDS_TYPE.fullmatch(pub.type_name)
             ros_type = f"{parsed[1]}/msg/{parsed[3]}" if parsed else None
             offered = qos_json(pub.qos)
-            entry = topics.setdefault(
+            entry = self.topics.setdefault(
                 name, {"samples": 0, "errors": [], "writers": [], "type": pub.type_name}
             )
             entry.update(qos=offered, ros_type=ros_type, participant=str(pub.participant_key))
@@ -188,15 +191,19 @@ def main() -> int:
             if ros_type not in STORE.fielddefs:
                 entry["unknown_type"] = True
                 continue
-            if name not in readers:
-                topic = Topic(participant, name, idl_class(ros_type))
-                readers[name] = (DataReader(participant, topic, qos=reader_qos(offered)), ros_type)
-        for name, (reader, ros_type) in readers.items():
-            got = ddspy_take(reader._ref, MASK, 1000)
-            for data, info in got:
+            if name not in self._readers:
+                topic = Topic(self.participant, name, idl_class(ros_type))
+                reader = DataReader(self.participant, topic, qos=reader_qos(offered))
+                self._readers[name] = (reader, ros_type)
+
+    def take(self) -> Iterator[tuple[str, bytes, Any]]:
+        """(DDS topic, bytes, the message rosbags decoded) of each sample that came; a sample
+        rosbags cannot decode is an error of its topic (and not yielded)."""
+        for name, (reader, ros_type) in self._readers.items():
+            for data, info in ddspy_take(reader._ref, MASK, 1000):
                 if not info.valid_data:
                     continue
-                entry = topics[name]
+                entry = self.topics[name]
                 entry["samples"] += 1
                 entry["bytes"] = entry.get("bytes", 0) + len(data)
                 try:
@@ -204,15 +211,51 @@ def main() -> int:
                 except Exception as exc:
                     entry["errors"].append(f"rosbags: {exc}")
                     continue
-                entry["last"] = to_json(message)
-                entry["last_raw"] = bytes(data)
-                if name == "ros_discovery_info":
-                    discovery.append(to_json(message, limit=1000))
+                yield name, bytes(data), message
+
+
+def stream(subscriber: Subscriber, end: float) -> None:
+    """Print each sample as it comes, one JSON line: {"topic": ROS topic, "type": ROS type,
+    "message": ...}, and {"topic": ..., "errors": [...]} for samples rosbags refused since; until
+    `end` or until the process that started this one is gone."""
+    parent = os.getppid()
+    errors: dict[str, int] = {}
+    while time.monotonic() < end and os.getppid() == parent:
+        subscriber.discover()
+        lines = []
+        for name, _, message in subscriber.take():
+            entry = subscriber.topics[name]
+            if name.startswith("rt/"):
+                sample = {"topic": name[2:], "type": entry["ros_type"]}
+                message = to_json(message, limit=10**6)
+                lines.append(json.dumps({**sample, "message": message}, default=str))
+        for name, entry in subscriber.topics.items():
+            new = entry["errors"][errors.get(name, 0) :]
+            if new:
+                errors[name] = len(entry["errors"])
+                lines.append(json.dumps({"topic": name[2:], "errors": new}))
+        if lines:
+            print("\n".join(lines), flush=True)
         time.sleep(0.02)
-    for entry in topics.values():
-        raw = entry.pop("last_raw", None)
-        if raw is None or entry.get("unknown_type"):
-            continue
+
+
+def report(subscriber: Subscriber, end: float) -> dict[str, Any]:
+    """What came until `end`: participants, topics (the last sample of each as JSON, also
+    decoded by mcap-ros2-support) and the `ros_discovery_info` samples."""
+    topics = subscriber.topics
+    discovery: list[Any] = []
+    last: dict[str, bytes] = {}
+    while time.monotonic() < end:
+        subscriber.discover()
+        for name, data, message in subscriber.take():
+            topics[name]["last"] = to_json(message)
+            last[name] = data
+            if name == "ros_discovery_info":
+                discovery.append(to_json(message, limit=1000))
+        time.sleep(0.02)
+    decoders: dict[str, Any] = {}
+    for name, raw in last.items():
+        entry = topics[name]
         ros_type = entry["ros_type"]
         try:
             if ros_type not in decoders:
@@ -222,9 +265,23 @@ def main() -> int:
             entry["mcap_ros2"] = "ok" if decoded is not None else "none"
         except Exception as exc:
             entry["errors"].append(f"mcap_ros2: {exc}")
-    del domain
-    result = {"participants": participants, "topics": topics, "discovery_info": discovery}
-    print(json.dumps(result, default=str))
+    return {"participants": subscriber.participants, "topics": topics, "discovery_info": discovery}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--domain", type=int, required=True)
+    parser.add_argument("--duration", type=float, default=3.0)
+    parser.add_argument("--localhost", action="store_true", help="discover on loopback only")
+    parser.add_argument("--stream", action="store_true", help="print each sample as it comes")
+    args = parser.parse_args()
+    subscriber = Subscriber(args.domain, args.localhost)
+    print("ready", file=sys.stderr, flush=True)
+    end = time.monotonic() + args.duration
+    if args.stream:
+        stream(subscriber, end)
+    else:
+        print(json.dumps(report(subscriber, end), default=str))
     return 0
 
 

@@ -256,6 +256,30 @@ async def test_a_stock_ros2_subscriber_reads_every_topic(domain: int) -> None:
     assert "rigid body.left" in sink.stats.last_drop_reason
 
 
+async def test_a_subscriber_that_joins_later_gets_devices_that_no_longer_change(
+    domain: int,
+) -> None:
+    """DDS gives a volatile topic's new reader nothing written before it: the world is
+    written once (every writer made, every sample sent to nobody), and a subscriber that
+    starts after that still gets every device's pose, fix, battery and diagnostics."""
+    sink = open_sink(f"ros2://?domain={domain}")
+    async with running(sink) as gateway:
+        write_world(gateway.world, 0.0)
+        await until(lambda: "/robowire/UAV_7/battery" in sink.writers, "the writers made")
+        seen = await subscribe(domain, lambda t: None)  # (nothing changes any more)
+    tf = topic(seen, "/tf")
+    assert tf["samples"] >= len(gateway.world.tables)  # a TFMessage per source; the last, site's:
+    [moving] = tf["last"]["transforms"]
+    assert moving["child_frame_id"] == "rigid_body_left"
+    assert moving["transform"]["translation"] == {"x": 9.0, "y": 9.0, "z": 9.0}
+    assert topic(seen, "/vrpn_mocap/Tracker0/pose1")["last"]["pose"]["position"]["y"] == 2.0
+    assert topic(seen, "/robowire/UAV_7/fix")["last"]["latitude"] == 47.5
+    assert topic(seen, "/robowire/UAV_7/battery")["last"]["current"] == -12.0
+    statuses = {s["name"]: s for s in topic(seen, "/diagnostics")["last"]["status"]}
+    values = {v["key"]: v["value"] for v in statuses["robowire: UAV_7"]["values"]}
+    assert values["main_voltage [V]"] == "15.2" and values["remaining_power_level [1]"] == "0.8"
+
+
 async def test_markers_show_the_swarm_in_its_colours_and_the_links(domain: int) -> None:
     from robowire.ros2.topics import Topics
 

@@ -2,10 +2,14 @@
 for VRPN trackers), frames, collisions between sources, the per-device topic budget, the
 diagnostics' rotation and units; every message decoded by rosbags."""
 
+import math
+
 import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
 from rosbags.typesys import Stores, get_typestore
 
-from robowire.ros2.topics import MAX_STATUSES, Message, Topics
+from robowire.ros2.topics import MAX_STATUSES, Message, Topics, number
 from robowire.world import World
 
 STORE = get_typestore(Stores.LATEST)
@@ -182,3 +186,15 @@ def test_tf_static_is_sent_again_only_when_a_static_frame_changes() -> None:
     assert "/tf_static" not in built(topics, world, "site", position=np.array([[1.0, 0, 0]]))
     moved = built(topics, world, "site", position=np.array([[2.0, 0, 0]]))
     assert moved["/tf_static"][0].transforms[0].transform.translation.x == 2.0
+
+
+def test_diagnostics_values_read_back_as_the_same_number() -> None:
+    assert number(0.6442176872396388) == "0.6442176872396388"  # (%g: 0.644218)
+    assert number(1234567.0) == "1234567"  # (%g: 1.23457e+06)
+    assert [number(v) for v in (2.0, -0.5, 1e-7, math.inf)] == ["2", "-0.5", "1e-07", "inf"]
+    assert number(np.float32(0.6)) == "0.6000000238418579"  # a float32 column's double
+
+
+@given(st.floats(allow_nan=False))
+def test_every_diagnostics_value_reads_back(value: float) -> None:
+    assert float(number(value)) == value

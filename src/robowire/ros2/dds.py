@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -156,6 +156,8 @@ class Node:
 
     `writer` and `reader` make endpoints; `announce` (re)writes the `ros_discovery_info`
     sample that lists them under the node `namespace`/`name`, and is called by each.
+    `joined(ros_topic)`, if given, is called (on a DDS thread) each time a reader matches one
+    of its writers (a volatile topic gives a new reader nothing written before it).
     """
 
     def __init__(
@@ -165,6 +167,7 @@ class Node:
         name: str = "robowire",
         namespace: str = "/",
         environ: Mapping[str, str] = os.environ,
+        joined: Callable[[str], None] | None = None,
     ) -> None:
         from cyclonedds.core import DDSException
         from cyclonedds.domain import Domain, DomainParticipant
@@ -174,6 +177,7 @@ class Node:
         from cyclonedds.topic import Topic
 
         self.domain_id = domain
+        self.joined = joined
         self.scope = scope
         self.name = name
         self.namespace = namespace
@@ -213,16 +217,28 @@ class Node:
         return found
 
     def writer(self, ros_topic: str, ros_type: str, profile: Profile) -> RawWriter:
-        """A raw writer of the ROS topic `ros_topic` (absolute, e.g. `/tf`), announced."""
+        """A raw writer of the ROS topic `ros_topic` (absolute, e.g. `/tf`), announced;
+        the node's `joined(ros_topic)` is called (on a DDS thread) when a reader matches it."""
+        from cyclonedds.core import Listener
         from cyclonedds.pub import DataWriter
 
+        listener = None
+        if self.joined is not None:
+            joined = self.joined
+
+            def matched(_: Any, status: Any) -> None:
+                if status.current_count_change > 0:
+                    joined(ros_topic)
+
+            listener = Listener(on_publication_matched=matched)  # type: ignore[no-untyped-call]
         topic = self.topic(names.dds_topic(ros_topic), ros_type)
         made = RawWriter(
-            DataWriter(self.publisher, topic, qos=self._qos(profile, ros_type)),
+            DataWriter(self.publisher, topic, qos=self._qos(profile, ros_type), listener=listener),
             ros_topic,
             ros_type,
             profile,
         )
+        made.listener = listener  # (kept as long as the writer)
         self.writers.append(made)
         self.announce()
         return made
@@ -282,6 +298,7 @@ class RawWriter:
         self.ros_type = ros_type
         self.profile = profile
         self.samples = 0
+        self.listener: Any = None
 
     def write(self, data: bytes) -> None:
         """Write one sample; TransportError if DDS refuses it."""

@@ -4,9 +4,13 @@ the world on ROS 2 over DDS, as a stock ROS 2 node (`/robowire`) would publish i
 `topics.Topics` turns each pull's updates into (topic, type, QoS, bytes); this sink writes
 them through a `dds.Node`, making each topic's writer on first use (`rt/<topic>`, its `dds_`
 type, its QoS, `typehash=` user data; announced in `ros_discovery_info`). `/diagnostics` goes
-out at most once a second. A write DDS refuses is counted and named in status, never raised;
-a device renamed to a legal ROS name is named once in the log and in status, and counted
-(status `errors`; `stats.extra["renamed"]`).
+out at most once a second. A volatile topic gives a reader that joins nothing written before
+it, so when a reader matches one of its writers the next pull sends that topic's state of
+every device again (as Foxglove's sink does for a client that subscribes): a node started
+after robowire sees parked vehicles and still trackers at once, not at their next change
+(readers already there get those samples again). A write DDS refuses is counted and named in
+status, never raised; a device renamed to a legal ROS name is named once in the log and in
+status, and counted (status `errors`; `stats.extra["renamed"]`).
 
 Options: `domain` (else `ROS_DOMAIN_ID`, else 0), `prefix` (the namespace of per-device
 topics and the markers: `/robowire`, and `/vrpn_mocap` for VRPN trackers), `frame` (the
@@ -26,7 +30,7 @@ from typing import Protocol
 from robowire.endpoints import Endpoint
 from robowire.errors import ConfigError, TransportError
 from robowire.ros2 import dds, names
-from robowire.ros2.topics import DEFAULT_DEVICES, Message, Topics
+from robowire.ros2.topics import DEFAULT_DEVICES, Message, Topics, snapshot
 from robowire.service import Sink
 from robowire.world import LogEvent, Update, World
 
@@ -76,6 +80,7 @@ class Ros2Sink(Sink):
             "reliable": dds.RELIABLE,
             "rosout": dds.ROSOUT,
         }
+        self._joined: set[str] = set()  # topics a reader joined since the last pull (DDS adds)
         self.max_rate = rate
         self.url = f"ROS 2 domain {domain} (discovery {scope.lower()}) as node /robowire"
         self.node: Publishing | None = None
@@ -85,7 +90,9 @@ class Ros2Sink(Sink):
 
     async def serve(self, world: World) -> None:
         loop = asyncio.get_running_loop()
-        self.node = await loop.run_in_executor(None, dds.Node, self.domain, self.scope)
+        self.node = await loop.run_in_executor(
+            None, lambda: dds.Node(self.domain, self.scope, joined=self._joined.add)
+        )
         self.listening(("domain", self.domain))
         await asyncio.Future()
 
@@ -98,6 +105,8 @@ class Ros2Sink(Sink):
             elif len(item) and (table := world.tables.get(item.source)) is not None:
                 for message in self.topics.build(table, item):
                     self._send(message)
+        if self._joined:
+            self._send_state(world)
         now = time.time()
         if now - self._diagnosed >= DIAGNOSTICS_PERIOD:
             self._diagnosed = now
@@ -106,6 +115,17 @@ class Ros2Sink(Sink):
                 self._send(diagnostics)
         self._report_renamed()
         return True
+
+    def _send_state(self, world: World) -> None:
+        """The topics a reader joined, again, from every device's latest values."""
+        joined = set()
+        while self._joined:  # (DDS's threads add to it meanwhile)
+            joined.add(self._joined.pop())
+        for table in list(world.tables.values()):
+            if len(table):
+                for message in self.topics.build(table, snapshot(table)):
+                    if message.topic in joined:
+                        self._send(message)
 
     def _send(self, message: Message) -> None:
         writer = self.writers.get(message.topic)

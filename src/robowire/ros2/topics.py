@@ -408,7 +408,7 @@ class Topics:
             self._diagnosed[source][slot] = False
             values = [
                 {"key": f"{name} [{table.units[name]}]" if table.units[name] else name,
-                 "value": f"{value:g}"}
+                 "value": number(value)}
                 for name, (value, _) in sorted(table.telemetry_of(slot).items())
             ]  # fmt: skip
             statuses.append(
@@ -517,6 +517,21 @@ class Topics:
         kinds = [state.kinds[s] for s in slots.tolist()]
         batch.fill("color.r", _colours(table, slots, kinds), 4)
         return bytes(buffer)
+
+
+def number(value: float) -> str:
+    """A diagnostics value: the shortest text that reads back as the same double (`%g`, what
+    diagnostic_updater writes, keeps six digits: an encoder count of 1234567 would be 1.23457e+06),
+    without a trailing `.0` (`2`)."""
+    text = repr(float(value))
+    return text.removesuffix(".0")
+
+
+def snapshot(table: SourceTable) -> Update:
+    """An update touching every device of `table` with everything it has (for a reader that
+    joins: DDS gives a volatile topic's new reader nothing written before)."""
+    fields = {POSITION, ORIENTATION, VELOCITY, GEODETIC, *table.telemetry}
+    return Update(table.source, np.arange(len(table), dtype=np.intp), frozenset(fields), 0.0)
 
 
 def _times(table: SourceTable, slots: np.ndarray) -> FloatArray:
