@@ -201,6 +201,17 @@ def test_a_double_past_its_units_range_is_inf_on_both_paths() -> None:
     assert_columns_are_messages([status_message] * 7 + [huge])
 
 
+def test_a_remaining_power_level_past_a_doubles_range_makes_battery_inf_quietly() -> None:
+    """Hypothesis's find (28 November, after the one above): a remaining power level of
+    ~1e308 made `battery` (in %, x100) overflow in the one-message path's multiply."""
+    status_message = b"\x13\x08\x0f\x10\x03J\r\n\x0blow battery"
+    field = b"\x12\x06\x08\x01\x10\x00\x1a\x00"
+    huge = b"\x12\x0f\x08\x05\x10\x00\x1a\t!{\x14\xaeG\xe1z\x84\x7f"
+    body = b"\x0blow battery" + field * 3 + huge
+    framed = b"\x08\x0f\x10\x03J" + bytes([len(body) + 1, 0x0A]) + body
+    assert_columns_are_messages([status_message] * 8 + [bytes([len(framed)]) + framed])
+
+
 @settings(max_examples=150, deadline=None)
 @given(frames=statuses())
 def test_one_read_as_columns_is_one_message_at_a_time(frames: list[bytes]) -> None:

@@ -385,7 +385,8 @@ def _write_column(
     if column.semantic == _S.FIELD_SEMANTIC_CAPACITY_LEVEL and column.name.startswith(
         "remaining_power"
     ):
-        table.column("battery", units.PERCENT)[slots] = np.asarray(values) * 100.0
+        with np.errstate(over="ignore"):  # a level past a double's range / 100: inf, quietly
+            table.column("battery", units.PERCENT)[slots] = np.asarray(values) * 100.0
         changed.add("battery")
 
 
