@@ -232,6 +232,15 @@ def test_a_written_bag_reads_in_rosbags(tmp_path: Path) -> None:
         assert reader.duration == 3 * 10**9 + 1
 
 
+def test_a_written_bags_metadata_spells_every_value_out(tmp_path: Path) -> None:
+    """rosbag2 writes the bag's and each file's duration and start in full; YAML anchors and
+    aliases (`&id001`, `*id001`) are valid YAML that not every reader of metadata.yaml follows."""
+    written_bag(tmp_path / "out")
+    text = (tmp_path / "out" / "metadata.yaml").read_text()
+    assert "&" not in text and "*" not in text
+    assert text.count("nanoseconds:") == 2  # the bag's duration, and its one file's
+
+
 def test_a_written_bag_decodes_in_mcap_ros2(tmp_path: Path) -> None:
     written_bag(tmp_path / "out")
     storage = tmp_path / "out" / "out_0.mcap"

@@ -187,7 +187,11 @@ def _directory(where: Path) -> Bag:
 
 def _yaml_text(value: Any) -> str:
     out = io.StringIO()
-    YAML(typ="safe").dump(value, out)
+    yaml = YAML(typ="safe")
+    # shared values (a file's duration is the bag's) written out each time, as rosbag2 writes
+    # them, not as &anchors and *aliases, which some readers of metadata.yaml do not follow
+    yaml.representer.ignore_aliases = lambda _data: True
+    yaml.dump(value, out)
     return out.getvalue().strip()
 
 
