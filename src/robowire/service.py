@@ -454,6 +454,9 @@ class Sink(Service):
     every_update = False  # True: a queue of every update bounded in bytes (the recorder)
     max_bytes = DEFAULT_BYTES  # that queue's bound
     max_rate: float | None = None  # pulls per second; None: whenever something changed
+    # True: `write` is done with the latest values pulled when it returns (it encodes them at
+    # once), so the pull lends it views of the world's columns instead of copies
+    encodes_at_once = False
 
     async def serve(self, world: World) -> None:
         """Run this sink's server until cancelled (calling `listening` once bound); raise
@@ -499,7 +502,7 @@ class Sink(Service):
                         end = began + (SINK_TURN if behind else CALM_TURN)
                         going = self._turn(world, changes, turns, end)
                     else:
-                        going = self.write(world, changes.pull())
+                        going = self.write(world, changes.pull(copy=not self.encodes_at_once))
                     took = monotonic() - began
                     self._count_feed_drops(changes.dropped)
                     if behind:

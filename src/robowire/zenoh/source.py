@@ -387,6 +387,10 @@ def decode_all(
             continue
         if isinstance(frame, codec.Packed):
             events.append(StateReceived(source, identities.epoch(source), frame))
+        elif isinstance(frame, codec.Batched):  # a tick's STATE frames: each names its source
+            events += [
+                StateReceived(name, identities.epoch(name), packed) for name, packed in frame.states
+            ]
         elif isinstance(frame, codec.Devices) and identities.describe(source, frame):
             events.append(DevicesDescribed(source, identities.epoch(source), frame, len(payload)))
         else:
