@@ -154,17 +154,19 @@ def ask_as_json(port: int, selector: str) -> dict[str, Any]:
         return {str(r.ok.key_expr): json.loads(r.ok.payload.to_bytes()) for r in replies if r.ok}
 
 
-async def test_small_frames_of_one_tick_go_in_one_put_and_each_arrives_in_order() -> None:
+@pytest.mark.parametrize("tick", ["200", "0"])
+async def test_small_frames_of_one_tick_go_in_one_put_and_each_arrives_in_order(tick: str) -> None:
     """Three sources moving together: each pull's STATE frames go in one BATCH put (a plain
     Zenoh subscriber sees it on `robowire/=batch/=state`), pulls within the 200 ms tick of the
     last put wait for its end (counted in `held`), and the far world gets every round of
-    every source, in order."""
+    every source, in order. With `?batch=0`, every frame goes on its own key, as subscribers
+    from before batching read them."""
     import zenoh
 
     from robowire.zenoh import codec
 
     port = free_port()
-    sink = open_sink(f"zenoh://127.0.0.1:{port}?batch=200")
+    sink = open_sink(f"zenoh://127.0.0.1:{port}?batch={tick}")
     sources = ("s1", "s2", "s3")
     async with running(sink) as a:
         for name in sources:
@@ -205,9 +207,16 @@ async def test_small_frames_of_one_tick_go_in_one_put_and_each_arrives_in_order(
             batches.append(frame)
             for name, state in frame.states:
                 rounds[name] += state.columns["position"].values[:, 0].tolist()
-    assert batches and all(len(batch.states) >= 3 for batch in batches)
+        elif isinstance(frame, codec.State):
+            name = key.split("/")[1]
+            assert key == f"robowire/{name}/=state"
+            rounds[name] += frame.columns["position"].values[:, 0].tolist()
     assert rounds == {name: [1.0, 2.0, 3.0, 4.0, 5.0] for name in sources}  # none lost or merged
-    assert sink.held.frames >= 3 and sink.held.longest <= 2.0
+    if tick == "0":
+        assert not batches and sink.held.frames == 0
+    else:
+        assert batches and all(len(batch.states) >= 3 for batch in batches)
+        assert sink.held.frames >= 3 and sink.held.longest <= 2.0
     assert source.stats.dropped == 0
 
 

@@ -5,9 +5,10 @@ publisher has congestion control DROP: a latest state may be lost to a slow link
 one replaces it); a DEVICES frame before it when the source has new devices or links or
 attributes changed, and one LOG frame per log event (both BLOCK: never dropped by Zenoh).
 
-Small STATE frames are batched per tick (`?batch=MS`, 1 ms by default): the frames of one pull
-go in one put (a BATCH frame on `robowire/=batch/=state` when there are several), and frames
-that come within a tick of the last put wait for that tick's end and go together. Each put
+Small STATE frames are batched per tick (`?batch=MS`, 1 ms by default; 0: not at all): the
+frames of one pull go in one put (a BATCH frame on `robowire/=batch/=state` when there are
+several), and frames that come within a tick of the last put wait for that tick's end and go
+together. Each put
 wakes Zenoh's threads on both sides (~50 us each here); frames of a stream of pulls share it.
 A quiet link's frame goes at once; what the batching costs is how long frames waited
 (`ZenohSink.held`). A frame of `BATCH_BYTES` or more is put on its own, at once (after the
@@ -269,7 +270,7 @@ class ZenohSink(Sink):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._declared: list[Any] = []
         self.sources: frozenset[str] | None = None  # the sources published (None: every one)
-        self.tick = tick  # batching's (0: only a pull's frames share a put)
+        self.tick = tick  # batching's (0: none, every frame on its own key)
         self.held = Held()
         self._held: list[tuple[str, str, bytes, float]] = []  # key, source, payload, since
         self._held_bytes = 0
@@ -339,8 +340,12 @@ class ZenohSink(Sink):
     def _batch(self, small: list[tuple[str, str, bytes]]) -> None:
         """A pull's small STATE frames: put now if no put went in the last tick, else held
         for the tick's end (or until they are `BATCH_BYTES`)."""
+        if self.tick <= 0:  # no batching: each on its own key, as subscribers before it read
+            for frame in small:
+                self._states([frame])
+            return
         now = monotonic()
-        if self.tick <= 0 or (not self._held and now - self._last_put >= self.tick):
+        if not self._held and now - self._last_put >= self.tick:
             self._states(small)
             return
         self._held += [(key, source, payload, now) for key, source, payload in small]
