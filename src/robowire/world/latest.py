@@ -68,7 +68,7 @@ class LatestState(Waiting):
                 grown = np.zeros(capacity, dtype=bool)
                 grown[: len(changes.mask)] = changes.mask
                 changes.mask = grown
-            changes.mask[item.slots] = True
+            changes.mask[run_of(item.slots)] = True  # (a run: a block write, not a scatter)
             changes.fields |= item.fields
             changes.any = True
             if item.receive_time > changes.receive_time:

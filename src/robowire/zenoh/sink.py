@@ -12,7 +12,8 @@ together. Each put
 wakes Zenoh's threads on both sides (~50 us each here); frames of a stream of pulls share it.
 A quiet link's frame goes at once; what the batching costs is how long frames waited
 (`ZenohSink.held`). A frame of `BATCH_BYTES` or more is put on its own, at once (after the
-frames held before it: a source's older state never arrives after its newer).
+frames held before it: a source's older state never arrives after its newer), and so are
+frames held once they are `HELD_BYTES`.
 
 The event loop never waits for the network: a STATE frame with nothing queued before it is
 put at once (DROP never waits), everything else by one writer thread, in order, from a queue
@@ -53,7 +54,7 @@ from robowire.world.model import (
     SOURCE_TIME,
     VELOCITY,
 )
-from robowire.world.table import SourceTable
+from robowire.world.table import SourceTable, run_of
 from robowire.zenoh import codec, keys
 from robowire.zenoh.net import Link, link_of, open_when_up
 
@@ -69,7 +70,8 @@ SHM_BYTES = 64 << 10  # payloads this big or bigger go through shared memory
 SHM_POOL = 64 << 20  # the shared-memory pool of one sink
 VECTORS = (POSITION, VELOCITY, GEODETIC)
 BATCH_TICK = 0.001  # seconds: small STATE frames within this of the last put wait for its end
-BATCH_BYTES = SHM_BYTES  # a STATE frame this big goes on its own; held frames this big go now
+BATCH_BYTES = SHM_BYTES  # a STATE frame this big goes on its own, at once
+HELD_BYTES = 1 << 20  # held frames this big go at once (a batch that big goes in shared memory)
 
 
 def state_frame(
@@ -79,15 +81,18 @@ def state_frame(
     values: Mapping[str, np.ndarray] | None = None,
     receive_time: float | None = None,
 ) -> codec.State:
-    """The current values of `fields` (and the source time) of `slots`, as a STATE frame.
+    """The current values of `fields` (and the source time) of `slots` (which rise: a pull's
+    or every slot), as a STATE frame.
 
     `values` are those columns at `slots` already taken (a latest-state pull's `Update.values`):
-    they are used as they are, so a frame costs no copy of its own before encoding."""
+    they are used as they are, so a frame costs no copy of its own before encoding; a run of
+    slots is read as a view of a column (the frame is encoded before the world changes)."""
     taken = values or {}
+    at = run_of(slots, increasing=True)
 
     def column(name: str, source: np.ndarray) -> np.ndarray:
         got = taken.get(name)
-        return source[slots] if got is None else got
+        return source[at] if got is None else got
 
     columns: dict[str, codec.Column] = {}
     for name in VECTORS:
@@ -95,7 +100,7 @@ def state_frame(
             columns[name] = codec.Column(values=column(name, getattr(table, name)))
     if ORIENTATION in fields:
         orientation = column(ORIENTATION, table.orientation)
-        oriented = table.has_orientation[slots]
+        oriented = table.has_orientation[at]
         if not oriented.all():
             orientation = orientation.copy()
             orientation[~oriented] = np.nan  # NaN row: no orientation
@@ -107,7 +112,8 @@ def state_frame(
                 values=column(name, telemetry), unit=table.units[name], telemetry=True
             )
     source_time = column(SOURCE_TIME, table.source_time)
-    if not np.isnan(source_time).all():  # a source without its own clock sends none
+    # a source without its own clock sends none (fmax skips NaN: NaN only if all are)
+    if len(source_time) and not np.isnan(np.fmax.reduce(source_time)):
         columns[SOURCE_TIME] = codec.Column(values=source_time)
     if receive_time is None:
         receive_time = float(np.nanmax(table.receive_time[slots], initial=0.0))
@@ -339,7 +345,7 @@ class ZenohSink(Sink):
 
     def _batch(self, small: list[tuple[str, str, bytes]]) -> None:
         """A pull's small STATE frames: put now if no put went in the last tick, else held
-        for the tick's end (or until they are `BATCH_BYTES`)."""
+        for the tick's end (or until they are `HELD_BYTES`)."""
         if self.tick <= 0:  # no batching: each on its own key, as subscribers before it read
             for frame in small:
                 self._states([frame])
@@ -350,7 +356,7 @@ class ZenohSink(Sink):
             return
         self._held += [(key, source, payload, now) for key, source, payload in small]
         self._held_bytes += sum(len(payload) for _, _, payload in small)
-        if self._held_bytes >= BATCH_BYTES:
+        if self._held_bytes >= HELD_BYTES:
             self._flush()
         elif self._flushing is None and self._loop is not None:
             due = max(0.0, self._last_put + self.tick - now)
