@@ -17,6 +17,13 @@ publisher putting at robowire's rate: what Zenoh itself costs per message at tha
 batches puts that come back to back; spaced ones cost it several times more each). And the
 ceiling both processes' CPU per message sets on this machine (its cores / that CPU), against
 what 0.5x of Zenoh alone would allow.
+
+The publisher takes the next step once its sink has written the last (an event its `write`
+sets: no spin counted in its CPU). robowire runs twice a round: with the sink's default
+batching per tick and with `?batch=0`; what batching costs in latency is printed (each step
+to its frame in this world, both ways, and how long frames waited in the sink). In this
+saturated pipeline the step-to-world latency is mostly the frames queued between the two
+processes; the sink's own count is the batching's share.
 """
 
 from __future__ import annotations
