@@ -356,8 +356,8 @@ class ZenohSink(Sink):
             return
         self._held += [(key, source, payload, now) for key, source, payload in small]
         self._held_bytes += sum(len(payload) for _, _, payload in small)
-        if self._held_bytes >= HELD_BYTES:
-            self._flush()
+        if self._held_bytes >= HELD_BYTES or now >= self._last_put + self.tick:
+            self._flush()  # full, or the tick is over (its timer is late behind a busy loop)
         elif self._flushing is None and self._loop is not None:
             due = max(0.0, self._last_put + self.tick - now)
             self._flushing = self._loop.call_later(due, self._flush)
