@@ -17,6 +17,13 @@ publisher putting at robowire's rate: what Zenoh itself costs per message at tha
 batches puts that come back to back; spaced ones cost it several times more each). And the
 ceiling both processes' CPU per message sets on this machine (its cores / that CPU), against
 what 0.5x of Zenoh alone would allow.
+
+The publisher takes the next step once its sink has written the last (an event its `write`
+sets: no spin counted in its CPU). robowire runs twice a round: with the sink's default
+batching per tick and with `?batch=0`; what batching costs in latency is printed (each step
+to its frame in this world, both ways, and how long frames waited in the sink). In this
+saturated pipeline the step-to-world latency is mostly the frames queued between the two
+processes; the sink's own count is the batching's share.
 """
 
 from __future__ import annotations
@@ -29,7 +36,8 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from struct import unpack_from
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -38,14 +46,16 @@ from robowire.gateway import Gateway, open_sink, open_source
 from robowire.workers import keep_big_buffers
 from robowire.world import World
 from robowire.zenoh import codec
+from robowire.zenoh.codec import HEADER
 from robowire.zenoh.net import Link
-from robowire.zenoh.sink import state_frame
+from robowire.zenoh.sink import BATCH_TICK, ZenohSink, state_frame
 from robowire.zenoh.source import StateReceived
 
 SIZES = ((100, 5000), (10_000, 1000))  # (drones, steps)
 DISTINCT = 50  # steps of the swarm made (and taken in turn): a 10,000-drone step is 640 kB
 ROUNDS = rounds.ROUNDS  # each side this many times, in turn: the best of each compared (rates)
 # and the median of the rounds' CPU-per-message ratios (the table's "vs peer")
+TICK_MS = BATCH_TICK * 1e3  # the sink's batching tick (its default)
 WAIT = 60.0
 QUIET = 2.0  # seconds without a frame after which the receiver stops waiting
 ROOT = Path(__file__).resolve().parents[1]
@@ -121,11 +131,21 @@ def child_bare(port: int, n: int, steps: int, rate: float = 0.0) -> None:
     os._exit(0)  # zenoh's threads: no teardown to wait for
 
 
-async def child_gateway(port: int, n: int, steps: int) -> None:
+async def child_gateway(port: int, n: int, steps: int, tick_ms: float) -> None:
     loop = asyncio.get_running_loop()
     gateway = Gateway()
-    sink = open_sink(f"zenoh://127.0.0.1:{port}")
+    sink = open_sink(f"zenoh://127.0.0.1:{port}?batch={tick_ms}")
+    assert isinstance(sink, ZenohSink)
     gateway.add(sink)
+    pulled = asyncio.Event()  # the sink has taken a step (set by its `write`)
+    write = sink.write
+
+    def written(world: World, items: Any) -> bool:
+        going = write(world, items)
+        pulled.set()
+        return going
+
+    sink.write = written  # type: ignore[method-assign]
     task = asyncio.create_task(gateway.run())
     await sink.ready.wait()
     columns = steps_of(n, DISTINCT)
@@ -134,12 +154,13 @@ async def child_gateway(port: int, n: int, steps: int) -> None:
     print("ready", flush=True)
     await loop.run_in_executor(None, sys.stdin.readline)
     cpu = time.process_time()
-    for k in range(1, steps + 1):
-        sent = sink.stats.messages_out
+    for k in range(1, steps + 1):  # one frame per step: the next when the sink has this one
+        pulled.clear()
         step(gateway.world, slots, columns[k % len(columns)])
-        while sink.stats.messages_out == sent:  # one frame per step: the sink publishes it
-            await asyncio.sleep(0)
+        await pulled.wait()
     print(f"cpu {time.process_time() - cpu}", flush=True)
+    held = sink.held
+    print(f"held {held.frames} {held.puts} {held.waited} {held.longest}", flush=True)
     await loop.run_in_executor(None, sys.stdin.readline)
     gateway.stop()
     await task
@@ -149,9 +170,13 @@ async def child_gateway(port: int, n: int, steps: int) -> None:
 class Publisher:
     """A publishing child process: `ready`, then `go()` and `cpu()`."""
 
-    def __init__(self, role: str, port: int, n: int, steps: int, rate: float = 0.0) -> None:
+    def __init__(self, role: str, port: int, n: int, steps: int, arg: float = 0.0) -> None:
+        """`arg`: the bare publisher's rate (0: as fast as it can), the gateway's batching
+        tick in ms."""
         args = [sys.executable, "-m", "bench.bench_zenoh", role, str(port), str(n), str(steps)]
-        args.append(str(rate))
+        args.append(str(arg))
+        self.role = role
+        self.held: tuple[float, ...] = ()
         self.proc = subprocess.Popen(
             args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV, cwd=ROOT
         )
@@ -167,6 +192,8 @@ class Publisher:
     def end(self) -> float:
         """Its CPU seconds over the puts (waits for it to finish putting)."""
         cpu = float(self.stdout.readline().split()[1])
+        if self.role == "gateway":  # what its batching held: frames, puts, seconds, longest
+            self.held = tuple(float(x) for x in self.stdout.readline().split()[1:])
         self.stdin.write("end\n")
         self.stdin.flush()
         self.proc.wait(WAIT)
@@ -229,11 +256,21 @@ def bare(n: int, steps: int, rate: float = 0.0) -> tuple[float, float, float, in
     return rate, sent_cpu / steps, cpu, len(payload(n))
 
 
-async def through_gateways(n: int, steps: int) -> tuple[float, float, float, int]:
-    """robowire: (STATE frames/s into this world, publisher CPU s/step, this side's CPU s per
-    frame, frames taken in)."""
+class Run(NamedTuple):
+    """One round of robowire's pair."""
+
+    rate: float  # STATE frames/s into this world
+    pub_cpu: float  # the publisher's CPU s per step
+    in_cpu: float  # this side's CPU s per frame
+    received: int  # frames taken in
+    latency: list[float]  # seconds from each step to its frame in this world
+    held: tuple[float, ...]  # what the sink's batching held: frames, puts, seconds, longest
+
+
+async def through_gateways(n: int, steps: int, tick_ms: float) -> Run:
+    """robowire's pair, the publisher's small frames batched per `tick_ms` (0: per pull)."""
     port = free_port()
-    publisher = Publisher("gateway", port, n, steps)
+    publisher = Publisher("gateway", port, n, steps, tick_ms)
     gateway = Gateway()
     source = open_source(f"zenoh://127.0.0.1:{port}")
     gateway.add(source)
@@ -245,9 +282,14 @@ async def through_gateways(n: int, steps: int) -> tuple[float, float, float, int
     adapter: Any = source.adapter
     apply = adapter.apply
 
+    latency: list[float] = []
+
     def counted(events: Any, receive_time: float) -> int:
         taken = int(apply(events, receive_time))
-        arrivals.arrived(sum(isinstance(e, StateReceived) for e in events))
+        now = time.time()
+        states = [e for e in events if isinstance(e, StateReceived)]
+        latency.extend(now - unpack_from("<d", e.packed.payload, HEADER.size)[0] for e in states)
+        arrivals.arrived(len(states))
         return taken
 
     adapter.apply = counted
@@ -261,19 +303,45 @@ async def through_gateways(n: int, steps: int) -> tuple[float, float, float, int
     sent_cpu = publisher.end()
     gateway.stop()
     await task
-    return rate, sent_cpu / steps, cpu, len(arrivals.times)
+    return Run(rate, sent_cpu / steps, cpu, len(arrivals.times), latency, publisher.held)
+
+
+def batching_cost(n: int, steps: int, runs: list[Run], unbatched: list[Run]) -> dict[str, float]:
+    """Print and give what batching costs in latency: each step to its frame in the far
+    world, batched and not (medians of the rounds' percentiles), and how long frames waited
+    in the sink for their tick's end (its own count)."""
+    figures = {}
+    for name, group in (("batched", runs), ("unbatched", unbatched)):
+        for q in (50, 99):
+            values = [float(np.percentile(r.latency, q)) for r in group if r.latency]
+            figures[f"{name}_latency_p{q}_{n}"] = float(np.median(values)) * 1e3 if values else 0.0
+    frames, puts, waited = (sum(r.held[i] for r in runs) for i in range(3))
+    longest = max(r.held[3] for r in runs)
+    sent = steps * len(runs)  # frames the publisher wrote (one a step)
+    mean = waited / frames if frames else 0.0
+    figures[f"batch_wait_us_{n}"] = mean * 1e6
+    print(
+        f"     latency, step -> far world, p50/p99 ms: batched per {TICK_MS:g} ms tick"
+        f" {figures[f'batched_latency_p50_{n}']:.2f}/{figures[f'batched_latency_p99_{n}']:.2f},"
+        f" unbatched {figures[f'unbatched_latency_p50_{n}']:.2f}/"
+        f"{figures[f'unbatched_latency_p99_{n}']:.2f}; in the sink {frames / sent:.0%} of"
+        f" frames waited for their tick ({frames / max(puts, 1):.1f} a put), {mean * 1e6:.0f} us"
+        f" on average, {longest * 1e6:.0f} us at most"
+    )
+    return figures
 
 
 def main() -> dict[str, float]:
     keep_big_buffers()  # as `robowire up` does, in this process and the children
     figures = {}
     for n, steps in SIZES:
-        floors, runs = [], []
-        for _ in range(ROUNDS):  # in turn: a busy spell of this shared machine hits both
+        floors, runs, unbatched = [], [], []
+        for _ in range(ROUNDS):  # in turn: a busy spell of this shared machine hits all
             floors.append(bare(n, steps))
-            runs.append(asyncio.run(through_gateways(n, steps)))
+            runs.append(asyncio.run(through_gateways(n, steps, TICK_MS)))
+            unbatched.append(asyncio.run(through_gateways(n, steps, 0.0)))
         floor, put_cpu, sub_cpu, size = max(floors)
-        frames, pub_cpu, in_cpu, received = max(runs)
+        frames, pub_cpu, in_cpu, received, _, _ = max(runs, key=lambda r: r.rate)
         _, paced_put, paced_sub, _ = bare(n, steps, frames)
         ratio = frames / floor
         figures[f"ratio_{n}"] = ratio
@@ -307,6 +375,7 @@ def main() -> dict[str, float]:
         )
         # the table's "vs peer": both processes' CPU per message over Zenoh's own, per round
         cpu_ratios = [(r[1] + r[2]) / (f[1] + f[2]) for r, f in zip(runs, floors, strict=True)]
+        plain = [(r[1] + r[2]) / (f[1] + f[2]) for r, f in zip(unbatched, floors, strict=True)]
         figures |= rounds.figures(f"cpu_ratio_{n}", cpu_ratios)
         figures[f"cpu_us_{n}"] = (pub_cpu + in_cpu) * 1e6
         figures[f"zenoh_cpu_us_{n}"] = (put_cpu + sub_cpu) * 1e6
@@ -314,8 +383,11 @@ def main() -> dict[str, float]:
         print(
             f"     CPU per message, robowire / zenoh alone (both processes): "
             f"{rounds.text(cpu_ratios)} (target <= 2); at robowire's rate "
-            f"{(pub_cpu + in_cpu) / (paced_put + paced_sub):.2f}x"
+            f"{(pub_cpu + in_cpu) / (paced_put + paced_sub):.2f}x; unbatched (?batch=0)"
+            f" {rounds.text(plain)}"
         )
+        figures |= rounds.figures(f"unbatched_cpu_ratio_{n}", plain)
+        figures |= batching_cost(n, steps, runs, unbatched)
         each = ", ".join(f"{r[0]:.0f}/{f[0]:.0f}" for r, f in zip(runs, floors, strict=True))
         print(
             f"     robowire / zenoh alone: {ratio:.2f}x messages/s, {sub_cpu / in_cpu:.2f}x"
@@ -330,4 +402,4 @@ if __name__ == "__main__":
     if role == "bare":
         child_bare(port, n, steps, float(sys.argv[5]))
     else:
-        asyncio.run(child_gateway(port, n, steps))
+        asyncio.run(child_gateway(port, n, steps, float(sys.argv[5])))

@@ -340,7 +340,8 @@ def zenoh_seeds() -> list[bytes]:
         slots=(0,), ids=("d1",), kinds=("drone",), names=("D",), links=((),), attributes=({},)
     )
     log = codec.Log(device="d1", text="armed", level="info", time=3.0)
-    return [codec.encode(state), codec.encode(devices), codec.encode(log)]
+    batch = codec.encode_batch([("a", codec.encode(state)), ("b/c", codec.encode(state))])
+    return [codec.encode(state), codec.encode(devices), codec.encode(log), batch]
 
 
 def ros2_seeds() -> list[bytes]:

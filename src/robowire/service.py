@@ -454,6 +454,9 @@ class Sink(Service):
     every_update = False  # True: a queue of every update bounded in bytes (the recorder)
     max_bytes = DEFAULT_BYTES  # that queue's bound
     max_rate: float | None = None  # pulls per second; None: whenever something changed
+    # True: `write` is done with the latest values pulled when it returns (it encodes them at
+    # once), so the pull lends it views of the world's columns instead of copies
+    encodes_at_once = False
 
     async def serve(self, world: World) -> None:
         """Run this sink's server until cancelled (calling `listening` once bound); raise
@@ -472,7 +475,7 @@ class Sink(Service):
     async def run(self, world: World) -> None:
         with world.subscribe(every_update=self.every_update, max_bytes=self.max_bytes) as changes:
             server: asyncio.Future[Any] = asyncio.create_task(self.serve(world))
-            waiting: asyncio.Future[Any] | None = None
+            server.add_done_callback(lambda _: changes.interrupt())  # the wait below ends
             turns = Turns()
             budget = Budget(share=SINK_SHARE, burst=SINK_TURN, interval=0.0)  # (while behind)
             try:
@@ -480,15 +483,13 @@ class Sink(Service):
                 while going:
                     if self.max_rate:
                         done, _ = await asyncio.wait([server], timeout=1.0 / self.max_rate)
-                    else:
-                        waiting = asyncio.ensure_future(changes.wait())
-                        done, _ = await asyncio.wait(
-                            {waiting, server}, return_when=asyncio.FIRST_COMPLETED
-                        )
+                    else:  # (awaited as it is: a task and `asyncio.wait` per pull cost more
+                        # than a small pull; the server's end interrupts it)
+                        await changes.wait()
+                        done = {server} if server.done() else set()
                     if server in done:
                         server.result()  # raises what stopped the server
                         return
-                    waiting = None
                     # a turn of a queue of every update ends SINK_TURN seconds in (behind;
                     # else CALM_TURN); the rest waits for the next turn, and while behind,
                     # for the sink's share of wall time (SINK_SHARE)
@@ -499,7 +500,7 @@ class Sink(Service):
                         end = began + (SINK_TURN if behind else CALM_TURN)
                         going = self._turn(world, changes, turns, end)
                     else:
-                        going = self.write(world, changes.pull())
+                        going = self.write(world, changes.pull(copy=not self.encodes_at_once))
                     took = monotonic() - began
                     self._count_feed_drops(changes.dropped)
                     if behind:
@@ -508,10 +509,8 @@ class Sink(Service):
                         if pause > 0.0:  # (a server that ends meanwhile is seen next turn)
                             await asyncio.wait([server], timeout=pause)
             finally:
-                for task in (waiting, server):
-                    if task is not None:
-                        task.cancel()
-                await asyncio.gather(*(t for t in (waiting, server) if t), return_exceptions=True)
+                server.cancel()
+                await asyncio.gather(server, return_exceptions=True)
                 self.write(world, changes.pull())  # what arrived while ending
                 self._count_feed_drops(changes.dropped)
                 self.finish(world)

@@ -154,6 +154,72 @@ def ask_as_json(port: int, selector: str) -> dict[str, Any]:
         return {str(r.ok.key_expr): json.loads(r.ok.payload.to_bytes()) for r in replies if r.ok}
 
 
+@pytest.mark.parametrize("tick", ["200", "0"])
+async def test_small_frames_of_one_tick_go_in_one_put_and_each_arrives_in_order(tick: str) -> None:
+    """Three sources moving together: each pull's STATE frames go in one BATCH put (a plain
+    Zenoh subscriber sees it on `robowire/=batch/=state`), pulls within the 200 ms tick of the
+    last put wait for its end (counted in `held`), and the far world gets every round of
+    every source, in order. With `?batch=0`, every frame goes on its own key, as subscribers
+    from before batching read them."""
+    import zenoh
+
+    from robowire.zenoh import codec
+
+    port = free_port()
+    sink = open_sink(f"zenoh://127.0.0.1:{port}?batch={tick}")
+    sources = ("s1", "s2", "s3")
+    async with running(sink) as a:
+        for name in sources:
+            a.world.update_device(name, "d", receive_time=1.0, kind="drone", position=(0, 0, 0))
+        source = open_source(f"zenoh://127.0.0.1:{port}")
+        async with running(source) as b:
+            await until(lambda: comparable(b.world) == comparable(a.world), "the same world")
+            config = {
+                "mode": "client",
+                "connect": {"endpoints": [f"tcp/127.0.0.1:{port}"]},
+                "scouting": {"multicast": {"enabled": False}},
+            }
+            heard: list[tuple[str, bytes]] = []
+            with zenoh.open(zenoh.Config.from_json5(json.dumps(config))) as session:
+                plain = session.declare_subscriber(
+                    "robowire/**", lambda s: heard.append((str(s.key_expr), s.payload.to_bytes()))
+                )
+                await asyncio.sleep(1.0)  # the subscription reaches the publisher
+                for k in range(1, 6):
+                    for name in sources:
+                        a.world.update_device(name, "d", receive_time=1.0 + k, position=(k, 0, 0))
+                    await asyncio.sleep(0.005)  # the sink pulls each round
+                moved = {(name, "d"): (5.0, 0.0, 0.0) for name in sources}
+                await until(
+                    lambda: (
+                        {k: tuple(v["position"]) for k, v in comparable(b.world).items()} == moved
+                    ),
+                    "every source's last move",
+                )
+                await until(lambda: len(heard) >= 2, "the plain subscriber's frames")
+                plain.undeclare()
+    rounds: dict[str, list[float]] = {name: [] for name in sources}
+    batches = []
+    for key, payload in heard:
+        frame = codec.decode(payload)
+        if isinstance(frame, codec.Batch):
+            assert key == "robowire/=batch/=state"
+            batches.append(frame)
+            for name, state in frame.states:
+                rounds[name] += state.columns["position"].values[:, 0].tolist()
+        elif isinstance(frame, codec.State):
+            name = key.split("/")[1]
+            assert key == f"robowire/{name}/=state"
+            rounds[name] += frame.columns["position"].values[:, 0].tolist()
+    assert rounds == {name: [1.0, 2.0, 3.0, 4.0, 5.0] for name in sources}  # none lost or merged
+    if tick == "0":
+        assert not batches and sink.held.frames == 0
+    else:
+        assert batches and all(len(batch.states) >= 3 for batch in batches)
+        assert sink.held.frames >= 3 and sink.held.longest <= 2.0
+    assert source.stats.dropped == 0
+
+
 def open_router(port: int) -> Any:
     import zenoh
 

@@ -56,6 +56,33 @@ def test_state_frame_layout_is_the_documented_one() -> None:
     assert back.columns["battery"].values[0] == 0.5 and np.isnan(back.columns["battery"].values[1])
 
 
+def test_batch_frame_layout_is_the_documented_one() -> None:
+    one = b"RWZ\x01\x01" + struct.pack("<dIH", 1.5, 1, 1) + struct.pack("<I", 4)
+    one += bytes([0, 3, 8]) + b"position" + bytes([0]) + struct.pack("<3d", 1, 2, 3)
+    two = b"RWZ\x01\x01" + struct.pack("<dIH", 2.5, 0, 0)
+    expected = (
+        b"RWZ\x01\x04"
+        + struct.pack("<H", 2)
+        + struct.pack("<H", 5)
+        + b"mo/\xc3\xa9"
+        + struct.pack("<I", len(one))
+        + one
+        + struct.pack("<H", 1)
+        + b"b"
+        + struct.pack("<I", len(two))
+        + two
+    )
+    assert codec.encode_batch([("mo/é", one), ("b", two)]) == expected
+    back = codec.decode(expected)
+    assert isinstance(back, codec.Batch)
+    assert [source for source, _ in back.states] == ["mo/é", "b"]
+    first, second = (state for _, state in back.states)
+    assert first.receive_time == 1.5 and first.slots.tolist() == [4]
+    assert first.columns["position"].values.tolist() == [[1, 2, 3]]
+    assert second.receive_time == 2.5 and not second.columns and not len(second.slots)
+    assert codec.is_state(expected) and codec.is_state(one)
+
+
 def test_devices_and_log_frames_are_json_after_the_header() -> None:
     devices = codec.Devices(
         slots=(0,),
@@ -112,6 +139,23 @@ def test_bad_payloads_say_why(data: bytes, reason: str) -> None:
     with pytest.raises(DecodeError, match=reason) as caught:
         codec.decode(data)
     assert caught.value.protocol == "zenoh"
+
+
+def test_a_batch_holds_only_whole_state_frames() -> None:
+    devices = codec.encode(
+        codec.Devices(slots=(), ids=(), kinds=(), names=(), links=(), attributes=())
+    )
+    state = codec.encode(codec.State(receive_time=1.0, slots=np.zeros(0, np.uint32)))
+    for data, reason in [
+        (codec.encode_batch([("a", devices)]), "not a STATE frame"),
+        (codec.encode_batch([("a", codec.encode_batch([("b", state)]))]), "not a STATE frame"),
+        (codec.encode_batch([("a", state)]) + b"x", "1 bytes after the last STATE frame"),
+        (codec.encode_batch([("a", state)])[:-1], "cut in the STATE frame of 'a'"),
+        (b"RWZ\x01\x04\x01\x00\x01\x00\xff" + bytes(4), "not UTF-8"),
+        (b"RWZ\x01\x04\x01", "cut before its count"),
+    ]:
+        with pytest.raises(DecodeError, match=reason):
+            codec.decode(data)
 
 
 names = st.text(max_size=20).filter(lambda s: len(s.encode()) <= 255)
@@ -187,6 +231,24 @@ def test_state_round_trip(frame: codec.State) -> None:
         assert np.array_equal(got.values, column.values, equal_nan=True)
 
 
+batches = st.lists(st.tuples(st.text(max_size=10), states()), max_size=4).map(
+    lambda entries: codec.Batch(tuple(entries))
+)
+
+
+@given(batches)
+def test_batch_round_trip(frame: codec.Batch) -> None:
+    back = codec.decode(codec.encode(frame))
+    assert isinstance(back, codec.Batch)
+    assert [s for s, _ in back.states] == [s for s, _ in frame.states]
+    for (_, got), (_, sent) in zip(back.states, frame.states, strict=True):
+        assert got.receive_time == sent.receive_time
+        assert got.slots.tolist() == sent.slots.tolist()
+        assert list(got.columns) == list(sent.columns)
+        for name, column in sent.columns.items():
+            assert np.array_equal(got.columns[name].values, column.values, equal_nan=True)
+
+
 @given(devices() | logs)
 def test_devices_and_log_round_trip(frame: codec.Devices | codec.Log) -> None:
     assert codec.decode(codec.encode(frame)) == frame
@@ -195,12 +257,13 @@ def test_devices_and_log_round_trip(frame: codec.Devices | codec.Log) -> None:
 @settings(max_examples=300)
 @given(st.binary(max_size=200))
 def test_random_bytes_give_only_decode_error(data: bytes) -> None:
-    for payload in (data, b"RWZ\x01\x01" + data, b"RWZ\x01\x02" + data, b"RWZ\x01\x03" + data):
+    for kind in (b"", b"RWZ\x01\x01", b"RWZ\x01\x02", b"RWZ\x01\x03", b"RWZ\x01\x04"):
+        payload = kind + data
         with contextlib.suppress(DecodeError):
             codec.decode(payload)
 
 
-@given(states() | devices() | logs, st.data())
+@given(states() | devices() | logs | batches, st.data())
 def test_cut_payloads_give_only_decode_error(frame: codec.Frame, data: Any) -> None:
     payload = codec.encode(frame)
     cut = data.draw(st.integers(0, max(0, len(payload) - 1)))

@@ -39,6 +39,7 @@ class Waiting:
 
     _wakeup: asyncio.Event | None = None
     closed = False
+    interrupted = False  # `interrupt()` was called: `wait()` returns at once
 
     def pending(self) -> bool:
         raise NotImplementedError
@@ -47,9 +48,16 @@ class Waiting:
         if self._wakeup is not None:
             self._wakeup.set()
 
+    def interrupt(self) -> None:
+        """Make `wait()` return now and from now on (the waiter has something else to see
+        to: a sink whose server ended)."""
+        self.interrupted = True
+        self.notify()
+
     async def wait(self) -> None:
-        """Return once something is there to pull (or the subscriber is closed)."""
-        while not self.pending() and not self.closed:
+        """Return once something is there to pull (or the subscriber is closed, or
+        interrupted)."""
+        while not self.pending() and not self.closed and not self.interrupted:
             if self._wakeup is None:
                 self._wakeup = asyncio.Event()
             self._wakeup.clear()

@@ -15,6 +15,12 @@ DEVICES frame says which device a slot is. Vector columns are `position` (3), `o
 (4, w x y z; NaN rows: no orientation), `velocity` (3), `geodetic` (3: lat, lon, alt) and
 `source_time` (1); telemetry columns have width 1 and a unit. NaN means "absent".
 
+BATCH (type 4): the STATE frames of one tick of a publisher, of one or several sources, in
+one message (small frames: one put, one wake-up of each side, for many):
+
+    u16 k | k times: u16 len | source (UTF-8) | u32 size | a STATE payload of size bytes
+    (with its own header)
+
 DEVICES (type 2) and LOG (type 3): a JSON object after the header (they are rare, and their
 attributes are free-form):
 
@@ -35,7 +41,7 @@ from __future__ import annotations
 import functools
 import itertools
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -106,7 +112,18 @@ class Log:
     time: float
 
 
-Frame = State | Devices | Log
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """STATE frames of one tick, each with the name of its source, in order."""
+
+    TYPE: ClassVar[int] = 4
+    states: tuple[tuple[str, State], ...]
+
+
+Frame = State | Devices | Log | Batch
+BATCH_HEAD = struct.Struct("<H")
+ENTRY_SIZE = struct.Struct("<I")
+MAX_BATCH = 0xFFFF  # frames in one batch
 
 
 def _header(kind: int) -> bytes:
@@ -138,9 +155,25 @@ def _column_head(name: str, unit: str, telemetry: bool, width: int) -> bytes:
     return head + _short(name, "column name") + _short(unit, "unit")
 
 
+def encode_batch(entries: Sequence[tuple[str, bytes]]) -> bytes:
+    """The BATCH payload of STATE payloads, each with its source's name (at most
+    `MAX_BATCH`)."""
+    if len(entries) > MAX_BATCH:
+        raise ValueError(f"{len(entries)} frames is more than a batch holds")
+    parts = [_header(Batch.TYPE), BATCH_HEAD.pack(len(entries))]
+    for source, payload in entries:
+        name = source.encode()
+        if len(name) > 0xFFFF:
+            raise ValueError(f"source {source[:40]!r}… is longer than 65535 bytes")
+        parts += [BATCH_HEAD.pack(len(name)), name, ENTRY_SIZE.pack(len(payload)), payload]
+    return b"".join(parts)
+
+
 def encode(frame: Frame) -> bytes:
     """The payload of a frame."""
     match frame:
+        case Batch():
+            return encode_batch([(source, encode(state)) for source, state in frame.states])
         case State():
             n = len(frame.slots)
             parts: list[bytes | memoryview] = [
@@ -176,10 +209,14 @@ def encode(frame: Frame) -> bytes:
 def decode(data: bytes) -> Frame:
     """The frame of a payload, or DecodeError."""
     frame = unpack(data)
-    return frame.state() if isinstance(frame, Packed) else frame
+    if isinstance(frame, Packed):
+        return frame.state()
+    if isinstance(frame, Batched):
+        return Batch(tuple((source, packed.state()) for source, packed in frame.states))
+    return frame
 
 
-def unpack(data: bytes) -> Packed | Devices | Log:
+def unpack(data: bytes) -> Packed | Devices | Log | Batched:
     """As `decode`, but a STATE frame is checked in full and its columns are not read yet
     (`Packed`), or DecodeError."""
     if len(data) < HEADER.size:
@@ -191,6 +228,8 @@ def unpack(data: bytes) -> Packed | Devices | Log:
         raise DecodeError(PROTOCOL, 3, f"unknown version {version}")
     if kind == State.TYPE:
         return _scan_state(data)
+    if kind == Batch.TYPE:
+        return _scan_batch(data)
     if kind in (Devices.TYPE, Log.TYPE):
         try:
             body = orjson.loads(data[HEADER.size :])
@@ -203,8 +242,9 @@ def unpack(data: bytes) -> Packed | Devices | Log:
 
 
 def is_state(data: bytes) -> bool:
-    """Whether a payload says it is a STATE frame (its type byte; nothing else is checked)."""
-    return len(data) > 4 and data[4] == State.TYPE
+    """Whether a payload says it is a STATE or BATCH frame, latest state (its type byte;
+    nothing else is checked)."""
+    return len(data) > 4 and data[4] in (State.TYPE, Batch.TYPE)
 
 
 SLOTS_AT = HEADER.size + STATE_HEAD.size  # where a STATE frame's slots start
@@ -294,6 +334,49 @@ def _scan_state(data: bytes) -> Packed:
     heads_bytes = np.frombuffer(data, np.uint8)[where].tobytes()
     _layouts[shape] = _Layout(where, heads_bytes, names, columns)
     return Packed(data, n, slots, names, columns)
+
+
+@dataclass(frozen=True, slots=True)
+class Batched:
+    """A BATCH payload checked in full (`unpack`): its STATE frames, each `Packed`, with the
+    name of its source."""
+
+    states: tuple[tuple[str, Packed], ...]
+
+
+def _scan_batch(data: bytes) -> Batched:
+    at = HEADER.size
+    if len(data) < at + BATCH_HEAD.size:
+        raise DecodeError(PROTOCOL, at, "BATCH frame cut before its count")
+    (k,) = BATCH_HEAD.unpack_from(data, at)
+    at += BATCH_HEAD.size
+    states = []
+    for _ in range(k):
+        if len(data) < at + BATCH_HEAD.size:
+            raise DecodeError(PROTOCOL, at, "BATCH frame cut in a source name")
+        (length,) = BATCH_HEAD.unpack_from(data, at)
+        start = at + BATCH_HEAD.size
+        at = start + length + ENTRY_SIZE.size
+        if len(data) < at:
+            raise DecodeError(PROTOCOL, start, "BATCH frame cut in a source name")
+        try:
+            source = data[start : start + length].decode()
+        except UnicodeDecodeError:
+            raise DecodeError(PROTOCOL, start, "source name is not UTF-8") from None
+        (size,) = ENTRY_SIZE.unpack_from(data, at - ENTRY_SIZE.size)
+        if len(data) < at + size:
+            raise DecodeError(PROTOCOL, at, f"BATCH frame cut in the STATE frame of {source!r}")
+        payload = data[at : at + size]
+        if not (len(payload) > 4 and payload[:5] == _header(State.TYPE)):
+            raise DecodeError(PROTOCOL, at, "a BATCH entry is not a STATE frame")
+        try:
+            states.append((source, _scan_state(payload)))
+        except DecodeError as exc:
+            raise exc.shifted(at) from None
+        at += size
+    if at != len(data):
+        raise DecodeError(PROTOCOL, at, f"{len(data) - at} bytes after the last STATE frame")
+    return Batched(tuple(states))
 
 
 ColumnHead = tuple[str, str, bool, int]  # name, unit, telemetry, width

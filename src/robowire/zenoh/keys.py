@@ -5,6 +5,8 @@
     robowire/<source>/=devices     binary DEVICES frame: ids, kinds, names, links, attributes of
                                    new or changed devices (BLOCK: never dropped)
     robowire/<source>/=log         binary LOG frame: one log event (BLOCK)
+    robowire/=batch/=state         binary BATCH frame: the small STATE frames of one tick of a
+                                   publisher, of any of its sources, in one message (DROP)
     robowire/<source>/=snapshot    queryable: a DEVICES frame and a STATE frame of every device
     robowire/<source>/<device>     queryable: one device as JSON (for `z_get` and other tools)
     robowire/=gateway/<zid>        liveliness token of each publishing gateway
@@ -25,6 +27,7 @@ STATE = "=state"
 DEVICES = "=devices"
 LOG = "=log"
 SNAPSHOT = "=snapshot"
+BATCH = f"{ROOT}/=batch/{STATE}"  # (no source is named "=batch": its `=` would be escaped)
 GATEWAY = f"{ROOT}/=gateway"
 WORKERS = f"{ROOT}/=workers"
 STATUS = "=status"

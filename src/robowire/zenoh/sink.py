@@ -5,6 +5,16 @@ publisher has congestion control DROP: a latest state may be lost to a slow link
 one replaces it); a DEVICES frame before it when the source has new devices or links or
 attributes changed, and one LOG frame per log event (both BLOCK: never dropped by Zenoh).
 
+Small STATE frames are batched per tick (`?batch=MS`, 1 ms by default; 0: not at all): the
+frames of one pull go in one put (a BATCH frame on `robowire/=batch/=state` when there are
+several), and frames that come within a tick of the last put wait for that tick's end and go
+together. Each put
+wakes Zenoh's threads on both sides (~50 us each here); frames of a stream of pulls share it.
+A quiet link's frame goes at once; what the batching costs is how long frames waited
+(`ZenohSink.held`). A frame of `BATCH_BYTES` or more is put on its own, at once (after the
+frames held before it: a source's older state never arrives after its newer), and so are
+frames held once they are `HELD_BYTES`.
+
 The event loop never waits for the network: a STATE frame with nothing queued before it is
 put at once (DROP never waits), everything else by one writer thread, in order, from a queue
 bounded in bytes. A BLOCK put that waits for a stalled peer holds up only that thread; behind
@@ -25,6 +35,7 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -32,6 +43,7 @@ import orjson
 
 from robowire.endpoints import Endpoint
 from robowire.service import Sink
+from robowire.timebase import monotonic
 from robowire.world import LogEvent, Update, World
 from robowire.world.model import (
     ATTRIBUTES,
@@ -42,7 +54,7 @@ from robowire.world.model import (
     SOURCE_TIME,
     VELOCITY,
 )
-from robowire.world.table import SourceTable
+from robowire.world.table import SourceTable, run_of
 from robowire.zenoh import codec, keys
 from robowire.zenoh.net import Link, link_of, open_when_up
 
@@ -51,12 +63,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("robowire")
 
-SINK_OPTIONS = frozenset({"mode", "scout", "rate", "prefix"})
+SINK_OPTIONS = frozenset({"mode", "scout", "rate", "prefix", "batch"})
 STATE_BYTES = 16 << 20  # queued bytes past which new STATE frames are dropped
 MAX_BYTES = 64 << 20  # queued bytes past which every new frame is dropped
 SHM_BYTES = 64 << 10  # payloads this big or bigger go through shared memory
 SHM_POOL = 64 << 20  # the shared-memory pool of one sink
 VECTORS = (POSITION, VELOCITY, GEODETIC)
+BATCH_TICK = 0.001  # seconds: small STATE frames within this of the last put wait for its end
+BATCH_BYTES = SHM_BYTES  # a STATE frame this big goes on its own, at once
+HELD_BYTES = 1 << 20  # held frames this big go at once (a batch that big goes in shared memory)
 
 
 def state_frame(
@@ -66,15 +81,18 @@ def state_frame(
     values: Mapping[str, np.ndarray] | None = None,
     receive_time: float | None = None,
 ) -> codec.State:
-    """The current values of `fields` (and the source time) of `slots`, as a STATE frame.
+    """The current values of `fields` (and the source time) of `slots` (which rise: a pull's
+    or every slot), as a STATE frame.
 
     `values` are those columns at `slots` already taken (a latest-state pull's `Update.values`):
-    they are used as they are, so a frame costs no copy of its own before encoding."""
+    they are used as they are, so a frame costs no copy of its own before encoding; a run of
+    slots is read as a view of a column (the frame is encoded before the world changes)."""
     taken = values or {}
+    at = run_of(slots, increasing=True)
 
     def column(name: str, source: np.ndarray) -> np.ndarray:
         got = taken.get(name)
-        return source[slots] if got is None else got
+        return source[at] if got is None else got
 
     columns: dict[str, codec.Column] = {}
     for name in VECTORS:
@@ -82,7 +100,7 @@ def state_frame(
             columns[name] = codec.Column(values=column(name, getattr(table, name)))
     if ORIENTATION in fields:
         orientation = column(ORIENTATION, table.orientation)
-        oriented = table.has_orientation[slots]
+        oriented = table.has_orientation[at]
         if not oriented.all():
             orientation = orientation.copy()
             orientation[~oriented] = np.nan  # NaN row: no orientation
@@ -94,7 +112,8 @@ def state_frame(
                 values=column(name, telemetry), unit=table.units[name], telemetry=True
             )
     source_time = column(SOURCE_TIME, table.source_time)
-    if not np.isnan(source_time).all():  # a source without its own clock sends none
+    # a source without its own clock sends none (fmax skips NaN: NaN only if all are)
+    if len(source_time) and not np.isnan(np.fmax.reduce(source_time)):
         columns[SOURCE_TIME] = codec.Column(values=source_time)
     if receive_time is None:
         receive_time = float(np.nanmax(table.receive_time[slots], initial=0.0))
@@ -225,10 +244,25 @@ class Writer:
             return payload
 
 
+@dataclass(slots=True)
+class Held:
+    """What batching costs: STATE frames that waited for their tick's end, how long in all
+    and the longest wait (seconds)."""
+
+    frames: int = 0
+    puts: int = 0
+    waited: float = 0.0
+    longest: float = 0.0
+
+
 class ZenohSink(Sink):
     """Publishes the world on Zenoh (see the module docstring)."""
 
-    def __init__(self, link: Link, rate: float | None = None, prefix: str = "") -> None:
+    encodes_at_once = True  # `write` encodes a pull's values before it returns
+
+    def __init__(
+        self, link: Link, rate: float | None = None, prefix: str = "", tick: float = BATCH_TICK
+    ) -> None:
         super().__init__(f"zenoh://{link.host}:{link.port}")
         self.link = link
         self.announce = "listening on" if link.mode == "listen" else "publishing to"
@@ -242,6 +276,12 @@ class ZenohSink(Sink):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._declared: list[Any] = []
         self.sources: frozenset[str] | None = None  # the sources published (None: every one)
+        self.tick = tick  # batching's (0: none, every frame on its own key)
+        self.held = Held()
+        self._held: list[tuple[str, str, bytes, float]] = []  # key, source, payload, since
+        self._held_bytes = 0
+        self._flushing: asyncio.TimerHandle | None = None
+        self._last_put = float("-inf")  # when small STATE frames were last put
 
     async def serve(self, world: World) -> None:
         self._world = world
@@ -264,6 +304,7 @@ class ZenohSink(Sink):
         if self.writer is None:
             return True
         only = self.sources
+        small: list[tuple[str, str, bytes]] = []  # this pull's small STATE frames
         for item in items:
             if only is not None and item.source not in only:
                 continue
@@ -273,10 +314,14 @@ class ZenohSink(Sink):
                 )
                 self._put(self._key(item.source, keys.LOG), frame, reliable=True)
             elif len(item) and (table := world.tables.get(item.source)) is not None:
-                self._publish(table, item)
+                self._publish(table, item, small)
+        if small:
+            self._batch(small)
         return True
 
-    def _publish(self, table: SourceTable, update: Update) -> None:
+    def _publish(
+        self, table: SourceTable, update: Update, small: list[tuple[str, str, bytes]]
+    ) -> None:
         source = table.source
         described = self._announced.get(source, 0)
         if len(table) > described:
@@ -291,7 +336,67 @@ class ZenohSink(Sink):
             key = self._state_keys.get(source)
             if key is None:
                 key = self._state_keys[source] = self._key(source, keys.STATE)
-            self._put(key, state, reliable=False)
+            payload = codec.encode(state)
+            if len(payload) < BATCH_BYTES:
+                small.append((key, self.prefix + source, payload))
+            else:
+                self._flush()  # what waits goes first: a source's older state before its newer
+                self._states([(key, self.prefix + source, payload)])
+
+    def _batch(self, small: list[tuple[str, str, bytes]]) -> None:
+        """A pull's small STATE frames: put now if no put went in the last tick, else held
+        for the tick's end (or until they are `HELD_BYTES`)."""
+        if self.tick <= 0:  # no batching: each on its own key, as subscribers before it read
+            for frame in small:
+                self._states([frame])
+            return
+        now = monotonic()
+        if not self._held and now - self._last_put >= self.tick:
+            self._states(small)
+            return
+        self._held += [(key, source, payload, now) for key, source, payload in small]
+        self._held_bytes += sum(len(payload) for _, _, payload in small)
+        if self._held_bytes >= HELD_BYTES or now >= self._last_put + self.tick:
+            self._flush()  # full, or the tick is over (its timer is late behind a busy loop)
+        elif self._flushing is None and self._loop is not None:
+            due = max(0.0, self._last_put + self.tick - now)
+            self._flushing = self._loop.call_later(due, self._flush)
+
+    def _flush(self) -> None:
+        """Put the STATE frames held, and count how long they waited."""
+        if self._flushing is not None:
+            self._flushing.cancel()
+            self._flushing = None
+        if not self._held:
+            return
+        held, self._held, self._held_bytes = self._held, [], 0
+        now = monotonic()
+        waits = [now - since for *_, since in held]
+        self.held.frames += len(held)
+        self.held.puts += 1
+        self.held.waited += sum(waits)
+        self.held.longest = max(self.held.longest, *waits)
+        self._states([(key, source, payload) for key, source, payload, _ in held])
+
+    def _states(self, states: list[tuple[str, str, bytes]]) -> None:
+        """STATE frames in one put: one on its own key, several as a BATCH."""
+        self._last_put = monotonic()
+        if len(states) == 1:
+            key, _, payload = states[0]
+            self._send(key, payload, 1)
+            return
+        for at in range(0, len(states), codec.MAX_BATCH):
+            chunk = states[at : at + codec.MAX_BATCH]
+            batch = codec.encode_batch([(source, payload) for _, source, payload in chunk])
+            self._send(keys.BATCH, batch, len(chunk))
+
+    def _send(self, key: str, payload: bytes, frames: int) -> None:
+        if self.writer is None:
+            return
+        if self.writer.put(key, payload, reliable=False):
+            self.stats.messages_out += frames
+        else:
+            self.stats.drop("zenoh: the send queue is full (a peer is stalled)")
 
     def _key(self, source: str, last: str) -> str:
         return keys.key(self.prefix + source, last)
@@ -346,6 +451,7 @@ class ZenohSink(Sink):
             _drop(query)
 
     def finish(self, world: World) -> None:
+        self._flush()
         if self.writer is not None:
             self.writer.close()
             self.writer = None
@@ -358,8 +464,10 @@ class ZenohSink(Sink):
 
 
 def open_sink(endpoint: Endpoint) -> ZenohSink:
-    """The sink of a `zenoh://HOST:PORT?mode=listen|connect&scout=0|1&rate=HZ&prefix=P` URL."""
+    """The sink of a `zenoh://HOST:PORT?mode=listen|connect&scout=0|1&rate=HZ&prefix=P&batch=MS`
+    URL."""
     endpoint.check_options(SINK_OPTIONS, "a Zenoh publisher")
     rate = endpoint.float_option("rate", 0.0)
     prefix = endpoint.option("prefix", "")
-    return ZenohSink(link_of(endpoint, "listen"), rate or None, prefix)
+    tick = endpoint.float_option("batch", BATCH_TICK * 1e3) / 1e3
+    return ZenohSink(link_of(endpoint, "listen"), rate or None, prefix, tick)

@@ -23,6 +23,10 @@ and a stale one is shed (counted in `shed`) as the newer one comes; a DEVICES fr
 who a slot is, and LOG frames, are never shed. A STATE frame's columns are read only when it
 is written (`codec.unpack`): a shed one costs its check alone.
 
+A BATCH frame (a publisher's small STATE frames of one tick, `robowire/=batch/=state`) is
+taken apart into a `StateReceived` per frame, each of the source it names, in order: from
+there on they are as frames from separate puts.
+
 Late joining: when a publishing gateway's liveliness token appears (at start, after a
 reconnect, a new gateway at the router) this side asks `robowire/*/=snapshot`, and it asks
 again for a source whose STATE names devices it has not been told about (a DEVICES frame
@@ -387,6 +391,10 @@ def decode_all(
             continue
         if isinstance(frame, codec.Packed):
             events.append(StateReceived(source, identities.epoch(source), frame))
+        elif isinstance(frame, codec.Batched):  # a tick's STATE frames: each names its source
+            events += [
+                StateReceived(name, identities.epoch(name), packed) for name, packed in frame.states
+            ]
         elif isinstance(frame, codec.Devices) and identities.describe(source, frame):
             events.append(DevicesDescribed(source, identities.epoch(source), frame, len(payload)))
         else:
