@@ -114,8 +114,8 @@ class Source(Service):
 
     The template: `run` builds the adapter, then calls `connect` again and again
     (`keep_connecting`). `connect` raises TransportError when it cannot connect (the template
-    tries again, starting attempts `retry` seconds apart and doubling that up to
-    `MAX_RETRY_SECONDS`, and says so once, with the reason), calls `connected()` once it is up,
+    tries again, starting attempts `retry` seconds apart for an outage's first half minute,
+    then doubling that up to `MAX_RETRY_SECONDS`, and says so once, with the reason), calls `connected()` once it is up,
     and returns when that connection has ended (dialled again at once if it lasted at least
     `retry` seconds, else after `retry`: `Backoff`). A source that listens for peers (rather
     than dialling one) calls `connected()` when a peer comes and `disconnected()` when the
