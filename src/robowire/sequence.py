@@ -1,0 +1,86 @@
+"""Wire accounting from a peer's sequence numbers, sans I/O: what was lost, duplicated or
+reordered on the way, counted exactly (the XRP robot's and client's u16 sequences, VRSP's u32
+frame numbers).
+
+`SequenceCounts.see(n)` takes each number received and says what it was: `NEW` (newer than
+any before; the numbers it skipped count as `lost` until they come), `LATE` (one that was
+skipped, come after a newer one: `lost` less one, `reordered` one more), `DUPLICATE` (one
+already received) or `OLD` (too far behind to tell, more than `window` numbers). `lost` is
+what has not come (yet): a datagram the wire dropped, as a relay counts it, once the ones it
+held back have gone. `restart()` forgets the sequence (its sender restarted with a new one;
+the counts stay). It keeps at most `window` numbers.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class Seen(enum.Enum):
+    NEW = "new"
+    LATE = "late"
+    DUPLICATE = "duplicate"
+    OLD = "old"
+
+
+COUNTS = ("lost", "duplicated", "reordered")
+
+
+@dataclass(slots=True)
+class SequenceCounts:
+    """Exact loss, duplication and reordering counts from sequence numbers (module docstring)."""
+
+    modulus: int = 1 << 16
+    window: int = 1024
+    received: int = 0
+    lost: int = 0
+    duplicated: int = 0
+    reordered: int = 0
+    newest: int | None = None
+    _missing: set[int] = field(default_factory=set)
+
+    def see(self, n: int) -> Seen:
+        """Number `n` was received."""
+        newest = self.newest
+        if newest is None:
+            self.newest = n
+            self.received += 1
+            return Seen.NEW
+        modulus = self.modulus
+        ahead = (n - newest) % modulus
+        if 0 < ahead < modulus >> 1:
+            self.received += 1
+            if ahead > 1:
+                self.lost += ahead - 1
+                missing = self._missing
+                missing.update(
+                    (newest + k) % modulus for k in range(max(1, ahead - self.window), ahead)
+                )
+                if len(missing) > 2 * self.window:  # forget those too old to come
+                    self._missing = {m for m in missing if (n - m) % modulus <= self.window}
+            self.newest = n
+            return Seen.NEW
+        if n in self._missing:
+            self._missing.discard(n)
+            self.received += 1
+            self.lost -= 1
+            self.reordered += 1
+            return Seen.LATE
+        if ahead == 0 or (newest - n) % modulus <= self.window:
+            self.duplicated += 1
+            return Seen.DUPLICATE
+        return Seen.OLD
+
+    def restart(self) -> None:
+        """The sender started a new sequence: the next number received is the first."""
+        self.newest = None
+        self._missing.clear()
+
+    def into(self, extra: dict[str, int]) -> None:
+        """Write the counts into a session's `stats.extra` (what the status reads)."""
+        extra["lost"], extra["duplicated"], extra["reordered"] = (
+            self.lost,
+            self.duplicated,
+            self.reordered,
+        )
