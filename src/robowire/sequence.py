@@ -27,6 +27,15 @@ class Seen(enum.Enum):
 COUNTS = ("lost", "duplicated", "reordered")
 
 
+@dataclass(frozen=True, slots=True)
+class PeerRestarted:
+    """A session's peer restarted with fresh state (an XRP robot's sequence began again, a
+    VRSP sender's new instance): what it said before is not its state now. The `Source`
+    template logs it and counts it as a reconnection; adapters take no notice of it."""
+
+    reason: str
+
+
 @dataclass(slots=True)
 class SequenceCounts:
     """Exact loss, duplication and reordering counts from sequence numbers (module docstring)."""

@@ -34,6 +34,7 @@ from typing import Any, Protocol
 from robowire.capture import Record, batches
 from robowire.endpoints import Endpoint
 from robowire.errors import ConfigError, DecodeError, RobowireError, TransportError
+from robowire.sequence import PeerRestarted
 from robowire.timebase import TIME_MODES, SourceClock, WallClock, monotonic
 from robowire.transport.budget import (
     CALM_TURN,
@@ -115,12 +116,13 @@ class Source(Service):
     The template: `run` builds the adapter, then calls `connect` again and again
     (`keep_connecting`). `connect` raises TransportError when it cannot connect (the template
     tries again, starting attempts `retry` seconds apart for an outage's first half minute,
-    then doubling that up to `MAX_RETRY_SECONDS`, and says so once, with the reason), calls `connected()` once it is up,
-    and returns when that connection has ended (dialled again at once if it lasted at least
-    `retry` seconds, else after `retry`: `Backoff`). A source that listens for peers (rather
-    than dialling one) calls `connected()` when a peer comes and `disconnected()` when the
-    last one has gone. With `tick_every` set, `tick(now)` runs that often while the source
-    runs (work between messages, such as moving what the last message set in motion).
+    then doubling that up to `MAX_RETRY_SECONDS`, and says so once, with the reason), calls
+    `connected()` once it is up, and returns when that connection has ended (dialled again at
+    once if it lasted at least `retry` seconds, else after `retry`: `Backoff`). A source that
+    listens for peers (rather than dialling one) calls `connected()` when a peer comes and
+    `disconnected()` when the last one has gone. With `tick_every` set, `tick(now)` runs that
+    often while the source runs (work between messages, such as moving what the last message
+    set in motion).
 
     A datagram source cannot see its peer go: it sets `silence`, and then counts as up only
     while something arrived in the last `silence` seconds (`live`, what the status shows).
@@ -137,6 +139,7 @@ class Source(Service):
         super().__init__(name)
         self.retry = retry
         self.connections = 0
+        self.restarts = 0  # its peer restarted with fresh state, seen in what it sent
         self.clock = WallClock()
         self.time = SourceClock(self.time_default)  # `?time=` and the sender's clock offset
         self.adapter: Adapter[Any] | None = None
@@ -204,6 +207,9 @@ class Source(Service):
                 log.debug("%s: %s", self.name, event)
             elif isinstance(event, ConnectionLost):
                 log.info("%s: %s", self.name, event.reason)
+            elif isinstance(event, PeerRestarted):
+                self.restarts += 1
+                log.warning("%s: %s", self.name, event.reason)
         budget = self.budget
         behind = budget is not None and pressure().behind(now)
         if self._waiting is None and (

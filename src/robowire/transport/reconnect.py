@@ -11,31 +11,34 @@ from dataclasses import dataclass, field
 from robowire.errors import TransportError
 from robowire.timebase import monotonic
 
-
-STEADY_SECONDS = 30.0  # an outage's first half minute: attempts `retry` apart, no doubling
+STEADY_ATTEMPTS = 30  # an outage's first 30 `retry`s (half a minute at the default 1 s):
+# attempts `retry` apart, no doubling
 
 
 @dataclass(slots=True)
 class Backoff:
     """The reconnect rule, sans I/O: how long to wait before the next attempt.
 
-    For the first `steady` seconds of an outage, attempts start `retry` seconds apart (a peer
-    restarted is usually back within seconds, and is found within `retry` of its return);
-    after that the wait doubles after each failure up to `cap` (a peer gone for good is not
-    dialled every second forever). A connection that lasted at least `retry` seconds is
-    dialled again at once (a peer that restarted is usually back, or refuses at once); one
-    that ended sooner waits `retry` first, so a peer that accepts and closes at once is not
-    hammered. Either way a new outage starts: `retry` apart again."""
+    For the first `steady` seconds of an outage (`STEADY_ATTEMPTS` times `retry` unless
+    given), attempts start `retry` seconds apart (a peer restarted is usually back within
+    seconds, and is found within `retry` of its return); after that the wait doubles after
+    each failure up to `cap` (a peer gone for good is not dialled every second forever). A
+    connection that lasted at least `retry` seconds is dialled again at once (a peer that
+    restarted is usually back, or refuses at once); one that ended sooner waits `retry`
+    first, so a peer that accepts and closes at once is not hammered. Either way a new outage
+    starts: `retry` apart again."""
 
     retry: float
     cap: float
-    steady: float = STEADY_SECONDS
+    steady: float = -1.0  # below 0: STEADY_ATTEMPTS * retry
     delay: float = field(init=False)
     outage: float = field(init=False, default=0.0)  # seconds of this outage so far
 
     def __post_init__(self) -> None:
         self.cap = max(self.cap, self.retry)
         self.delay = self.retry
+        if self.steady < 0.0:
+            self.steady = STEADY_ATTEMPTS * self.retry
 
     def failed(self, took: float) -> float:
         """An attempt that took `took` seconds failed: the wait before the next (an attempt
