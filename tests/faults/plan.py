@@ -20,6 +20,7 @@ from __future__ import annotations
 import heapq
 import random
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -61,6 +62,8 @@ class DatagramPlan:
     faults: DatagramFaults = field(default_factory=DatagramFaults)
     seed: int = 0
     enabled: bool = True  # off: every datagram passes untouched (and is counted as passed)
+    only: Callable[[bytes], bool] | None = None  # faults on these datagrams; the rest pass,
+    # uncounted (a protocol's data, not its 1 Hz definitions)
     outage: bool = False  # on: every datagram is lost (a peer gone, a cable pulled)
     counts: Counter[str] = field(default_factory=Counter)
     rng: random.Random = field(init=False)
@@ -79,6 +82,9 @@ class DatagramPlan:
 
     def feed(self, data: bytes, now: float) -> None:
         """One datagram in, at monotonic `now`."""
+        if self.only is not None and not self.only(data):
+            self._schedule(now, -1, data)
+            return
         index = self._index
         self._index += 1
         self.counts["received"] += 1
@@ -127,6 +133,9 @@ class DatagramPlan:
         queue = self._queue
         while queue and queue[0][0] <= now:
             _, _, index, data = heapq.heappop(queue)
+            out.append(data)
+            if index < 0:  # not one of `only`'s
+                continue
             if index in self._sent:
                 self.counts["duplicated"] += 1
             elif index < self._newest:
@@ -134,7 +143,6 @@ class DatagramPlan:
             self._sent.add(index)
             self._newest = max(self._newest, index)
             self.counts["sent"] += 1
-            out.append(data)
         if len(self._sent) > 4096:  # only recent indexes can still be copied or reordered
             floor = self._newest - 2048
             self._sent = {i for i in self._sent if i >= floor}

@@ -8,8 +8,15 @@ definition table (and forgets frames in progress); DEF parts of the same instanc
 frame that spans several datagrams is held until every part is in (at most `max_pending`
 frames and `max_pending_bytes` bytes are held; the oldest is given up first). A datagram of a
 frame older than the newest frame delivered is stale: dropped and counted (`stale`); frames
-given up incomplete are counted (`incomplete`). DATA decoding is deferred to the frame's last
-part, so a whole frame is one vectorised decode.
+given up incomplete are counted (`incomplete`, and their missing parts `fragments_lost`).
+DATA decoding is deferred to the frame's last part, so a whole frame is one vectorised decode.
+
+The wire's faults are counted from the frame numbers (`frames`, `robowire.sequence`): a frame
+of which no part came is lost, one whose first part came after a newer frame's is reordered
+(and, stale, dropped), a part of a frame already taken in or given up is a duplicate;
+`wire_counts()` says them (lost: frames lost or given up incomplete; duplicated: duplicate
+datagrams). A DEF of a new instance replacing a table is the sender's restart
+(`PeerRestarted`): its frame numbers are counted afresh.
 
 Sender (`SenderSession`): `define` sets the swarm's definition (a fresh random instance id
 whenever it changes, from the injected RNG, and a DEF at once); `tick` repeats the DEF every
@@ -47,6 +54,7 @@ from robowire.protocols.vrsp.codec import (
 )
 from robowire.protocols.vrsp.definitions import DeviceDefinition, Swarm
 from robowire.protocols.vrsp.events import DefinitionReceived, FrameDue, SwarmFrame, VrspEvent
+from robowire.sequence import PeerRestarted, Seen, SequenceCounts
 from robowire.wire import Address, PacketDropped, SessionStats, transition
 
 Framing = Literal["auto", "profile", "implicit"]
@@ -108,10 +116,24 @@ class ReceiverSession:
     _pending_bytes: int = 0
     _seen: set[bytes] = field(default_factory=set)
     _sizes: tuple[int, int] = (0, 0)  # the smallest and largest record of the table
+    frames: SequenceCounts = field(default_factory=lambda: SequenceCounts(modulus=1 << 32))
+    restarts: int = 0  # DEFs of a new instance after the first: the sender restarted
 
     def __post_init__(self) -> None:
-        for name in ("no_definition", "stale", "incomplete", "duplicate", "frames"):
+        names = ("no_definition", "stale", "incomplete", "duplicate", "frames", "fragments_lost")
+        for name in names:
             self.stats.extra.setdefault(name, 0)
+
+    def wire_counts(self) -> dict[str, int]:
+        """What the wire did, from the frame numbers (see the module docstring)."""
+        frames, extra = self.frames, self.stats.extra
+        return {
+            "lost": frames.lost + extra["incomplete"],
+            "duplicated": frames.duplicated + extra["duplicate"],
+            "reordered": frames.reordered,
+            "restarts": self.restarts,
+            "fragments_lost": extra["fragments_lost"],
+        }
 
     def _move(self, event: str) -> None:
         self.state = transition(RECEIVER_TRANSITIONS, self.state, event, "vrsp receiver")
@@ -193,11 +215,15 @@ class ReceiverSession:
             table.add(packet)
             new = False
         else:
+            if table is not None:  # a new instance: the sender restarted (or was redefined)
+                self.restarts += 1
+                out.append(PeerRestarted(reason=f"a new VRSP instance {packet.instance:#010x}"))
             table = self.table = DefinitionTable.from_def(packet, rgba=self.rgba)
             self._seen.clear()
             self._pending.clear()
             self._pending_bytes = 0
             self.latest = None
+            self.frames.restart()
             new = True
         if len(self._seen) < MAX_SEEN_DEFS:
             self._seen.add(data)
@@ -227,6 +253,10 @@ class ReceiverSession:
                 return
         if frame is None:  # implicit: a whole frame in one datagram
             self._decode([packet], None, 1, out)
+            return
+        if frame not in self._pending and self.frames.see(frame) is Seen.DUPLICATE:
+            self.stats.extra["stale"] += 1  # a part of a frame taken in or given up: again
+            out.append(self._drop(f"stale frame {frame} (a part of it again)", len(data)))
             return
         latest = self.latest
         if latest is not None and not newer(frame, latest):
@@ -293,6 +323,7 @@ class ReceiverSession:
         pending = self._pending.pop(frame)
         self._pending_bytes -= pending.size
         self.stats.extra["incomplete"] += 1
+        self.stats.extra["fragments_lost"] += len(pending.parts) - pending.received
         self.stats.drop(f"frame {frame} incomplete ({pending.received}/{len(pending.parts)})")
 
     def _decode(
