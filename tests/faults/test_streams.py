@@ -5,9 +5,10 @@ with fresh state on the same port. Each cell: messages flow again within 2 s of 
 end, under the same device ids, the server serves the new connection, and `reconnected`
 counts what happened. The servers: robowire's own simulators, and mainline `vrpn_server`.
 
-`ROBOWIRE_FAULT_CYCLES=N` repeats each cell N times (`make reliability`: 1,000 cuts, with
-flat descriptors), `ROBOWIRE_FAULT_STALL=S` stalls S seconds (default 3; the issue's 30 in
-`make reliability`).
+`ROBOWIRE_FAULT_CYCLES=N` repeats each cut N times and `ROBOWIRE_FAULT_RESTARTS=N` each
+restart (`make reliability`: 1,000 and 100, the source's `retry` 0.05 s so that the cycles
+take minutes, not hours), with flat descriptors and resident memory;
+`ROBOWIRE_FAULT_STALL=S` stalls S seconds (default 3; the issue's 30 in `make reliability`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from .proxy import TcpProxy
 
 pytestmark = pytest.mark.timeout(300)
 CYCLES = int(os.environ.get("ROBOWIRE_FAULT_CYCLES", "1"))
+RESTARTS = int(os.environ.get("ROBOWIRE_FAULT_RESTARTS", "1"))
+RSS_BOUND = 16 << 20  # bytes of resident memory the cycles may add (a leak adds per cycle)
 STALL = float(os.environ.get("ROBOWIRE_FAULT_STALL", "3"))
 DOWN = 1.0  # seconds a restarted server is away
 BACK = 2.0  # the promise: flowing again within this many seconds of the fault's end
@@ -88,6 +91,12 @@ class Peer:
         self.gateway = self.task = None
 
 
+def resident() -> int:
+    """This process's resident memory, bytes."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
 def _listening(port: int) -> bool:
     import socket
 
@@ -126,7 +135,7 @@ async def one_fault(fault: str, peer: Peer, proxy: TcpProxy, source: Source, see
         proxy.resume("down")
         return await flowing(source, time.monotonic(), f"{peer.name}: back after a stall")
     await peer.stop()
-    await asyncio.sleep(DOWN)
+    await asyncio.sleep(DOWN if RESTARTS == 1 else 0.1)
     if peer.process is None and peer.config is not None:  # vrpn_server cannot bind its old
         peer.port = free_port()  # port again for a minute (TIME_WAIT, no SO_REUSEADDR): it
         proxy.target = ("127.0.0.1", peer.port)  # comes back at the proxy's address instead
@@ -140,6 +149,9 @@ async def run_cell(peer: Peer, fault: str) -> list[float]:
     async with TcpProxy(("127.0.0.1", peer.port)) as proxy:
         assert proxy.address is not None
         source = open_source(peer.url.format(port=proxy.address[1]))
+        cycles = {"rst": CYCLES, "fin": CYCLES, "stall": 1, "restart": RESTARTS}[fault]
+        if cycles > 1:
+            source.retry = 0.05  # (see the module docstring)
         gateway.add(source)
         run = asyncio.create_task(gateway.run())
         took: list[float] = []
@@ -149,16 +161,21 @@ async def run_cell(peer: Peer, fault: str) -> list[float]:
             await until(lambda: len(table.ids) >= 1, "devices")
             await asyncio.sleep(1.2)  # up longer than `retry`: a cut is redialled at once
             ids = set(table.ids)
-            fds = open_fds()
-            for cycle in range(CYCLES):
+            fds, rss = open_fds(), resident()
+            for cycle in range(cycles):
                 took.append(await one_fault(fault, peer, proxy, source, seed=2 + cycle))
             await until(lambda: set(table.ids) >= ids, f"{peer.name}: the same devices")
             status = next(s for s in gateway.status() if s.name == source.name)
             if fault != "stall":  # a stall may or may not outlast a protocol's peer timeout
-                assert status.reconnected == source.connections - 1 >= CYCLES
+                assert status.reconnected == source.connections - 1 >= cycles
             assert status.state == "connected"
             await asyncio.sleep(0.3)
             assert open_fds() <= fds + 2, "descriptors left behind"
+            grown = resident() - rss
+            if cycles > 1:
+                said = f"fds {fds} -> {open_fds()}, RSS {grown >> 10:+} KiB"
+                print(f"\n{peer.name} {fault} x{cycles}: {said}")
+                assert grown < RSS_BOUND, f"{peer.name} {fault}: RSS +{grown >> 20} MiB"
         finally:
             gateway.stop()
             await asyncio.gather(run, return_exceptions=True)
