@@ -31,11 +31,11 @@ from support import free_port, open_fds, until
 
 from .proxy import TcpProxy
 
-pytestmark = pytest.mark.timeout(300)
 CYCLES = int(os.environ.get("ROBOWIRE_FAULT_CYCLES", "1"))
 RESTARTS = int(os.environ.get("ROBOWIRE_FAULT_RESTARTS", "1"))
 RSS_BOUND = 16 << 20  # bytes of resident memory the cycles may add (a leak adds per cycle)
 STALL = float(os.environ.get("ROBOWIRE_FAULT_STALL", "3"))
+pytestmark = pytest.mark.timeout(120 + CYCLES + 10 * RESTARTS + 2 * STALL)
 DOWN = 1.0  # seconds a restarted server is away
 BACK = 2.0  # the promise: flowing again within this many seconds of the fault's end
 FAULTS = ("rst", "fin", "stall", "restart")
