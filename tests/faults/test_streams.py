@@ -17,6 +17,8 @@ import asyncio
 import contextlib
 import logging
 import os
+import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -24,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from mainline import SERVER, needs_server
+from mainline import SERVER, needs_client, needs_server, start_print_devices, stop_print_devices
 from robowire.gateway import Gateway, open_sim, open_source
 from robowire.service import SimOptions, Source
 from support import free_port, open_fds, until
@@ -202,3 +204,48 @@ async def test_our_client_of_the_mainline_vrpn_server_is_back_within_2_s(
     took = await run_cell(peer, fault)
     print(f"\nvrpn_server {fault}: back in {max(took):.2f} s (max of {len(took)})")
     assert max(took) <= BACK, f"vrpn_server {fault}: back after {max(took):.2f} s"
+
+
+@needs_client
+@pytest.mark.parametrize("fault", FAULTS)
+async def test_the_mainline_client_of_our_server_is_back_within_2_s(fault: str) -> None:
+    """vrpn_print_devices reading our VRPN simulator through the proxy: it prints poses again
+    within 2 s of the fault's end (VRPN's own client redials by itself)."""
+    peer = Peer("vrpn", "")
+    await peer.start(seed=1)
+    lines: list[float] = []  # when each pose line came
+    async with TcpProxy(("127.0.0.1", peer.port)) as proxy:
+        assert proxy.address is not None
+        client = start_print_devices(f"Tracker0@tcp://127.0.0.1:{proxy.address[1]}")
+        reader = threading.Thread(target=_poses, args=(client, lines), daemon=True)
+        reader.start()
+        try:
+            await until(lambda: len(lines) > 10, "the mainline client prints poses", 20.0)
+            await asyncio.sleep(1.0)
+            if fault in ("rst", "fin"):
+                proxy.cut(fault)  # type: ignore[arg-type]
+            elif fault == "stall":
+                for d in ("up", "down"):
+                    proxy.pause(d)  # type: ignore[arg-type]
+                await asyncio.sleep(STALL)
+                for d in ("up", "down"):
+                    proxy.resume(d)  # type: ignore[arg-type]
+            else:
+                await peer.stop()
+                await asyncio.sleep(DOWN)
+                await peer.start(seed=2)
+            ended = time.monotonic()
+            await until(lambda: lines[-1] > ended, "poses again", 20.0)
+            took = min(t for t in lines if t > ended) - ended
+        finally:
+            out = stop_print_devices(client)
+            await peer.stop()
+    print(f"\nvrpn_print_devices {fault}: back in {took:.2f} s")
+    assert took <= BACK, out[-2000:]
+
+
+def _poses(client: subprocess.Popen[str], lines: list[float]) -> None:
+    assert client.stdout is not None
+    for line in client.stdout:
+        if "pos (" in line:
+            lines.append(time.monotonic())
