@@ -5,8 +5,13 @@ exactly, both sides (real sockets through the fault proxy)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import importlib.util
 import logging
+import shutil
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -27,6 +32,7 @@ from .proxy import UdpProxy
 
 pytestmark = pytest.mark.timeout(60)
 ROBOT = ("127.0.0.1", 3540)
+ROBOT_PROGRAM = Path(__file__).resolve().parents[1] / "xrp" / "robot" / "robot.py"
 
 
 def accepted(sequence: StatusSequence, seqs: list[int], start: float = 0.0) -> list[bool]:
@@ -157,3 +163,48 @@ async def test_the_counts_both_sides_equal_what_the_proxy_did(name: str) -> None
             await asyncio.gather(run, return_exceptions=True)
             sim_task.cancel()
             await asyncio.gather(sim_task, return_exceptions=True)
+
+
+@pytest.mark.interop
+@pytest.mark.skipif(
+    importlib.util.find_spec("xrp") is None or importlib.util.find_spec("robotpy") is None,
+    reason="robotpy-xrp is not installed",
+)
+@pytest.mark.timeout(120)
+async def test_wpilib_drives_our_robot_through_a_lossy_reordering_wire(tmp_path: Path) -> None:
+    """Real WPILib (robotpy-xrp) drives our simulated robot through the fault proxy, faults
+    both ways: the robot counts WPILib's commands lost, duplicated and reordered exactly as
+    the proxy did them, and the program runs to its end (WPILib's rule drops the statuses
+    that came late or twice)."""
+    sim = XrpSim(SimOptions(port=0, count=1))
+    sim_task = asyncio.create_task(sim.run(World()))
+    await asyncio.wait_for(sim.ready.wait(), 5)
+    target = sim.addresses[0]
+    assert target is not None
+    faults = DatagramFaults(loss=0.1, duplicate=0.1, reorder=0.1, reorder_depth=8)
+    up = DatagramPlan(faults, seed=31, enabled=False)
+    down = DatagramPlan(faults, seed=32, enabled=False)
+    async with UdpProxy(target, up, down) as proxy:
+        assert proxy.address is not None
+        shutil.copy(ROBOT_PROGRAM, tmp_path / "robot.py")
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "robotpy", "--main", "robot.py", "run-xrp", "--nogui",
+            "--host", "127.0.0.1", "--port", str(proxy.address[1]),
+            cwd=tmp_path, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        )  # fmt: skip
+        try:
+            await until(lambda: up.counts["received"] >= 25, "WPILib's commands", 60.0)
+            proxy.set(enabled=True)
+            await until(lambda: up.counts["received"] >= 150, "three seconds of faults", 30.0)
+            proxy.set(enabled=False)
+            out, _ = await asyncio.wait_for(proc.communicate(), 60)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            sim_task.cancel()
+            await asyncio.gather(sim_task, return_exceptions=True)
+    assert b"FINAL enabled=True" in out, out[-2000:]
+    robot = sim.sessions[0].wire_counts()
+    did = {k: up.counts[k] for k in ("lost", "duplicated", "reordered")}
+    assert {k: robot[k] for k in did} == did
+    assert min(did.values()) > 0 and down.counts["lost"] > 0
