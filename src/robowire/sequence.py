@@ -14,6 +14,8 @@ the counts stay). It keeps at most `window` numbers.
 from __future__ import annotations
 
 import enum
+import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 
@@ -93,3 +95,40 @@ class SequenceCounts:
             self.duplicated,
             self.reordered,
         )
+
+
+SUMMARY_SECONDS = 60.0
+FAULTS = {  # a fault count's name -> how a log line says it
+    "lost": "lost on the wire",
+    "duplicated": "duplicated on the wire",
+    "reordered": "reordered on the wire",
+    "errors": "dropped as bad",
+    "reconnected": "reconnections",
+}
+
+
+class FaultLog:
+    """One log line per kind of fault (`FAULTS`) at its first occurrence, then at most one a
+    kind every `every` seconds while it goes on, saying how many more: never a line per lost
+    datagram. Fed the counts (what the status shows) and the time."""
+
+    def __init__(self, name: str, logger: logging.Logger, every: float = SUMMARY_SECONDS) -> None:
+        self.name, self.log, self.every = name, logger, every
+        self._said: dict[str, tuple[int, float]] = {}  # kind -> (count said, when)
+
+    def update(self, counts: Mapping[str, int], now: float) -> None:
+        for kind, n in counts.items():
+            said = self._said.get(kind)
+            if said is None:
+                if n > 0:
+                    self.log.warning(
+                        "%s: %d %s (the first; counted in its status, said again at most "
+                        "every %g s)", self.name, n, FAULTS.get(kind, kind), self.every,
+                    )  # fmt: skip
+                    self._said[kind] = (n, now)
+            elif n > said[0] and now - said[1] >= self.every:
+                self.log.warning(
+                    "%s: %d more %s in %.0f s (%d in all)",
+                    self.name, n - said[0], FAULTS.get(kind, kind), now - said[1], n,
+                )  # fmt: skip
+                self._said[kind] = (n, now)

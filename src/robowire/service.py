@@ -34,7 +34,7 @@ from typing import Any, Protocol
 from robowire.capture import Record, batches
 from robowire.endpoints import Endpoint
 from robowire.errors import ConfigError, DecodeError, RobowireError, TransportError
-from robowire.sequence import PeerRestarted
+from robowire.sequence import FaultLog, PeerRestarted
 from robowire.timebase import TIME_MODES, SourceClock, WallClock, monotonic
 from robowire.transport.budget import (
     CALM_TURN,
@@ -55,6 +55,7 @@ from robowire.world.table import FloatArray, SlotArray
 
 log = logging.getLogger("robowire")
 
+FAULT_NAMES = ("lost", "duplicated", "reordered")  # a session's wire counts the log says
 RETRY_SECONDS = 1.0  # first wait before reconnecting (after the at-once retry, see Source)
 MAX_RETRY_SECONDS = 8.0  # the backoff doubles up to this (or `retry`, if that is longer)
 MAX_LAG = 0.1  # a simulator's step this late is skipped, not caught up (see `Sim`)
@@ -140,6 +141,8 @@ class Source(Service):
         self.retry = retry
         self.connections = 0
         self.restarts = 0  # its peer restarted with fresh state, seen in what it sent
+        self.faults = FaultLog(name, log)  # its faults' log lines, first and summarised
+        self._faults_due = 0.0  # when `deliver` next looks at the fault counts
         self.clock = WallClock()
         self.time = SourceClock(self.time_default)  # `?time=` and the sender's clock offset
         self.adapter: Adapter[Any] | None = None
@@ -179,6 +182,19 @@ class Source(Service):
         """Call when the last peer of a listening source has gone (it waits for the next)."""
         self.up = False
 
+    def wire_counts(self) -> dict[str, int]:
+        """What the wire did to this source's messages, as far as its protocol can count:
+        its session's `wire_counts()` if it keeps them (`robowire.sequence`), else none."""
+        counts = getattr(getattr(self, "session", None), "wire_counts", None)
+        return counts() if callable(counts) else {}
+
+    def fault_counts(self) -> dict[str, int]:
+        """Every fault count the status shows, by `robowire.sequence.FAULTS` name."""
+        counts = {k: v for k, v in self.wire_counts().items() if k in FAULT_NAMES}
+        counts["errors"] = self.stats.dropped
+        counts["reconnected"] = max(0, self.connections - 1) + self.restarts
+        return counts
+
     def live(self, now: float) -> bool:
         """Up, and (with `silence`) heard from in the last `silence` seconds."""
         if not self.up:
@@ -201,6 +217,9 @@ class Source(Service):
         received), a turn at a time. Counters and log lines are immediate either way."""
         if self.adapter is None:
             return
+        if now >= self._faults_due:  # (a second apart: not a cost per delivery)
+            self._faults_due = now + 1.0
+            self.faults.update(self.fault_counts(), now)
         for event in events:
             if isinstance(event, PacketDropped):
                 self.stats.drop(event.reason)

@@ -27,9 +27,8 @@ the ones the templates keep, read; nothing but the `StatusServer` reads a socket
   token where one is needed; see `robowire.access`).
 * `lost`, `duplicated`, `reordered`: a source's messages lost, duplicated or reordered on
   the wire, counted exactly from the protocol's sequence numbers where it has them (the XRP
-  robot's statuses, VRSP frames: `robowire.sequence`; a session that counts them has
-  `wire_counts()`), 0 where it has none (TCP loses nothing; UgCS, SpyGlass and VRPN carry no
-  sequence numbers).
+  robot's statuses, VRSP frames: `robowire.sequence`; `Source.wire_counts()`), 0 where it
+  has none (TCP loses nothing; UgCS, SpyGlass and VRPN carry no sequence numbers).
 * `reconnected`: a source's connections after its first, and its peer's restarts seen in
   what it sent (a rebooted XRP robot, a VRSP sender's new instance).
 * `devices`: how many devices the service's own world table holds (sources).
@@ -141,7 +140,7 @@ def service_status(
     messages = stats.messages_in if is_source else stats.messages_out
     table = world.tables.get(service.name)
     address = service.address
-    wire = wire_counts(service)
+    wire = service.wire_counts() if isinstance(service, Source) else {}
     return ServiceStatus(
         name=service.name,
         role=service.role,
@@ -161,13 +160,6 @@ def service_status(
         reordered=wire.get("reordered", 0),
         reconnected=_reconnected(service),
     )
-
-
-def wire_counts(service: Service) -> dict[str, int]:
-    """A source's wire accounting, from its session's `wire_counts()` if it keeps one."""
-    session = getattr(service, "session", None)
-    counts = getattr(session, "wire_counts", None)
-    return counts() if callable(counts) else {}
 
 
 def _reconnected(service: Service) -> int:

@@ -6,6 +6,7 @@ frame. (No third-party VRSP peer exists: the fact sheet found none.)"""
 from __future__ import annotations
 
 import asyncio
+import logging
 import struct
 from collections.abc import Sequence
 from typing import Any
@@ -101,10 +102,13 @@ class Run:
 
 
 @pytest.mark.parametrize("name", FAULTS)
-async def test_the_frames_lost_duplicated_and_reordered_are_what_the_proxy_did(name: str):
+async def test_the_frames_lost_duplicated_and_reordered_are_what_the_proxy_did(
+    name: str, caplog: pytest.LogCaptureFixture
+) -> None:
     # issue 37: 33 of 334 datagrams lost through a relay, and status said dropped 0, errors 0
     async with Run(FAULTS[name], drones=10) as run:
-        await run.faulty(300)
+        with caplog.at_level(logging.WARNING, logger="robowire"):
+            await run.faulty(300)
         did = run.plan.counts
         wire = run.source.session.wire_counts()
         status = run.status()
@@ -122,6 +126,9 @@ async def test_the_frames_lost_duplicated_and_reordered_are_what_the_proxy_did(n
     shown = console.export_text()
     if did["lost"]:
         assert f"lost {did['lost']:,}" in shown, shown
+    for kind in ("lost", "duplicated", "reordered"):  # a line at the first, not one a datagram
+        said = [m for m in caplog.messages if f"{kind} on the wire" in m]
+        assert len(said) == (1 if did[kind] else 0), said
 
 
 @pytest.mark.parametrize("loss", [0.02, 0.2])
