@@ -102,7 +102,6 @@ FAULTS = {  # a fault count's name -> how a log line says it
     "lost": "lost on the wire",
     "duplicated": "duplicated on the wire",
     "reordered": "reordered on the wire",
-    "errors": "dropped as bad",
     "reconnected": "reconnections",
 }
 

@@ -189,9 +189,9 @@ class Source(Service):
         return counts() if callable(counts) else {}
 
     def fault_counts(self) -> dict[str, int]:
-        """Every fault count the status shows, by `robowire.sequence.FAULTS` name."""
+        """The wire's fault counts the status shows, by `robowire.sequence.FAULTS` name (bad
+        bytes, `errors`, have their own lines: `PacketDropped`)."""
         counts = {k: v for k, v in self.wire_counts().items() if k in FAULT_NAMES}
-        counts["errors"] = self.stats.dropped
         counts["reconnected"] = max(0, self.connections - 1) + self.restarts
         return counts
 
