@@ -8,7 +8,9 @@ skipped, come after a newer one: `lost` less one, `reordered` one more), `DUPLIC
 already received) or `OLD` (too far behind to tell, more than `window` numbers). `lost` is
 what has not come (yet): a datagram the wire dropped, as a relay counts it, once the ones it
 held back have gone. `restart()` forgets the sequence (its sender restarted with a new one;
-the counts stay). It keeps at most `window` numbers.
+the counts stay). It keeps at most `window` numbers. A leap ahead of more than `window` is
+taken only once the next number follows it (within `JUMP_FOLLOWS`): a single number far
+ahead (a bit flipped where no checksum guards it) is `OLD`, not a loss of millions.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ class Seen(enum.Enum):
 
 
 COUNTS = ("lost", "duplicated", "reordered")
+SETTLE = 64  # numbers: a gap this recent may still be reordering, not loss
+JUMP_FOLLOWS = 8  # a leap ahead is real once a number at most this far past it follows
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +54,7 @@ class SequenceCounts:
     reordered: int = 0
     newest: int | None = None
     _missing: set[int] = field(default_factory=set)
+    _jump: int | None = None  # a number far ahead, not yet followed
 
     def see(self, n: int) -> Seen:
         """Number `n` was received."""
@@ -61,17 +66,14 @@ class SequenceCounts:
         modulus = self.modulus
         ahead = (n - newest) % modulus
         if 0 < ahead < modulus >> 1:
-            self.received += 1
-            if ahead > 1:
-                self.lost += ahead - 1
-                missing = self._missing
-                missing.update(
-                    (newest + k) % modulus for k in range(max(1, ahead - self.window), ahead)
-                )
-                if len(missing) > 2 * self.window:  # forget those too old to come
-                    self._missing = {m for m in missing if (n - m) % modulus <= self.window}
-            self.newest = n
+            if ahead > self.window:  # a leap: taken once the next number follows it (a bit
+                jump, self._jump = self._jump, n  # flipped in one number is not a gap of
+                if jump is None or not 0 < (n - jump) % modulus <= JUMP_FOLLOWS:  # millions)
+                    return Seen.OLD
+                self._advance(jump)
+            self._advance(n)
             return Seen.NEW
+        self._jump = None
         if n in self._missing:
             self._missing.discard(n)
             self.received += 1
@@ -83,9 +85,36 @@ class SequenceCounts:
             return Seen.DUPLICATE
         return Seen.OLD
 
+    def settled(self) -> int:
+        """`lost`, less the numbers missing within `SETTLE` of the newest (those may still
+        come, reordered): what a log line can say was lost."""
+        newest, modulus = self.newest, self.modulus
+        if newest is None or not self._missing:
+            return self.lost
+        recent = sum((newest - m) % modulus <= SETTLE for m in self._missing)
+        return self.lost - recent
+
+    def _advance(self, n: int) -> None:
+        """`n`, ahead of the newest, is the newest now; the numbers between are missing."""
+        newest, modulus = self.newest, self.modulus
+        assert newest is not None
+        ahead = (n - newest) % modulus
+        self.received += 1
+        self._jump = None
+        if ahead > 1:
+            self.lost += ahead - 1
+            missing = self._missing
+            missing.update(
+                (newest + k) % modulus for k in range(max(1, ahead - self.window), ahead)
+            )
+            if len(missing) > 2 * self.window:  # forget those too old to come
+                self._missing = {m for m in missing if (n - m) % modulus <= self.window}
+        self.newest = n
+
     def restart(self) -> None:
         """The sender started a new sequence: the next number received is the first."""
         self.newest = None
+        self._jump = None
         self._missing.clear()
 
     def into(self, extra: dict[str, int]) -> None:
@@ -99,7 +128,7 @@ class SequenceCounts:
 
 SUMMARY_SECONDS = 60.0
 FAULTS = {  # a fault count's name -> how a log line says it
-    "lost": "lost on the wire",
+    "settled": "lost on the wire",
     "duplicated": "duplicated on the wire",
     "reordered": "reordered on the wire",
     "reconnected": "reconnections",

@@ -55,7 +55,8 @@ from robowire.world.table import FloatArray, SlotArray
 
 log = logging.getLogger("robowire")
 
-FAULT_NAMES = ("lost", "duplicated", "reordered")  # a session's wire counts the log says
+FAULT_NAMES = ("settled", "duplicated", "reordered")  # a session's wire counts the log says
+# (`settled`: lost, less the gaps recent enough to be reordering)
 RETRY_SECONDS = 1.0  # first wait before reconnecting (after the at-once retry, see Source)
 MAX_RETRY_SECONDS = 8.0  # the backoff doubles up to this (or `retry`, if that is longer)
 MAX_LAG = 0.1  # a simulator's step this late is skipped, not caught up (see `Sim`)

@@ -16,7 +16,7 @@ def test_the_first_fault_of_a_kind_is_said_then_a_summary_a_minute_at_most(
     faults = FaultLog("vrsp@127.0.0.1:9742", logging.getLogger("robowire.test"))
     with caplog.at_level(logging.WARNING, logger="robowire.test"):
         for second in range(180):  # a loss a second for three minutes, no duplicates
-            faults.update({"lost": second + 1, "duplicated": 0}, float(second))
+            faults.update({"settled": second + 1, "duplicated": 0}, float(second))
     lines = caplog.messages
     assert lines[0] == (
         "vrsp@127.0.0.1:9742: 1 lost on the wire (the first; counted in its status, said "

@@ -218,3 +218,13 @@ def test_seen_says_what_each_number_was() -> None:
         Seen.NEW, Seen.NEW, Seen.NEW, Seen.LATE, Seen.DUPLICATE, Seen.LATE, Seen.NEW,
     ]  # fmt: skip
     assert (counts.lost, counts.duplicated, counts.reordered) == (0, 1, 2)
+
+
+def test_a_single_number_far_ahead_is_no_loss_of_millions_but_a_followed_leap_is_real() -> None:
+    counts = SequenceCounts(modulus=1 << 32, window=1024)
+    assert [counts.see(n) for n in (10, 11, 11 + (1 << 20), 12)] == [
+        Seen.NEW, Seen.NEW, Seen.OLD, Seen.NEW,
+    ]  # fmt: skip  # a flipped bit in one frame number
+    assert counts.lost == 0 and counts.newest == 12
+    assert [counts.see(n) for n in (5000, 5001)] == [Seen.OLD, Seen.NEW]  # 4,987 frames gone
+    assert counts.lost == 4987 and counts.received == 5

@@ -34,6 +34,7 @@ PARTS = struct.Struct("<BIIHHH")  # version, instance, frame, part, parts, recor
 RATE = 200.0  # frames/s
 FAULTS = {
     "every 10th lost": DatagramFaults(burst=1, burst_every=10),  # the issue's relay
+    "loss 1%": DatagramFaults(loss=0.01),
     "loss 10%": DatagramFaults(loss=0.10),
     "loss 50%": DatagramFaults(loss=0.50),
     "duplicate 10%": DatagramFaults(duplicate=0.10),
@@ -143,3 +144,19 @@ async def test_a_lost_fragment_loses_its_frame_and_never_gives_half_of_one(loss:
     assert parts > 10
     assert wire["fragments_lost"] + parts * frames.lost == run.plan.counts["lost"]
     assert wire["lost"] == frames.lost + extra["incomplete"] > 0
+
+
+async def test_truncated_and_flipped_datagrams_are_dropped_or_bounded_never_a_crash() -> None:
+    """VRSP has no checksum of its own (the kernel's UDP checksum drops such datagrams on a
+    real wire): a truncated or bit-flipped datagram is dropped as bad where it no longer
+    decodes, and counts at most one fault each; a flip in a value passes as that value."""
+    async with Run(DatagramFaults(truncate=0.05, flip=0.05), drones=10) as run:
+        await run.faulty(600)
+        did = run.plan.counts
+        wire = run.source.session.wire_counts()
+        errors = run.source.stats.dropped
+    damaged = did["truncated"] + did["flipped"]
+    assert damaged > 20 and 0 < errors <= damaged
+    assert wire["lost"] <= damaged and wire["duplicated"] + wire["reordered"] <= did["flipped"]
+    # (a flipped record count can make a datagram read as the sheet's implicit framing: a
+    # frame of other rows; the kernel's checksum is what stops that on a real wire)

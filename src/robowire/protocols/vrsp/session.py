@@ -129,6 +129,7 @@ class ReceiverSession:
         frames, extra = self.frames, self.stats.extra
         return {
             "lost": frames.lost + extra["incomplete"],
+            "settled": frames.settled() + extra["incomplete"],
             "duplicated": frames.duplicated + extra["duplicate"],
             "reordered": frames.reordered,
             "restarts": self.restarts,

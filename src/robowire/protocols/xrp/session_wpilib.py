@@ -232,6 +232,7 @@ class ClientSession:
         counts = self.sequence.counts
         return {
             "lost": counts.lost,
+            "settled": counts.settled(),
             "duplicated": counts.duplicated,
             "reordered": counts.reordered,
             "restarts": self.sequence.restarts,
