@@ -126,6 +126,28 @@ class SequenceCounts:
         )
 
 
+@dataclass(slots=True)
+class Restart:
+    """Tells a sender's sequence that began again from stale numbers: two in a row far behind
+    the newest (more than `gap`, farther than any reordering), the second 1..`step` after the
+    first. A single stale, duplicate or reordered number is no restart."""
+
+    modulus: int = 1 << 32
+    gap: int = 64
+    step: int = 8
+    _candidate: int | None = None
+
+    def behind(self, n: int, newest: int) -> bool:
+        """`n`, not newer than `newest`, came: whether the sequence began again."""
+        candidate, self._candidate = self._candidate, None
+        if (newest - n) % self.modulus <= self.gap:
+            return False
+        if candidate is not None and 0 < (n - candidate) % self.modulus <= self.step:
+            return True
+        self._candidate = n
+        return False
+
+
 SUMMARY_SECONDS = 60.0
 FAULTS = {  # a fault count's name -> how a log line says it
     "settled": "lost on the wire",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,6 +20,7 @@ from robowire.gateway import Gateway
 from robowire.protocols.vrsp.codec import DATA_NAME, encode_identifier
 from robowire.protocols.vrsp.events import SwarmFrame
 from robowire.protocols.vrsp.services import VrspSim, VrspSource
+from robowire.protocols.vrsp.session import ReceiverSession, SenderSession
 from robowire.service import SimOptions
 from robowire.status import status_message
 from robowire.status_client import status_table
@@ -160,3 +162,53 @@ async def test_truncated_and_flipped_datagrams_are_dropped_or_bounded_never_a_cr
     assert wire["lost"] <= damaged and wire["duplicated"] + wire["reordered"] <= did["flipped"]
     # (a flipped record count can make a datagram read as the sheet's implicit framing: a
     # frame of other rows; the kernel's checksum is what stops that on a real wire)
+
+
+async def test_a_restarted_sender_is_seen_within_2_s(caplog: pytest.LogCaptureFixture) -> None:
+    """The sender restarted with the same definition (a deterministic simulator, a show file
+    played again): the same instance id, its frame numbers from 0 again. Not stale frames:
+    a new session, within 2 s."""
+    async with Run(DatagramFaults(), drones=10, rate=30.0) as run:
+        run.sim.session.frame = 100_000  # a sender up for an hour
+        await until(lambda: (run.source.session.latest or 0) >= 100_000, "frames numbered 100k")
+        run.sim_task.cancel()
+        await asyncio.gather(run.sim_task, return_exceptions=True)
+        await asyncio.sleep(0.5)
+        assert run.proxy.address is not None
+        options = SimOptions(count=10, rate=30.0, target=f"127.0.0.1:{run.proxy.address[1]}")
+        run.sim = VrspSim(options)  # the same seed: the same instance id, frames from 0
+        seen = len(run.frames)
+        with caplog.at_level(logging.WARNING, logger="robowire"):
+            run.sim_task = asyncio.create_task(run.sim.run(World()))
+            began = time.monotonic()
+            await until(lambda: len(run.frames) > seen, "the restarted sender's frames", 10)
+        took = time.monotonic() - began
+        assert took <= 2.0, f"the restarted sender seen after {took:.1f} s"
+        assert run.status().reconnected == 1
+        assert sum("began again" in m for m in caplog.messages) == 1
+
+
+def test_a_sender_restarted_soon_after_starting_is_a_restart_and_one_stale_frame_is_not():
+    sim = VrspSim(SimOptions(count=10))
+    sim.start = 0.0
+    sender = sim.session
+    sender.define(sim.root, sim.blocks, 0.0)
+    receiver = ReceiverSession()
+
+    def frame(number: int) -> list[object]:
+        sender.frame = number
+        sender.send(sim.frame(0.1))
+        return receiver.feed_datagrams([(d, ("127.0.0.1", 1)) for d, _ in _sent(sender)], 0.0)
+
+    _ = receiver.feed_datagrams([(d, ("127.0.0.1", 1)) for d, _ in _sent(sender)], 0.0)
+    for n in range(300):  # ten seconds of a sender
+        frame(n)
+    assert not any(isinstance(e, SwarmFrame) for e in frame(100))  # one stale frame: dropped
+    assert not any(isinstance(e, SwarmFrame) for e in frame(0))  # restarted: its first, and
+    events = frame(1)  # its second, which tells it
+    assert [type(e).__name__ for e in events] == ["PeerRestarted", "SwarmFrame"]
+    assert receiver.wire_counts()["restarts"] == 1 and receiver.latest == 1
+
+
+def _sent(sender: SenderSession) -> list[tuple[bytes, object]]:
+    return sender.datagrams_to_send()

@@ -16,7 +16,9 @@ of which no part came is lost, one whose first part came after a newer frame's i
 (and, stale, dropped), a part of a frame already taken in or given up is a duplicate;
 `wire_counts()` says them (lost: frames lost or given up incomplete; duplicated: duplicate
 datagrams). A DEF of a new instance replacing a table is the sender's restart
-(`PeerRestarted`): its frame numbers are counted afresh.
+(`PeerRestarted`): its frame numbers are counted afresh; so are frame numbers that began
+again under the same instance (two in a row far behind the newest, `Restart`: a sender
+restarted with the same definition), where they would be stale until they passed the old.
 
 Sender (`SenderSession`): `define` sets the swarm's definition (a fresh random instance id
 whenever it changes, from the injected RNG, and a DEF at once); `tick` repeats the DEF every
@@ -54,7 +56,7 @@ from robowire.protocols.vrsp.codec import (
 )
 from robowire.protocols.vrsp.definitions import DeviceDefinition, Swarm
 from robowire.protocols.vrsp.events import DefinitionReceived, FrameDue, SwarmFrame, VrspEvent
-from robowire.sequence import PeerRestarted, Seen, SequenceCounts
+from robowire.sequence import PeerRestarted, Restart, Seen, SequenceCounts
 from robowire.wire import Address, PacketDropped, SessionStats, transition
 
 Framing = Literal["auto", "profile", "implicit"]
@@ -118,6 +120,7 @@ class ReceiverSession:
     _sizes: tuple[int, int] = (0, 0)  # the smallest and largest record of the table
     frames: SequenceCounts = field(default_factory=lambda: SequenceCounts(modulus=1 << 32))
     restarts: int = 0  # DEFs of a new instance after the first: the sender restarted
+    _restart: Restart = field(default_factory=Restart)  # or its frame numbers began again
 
     def __post_init__(self) -> None:
         names = ("no_definition", "stale", "incomplete", "duplicate", "frames", "fragments_lost")
@@ -255,14 +258,18 @@ class ReceiverSession:
         if frame is None:  # implicit: a whole frame in one datagram
             self._decode([packet], None, 1, out)
             return
-        if frame not in self._pending and self.frames.see(frame) is Seen.DUPLICATE:
-            self.stats.extra["stale"] += 1  # a part of a frame taken in or given up: again
-            out.append(self._drop(f"stale frame {frame} (a part of it again)", len(data)))
-            return
         latest = self.latest
-        if latest is not None and not newer(frame, latest):
-            out.append(self._drop(f"stale frame {frame}", len(data), counter="stale"))
-            return
+        if frame not in self._pending and self.frames.see(frame) is Seen.DUPLICATE:
+            if latest is None or not self._restart.behind(frame, latest):
+                self.stats.extra["stale"] += 1  # a part of a frame taken in or given up
+                out.append(self._drop(f"stale frame {frame} (a part of it again)", len(data)))
+                return
+            self._restarted(frame, latest, out)  # and this frame is the new sequence's
+        elif latest is not None and not newer(frame, latest):
+            if not self._restart.behind(frame, latest):
+                out.append(self._drop(f"stale frame {frame}", len(data), counter="stale"))
+                return
+            self._restarted(frame, latest, out)
         parts = packet.parts
         if parts == 1 and packet.part == 0:
             self._decode([packet], frame, 1, out)
@@ -295,6 +302,19 @@ class ReceiverSession:
             for older in [f for f in self._pending if newer(frame, f)]:
                 self._give_up(older)
             self._decode([p for p in pending.parts if p is not None], frame, parts, out)
+
+    def _restarted(self, frame: int, latest: int, out: list[VrspEvent]) -> None:
+        """The sender began its frame numbers again under the same instance (restarted with
+        the same definition): a new session, not stale frames."""
+        self.restarts += 1
+        self.latest = None
+        self._pending.clear()
+        self._pending_bytes = 0
+        self.frames.restart()
+        self.frames.see(frame - 1 & 0xFFFFFFFF)  # the first of the two that told it
+        self.frames.see(frame)
+        reason = f"the sender's frame numbers began again ({frame} after {latest})"
+        out.append(PeerRestarted(reason=reason))
 
     def _plausible(self, packet: VrspData) -> bool:
         """Whether a DATA datagram reads sensibly as the profile's framing: a part of its
