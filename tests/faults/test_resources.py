@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import resource
+import struct
 import sys
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from robowire.service import SimOptions
 from support import SRC
 
 pytestmark = pytest.mark.timeout(90)
-LIMIT = 120 << 10  # bytes the recording may grow to
+LIMIT = 60 << 10  # bytes the recording may grow to
 
 
 def _limit() -> None:
@@ -60,7 +61,7 @@ async def test_a_recording_that_cannot_grow_ends_with_one_error_and_replays(
         try:
             for record_ in StreamReader(stream, skip_magic=False).records:
                 read += isinstance(record_, Message)
-        except (McapError, EOFError, ValueError):
+        except (McapError, EOFError, ValueError, struct.error):
             pass  # the cut at the end
 
     replay = await asyncio.create_subprocess_exec(

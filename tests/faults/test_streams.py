@@ -8,7 +8,9 @@ counts what happened. The servers: robowire's own simulators, and mainline `vrpn
 `ROBOWIRE_FAULT_CYCLES=N` repeats each cut N times and `ROBOWIRE_FAULT_RESTARTS=N` each
 restart (`make reliability`: 1,000 and 100, the source's `retry` 0.05 s so that the cycles
 take minutes, not hours), with flat descriptors and resident memory;
-`ROBOWIRE_FAULT_STALL=S` stalls S seconds (default 3; the issue's 30 in `make reliability`).
+`ROBOWIRE_FAULT_STALL=S` stalls S seconds (default 1; the issue's 30 in `make reliability`).
+Our three protocols run side by side; the mainline peers' cells are RST and restart in
+`make test`, all four with `ROBOWIRE_FAULT_MATRIX=full` (`make reliability`).
 """
 
 from __future__ import annotations
@@ -36,11 +38,13 @@ from .proxy import TcpProxy
 CYCLES = int(os.environ.get("ROBOWIRE_FAULT_CYCLES", "1"))
 RESTARTS = int(os.environ.get("ROBOWIRE_FAULT_RESTARTS", "1"))
 RSS_BOUND = 16 << 20  # bytes of resident memory the cycles may add (a leak adds per cycle)
-STALL = float(os.environ.get("ROBOWIRE_FAULT_STALL", "3"))
+STALL = float(os.environ.get("ROBOWIRE_FAULT_STALL", "1"))
 pytestmark = pytest.mark.timeout(120 + CYCLES + 10 * RESTARTS + 2 * STALL)
 DOWN = 1.0  # seconds a restarted server is away
 BACK = 2.0  # the promise: flowing again within this many seconds of the fault's end
 FAULTS = ("rst", "fin", "stall", "restart")
+FULL = os.environ.get("ROBOWIRE_FAULT_MATRIX") == "full"  # make reliability
+MAINLINE = FAULTS if FULL else ("rst", "restart")  # the mainline peers' cells in make test
 
 
 @pytest.fixture(autouse=True)
@@ -186,15 +190,16 @@ async def run_cell(peer: Peer, fault: str) -> list[float]:
 
 
 @pytest.mark.parametrize("fault", FAULTS)
-@pytest.mark.parametrize("protocol", PEERS)
-async def test_our_client_and_server_are_back_within_2_s(protocol: str, fault: str) -> None:
-    took = await run_cell(Peer(protocol, PEERS[protocol]), fault)
-    print(f"\n{protocol} {fault}: back in {max(took):.2f} s (max of {len(took)})")
-    assert max(took) <= BACK, f"{protocol} {fault}: back after {max(took):.2f} s"
+async def test_every_protocols_client_and_server_are_back_within_2_s(fault: str) -> None:
+    peers = [Peer(protocol, url) for protocol, url in PEERS.items()]  # side by side
+    times = await asyncio.gather(*(run_cell(peer, fault) for peer in peers))
+    for peer, took in zip(peers, times, strict=True):
+        print(f"\n{peer.name} {fault}: back in {max(took):.2f} s (max of {len(took)})")
+        assert max(took) <= BACK, f"{peer.name} {fault}: back after {max(took):.2f} s"
 
 
 @needs_server
-@pytest.mark.parametrize("fault", FAULTS)
+@pytest.mark.parametrize("fault", MAINLINE)
 async def test_our_client_of_the_mainline_vrpn_server_is_back_within_2_s(
     fault: str, tmp_path: Path
 ) -> None:
@@ -207,7 +212,7 @@ async def test_our_client_of_the_mainline_vrpn_server_is_back_within_2_s(
 
 
 @needs_client
-@pytest.mark.parametrize("fault", FAULTS)
+@pytest.mark.parametrize("fault", MAINLINE)
 async def test_the_mainline_client_of_our_server_is_back_within_2_s(fault: str) -> None:
     """vrpn_print_devices reading our VRPN simulator through the proxy: it prints poses again
     within 2 s of the fault's end (VRPN's own client redials by itself)."""

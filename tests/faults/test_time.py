@@ -6,6 +6,7 @@ clock within a few seconds of the jump (the offset estimate restarts on a step);
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 
 import pytest
@@ -16,11 +17,12 @@ from robowire.service import SimOptions, Source
 from support import until
 
 pytestmark = pytest.mark.timeout(60)
+FULL = os.environ.get("ROBOWIRE_FAULT_MATRIX") == "full"  # make reliability: every cell
 RECONVERGE = 4.0  # s: ClockOffset's `confirm` (2 s) for a step back, and the loaded machine
 
 
 @pytest.mark.parametrize("jump", [3600.0, -3600.0])
-@pytest.mark.parametrize("mode", ["corrected", "sender"])
+@pytest.mark.parametrize("mode", ["corrected", "sender"] if FULL else ["corrected"])
 async def test_a_sender_clock_that_jumps_an_hour(jump: float, mode: str) -> None:
     sim = VrpnSim(SimOptions(port=0, rate=50.0))
     gateway = Gateway().add(sim)

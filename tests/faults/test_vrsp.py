@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import struct
 import time
 from collections.abc import Sequence
@@ -34,6 +35,7 @@ pytestmark = pytest.mark.timeout(60)
 DATA = encode_identifier(DATA_NAME)
 PARTS = struct.Struct("<BIIHHH")  # version, instance, frame, part, parts, records
 RATE = 200.0  # frames/s
+FULL = os.environ.get("ROBOWIRE_FAULT_MATRIX") == "full"  # make reliability: every cell
 FAULTS = {
     "every 10th lost": DatagramFaults(burst=1, burst_every=10),  # the issue's relay
     "loss 1%": DatagramFaults(loss=0.01),
@@ -104,7 +106,7 @@ class Run:
         return next(s for s in self.gateway.status() if s.name == self.source.name)
 
 
-@pytest.mark.parametrize("name", FAULTS)
+@pytest.mark.parametrize("name", FAULTS if FULL else ("every 10th lost", "everything"))
 async def test_the_frames_lost_duplicated_and_reordered_are_what_the_proxy_did(
     name: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -134,7 +136,7 @@ async def test_the_frames_lost_duplicated_and_reordered_are_what_the_proxy_did(
         assert len(said) == (1 if did[kind] else 0), said
 
 
-@pytest.mark.parametrize("loss", [0.02, 0.2])
+@pytest.mark.parametrize("loss", [0.02, 0.2] if FULL else [0.2])
 async def test_a_lost_fragment_loses_its_frame_and_never_gives_half_of_one(loss: float):
     async with Run(DatagramFaults(loss=loss), drones=1000, rate=40.0) as run:
         await run.faulty(600)
@@ -153,7 +155,7 @@ async def test_truncated_and_flipped_datagrams_are_dropped_or_bounded_never_a_cr
     real wire): a truncated or bit-flipped datagram is dropped as bad where it no longer
     decodes, and counts at most one fault each; a flip in a value passes as that value."""
     async with Run(DatagramFaults(truncate=0.05, flip=0.05), drones=10) as run:
-        await run.faulty(600)
+        await run.faulty(400)
         did = run.plan.counts
         wire = run.source.session.wire_counts()
         errors = run.source.stats.dropped

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import importlib.util
 import logging
+import os
 import shutil
 import sys
 import time
@@ -117,7 +118,9 @@ async def test_the_gateway_sees_a_rebooted_robot_within_2_s(caplog: pytest.LogCa
         await asyncio.gather(sim_task, return_exceptions=True)
 
 
+FULL = os.environ.get("ROBOWIRE_FAULT_MATRIX") == "full"  # make reliability: every cell
 FAULTS = {
+    "everything": DatagramFaults(loss=0.1, duplicate=0.1, reorder=0.2, reorder_depth=8),
     "loss 10%": DatagramFaults(loss=0.10),
     "duplicate 10%": DatagramFaults(duplicate=0.10),
     "reorder depth 8": DatagramFaults(reorder=0.2, reorder_depth=8),
@@ -125,7 +128,7 @@ FAULTS = {
 }
 
 
-@pytest.mark.parametrize("name", FAULTS)
+@pytest.mark.parametrize("name", FAULTS if FULL else ("everything",))
 async def test_the_counts_both_sides_equal_what_the_proxy_did(name: str) -> None:
     sim = XrpSim(SimOptions(port=0, count=1))
     sim_task = asyncio.create_task(sim.run(World()))
@@ -144,7 +147,7 @@ async def test_the_counts_both_sides_equal_what_the_proxy_did(name: str) -> None
             await asyncio.wait_for(source.ready.wait(), 5)
             await asyncio.sleep(0.3)
             proxy.set(enabled=True)
-            await until(lambda: down.counts["received"] >= 100, "100 statuses through faults")
+            await until(lambda: down.counts["received"] >= 60, "60 statuses through faults")
             proxy.set(enabled=False)
             await asyncio.sleep(0.5)  # clean again: the last ones counted, the held ones sent
             robot = sim.sessions[0].wire_counts()
