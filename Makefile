@@ -59,6 +59,9 @@ soak: $(DEV)
 
 reliability: $(DEV)
 	ROBOWIRE_CHURN_CYCLES=10000 $(BIN)/python -m pytest tests/reliability -s
+	ROBOWIRE_FAULT_MATRIX=full ROBOWIRE_FAULT_CYCLES=1000 ROBOWIRE_FAULT_RESTARTS=100 \
+		ROBOWIRE_FAULT_STALL=30 \
+		$(BIN)/python -m pytest tests/faults -s
 
 # lint-imports: the layers contract in pyproject.toml (docs/architecture.md's diagram)
 lint: $(DEV)

@@ -34,6 +34,7 @@ from typing import Any, Protocol
 from robowire.capture import Record, batches
 from robowire.endpoints import Endpoint
 from robowire.errors import ConfigError, DecodeError, RobowireError, TransportError
+from robowire.sequence import FaultLog, PeerRestarted
 from robowire.timebase import TIME_MODES, SourceClock, WallClock, monotonic
 from robowire.transport.budget import (
     CALM_TURN,
@@ -54,6 +55,8 @@ from robowire.world.table import FloatArray, SlotArray
 
 log = logging.getLogger("robowire")
 
+FAULT_NAMES = ("settled", "duplicated", "reordered")  # a session's wire counts the log says
+# (`settled`: lost, less the gaps recent enough to be reordering)
 RETRY_SECONDS = 1.0  # first wait before reconnecting (after the at-once retry, see Source)
 MAX_RETRY_SECONDS = 8.0  # the backoff doubles up to this (or `retry`, if that is longer)
 MAX_LAG = 0.1  # a simulator's step this late is skipped, not caught up (see `Sim`)
@@ -114,13 +117,14 @@ class Source(Service):
 
     The template: `run` builds the adapter, then calls `connect` again and again
     (`keep_connecting`). `connect` raises TransportError when it cannot connect (the template
-    tries again, starting attempts `retry` seconds apart and doubling that up to
-    `MAX_RETRY_SECONDS`, and says so once, with the reason), calls `connected()` once it is up,
-    and returns when that connection has ended (dialled again at once if it lasted at least
-    `retry` seconds, else after `retry`: `Backoff`). A source that listens for peers (rather
-    than dialling one) calls `connected()` when a peer comes and `disconnected()` when the
-    last one has gone. With `tick_every` set, `tick(now)` runs that often while the source
-    runs (work between messages, such as moving what the last message set in motion).
+    tries again, starting attempts `retry` seconds apart for an outage's first half minute,
+    then doubling that up to `MAX_RETRY_SECONDS`, and says so once, with the reason), calls
+    `connected()` once it is up, and returns when that connection has ended (dialled again at
+    once if it lasted at least `retry` seconds, else after `retry`: `Backoff`). A source that
+    listens for peers (rather than dialling one) calls `connected()` when a peer comes and
+    `disconnected()` when the last one has gone. With `tick_every` set, `tick(now)` runs that
+    often while the source runs (work between messages, such as moving what the last message
+    set in motion).
 
     A datagram source cannot see its peer go: it sets `silence`, and then counts as up only
     while something arrived in the last `silence` seconds (`live`, what the status shows).
@@ -137,6 +141,9 @@ class Source(Service):
         super().__init__(name)
         self.retry = retry
         self.connections = 0
+        self.restarts = 0  # its peer restarted with fresh state, seen in what it sent
+        self.faults = FaultLog(name, log)  # its faults' log lines, first and summarised
+        self._faults_due = 0.0  # when `deliver` next looks at the fault counts
         self.clock = WallClock()
         self.time = SourceClock(self.time_default)  # `?time=` and the sender's clock offset
         self.adapter: Adapter[Any] | None = None
@@ -176,6 +183,19 @@ class Source(Service):
         """Call when the last peer of a listening source has gone (it waits for the next)."""
         self.up = False
 
+    def wire_counts(self) -> dict[str, int]:
+        """What the wire did to this source's messages, as far as its protocol can count:
+        its session's `wire_counts()` if it keeps them (`robowire.sequence`), else none."""
+        counts = getattr(getattr(self, "session", None), "wire_counts", None)
+        return counts() if callable(counts) else {}
+
+    def fault_counts(self) -> dict[str, int]:
+        """The wire's fault counts the status shows, by `robowire.sequence.FAULTS` name (bad
+        bytes, `errors`, have their own lines: `PacketDropped`)."""
+        counts = {k: v for k, v in self.wire_counts().items() if k in FAULT_NAMES}
+        counts["reconnected"] = max(0, self.connections - 1) + self.restarts
+        return counts
+
     def live(self, now: float) -> bool:
         """Up, and (with `silence`) heard from in the last `silence` seconds."""
         if not self.up:
@@ -198,12 +218,18 @@ class Source(Service):
         received), a turn at a time. Counters and log lines are immediate either way."""
         if self.adapter is None:
             return
+        if now >= self._faults_due:  # (a second apart: not a cost per delivery)
+            self._faults_due = now + 1.0
+            self.faults.update(self.fault_counts(), now)
         for event in events:
             if isinstance(event, PacketDropped):
                 self.stats.drop(event.reason)
                 log.debug("%s: %s", self.name, event)
             elif isinstance(event, ConnectionLost):
                 log.info("%s: %s", self.name, event.reason)
+            elif isinstance(event, PeerRestarted):
+                self.restarts += 1
+                log.warning("%s: %s", self.name, event.reason)
         budget = self.budget
         behind = budget is not None and pressure().behind(now)
         if self._waiting is None and (

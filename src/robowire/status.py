@@ -25,6 +25,12 @@ the ones the templates keep, read; nothing but the `StatusServer` reads a socket
   (`stats.extra["shed"]`: a SpyGlass relay's superseded packets).
 * `refused`: HTTP requests a server answered with 403 (a Host or Origin of another site, no
   token where one is needed; see `robowire.access`).
+* `lost`, `duplicated`, `reordered`: a source's messages lost, duplicated or reordered on
+  the wire, counted exactly from the protocol's sequence numbers where it has them (the XRP
+  robot's statuses, VRSP frames: `robowire.sequence`; `Source.wire_counts()`), 0 where it
+  has none (TCP loses nothing; UgCS, SpyGlass and VRPN carry no sequence numbers).
+* `reconnected`: a source's connections after its first, and its peer's restarts seen in
+  what it sent (a rebooted XRP robot, a VRSP sender's new instance).
 * `devices`: how many devices the service's own world table holds (sources).
 * `worker`: the worker process that runs the service (`robowire.workers`), None for the
   gateway's own: a gateway shows each worker's sources and sinks (and their `shed`) as the
@@ -75,6 +81,10 @@ class ServiceStatus:
     clock_offset: float | None = None
     refused: int = 0
     shed: int = 0
+    lost: int = 0
+    duplicated: int = 0
+    reordered: int = 0
+    reconnected: int = 0
     worker: str | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -130,6 +140,7 @@ def service_status(
     messages = stats.messages_in if is_source else stats.messages_out
     table = world.tables.get(service.name)
     address = service.address
+    wire = service.wire_counts() if isinstance(service, Source) else {}
     return ServiceStatus(
         name=service.name,
         role=service.role,
@@ -144,7 +155,17 @@ def service_status(
         clock_offset=_rounded(service.time.offset.offset) if isinstance(service, Source) else None,
         refused=stats.extra.get("refused", 0),
         shed=_shed(service),
+        lost=wire.get("lost", 0),
+        duplicated=wire.get("duplicated", 0),
+        reordered=wire.get("reordered", 0),
+        reconnected=_reconnected(service),
     )
+
+
+def _reconnected(service: Service) -> int:
+    if not isinstance(service, Source):
+        return 0
+    return max(0, service.connections - 1) + service.restarts
 
 
 def status_message(statuses: Sequence[Status]) -> dict[str, Any]:

@@ -25,6 +25,7 @@ COLUMNS = (
     "name", "role", "state", "address", "devices", "messages", "rate", "errors", "dropped",
     "refused", "shed",
 )  # fmt: skip
+WIRE = {"lost": "lost", "duplicated": "dup", "reordered": "reord", "reconnected": "reconn"}
 STATE_STYLES = {
     "connected": "green",
     "listening": "green",
@@ -91,6 +92,7 @@ def status_table(message: dict[str, Any], url: str = "") -> Table:
             "rate/s" if column == "rate" else column, justify="right" if numeric else "left"
         )
     table.add_column("clock", justify="right")  # the sender's clock minus ours
+    table.add_column("wire", overflow="fold")  # lost, duplicated, reordered, reconnected
     table.add_column("last drop", overflow="fold")
     for service in message["services"]:
         state = str(service.get("state", "?"))
@@ -108,10 +110,16 @@ def status_table(message: dict[str, Any], url: str = "") -> Table:
             f"{service.get('refused', 0):,}",
             f"{service.get('shed', 0):,}",
             _offset(service.get("clock_offset")),
+            _wire(service),
             str(service.get("last_drop") or ""),
         ]
         table.add_row(*cells)
     return table
+
+
+def _wire(service: dict[str, Any]) -> str:
+    """A source's wire accounting, the counts that are not 0 ("lost 3, dup 1"), else empty."""
+    return ", ".join(f"{short} {service[k]:,}" for k, short in WIRE.items() if service.get(k))
 
 
 def _offset(seconds: object) -> str:

@@ -71,7 +71,7 @@ async def test_a_source_says_once_why_it_retries_then_that_it_connected(caplog):
                         "retrying until it answers"]  # fmt: skip
     assert caplog.messages[-1] == "flaky: connected"
     gaps = [b - a for a, b in zip(source.attempts, source.attempts[1:], strict=False)]
-    assert gaps[-1] > 2.5 * gaps[0]  # the wait doubled (0.01, 0.02, 0.04, ...)
+    assert min(gaps) >= 0.009  # `retry` apart (doubling only after 30 attempts: Backoff)
     assert source.stats.messages_in == 2 and source.stats.dropped == 1
     assert len(world) == 2
 
@@ -171,8 +171,35 @@ async def test_a_sink_whose_server_fails_raises_that_error_and_finishes():
 
 
 def test_backoff_doubles_the_wait_after_each_failure_up_to_its_cap():
-    backoff = Backoff(1.0, 8.0)
+    backoff = Backoff(1.0, 8.0, steady=0.0)
     assert [backoff.failed(0.0) for _ in range(6)] == [1.0, 2.0, 4.0, 8.0, 8.0, 8.0]
+
+
+def first_attempt_after(back: float, backoff: Backoff, took: float = 0.0) -> float:
+    """When the first attempt after a peer's return at `back` s into an outage starts (every
+    attempt before it refused, each taking `took` seconds)."""
+    now = 0.0
+    while now < back:
+        now += took + backoff.failed(took)
+    return now
+
+
+@pytest.mark.parametrize("took", [0.0, 0.01, 0.3])
+def test_a_peer_back_within_the_first_half_minute_is_found_within_a_second(took: float):
+    # issue 37: at once, 1, 2, 4 s missed a peer back after 3 s by 4 s (UgCS, SpyGlass)
+    for tenths in range(5, 300, 5):
+        back = tenths / 10
+        found = first_attempt_after(back, Backoff(1.0, 8.0))
+        assert found - back <= 1.0 + 1e-9, f"peer back at {back} s, found at {found} s"
+
+
+def test_after_the_first_half_minute_the_wait_doubles_up_to_the_cap():
+    backoff = Backoff(1.0, 8.0)
+    waits = [backoff.failed(0.0) for _ in range(40)]
+    assert waits[:29] == [1.0] * 29
+    assert waits[29:34] == [1.0, 2.0, 4.0, 8.0, 8.0]
+    assert backoff.ended(60.0) == 0.0  # a new outage: a second apart again
+    assert backoff.failed(0.0) == 1.0 and backoff.failed(0.0) == 1.0
 
 
 def test_an_attempt_that_waited_itself_is_not_followed_by_a_whole_wait_more():

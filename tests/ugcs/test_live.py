@@ -236,7 +236,7 @@ async def test_reverse_mode_redials_on_the_source_templates_backoff(
     default = UgcsSim(SimOptions(count=1, target="127.0.0.1:5556")).server.backoff
     assert default == Backoff(vsm_server.REDIAL_SECONDS, vsm_server.RETRY_SECONDS)  # 1 s .. 10 s
     sim = UgcsSim(SimOptions(count=1, target=f"127.0.0.1:{free_port()}"))  # nothing there
-    sim.server.backoff = Backoff(0.05, 0.2)
+    sim.server.backoff = Backoff(0.05, 0.2, steady=0.0)  # doubling at once
     starts: list[float] = []  # when each attempt began (the backoff spaces the attempts)
     dial_once = sim.server._dial_once
 

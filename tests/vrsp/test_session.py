@@ -17,6 +17,7 @@ from robowire.protocols.vrsp.codec import (
 )
 from robowire.protocols.vrsp.events import DefinitionReceived, FrameDue, SwarmFrame, VrspEvent
 from robowire.protocols.vrsp.session import ReceiverSession, ReceiverState, SenderSession
+from robowire.sequence import PeerRestarted
 from robowire.wire import PacketDropped
 
 from .conftest import LOADED, PLAIN, as_data, as_def, blocks_of, swarm_of
@@ -140,7 +141,8 @@ def test_a_new_instance_replaces_the_definitions() -> None:
     receiver = ready()
     other_blocks = blocks_of(IDS[:10], [])
     other = DefinitionTable.build(0xBEEF, (1.0, 2.0, 3.0), other_blocks)
-    (event,) = feed(receiver, encode_def(0xBEEF, (1.0, 2.0, 3.0), other_blocks))
+    restarted, event = feed(receiver, encode_def(0xBEEF, (1.0, 2.0, 3.0), other_blocks))
+    assert isinstance(restarted, PeerRestarted) and receiver.wire_counts()["restarts"] == 1
     assert isinstance(event, DefinitionReceived) and event.new
     assert receiver.table is not None and receiver.table.instance == 0xBEEF
     old = feed(receiver, frame_datagrams(1))

@@ -143,7 +143,8 @@ def record(
         raw = getattr(recorder, "raw_messages", 0)
         also = f" and {raw} raw messages" if raw else ""
         written = getattr(recorder, "messages", 0)
-        click.echo(f"record: {written} messages{also} written to {output}{lost}", err=True)
+        if getattr(recorder, "error", None) is None:  # (else its one error line says it)
+            click.echo(f"record: {written} messages{also} written to {output}{lost}", err=True)
         return gateway_exit_code(gateway)
 
     run_async(go)

@@ -22,6 +22,7 @@ loses at most about that much. Three kinds of channels:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import heapq
 import operator
@@ -36,7 +37,7 @@ from mcap.records import ChunkIndex
 from mcap.writer import CompressionType, Writer
 
 from robowire import pbwire
-from robowire.errors import ConfigError
+from robowire.errors import ConfigError, TransportError
 from robowire.pbwire import Heads, Part
 from robowire.recording import update_pb2
 from robowire.service import Sink, Source
@@ -416,6 +417,7 @@ class McapRecorder(Sink):
         self._chunk_opened: float | None = None  # when the open chunk got its first message
         self._chunk_timer: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.error: str | None = None  # the file could not be written (full): said once
 
     # -- the file ----------------------------------------------------------------------------
 
@@ -452,6 +454,23 @@ class McapRecorder(Sink):
             schema = self._schemas[name] = self._writer.register_schema(name, encoding, data)
         return schema
 
+    def _broke(self, exc: OSError) -> None:
+        """The file cannot be written (its disk is full, or RLIMIT_FSIZE): stop writing, once,
+        and keep what is on disk (every chunk closed so far: replay reads up to the last)."""
+        if self.error is None:
+            self.error = (
+                f"cannot write {self.path}: {exc.strerror or exc}; it holds what came before,"
+                " up to its last complete chunk (replay reads that far)"
+            )
+        if self._chunk_timer is not None:
+            self._chunk_timer.cancel()
+            self._chunk_timer = None
+        self._writer = None
+        if self._stream is not None:
+            with contextlib.suppress(OSError):  # its buffer cannot go either
+                self._stream.close()
+            self._stream = None
+
     def _add(self, channel: int, nanos: int, data: bytes) -> None:
         assert self._writer is not None
         self._writer.add_message(channel, nanos, data, nanos)
@@ -475,9 +494,20 @@ class McapRecorder(Sink):
             self._chunk_timer = None
         self._chunk_opened = None
         if self._writer is not None:
-            self._writer.flush()  # type: ignore[no-untyped-call]
+            try:
+                self._writer.flush()  # type: ignore[no-untyped-call]
+            except OSError as exc:
+                self._broke(exc)  # (a timer's call: the next `write` says it)
 
     def finish(self, world: World) -> None:
+        try:
+            self._finish(world)
+        except OSError as exc:
+            self._broke(exc)
+        if self.error is not None:
+            raise TransportError(self.error)
+
+    def _finish(self, world: World) -> None:
         if self._writer is not None and self.foxglove_rate > 0:
             for source in list(self._dirty):  # what changed since the last Foxglove messages
                 table = world.tables.get(source)
@@ -511,7 +541,11 @@ class McapRecorder(Sink):
                     source, protocol, url, transport, peer
                 )
             nanos = int(source.clock.wall(now) * 1e9)
-            writer.add_message(channel, nanos, data, nanos)
+            try:
+                writer.add_message(channel, nanos, data, nanos)
+            except OSError as exc:  # (the source goes on; the next `write` says it)
+                self._broke(exc)
+                return
             self.raw_messages += 1
             if self._chunk_opened is None or self._loop is None:
                 self._added()
@@ -535,6 +569,15 @@ class McapRecorder(Sink):
     # -- world updates -----------------------------------------------------------------------
 
     def write(self, world: World, items: list[Update | LogEvent]) -> bool:
+        if self.error is not None:
+            raise TransportError(self.error)
+        try:
+            return self._write(world, items)
+        except OSError as exc:
+            self._broke(exc)
+            raise TransportError(self.error) from None
+
+    def _write(self, world: World, items: list[Update | LogEvent]) -> bool:
         if self._writer is None:
             return True
         for item in items:

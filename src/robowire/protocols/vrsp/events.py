@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from robowire.protocols.vrsp.codec import DefinitionTable
 from robowire.protocols.vrsp.definitions import Swarm
+from robowire.sequence import PeerRestarted
 from robowire.wire import ConnectionLost, PacketDropped, Report
 
 __all__ = [
@@ -68,4 +69,6 @@ class FrameDue:
     time: float
 
 
-VrspEvent = DefinitionReceived | SwarmFrame | FrameDue | PacketDropped | ConnectionLost
+VrspEvent = (
+    DefinitionReceived | SwarmFrame | FrameDue | PacketDropped | ConnectionLost | PeerRestarted
+)

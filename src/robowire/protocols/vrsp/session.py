@@ -8,8 +8,17 @@ definition table (and forgets frames in progress); DEF parts of the same instanc
 frame that spans several datagrams is held until every part is in (at most `max_pending`
 frames and `max_pending_bytes` bytes are held; the oldest is given up first). A datagram of a
 frame older than the newest frame delivered is stale: dropped and counted (`stale`); frames
-given up incomplete are counted (`incomplete`). DATA decoding is deferred to the frame's last
-part, so a whole frame is one vectorised decode.
+given up incomplete are counted (`incomplete`, and their missing parts `fragments_lost`).
+DATA decoding is deferred to the frame's last part, so a whole frame is one vectorised decode.
+
+The wire's faults are counted from the frame numbers (`frames`, `robowire.sequence`): a frame
+of which no part came is lost, one whose first part came after a newer frame's is reordered
+(and, stale, dropped), a part of a frame already taken in or given up is a duplicate;
+`wire_counts()` says them (lost: frames lost or given up incomplete; duplicated: duplicate
+datagrams). A DEF of a new instance replacing a table is the sender's restart
+(`PeerRestarted`): its frame numbers are counted afresh; so are frame numbers that began
+again under the same instance (two in a row far behind the newest, `Restart`: a sender
+restarted with the same definition), where they would be stale until they passed the old.
 
 Sender (`SenderSession`): `define` sets the swarm's definition (a fresh random instance id
 whenever it changes, from the injected RNG, and a DEF at once); `tick` repeats the DEF every
@@ -47,6 +56,7 @@ from robowire.protocols.vrsp.codec import (
 )
 from robowire.protocols.vrsp.definitions import DeviceDefinition, Swarm
 from robowire.protocols.vrsp.events import DefinitionReceived, FrameDue, SwarmFrame, VrspEvent
+from robowire.sequence import PeerRestarted, Restart, Seen, SequenceCounts
 from robowire.wire import Address, PacketDropped, SessionStats, transition
 
 Framing = Literal["auto", "profile", "implicit"]
@@ -108,10 +118,26 @@ class ReceiverSession:
     _pending_bytes: int = 0
     _seen: set[bytes] = field(default_factory=set)
     _sizes: tuple[int, int] = (0, 0)  # the smallest and largest record of the table
+    frames: SequenceCounts = field(default_factory=lambda: SequenceCounts(modulus=1 << 32))
+    restarts: int = 0  # DEFs of a new instance after the first: the sender restarted
+    _restart: Restart = field(default_factory=Restart)  # or its frame numbers began again
 
     def __post_init__(self) -> None:
-        for name in ("no_definition", "stale", "incomplete", "duplicate", "frames"):
+        names = ("no_definition", "stale", "incomplete", "duplicate", "frames", "fragments_lost")
+        for name in names:
             self.stats.extra.setdefault(name, 0)
+
+    def wire_counts(self) -> dict[str, int]:
+        """What the wire did, from the frame numbers (see the module docstring)."""
+        frames, extra = self.frames, self.stats.extra
+        return {
+            "lost": frames.lost + extra["incomplete"],
+            "settled": frames.settled() + extra["incomplete"],
+            "duplicated": frames.duplicated + extra["duplicate"],
+            "reordered": frames.reordered,
+            "restarts": self.restarts,
+            "fragments_lost": extra["fragments_lost"],
+        }
 
     def _move(self, event: str) -> None:
         self.state = transition(RECEIVER_TRANSITIONS, self.state, event, "vrsp receiver")
@@ -193,11 +219,15 @@ class ReceiverSession:
             table.add(packet)
             new = False
         else:
+            if table is not None:  # a new instance: the sender restarted (or was redefined)
+                self.restarts += 1
+                out.append(PeerRestarted(reason=f"a new VRSP instance {packet.instance:#010x}"))
             table = self.table = DefinitionTable.from_def(packet, rgba=self.rgba)
             self._seen.clear()
             self._pending.clear()
             self._pending_bytes = 0
             self.latest = None
+            self.frames.restart()
             new = True
         if len(self._seen) < MAX_SEEN_DEFS:
             self._seen.add(data)
@@ -229,9 +259,17 @@ class ReceiverSession:
             self._decode([packet], None, 1, out)
             return
         latest = self.latest
-        if latest is not None and not newer(frame, latest):
-            out.append(self._drop(f"stale frame {frame}", len(data), counter="stale"))
-            return
+        if frame not in self._pending and self.frames.see(frame) is Seen.DUPLICATE:
+            if latest is None or not self._restart.behind(frame, latest):
+                self.stats.extra["stale"] += 1  # a part of a frame taken in or given up
+                out.append(self._drop(f"stale frame {frame} (a part of it again)", len(data)))
+                return
+            self._restarted(frame, latest, out)  # and this frame is the new sequence's
+        elif latest is not None and not newer(frame, latest):
+            if not self._restart.behind(frame, latest):
+                out.append(self._drop(f"stale frame {frame}", len(data), counter="stale"))
+                return
+            self._restarted(frame, latest, out)
         parts = packet.parts
         if parts == 1 and packet.part == 0:
             self._decode([packet], frame, 1, out)
@@ -265,6 +303,19 @@ class ReceiverSession:
                 self._give_up(older)
             self._decode([p for p in pending.parts if p is not None], frame, parts, out)
 
+    def _restarted(self, frame: int, latest: int, out: list[VrspEvent]) -> None:
+        """The sender began its frame numbers again under the same instance (restarted with
+        the same definition): a new session, not stale frames."""
+        self.restarts += 1
+        self.latest = None
+        self._pending.clear()
+        self._pending_bytes = 0
+        self.frames.restart()
+        self.frames.see(frame - 1 & 0xFFFFFFFF)  # the first of the two that told it
+        self.frames.see(frame)
+        reason = f"the sender's frame numbers began again ({frame} after {latest})"
+        out.append(PeerRestarted(reason=reason))
+
     def _plausible(self, packet: VrspData) -> bool:
         """Whether a DATA datagram reads sensibly as the profile's framing: a part of its
         frame, whose first record names a defined device with known flags, and whose size
@@ -293,6 +344,7 @@ class ReceiverSession:
         pending = self._pending.pop(frame)
         self._pending_bytes -= pending.size
         self.stats.extra["incomplete"] += 1
+        self.stats.extra["fragments_lost"] += len(pending.parts) - pending.received
         self.stats.drop(f"frame {frame} incomplete ({pending.received}/{len(pending.parts)})")
 
     def _decode(

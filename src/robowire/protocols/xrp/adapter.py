@@ -36,6 +36,7 @@ from robowire.protocols.xrp.codec import PROTOCOL
 from robowire.protocols.xrp.events import CommandSent, RobotStatus, StatusReceived, XrpEvent
 from robowire.protocols.xrp.model import COUNTS_PER_METRE, RANGE_MAX, Fleet
 from robowire.protocols.xrp.robot import status_rows
+from robowire.sequence import PeerRestarted
 from robowire.wire import PacketDropped
 from robowire.world import LogEvent, Update, World
 from robowire.world.model import ORIENTATION, POSITION
@@ -61,6 +62,7 @@ class XrpAdapter:
         self.dropped = 0
         self._yaw0: float | None = None
         self._last_counts: tuple[int, int] | None = None
+        self._rebase = False  # the robot rebooted: its new gyro zero is the heading so far
         self._times: deque[float] = deque()
 
     def apply(self, events: Sequence[XrpEvent], receive_time: float) -> int:
@@ -77,13 +79,18 @@ class XrpAdapter:
                     self.command = event
                 case PacketDropped():
                     self.dropped += 1
+                case PeerRestarted():  # its encoders and gyro begin again at 0: the pose
+                    self._last_counts = None  # goes on from where it was
+                    self._yaw0 = None
+                    self._rebase = True
         return taken
 
     def _odometry(self, status: RobotStatus) -> tuple[float, float]:
         """Advance the pose; returns (forward speed m/s, yaw rad) for velocity and orientation."""
         yaw = math.radians(status.gyro[5]) if status.gyro else self.heading
         if self._yaw0 is None:
-            self._yaw0 = yaw
+            self._yaw0 = yaw - self.heading if self._rebase else yaw
+            self._rebase = False
         heading = yaw - self._yaw0
         left, right = status.encoder_counts[0], status.encoder_counts[1]
         if left is not None and right is not None:

@@ -85,7 +85,7 @@ class XrpClient:
         self.host = host
         self.port = port
         self.remote: Address | None = None
-        self.session = ClientSession()
+        self.session = ClientSession(reboots=False)  # WPILib's own sequence rule, as a driver
         self._task: asyncio.Task[None] | None = None
         self._driver: DatagramDriver | None = None
         self._status_event = asyncio.Event()

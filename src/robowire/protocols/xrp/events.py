@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TypeAlias
 
 from robowire.protocols.xrp.codec import Packet
+from robowire.sequence import PeerRestarted
 from robowire.wire import ConnectionLost, PacketDropped, Report
 
 __all__ = [
@@ -127,8 +128,8 @@ class CommandSent(Report):
 RobotEvent: TypeAlias = CommandReceived | EnabledChanged | PacketDropped
 """What the robot side emits."""
 
-WpilibEvent: TypeAlias = StatusReceived | CommandSent | PacketDropped
-"""What the WPILib side emits."""
+WpilibEvent: TypeAlias = StatusReceived | CommandSent | PacketDropped | PeerRestarted
+"""What the WPILib side emits (`PeerRestarted`: the robot rebooted)."""
 
 XrpEvent: TypeAlias = RobotEvent | WpilibEvent | ConnectionLost
 """Every XRP event."""

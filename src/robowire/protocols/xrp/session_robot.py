@@ -46,6 +46,7 @@ from robowire.protocols.xrp.events import (
     Outputs,
     RobotEvent,
 )
+from robowire.sequence import Seen, SequenceCounts
 from robowire.wire import Address, PacketDropped, SessionStats, transition
 
 STATUS_PERIOD = 0.050  # s, the firmware's MIN_UPDATE_TIME_MS
@@ -127,6 +128,7 @@ class RobotSession:
         self.state = State.SILENT
         self.remote: Address | None = None
         self.max_seq = 0
+        self.counts = SequenceCounts()  # the client's commands lost, duplicated, reordered
         self.seq = 0  # our own counter; only a reboot (a new session) resets it
         self.motors = [0.0, 0.0, 0.0, 0.0]
         self.servos = [SERVO_CENTRE] * 4
@@ -134,6 +136,11 @@ class RobotSession:
         self._fed_until: float | None = None
         self._next_status: float | None = None
         self._out: list[tuple[bytes, Address | None]] = []
+
+    def wire_counts(self) -> dict[str, int]:
+        """The client's commands lost, duplicated or reordered on the way."""
+        c = self.counts
+        return {"lost": c.lost, "duplicated": c.duplicated, "reordered": c.reordered}
 
     @property
     def enabled(self) -> bool:
@@ -187,9 +194,13 @@ class RobotSession:
             packet = codec.decode_packet(data)
         except DecodeError as exc:
             return self._drop(events, exc.reason, len(data), exc.offset)
+        seen = self.counts.see(packet.seq)
         if not robot_accepts(packet.seq, self.max_seq):
             self.stats.extra["stale"] = self.stats.extra.get("stale", 0) + 1
             return self._drop(events, f"stale sequence {packet.seq} <= {self.max_seq}", len(data))
+        if seen is not Seen.NEW and seen is not Seen.LATE:  # a client restarted, after expiry
+            self.counts.restart()
+            self.counts.see(packet.seq)
         self.max_seq = packet.seq
         self._fed_until = now + self.watchdog
         self.stats.messages_in += 1

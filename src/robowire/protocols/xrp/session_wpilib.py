@@ -9,6 +9,9 @@ set) and DIO outputs every 20 ms with the control byte (1 = enabled), its own se
 at 0, whether or not the robot answers. It drops robot packets whose seq is not newer than the
 last accepted one, except across the wrap (last > 65532 and seq < 3), with `last` starting at 0
 and never reset (W `XRP::HandleXRPUpdate`), so the robot's first status (seq 0) is dropped.
+A rebooted robot is ignored by that rule until its numbers pass the old ones; with `reboots`
+(the default: the gateway's source) it is a new session at its second status instead
+(`xrp.sequence.StatusSequence`, `PeerRestarted`); `XrpClient` keeps WPILib's rule.
 
 What the program sets (`enabled`, `set_motor`, `set_servo`, `set_dio`) goes out with the next
 packet; each packet sent is a `CommandSent` event. A capture shows the packets a WPILib side
@@ -36,10 +39,13 @@ from robowire.protocols.xrp.codec import (
     XRPServo,
 )
 from robowire.protocols.xrp.events import CommandSent, RobotStatus, StatusReceived, WpilibEvent
+from robowire.protocols.xrp.sequence import StatusSequence, client_accepts
+from robowire.sequence import PeerRestarted
 from robowire.wire import Address, PacketDropped, SessionStats, transition
 
+__all__ = ["COMMAND_PERIOD", "ClientSession", "client_accepts", "wheel_values"]
+
 COMMAND_PERIOD = 0.020  # s, one packet per TimedRobot loop
-CLIENT_WRAP_WINDOW = 3  # client accepts seq < 3 after last > 65532
 
 
 class State(enum.Enum):
@@ -56,13 +62,6 @@ TRANSITIONS: dict[State, dict[Trigger, State]] = {
     State.RECEIVING: {Trigger.STATUS: State.RECEIVING},
 }
 """State -> trigger -> next state; a pair not in it is a bug (SessionError)."""
-
-
-def client_accepts(seq: int, last: int) -> bool:
-    """WPILib's rule (W `XRP::HandleXRPUpdate`)."""
-    if seq > last:
-        return True
-    return 0xFFFF - last < CLIENT_WRAP_WINDOW and seq < CLIENT_WRAP_WINDOW
 
 
 def wheel_values(left: float, right: float) -> Sequence[float]:
@@ -86,7 +85,9 @@ class ClientSession:
     honest too).
     """
 
-    def __init__(self, remote: Address | None = None, *, period: float = COMMAND_PERIOD) -> None:
+    def __init__(
+        self, remote: Address | None = None, *, period: float = COMMAND_PERIOD, reboots: bool = True
+    ) -> None:
         self.remote = remote
         self.period = period
         self.stats = SessionStats()
@@ -97,7 +98,7 @@ class ClientSession:
         self.servos: dict[int, float] = dict(initial.servos)
         self.dio_out: dict[int, bool] = dict(initial.dio)
         self.seq = 0
-        self.last_seq = 0
+        self.sequence = StatusSequence(reboots=reboots)  # WPILib's rule, and reboots
         self.status: RobotStatus | None = None
         self._counts: list[int | None] = [None] * 4
         self._periods: list[float | None] = [None] * 4
@@ -191,9 +192,8 @@ class ClientSession:
         fast = codec.decode_status(data)
         if fast is not None:
             seq, values = fast
-            if not client_accepts(seq, self.last_seq):
+            if not self.sequence.accept(seq, now):
                 return self._stale(seq, len(data))
-            self.last_seq = seq
             for i in range(4):
                 self._counts[i] = int(values[3 * i])
                 self._periods[i] = _period_seconds(int(values[3 * i + 1]), int(values[3 * i + 2]))
@@ -213,14 +213,44 @@ class ClientSession:
                 packet = codec.decode_packet(data)
             except DecodeError as exc:
                 return self._drop(exc.reason, len(data), exc.offset)
-            if not client_accepts(packet.seq, self.last_seq):
+            if not self.sequence.accept(packet.seq, now):
                 return self._stale(packet.seq, len(data))
-            self.last_seq = packet.seq
+            if self.sequence.restarted:
+                self._forget()
             status = self._merge(packet)
         self._move(Trigger.STATUS)
         self.status = status
         self.stats.messages_in += 1
+        if self.sequence.restarted:
+            return [self._restarted(status.seq), StatusReceived(status=status)]
         return [StatusReceived(status=status)]
+
+    @property
+    def last_seq(self) -> int:
+        """The robot's last accepted sequence number."""
+        return self.sequence.last
+
+    def wire_counts(self) -> dict[str, int]:
+        """The robot's statuses lost, duplicated or reordered on the way, and its reboots."""
+        counts = self.sequence.counts
+        return {
+            "lost": counts.lost,
+            "settled": counts.settled(),
+            "duplicated": counts.duplicated,
+            "reordered": counts.reordered,
+            "restarts": self.sequence.restarts,
+        }
+
+    def _forget(self) -> None:
+        """The robot rebooted: nothing it said before is its state now."""
+        self.status = None
+        self._counts = [None] * 4
+        self._periods = [None] * 4
+        self._analog = [None] * 3
+
+    def _restarted(self, seq: int) -> PeerRestarted:
+        self.stats.extra["restarts"] = self.sequence.restarts
+        return PeerRestarted(reason=f"the robot rebooted (its sequence began again, at {seq})")
 
     def _merge(self, packet: Packet) -> RobotStatus:
         """Fold a packet of any layout into what we know (unmentioned values stay)."""

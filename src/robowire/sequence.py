@@ -1,0 +1,184 @@
+"""Wire accounting from a peer's sequence numbers, sans I/O: what was lost, duplicated or
+reordered on the way, counted exactly (the XRP robot's and client's u16 sequences, VRSP's u32
+frame numbers).
+
+`SequenceCounts.see(n)` takes each number received and says what it was: `NEW` (newer than
+any before; the numbers it skipped count as `lost` until they come), `LATE` (one that was
+skipped, come after a newer one: `lost` less one, `reordered` one more), `DUPLICATE` (one
+already received) or `OLD` (too far behind to tell, more than `window` numbers). `lost` is
+what has not come (yet): a datagram the wire dropped, as a relay counts it, once the ones it
+held back have gone. `restart()` forgets the sequence (its sender restarted with a new one;
+the counts stay). It keeps at most `window` numbers. A leap ahead of more than `window` is
+taken only once the next number follows it (within `JUMP_FOLLOWS`): a single number far
+ahead (a bit flipped where no checksum guards it) is `OLD`, not a loss of millions.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+class Seen(enum.Enum):
+    NEW = "new"
+    LATE = "late"
+    DUPLICATE = "duplicate"
+    OLD = "old"
+
+
+COUNTS = ("lost", "duplicated", "reordered")
+SETTLE = 64  # numbers: a gap this recent may still be reordering, not loss
+JUMP_FOLLOWS = 8  # a leap ahead is real once a number at most this far past it follows
+
+
+@dataclass(frozen=True, slots=True)
+class PeerRestarted:
+    """A session's peer restarted with fresh state (an XRP robot's sequence began again, a
+    VRSP sender's new instance): what it said before is not its state now. The `Source`
+    template logs it and counts it as a reconnection; adapters take no notice of it."""
+
+    reason: str
+
+
+@dataclass(slots=True)
+class SequenceCounts:
+    """Exact loss, duplication and reordering counts from sequence numbers (module docstring)."""
+
+    modulus: int = 1 << 16
+    window: int = 1024
+    received: int = 0
+    lost: int = 0
+    duplicated: int = 0
+    reordered: int = 0
+    newest: int | None = None
+    _missing: set[int] = field(default_factory=set)
+    _jump: int | None = None  # a number far ahead, not yet followed
+
+    def see(self, n: int) -> Seen:
+        """Number `n` was received."""
+        newest = self.newest
+        if newest is None:
+            self.newest = n
+            self.received += 1
+            return Seen.NEW
+        modulus = self.modulus
+        ahead = (n - newest) % modulus
+        if 0 < ahead < modulus >> 1:
+            if ahead > self.window:  # a leap: taken once the next number follows it (a bit
+                jump, self._jump = self._jump, n  # flipped in one number is not a gap of
+                if jump is None or not 0 < (n - jump) % modulus <= JUMP_FOLLOWS:  # millions)
+                    return Seen.OLD
+                self._advance(jump)
+            self._advance(n)
+            return Seen.NEW
+        self._jump = None
+        if n in self._missing:
+            self._missing.discard(n)
+            self.received += 1
+            self.lost -= 1
+            self.reordered += 1
+            return Seen.LATE
+        if ahead == 0 or (newest - n) % modulus <= self.window:
+            self.duplicated += 1
+            return Seen.DUPLICATE
+        return Seen.OLD
+
+    def settled(self) -> int:
+        """`lost`, less the numbers missing within `SETTLE` of the newest (those may still
+        come, reordered): what a log line can say was lost."""
+        newest, modulus = self.newest, self.modulus
+        if newest is None or not self._missing:
+            return self.lost
+        recent = sum((newest - m) % modulus <= SETTLE for m in self._missing)
+        return self.lost - recent
+
+    def _advance(self, n: int) -> None:
+        """`n`, ahead of the newest, is the newest now; the numbers between are missing."""
+        newest, modulus = self.newest, self.modulus
+        assert newest is not None
+        ahead = (n - newest) % modulus
+        self.received += 1
+        self._jump = None
+        if ahead > 1:
+            self.lost += ahead - 1
+            missing = self._missing
+            missing.update(
+                (newest + k) % modulus for k in range(max(1, ahead - self.window), ahead)
+            )
+            if len(missing) > 2 * self.window:  # forget those too old to come
+                self._missing = {m for m in missing if (n - m) % modulus <= self.window}
+        self.newest = n
+
+    def restart(self) -> None:
+        """The sender started a new sequence: the next number received is the first."""
+        self.newest = None
+        self._jump = None
+        self._missing.clear()
+
+    def into(self, extra: dict[str, int]) -> None:
+        """Write the counts into a session's `stats.extra` (what the status reads)."""
+        extra["lost"], extra["duplicated"], extra["reordered"] = (
+            self.lost,
+            self.duplicated,
+            self.reordered,
+        )
+
+
+@dataclass(slots=True)
+class Restart:
+    """Tells a sender's sequence that began again from stale numbers: two in a row far behind
+    the newest (more than `gap`, farther than any reordering), the second 1..`step` after the
+    first. A single stale, duplicate or reordered number is no restart."""
+
+    modulus: int = 1 << 32
+    gap: int = 64
+    step: int = 8
+    _candidate: int | None = None
+
+    def behind(self, n: int, newest: int) -> bool:
+        """`n`, not newer than `newest`, came: whether the sequence began again."""
+        candidate, self._candidate = self._candidate, None
+        if (newest - n) % self.modulus <= self.gap:
+            return False
+        if candidate is not None and 0 < (n - candidate) % self.modulus <= self.step:
+            return True
+        self._candidate = n
+        return False
+
+
+SUMMARY_SECONDS = 60.0
+FAULTS = {  # a fault count's name -> how a log line says it
+    "settled": "lost on the wire",
+    "duplicated": "duplicated on the wire",
+    "reordered": "reordered on the wire",
+    "reconnected": "reconnections",
+}
+
+
+class FaultLog:
+    """One log line per kind of fault (`FAULTS`) at its first occurrence, then at most one a
+    kind every `every` seconds while it goes on, saying how many more: never a line per lost
+    datagram. Fed the counts (what the status shows) and the time."""
+
+    def __init__(self, name: str, logger: logging.Logger, every: float = SUMMARY_SECONDS) -> None:
+        self.name, self.log, self.every = name, logger, every
+        self._said: dict[str, tuple[int, float]] = {}  # kind -> (count said, when)
+
+    def update(self, counts: Mapping[str, int], now: float) -> None:
+        for kind, n in counts.items():
+            said = self._said.get(kind)
+            if said is None:
+                if n > 0:
+                    self.log.warning(
+                        "%s: %d %s (the first; counted in its status, said again at most "
+                        "every %g s)", self.name, n, FAULTS.get(kind, kind), self.every,
+                    )  # fmt: skip
+                    self._said[kind] = (n, now)
+            elif n > said[0] and now - said[1] >= self.every:
+                self.log.warning(
+                    "%s: %d more %s in %.0f s (%d in all)",
+                    self.name, n - said[0], FAULTS.get(kind, kind), now - said[1], n,
+                )  # fmt: skip
+                self._said[kind] = (n, now)
