@@ -135,7 +135,7 @@ def bench_decode() -> dict[str, float]:
             f"   decode {label:44s} {statistics.median(rates):12,.0f}/s   "
             f"{_spread(per_round)} the bare loop's speed"
         )
-    for wakeup in (BATCH_MIN, 256):  # one round each, for the shape of the curve
+    for wakeup in (BATCH_MIN, 16, 256):  # one round each, for the shape of the curve
         rate, floor = _rate(batched(wakeup), data), _rate(bare, data)
         label = f"session, wake-ups of {wakeup}"
         print(f"   decode {label:44s} {rate:12,.0f}/s   {rate / floor:.2f}x")
