@@ -4,7 +4,9 @@ whatever the wake-ups hold."""
 
 from __future__ import annotations
 
+import asyncio
 import math
+import socket
 from typing import Any
 
 import numpy as np
@@ -14,6 +16,7 @@ from hypothesis import strategies as st
 
 from robowire.protocols.xrp import codec
 from robowire.protocols.xrp.adapter import XrpAdapter
+from robowire.protocols.xrp.client import start_client
 from robowire.protocols.xrp.events import StatusBatch, StatusReceived
 from robowire.protocols.xrp.model import Fleet
 from robowire.protocols.xrp.session_robot import RobotSession
@@ -21,6 +24,7 @@ from robowire.protocols.xrp.session_wpilib import BATCH_MIN, ClientSession
 from robowire.sequence import PeerRestarted
 from robowire.wire import Address, PacketDropped
 from robowire.world import World
+from support import until
 
 from .pair import ROBOT
 
@@ -222,3 +226,35 @@ def test_the_adapter_writes_a_batch_as_its_statuses_one_by_one() -> None:
     assert a.orientation == pytest.approx(b.orientation, abs=1e-12)
     assert a.velocity == pytest.approx(b.velocity, abs=1e-12)
     assert a.telemetry == b.telemetry
+
+
+@pytest.mark.timeout(30)
+async def test_a_burst_on_a_real_socket_is_read_in_one_wakeup_as_one_batch() -> None:
+    """127.0.0.1: a robot that sends 100 statuses at once (the WPILib side was busy); the UDP
+    driver reads them in one wake-up and the session takes them as one batch, none lost."""
+    robot = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    robot.bind(("127.0.0.1", 0))
+    robot.setblocking(False)
+    address = robot.getsockname()
+    session = ClientSession(address)
+    events: list[Any] = []
+    task, _driver = await start_client(session, events.extend, address)
+    try:
+        _, peer = await asyncio.wait_for(
+            asyncio.get_running_loop().sock_recvfrom(robot, 2048), 5
+        )  # its first command: where the WPILib side is
+        robot.sendto(_status(0), peer)  # dropped (WPILib's rule)
+        robot.sendto(_status(1), peer)
+        await until(lambda: session.last_seq == 1, "the robot's first status")
+        for seq in range(2, 102):  # no await between: all queued before the loop reads
+            robot.sendto(_status(seq), peer)
+        await until(lambda: session.last_seq == 101, "the burst of 100 statuses")
+        batches = [e for e in events if isinstance(e, StatusBatch)]
+        assert len(batches) == 1 and batches[0].rows["seq"].tolist() == list(range(2, 102))
+        assert session.stats.messages_in == 101 and session.wire_counts()["lost"] == 0
+        assert session.status is not None and session.status.seq == 101
+        assert list(session.status.gyro or ()) == VALUES[101 % len(VALUES)][13:19]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        robot.close()
