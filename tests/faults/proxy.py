@@ -187,6 +187,7 @@ class TcpProxy:
     _server: asyncio.Server | None = None
     _connections: list[_Connection] = field(default_factory=list)
     _paused: set[Direction] = field(default_factory=set)
+    _opening: set[asyncio.StreamWriter] = field(default_factory=set)
 
     async def start(self) -> TcpProxy:
         self._server = await asyncio.start_server(self._accept, *self.listen)
@@ -219,9 +220,16 @@ class TcpProxy:
         return len(self._connections)
 
     def cut(self, how: Cut) -> None:
-        """End every relayed connection now, both sides: a reset or a clean close."""
+        """End every relayed connection now, both sides: a reset or a clean close (one still
+        being opened to the target too)."""
         for conn in list(self._connections):
             self._end(conn, how)
+        for writer in list(self._opening):
+            self.counts[how] += 1
+            if how == "rst":
+                _reset(writer)
+            else:
+                writer.close()
 
     def pause(self, direction: Direction) -> None:
         """Stop reading `direction`'s sender (nothing is closed)."""
@@ -239,11 +247,17 @@ class TcpProxy:
             self.counts["refused"] += 1
             _reset(writer)
             return
+        self._opening.add(writer)  # a cut meanwhile cuts it too
         try:
             server_reader, server_writer = await asyncio.open_connection(*self.target)
         except OSError:
             self.counts["refused"] += 1
             _reset(writer)
+            return
+        finally:
+            self._opening.discard(writer)
+        if writer.is_closing():  # cut while it was being opened
+            server_writer.close()
             return
         self.counts["connections"] += 1
         running: dict[Direction, asyncio.Event] = {"up": asyncio.Event(), "down": asyncio.Event()}

@@ -211,3 +211,45 @@ async def test_wpilib_drives_our_robot_through_a_lossy_reordering_wire(tmp_path:
     did = {k: up.counts[k] for k in ("lost", "duplicated", "reordered")}
     assert {k: robot[k] for k in did} == did
     assert min(did.values()) > 0 and down.counts["lost"] > 0
+
+
+def test_one_status_numbered_far_ahead_does_not_blind_the_listener() -> None:
+    listener = StatusSequence(reboots=True)
+    accepted(listener, list(range(100, 110)))
+    # a damaged number (a flipped high bit), then the robot goes on
+    assert accepted(listener, [110 | 0x8000, 110, 111], start=1.0) == [False, True, True]
+    assert listener.last == 111
+    assert accepted(listener, [5000, 5001], start=2.0) == [False, True]  # a real leap: taken
+    driver = StatusSequence(reboots=False)  # WPILib takes the damaged one, and is blind
+    accepted(driver, list(range(100, 110)))
+    assert accepted(driver, [110 | 0x8000, 110, 111], start=1.0) == [True, False, False]
+
+
+async def test_truncated_and_flipped_statuses_never_blind_the_gateway() -> None:
+    """Truncated or bit-flipped statuses (XRP has no checksum of its own): dropped as bad or
+    taken as what they say, and the statuses after them are taken again at once."""
+    sim = XrpSim(SimOptions(port=0, count=1))
+    sim_task = asyncio.create_task(sim.run(World()))
+    await asyncio.wait_for(sim.ready.wait(), 5)
+    target = sim.addresses[0]
+    assert target is not None
+    down = DatagramPlan(DatagramFaults(truncate=0.1, flip=0.1), seed=41, enabled=False)
+    gateway = Gateway()
+    async with UdpProxy(target, down=down) as proxy:
+        assert proxy.address is not None
+        source = XrpSource(parse_endpoint(f"xrp://127.0.0.1:{proxy.address[1]}"))
+        gateway.add(source)
+        run = asyncio.create_task(gateway.run())
+        try:
+            await asyncio.wait_for(source.ready.wait(), 5)
+            proxy.set(enabled=True)
+            await until(lambda: down.counts["received"] >= 60, "60 statuses through faults")
+            proxy.set(enabled=False)
+            taken = source.stats.messages_in
+            await until(lambda: source.stats.messages_in >= taken + 10, "statuses again", 2.0)
+            assert down.counts["truncated"] + down.counts["flipped"] > 5
+        finally:
+            gateway.stop()
+            await asyncio.gather(run, return_exceptions=True)
+            sim_task.cancel()
+            await asyncio.gather(sim_task, return_exceptions=True)

@@ -17,6 +17,10 @@ watchdog's time: a robot that rebooted soon after booting). The second is accept
 new session's first (`restarted` says so), the first is counted as received. A single stale,
 duplicate or reordered status is still dropped, as WPILib does.
 
+A listener also takes a leap ahead of more than `LEAP` statuses only once the next status
+follows it: one status whose number was damaged (no checksum of XRP's own guards it) would
+otherwise make every status after it stale, for up to 55 minutes.
+
 `counts` is the loss, duplicate and reordering accounting of the robot's statuses
 (`robowire.sequence`); a reboot restarts it.
 """
@@ -31,6 +35,7 @@ CLIENT_WRAP_WINDOW = 3  # client accepts seq < 3 after last > 65532
 RESTART_GAP = 64  # statuses: 3.2 s of a robot's 20 Hz, far more than any reordering
 RESTART_STEP = 8  # the second status of a restart follows the first within this many
 RESTART_SILENCE = 0.5  # s: the robot's watchdog
+LEAP = 1024  # statuses (51 s of a robot): a leap ahead this far is taken once one follows it
 
 
 def client_accepts(seq: int, last: int) -> bool:
@@ -51,13 +56,19 @@ class StatusSequence:
     restarted: bool = False  # the last status accepted began a new session
     counts: SequenceCounts = field(default_factory=SequenceCounts)
     _candidate: int | None = None
+    _leap: int | None = None  # a status far ahead, not yet followed
 
     def accept(self, seq: int, now: float) -> bool:
         """Whether the status numbered `seq`, received at `now`, is taken in."""
         self.restarted = False
         if client_accepts(seq, self.last):
+            if self.reboots and self.heard is not None and (seq - self.last) & 0xFFFF > LEAP:
+                leap, self._leap = self._leap, seq  # taken once the next one follows it
+                if leap is None or not 0 < (seq - leap) & 0xFFFF <= RESTART_STEP:
+                    self.counts.see(seq)
+                    return False
             self.counts.see(seq)
-            self.last, self.heard, self._candidate = seq, now, None
+            self.last, self.heard, self._candidate, self._leap = seq, now, None, None
             return True
         self.counts.see(seq)
         if not self.reboots:

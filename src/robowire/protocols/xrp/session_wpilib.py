@@ -9,6 +9,9 @@ set) and DIO outputs every 20 ms with the control byte (1 = enabled), its own se
 at 0, whether or not the robot answers. It drops robot packets whose seq is not newer than the
 last accepted one, except across the wrap (last > 65532 and seq < 3), with `last` starting at 0
 and never reset (W `XRP::HandleXRPUpdate`), so the robot's first status (seq 0) is dropped.
+A rebooted robot is ignored by that rule until its numbers pass the old ones; with `reboots`
+(the default: the gateway's source) it is a new session at its second status instead
+(`xrp.sequence.StatusSequence`, `PeerRestarted`); `XrpClient` keeps WPILib's rule.
 
 What the program sets (`enabled`, `set_motor`, `set_servo`, `set_dio`) goes out with the next
 packet; each packet sent is a `CommandSent` event. A capture shows the packets a WPILib side
