@@ -76,7 +76,7 @@ def _state(session: ClientSession) -> tuple[object, ...]:
         session.state,
         session.wire_counts(),
         session.stats,
-        (s.last, s.heard, s.restarts, s.restarted, s.counts, s._candidate),
+        (s.last, s.heard, s.restarts, s.restarted, s.counts, s._candidate, s._leap),
     )
 
 
@@ -161,7 +161,9 @@ def test_the_first_wakeup_keeps_wpilibs_rule_and_the_wrap_is_one_run() -> None:
 @given(
     st.lists(
         st.tuples(
-            st.sampled_from(["next", "next", "next", "skip", "back", "restart", "other", "bad"]),
+            st.sampled_from(
+                ["next", "next", "next", "skip", "back", "leap", "restart", "other", "bad"]
+            ),
             st.integers(1, 40),
         ),
         min_size=1,
@@ -180,6 +182,8 @@ def test_batched_and_one_by_one_agree_on_any_stream(
                 seq += 3
             elif kind == "back":
                 seq -= 2
+            elif kind == "leap":  # a damaged number, or a real leap once one follows it
+                seq += 5000
             elif kind == "restart":
                 seq, kind = 0, "next"
             seq &= 0xFFFF

@@ -96,5 +96,6 @@ class StatusSequence:
         if (first - self.last) & 0xFFFF != 1 or not self.counts.see_run(first, count):
             return False
         self.restarted = False
-        self.last, self.heard, self._candidate = (first + count - 1) & 0xFFFF, now, None
+        self.last, self.heard = (first + count - 1) & 0xFFFF, now
+        self._candidate = self._leap = None
         return True
