@@ -126,6 +126,8 @@ ROWS = (
             "latency_p99_ms": ("xrp", "round_trip_p99_ms"),
             "cpu_share": ("xrp", "fleet_cpu"),
         },
+        # the session's decode (wake-ups of 64 datagrams, one batch each) over the bare loop's
+        Peer("xrp", "decode_ratio", 0.5, False, "a bare struct.unpack loop"),
     ),
     Row(
         "UgCS",

@@ -85,6 +85,18 @@ class SequenceCounts:
             return Seen.DUPLICATE
         return Seen.OLD
 
+    def see_run(self, first: int, count: int) -> bool:
+        """Numbers `first`, `first` + 1, ... (`count` of them, in order) were received, the first
+        right after the newest: taken at once, as `see` would take them one by one (each NEW,
+        nothing lost). False, and nothing taken, if `first` does not follow the newest."""
+        newest = self.newest
+        if newest is None or (first - newest) % self.modulus != 1:
+            return False
+        self.received += count
+        self._jump = None
+        self.newest = (first + count - 1) % self.modulus
+        return True
+
     def settled(self) -> int:
         """`lost`, less the numbers missing within `SETTLE` of the newest (those may still
         come, reordered): what a log line can say was lost."""

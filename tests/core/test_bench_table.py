@@ -55,11 +55,11 @@ def test_each_protocol_row_takes_its_figures_and_leaves_missing_cells_empty():
     }
     assert rows["SpyGlass"]["peer_ratio"] == 0.5 and rows["SpyGlass"]["peer_target"] == ">=0.8"
     assert rows["UgCS"]["peer_ratio"] is None and rows["UgCS"]["peer_target"] == ">=0.6"
-    assert rows["XRP"]["peer_target"] is None
+    assert rows["XRP"]["peer_target"] == ">=0.5"
     assert rows["VRSP"]["latency_p99_ms"] == 150.0
     assert rows["VRSP"]["decode_rate"] is None  # bench_vrsp did not run
     assert rows["SpyGlass"]["latency_p50_ms"] is None  # nan is "no figure", not a number
-    assert all(v is None for k, v in rows["XRP"].items() if k != "load")
+    assert all(v is None for k, v in rows["XRP"].items() if k not in ("load", "peer_target"))
     assert rows["VRPN client"]["ingest_rate"] == 25_000.0
 
 

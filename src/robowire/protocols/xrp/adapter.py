@@ -30,10 +30,17 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from robowire import units
 from robowire.protocols.xrp.codec import PROTOCOL
-from robowire.protocols.xrp.events import CommandSent, RobotStatus, StatusReceived, XrpEvent
+from robowire.protocols.xrp.events import (
+    CommandSent,
+    RobotStatus,
+    StatusBatch,
+    StatusReceived,
+    XrpEvent,
+)
 from robowire.protocols.xrp.model import COUNTS_PER_METRE, RANGE_MAX, Fleet
 from robowire.protocols.xrp.robot import status_rows
 from robowire.sequence import PeerRestarted
@@ -75,6 +82,10 @@ class XrpAdapter:
                     taken += 1
                     self._times.append(receive_time)
                     self._write(status, *self._odometry(status), receive_time)
+                case StatusBatch(rows=rows, status=status):  # one write, for the last
+                    taken += len(rows)
+                    self._times.extend([receive_time] * len(rows))
+                    self._write(status, *self._odometry_rows(rows, status), receive_time)
                 case CommandSent():
                     self.command = event
                 case PacketDropped():
@@ -104,6 +115,29 @@ class XrpAdapter:
         self.heading = heading
         speed = 0.5 * (status.encoder_rate(0) + status.encoder_rate(1)) / COUNTS_PER_METRE
         return speed, heading
+
+    def _odometry_rows(
+        self, rows: npt.NDArray[np.void], status: RobotStatus
+    ) -> tuple[float, float]:
+        """`_odometry` over a batch's rows at once (`status` is its last row's): the same arcs,
+        summed by numpy."""
+        yaw = np.radians(rows["angle_z"].astype(np.float64))
+        if self._yaw0 is None:
+            self._yaw0 = float(yaw[0]) - self.heading if self._rebase else float(yaw[0])
+            self._rebase = False
+        heading = yaw - self._yaw0
+        left = rows["encoder0_count"].astype(np.int64)
+        right = rows["encoder1_count"].astype(np.int64)
+        before = self._last_counts or (int(left[0]), int(right[0]))  # the first moves nothing
+        moved = np.diff(left, prepend=before[0]) + np.diff(right, prepend=before[1])
+        distance = 0.5 * moved / COUNTS_PER_METRE
+        middle = 0.5 * (np.concatenate(([self.heading], heading[:-1])) + heading)
+        self.x += float(np.dot(distance, np.cos(middle)))
+        self.y += float(np.dot(distance, np.sin(middle)))
+        self._last_counts = (int(left[-1]), int(right[-1]))
+        self.heading = float(heading[-1])
+        speed = 0.5 * (status.encoder_rate(0) + status.encoder_rate(1)) / COUNTS_PER_METRE
+        return speed, self.heading
 
     def _write(
         self, status: RobotStatus, speed: float, heading: float, receive_time: float

@@ -26,7 +26,7 @@ import click
 from robowire.errors import ConfigError, RobowireError, TransportError
 from robowire.protocols.datagram import resolve
 from robowire.protocols.xrp.codec import DEFAULT_PORT
-from robowire.protocols.xrp.events import RobotStatus, StatusReceived, WpilibEvent
+from robowire.protocols.xrp.events import RobotStatus, StatusBatch, StatusReceived, WpilibEvent
 from robowire.protocols.xrp.session_wpilib import ClientSession, wheel_values
 from robowire.transport.udp import DatagramDriver, run_datagram
 from robowire.wire import Address
@@ -96,7 +96,7 @@ class XrpClient:
         return self.session.status
 
     def _on_events(self, events: Sequence[WpilibEvent]) -> None:
-        if any(isinstance(e, StatusReceived) for e in events):
+        if any(isinstance(e, (StatusReceived, StatusBatch)) for e in events):
             self._status_event.set()
 
     async def __aenter__(self) -> XrpClient:

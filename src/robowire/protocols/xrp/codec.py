@@ -21,6 +21,9 @@ from enum import IntEnum
 from operator import itemgetter
 from typing import ClassVar
 
+import numpy as np
+import numpy.typing as npt
+
 from robowire.errors import DecodeError
 
 PROTOCOL = "xrp"
@@ -370,6 +373,44 @@ def decode_status(data: bytes) -> tuple[int, Sequence[float]] | None:
     if _skeleton_of(values) != _SKELETON_TUPLE:
         return None
     return values[0], _fields_of(values)
+
+
+def _value_offsets() -> list[tuple[int, str]]:
+    """(byte offset, struct code) of each value `STATUS_STRUCT` unpacks, in order."""
+    out, offset = [], 0
+    for code in _STATUS_FORMAT[1:].replace("6f", "f" * 6).replace("3f", "f" * 3):
+        out.append((offset, code))
+        offset += struct.calcsize(">" + code)
+    return out
+
+
+_VALUE_OFFSETS = _value_offsets()
+_NUMPY_TYPES = {"B": "u1", "H": ">u2", "i": ">i4", "I": ">u4", "f": ">f4"}
+STATUS_DTYPE = np.dtype(
+    {
+        "names": ["seq", *STATUS_FIELDS],
+        "formats": [_NUMPY_TYPES[_VALUE_OFFSETS[i][1]] for i in (0, *_FIELD_INDEX)],
+        "offsets": [_VALUE_OFFSETS[i][0] for i in (0, *_FIELD_INDEX)],
+        "itemsize": STATUS_SIZE,
+    }
+)
+"""One status datagram as a numpy record: "seq" and `STATUS_FIELDS` in wire types, at their
+byte offsets (read from `STATUS_STRUCT`'s format, so the two cannot drift apart)."""
+_SKELETON_POSITIONS = np.array([_VALUE_OFFSETS[i][0] for i in _SKELETON_INDEX], np.intp)
+_SKELETON_BYTES = np.array(_SKELETON, np.uint8)
+
+
+def decode_statuses(datagrams: Sequence[bytes]) -> npt.NDArray[np.void] | None:
+    """Many datagrams at once, when every one has the firmware's exact status layout (what
+    `decode_status` takes): one `STATUS_DTYPE` row each, in order (columns "seq" and
+    `STATUS_FIELDS`, wire types); None if any has not (decode those one by one)."""
+    buffer = b"".join(datagrams)
+    if len(buffer) != len(datagrams) * STATUS_SIZE:
+        return None
+    raw = np.frombuffer(buffer, np.uint8).reshape(len(datagrams), STATUS_SIZE)
+    if not (raw[:, _SKELETON_POSITIONS] == _SKELETON_BYTES).all():
+        return None
+    return np.frombuffer(buffer, STATUS_DTYPE)
 
 
 def status_blocks(values: Sequence[float]) -> tuple[Block, ...]:

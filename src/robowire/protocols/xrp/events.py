@@ -13,6 +13,9 @@ watchdog's expiry time for an expiry), so the physics integrates the old outputs
 WPILib side (`session_wpilib.ClientSession`, halsim_xrp):
 
 * `StatusReceived`: a robot status packet was accepted; `status` is all the side knows of it.
+* `StatusBatch`: a run of status packets was accepted at once (a wake-up's worth, decoded as
+  one batch): `rows` holds their values as columns, `status` what the side knows after the
+  last. The columnar form of as many `StatusReceived`s, as VRPN's column batches are.
 * `CommandSent`: the side sent (or, in a capture, was seen sending) a command packet; its
   values are what the robot is being told.
 
@@ -25,6 +28,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TypeAlias
+
+import numpy as np
+import numpy.typing as npt
 
 from robowire.protocols.xrp.codec import Packet
 from robowire.sequence import PeerRestarted
@@ -39,6 +45,7 @@ __all__ = [
     "PacketDropped",
     "RobotEvent",
     "RobotStatus",
+    "StatusBatch",
     "StatusReceived",
     "WpilibEvent",
     "XrpEvent",
@@ -110,6 +117,20 @@ class StatusReceived(Report):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class StatusBatch(Report):
+    """The WPILib side accepted a run of status packets at once, in order: `rows` has one
+    `codec.STATUS_DTYPE` row each ("seq" and `codec.STATUS_FIELDS`, as on the wire), `status`
+    is what the side knows after the last (`StatusReceived`'s, for that one). Covers the same
+    as `StatusReceived` and counts as that many received."""
+
+    rows: npt.NDArray[np.void]
+    status: RobotStatus
+
+    def message_count(self) -> int:
+        return len(self.rows)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CommandSent(Report):
     """What the WPILib side tells the robot, all of it (a newer one makes it stale). The
     defaults are what it sends before anything is set: disabled, motors off, servos 4 and 5
@@ -128,7 +149,7 @@ class CommandSent(Report):
 RobotEvent: TypeAlias = CommandReceived | EnabledChanged | PacketDropped
 """What the robot side emits."""
 
-WpilibEvent: TypeAlias = StatusReceived | CommandSent | PacketDropped | PeerRestarted
+WpilibEvent: TypeAlias = StatusReceived | StatusBatch | CommandSent | PacketDropped | PeerRestarted
 """What the WPILib side emits (`PeerRestarted`: the robot rebooted)."""
 
 XrpEvent: TypeAlias = RobotEvent | WpilibEvent | ConnectionLost

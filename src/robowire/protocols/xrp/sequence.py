@@ -87,3 +87,15 @@ class StatusSequence:
                 return True
             self._candidate = seq
         return False
+
+    def accept_run(self, first: int, count: int, now: float) -> bool:
+        """Statuses `first`, `first` + 1, ... (`count` of them, mod 2^16, in order), received at
+        `now`, taken in at once when each is the one after the last accepted (WPILib takes each,
+        none restarts anything), exactly as `accept` would take them one by one; False, and
+        nothing taken, when the first is not the one after the last (use `accept`)."""
+        if (first - self.last) & 0xFFFF != 1 or not self.counts.see_run(first, count):
+            return False
+        self.restarted = False
+        self.last, self.heard = (first + count - 1) & 0xFFFF, now
+        self._candidate = self._leap = None
+        return True

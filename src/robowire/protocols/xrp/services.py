@@ -54,6 +54,7 @@ from robowire.protocols.xrp.events import (
     CommandReceived,
     EnabledChanged,
     RobotEvent,
+    StatusBatch,
     StatusReceived,
     WpilibEvent,
     XrpEvent,
@@ -209,7 +210,7 @@ class XrpSource(DatagramSource):
         self.deliver([sent], monotonic())  # the world's telemetry shows what was sent
 
     def received(self, events: list[WpilibEvent]) -> None:
-        if not self._answered and any(isinstance(e, StatusReceived) for e in events):
+        if not self._answered and any(isinstance(e, (StatusReceived, StatusBatch)) for e in events):
             self._answered = True
             if self._warned:
                 log.warning("%s: the robot answers", self.name)
