@@ -5,20 +5,24 @@ own, with a world of their own), a Foxglove WebSocket client (subprotocol `foxgl
 protobuf decoded with the schema the server advertised), a viewer client (subprotocol
 `robowire.viewer.v1`, frames decoded by `robowire.viewer.frames.decode_frame`) and, for
 `ros2://`, the independent ROS 2 subscriber (tests/ros2/subscriber.py in another process: DDS
-discovery, types and CDR from rosbags). Every far end reduces what it saw to `Seen`: far-end
-device id -> `Obs`, so the test compares one shape.
+discovery, types and CDR from rosbags) and, for `ros2+zenoh://`, a subscriber made of zenoh
+alone at a router of its own (`Ros2ZenohFarEnd`: rmw_zenoh's keys and attachments checked, CDR
+from rosbags). Every far end reduces what it saw to `Seen`: far-end device id -> `Obs`, so the
+test compares one shape.
 
 The sources are every protocol with a simulator and `ros2://`, fed by the independent ROS 2
 publisher (tests/ros2/publisher.py in another process, the robots `listen ros2://` is tested
-against): a ROS 2 robot into every sink. One `run_source` per source: the sinks and their far
-ends start first (so each far end sees everything from the first update), then the simulator
-(or the publisher) and the source; once the source world holds everything the simulator makes
-(`complete`) and every far end has seen devices (and the ROS 2 far end has had a sample of each
-device's topics since it found them: DDS does not keep what a volatile writer sent before a
-reader matched), the simulator stops (the source world freezes) and each far end is polled
-until it agrees with what the test expects from the frozen world (or a deadline passes; the
-test then says what differs). Each `ros2://` has a DDS domain of its own (`domain`), on
-loopback, so tests running at once never meet.
+against): a ROS 2 robot into every sink; and `ros2+zenoh://`, the same robots put at a
+router by a publisher made of zenoh alone (`start_ros2_zenoh_robots`).
+
+One `run_source` per source: the sinks and their far ends start first (so each far end sees
+everything from the first update), then the simulator (or the publisher) and the source; once
+the source world holds everything the simulator makes (`complete`) and every far end has seen
+devices (and the ROS 2 far end has had a sample of each device's topics since it found them: DDS
+does not keep what a volatile writer sent before a reader matched), the simulator stops (the
+source world freezes) and each far end is polled until it agrees with what the test expects from
+the frozen world (or a deadline passes; the test then says what differs). Each `ros2://` has a
+DDS domain of its own (`domain`), on loopback, so tests running at once never meet.
 """
 
 from __future__ import annotations
