@@ -5,20 +5,24 @@ own, with a world of their own), a Foxglove WebSocket client (subprotocol `foxgl
 protobuf decoded with the schema the server advertised), a viewer client (subprotocol
 `robowire.viewer.v1`, frames decoded by `robowire.viewer.frames.decode_frame`) and, for
 `ros2://`, the independent ROS 2 subscriber (tests/ros2/subscriber.py in another process: DDS
-discovery, types and CDR from rosbags). Every far end reduces what it saw to `Seen`: far-end
-device id -> `Obs`, so the test compares one shape.
+discovery, types and CDR from rosbags) and, for `ros2+zenoh://`, a subscriber made of zenoh
+alone at a router of its own (`Ros2ZenohFarEnd`: rmw_zenoh's keys and attachments checked, CDR
+from rosbags). Every far end reduces what it saw to `Seen`: far-end device id -> `Obs`, so the
+test compares one shape.
 
 The sources are every protocol with a simulator and `ros2://`, fed by the independent ROS 2
 publisher (tests/ros2/publisher.py in another process, the robots `listen ros2://` is tested
-against): a ROS 2 robot into every sink. One `run_source` per source: the sinks and their far
-ends start first (so each far end sees everything from the first update), then the simulator
-(or the publisher) and the source; once the source world holds everything the simulator makes
-(`complete`) and every far end has seen devices (and the ROS 2 far end has had a sample of each
-device's topics since it found them: DDS does not keep what a volatile writer sent before a
-reader matched), the simulator stops (the source world freezes) and each far end is polled
-until it agrees with what the test expects from the frozen world (or a deadline passes; the
-test then says what differs). Each `ros2://` has a DDS domain of its own (`domain`), on
-loopback, so tests running at once never meet.
+against): a ROS 2 robot into every sink; and `ros2+zenoh://`, the same robots put at a
+router by a publisher made of zenoh alone (`start_ros2_zenoh_robots`).
+
+One `run_source` per source: the sinks and their far ends start first (so each far end sees
+everything from the first update), then the simulator (or the publisher) and the source; once
+the source world holds everything the simulator makes (`complete`) and every far end has seen
+devices (and the ROS 2 far end has had a sample of each device's topics since it found them: DDS
+does not keep what a volatile writer sent before a reader matched), the simulator stops (the
+source world freezes) and each far end is polled until it agrees with what the test expects from
+the frozen world (or a deadline passes; the test then says what differs). Each `ros2://` has a
+DDS domain of its own (`domain`), on loopback, so tests running at once never meet.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ import re
 import struct
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,9 +49,14 @@ from typing import Any
 from unittest import mock
 
 import websockets
+import xxhash
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-from tests.ros2 import subscriber
+from tests.ros2 import publisher, subscriber
 from tests.ros2.test_listen import spec as ros2_robots
+from tests.ros2.test_zenoh_listen import attachment as zenoh_attachment
+from tests.ros2.test_zenoh_listen import key as zenoh_key
+from tests.ros2.test_zenoh_listen import transient_local as zenoh_transient_local
+from tests.ros2.test_zenoh_node import session as zenoh_session
 
 from robowire import protocols
 from robowire.gateway import Gateway, open_sim, open_sink, open_source
@@ -68,7 +79,7 @@ def sinks() -> tuple[str, ...]:
     return (*(p.name for p in protocols.landed() if p.open_sink is not None), *sink_names())
 
 
-PEERS = ("ros2",)  # sources with no simulator, fed by an independent peer (`start_source`)
+PEERS = ("ros2", "ros2+zenoh")  # sources with no simulator, fed by an independent peer
 SOURCES = sources()
 SINKS = sinks()
 WAIT = 25.0  # seconds: generous, only a hang takes this long
@@ -572,6 +583,194 @@ async def start_ros2_robots(front: Gateway) -> Stop:
     return stop_publishing
 
 
+# -- ROS 2 over rmw_zenoh -------------------------------------------------------------------------
+
+ZENOH_DOMAIN = 0  # what `ros2+zenoh://HOST:PORT` uses when no ?domain= (and no ROS_DOMAIN_ID)
+
+
+class Ros2ZenohFarEnd(Ros2FarEnd):
+    """A subscriber made of zenoh alone, as a ROS 2 node on rmw_zenoh_cpp subscribes (its
+    docs/design.md): every data key of the domain (`0/**`), read as `Ros2FarEnd` reads the
+    DDS subscriber's samples. Each sample is checked as rmw_zenoh would take it, independently
+    of robowire's ROS 2 code: the key is `<domain>/<topic>/<DDS type>/<hash>` with rosbags'
+    RIHS01 hash of the type; the attachment is there (sequence number, source time, a 16-byte
+    GID), the sequence numbers of each publisher rise, the source time is that of sending, and
+    the GID is the XXH3-128 of a publisher token in the graph (`@ros2_lv/…/MP/…`) for that
+    very topic, type and hash; the bytes are decoded by rosbags. What fails is an error.
+
+    Zenoh delivers on its own threads: samples wait in a list until the event loop reads them
+    (`seen`, `caught_up`)."""
+
+    def __init__(self, session: Any) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+        self._came: list[tuple[str, bytes, bytes | None, int]] = []
+        self._publishers: dict[bytes, str] = {}  # GID -> the publisher token it hashes
+        self._sent_by: dict[tuple[str, bytes], int] = {}  # (data key, GID) -> samples
+        self._sequence: dict[bytes, int] = {}  # GID -> the last sequence number
+        self._declared = [
+            session.declare_subscriber(f"{ZENOH_DOMAIN}/**", self._received),
+            session.liveliness().declare_subscriber(
+                f"@ros2_lv/{ZENOH_DOMAIN}/**", self._token, history=True
+            ),
+        ]
+
+    def _received(self, sample: Any) -> None:
+        extra = sample.attachment
+        came = (str(sample.key_expr), sample.payload.to_bytes(), extra and extra.to_bytes())
+        with self._lock:
+            self._came.append((*came, time.time_ns()))
+
+    def _token(self, sample: Any) -> None:
+        token = str(sample.key_expr)
+        if token.split("/")[5:6] == ["MP"]:  # (kept when it goes: samples may still be read)
+            gid = xxhash.xxh3_128_intdigest(token.encode()).to_bytes(16, "little")
+            with self._lock:
+                self._publishers[gid] = token
+
+    def _take(self) -> None:
+        with self._lock:
+            came, self._came = self._came, []
+        for key, payload, extra, received in came:
+            self.take(key, payload, extra, received)
+
+    def take(self, key: str, payload: bytes, extra: bytes | None, received: int) -> None:
+        _, *topic, dds_type, type_hash = key.split("/")
+        parsed = subscriber.DDS_TYPE.fullmatch(dds_type)
+        ros_type = f"{parsed[1]}/msg/{parsed[3]}" if parsed else ""
+        if not topic or ros_type not in subscriber.STORE.fielddefs:
+            self.errors.append(f"{key}: not a data key of a type rosbags knows")
+            return
+        if type_hash != subscriber.STORE.hash_rihs01(ros_type):
+            self.errors.append(f"{key}: not rosbags' hash of {ros_type}")
+        if extra is None or len(extra) != 33 or extra[16] != 16:
+            self.errors.append(f"{key}: attachment {extra!r} is not rmw_zenoh's")
+            return
+        sequence, nanos = struct.unpack_from("<qq", extra)
+        gid = extra[17:]
+        if sequence <= self._sequence.get(gid, 0):
+            self.errors.append(f"{key}: sequence {sequence} after {self._sequence[gid]}")
+        if not 0 <= received - nanos < 10**10:
+            self.errors.append(f"{key}: source time {nanos} for a sample that came at {received}")
+        self._sequence[gid] = sequence
+        self._sent_by[(key, gid)] = self._sent_by.get((key, gid), 0) + 1
+        try:
+            message = subscriber.STORE.deserialize_cdr(payload, ros_type)
+        except Exception as exc:
+            self.errors.append(f"{key}: rosbags: {exc}")
+            return
+        sample = {"topic": "/" + "/".join(topic), "type": ros_type}
+        self.read({**sample, "message": subscriber.to_json(message, limit=10**6)})
+
+    def graph_errors(self) -> list[str]:
+        """Each publisher (GID) that sent samples, and what its token says: a publisher of
+        that key's topic, type and hash."""
+        out = []
+        with self._lock:
+            publishers = dict(self._publishers)
+        for (key, gid), count in self._sent_by.items():
+            _, *topic, dds_type, type_hash = key.split("/")
+            token = publishers.get(gid, "")
+            named = token.split("/")[9:12]
+            if named != ["%" + "%".join(topic), dds_type, type_hash]:
+                out.append(f"{key}: {count} samples from GID {gid.hex()}, whose token is {token!r}")
+        return out
+
+    def seen(self) -> Seen:
+        self._take()
+        return super().seen()
+
+    def caught_up(self, world: World) -> bool:
+        self._take()
+        return super().caught_up(world)
+
+    def close(self) -> None:
+        for declared in self._declared:
+            declared.undeclare()
+
+
+async def ros2_zenoh_leg(front: Gateway) -> Leg:
+    """`serve ros2+zenoh://127.0.0.1:PORT` at a router of its own (zenoh's router mode on a
+    free loopback port, as tests/ros2/test_zenoh_*.py play rmw_zenohd), read by a
+    `Ros2ZenohFarEnd` at that router. The sink writes a device when it changes (a parked UgCS
+    vehicle once): the source starts only once the sink's session knows the subscription (a
+    probe publisher of a key under it, declared on that session, matches)."""
+    port = free_port()
+    router = zenoh_session(port, "router")
+    reader = zenoh_session(port, "peer")
+    far = Ros2ZenohFarEnd(reader)
+    sink = open_sink(f"ros2+zenoh://127.0.0.1:{port}")
+    front.add(sink)
+
+    async def close() -> None:
+        far.close()
+        for opened in (reader, router):
+            opened.close()
+
+    try:
+        await asyncio.wait_for(sink.ready.wait(), WAIT)
+        session = getattr(sink, "session", None)
+        assert session is not None, "the sink is up with no Zenoh session"
+        probe = session.declare_publisher(f"{ZENOH_DOMAIN}/robowire_matrix_probe")
+        known = await until(lambda: probe.matching_status.matching)
+        probe.undeclare()
+        assert known, "the sink's session never learnt of the far end's subscription"
+    except BaseException:
+        await close()
+        raise
+
+    def errors() -> list[str]:
+        return far.errors + far.graph_errors()
+
+    return Leg("ros2+zenoh", sink, far.seen, close, lambda: True, far.caught_up, errors)
+
+
+async def start_ros2_zenoh_robots(front: Gateway) -> Stop:
+    """The robots of `start_ros2_robots` (tests/ros2/test_listen.py's `spec`) on rmw_zenoh:
+    put 20 times a second at a router of their own (zenoh's router mode, a free loopback port)
+    by a publisher made of zenoh alone, as test_zenoh_listen.py's publisher puts them (its
+    keys and attachments, the /tf_static publisher cached as rmw_zenoh declares a
+    transient-local one, put once; CDR from rosbags, tests/ros2/publisher.py), and read into
+    `front` by `listen ros2+zenoh://127.0.0.1:PORT`."""
+    port = free_port()
+    router = zenoh_session(port, "router")
+    peer = zenoh_session(port, "peer")
+    topics = []
+    for entry in ros2_robots(ZENOH_DOMAIN)["topics"]:
+        raw = entry.get("raw")
+        data = bytes.fromhex(raw) if raw else publisher.serialize(entry["type"], entry["message"])
+        key = zenoh_key(entry["topic"].lstrip("/"), entry["type"])
+        if entry["qos"] == "tf_static":
+            declared = zenoh_transient_local(peer, key)
+        else:
+            declared = peer.declare_publisher(key)
+        topics.append((declared, data, entry["qos"] == "tf_static"))
+    source = open_source(f"ros2+zenoh://127.0.0.1:{port}")
+    front.add(source)
+
+    async def publish() -> None:
+        sequence = 0
+        while True:
+            sequence += 1
+            for declared, data, once in topics:
+                if sequence == 1 or not once:
+                    declared.put(data, attachment=zenoh_attachment(sequence))
+            await asyncio.sleep(0.05)
+
+    task = asyncio.create_task(publish())
+
+    async def stop_publishing() -> None:
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
+        for declared, _, _ in topics:
+            declared.undeclare()
+        for opened in (peer, router):
+            opened.close()
+
+    return stop_publishing
+
+
 async def open_leg(name: str, front: Gateway, mirrored: str) -> Leg:
     """The sink `name` in `front` and its far end (the XRP sink mirrors `mirrored`)."""
     if name == "foxglove":
@@ -580,6 +779,8 @@ async def open_leg(name: str, front: Gateway, mirrored: str) -> Leg:
         return await viewer_leg(front)
     if name == "ros2":
         return await ros2_leg(front)
+    if name == "ros2+zenoh":
+        return await ros2_zenoh_leg(front)
     return await protocol_leg(name, front, mirrored)
 
 
@@ -593,6 +794,7 @@ MIRRORED = {
     "ugcs": "SIM-0002",
     "vrsp": "2",
     "ros2": "robot1",
+    "ros2+zenoh": "robot1",
 }
 """The device the XRP sink mirrors (`?device=`) for each source."""
 
@@ -613,6 +815,8 @@ async def start_source(name: str, front: Gateway) -> Stop:
     ros2://`. Returns what stops the simulator."""
     if name == "ros2":
         return await start_ros2_robots(front)
+    if name == "ros2+zenoh":
+        return await start_ros2_zenoh_robots(front)
     sims = Gateway()
     options = SIM_OPTIONS.get(name, SimOptions(port=0, count=SIM_COUNT, rate=20))
     if protocols.get(name).sends:  # the source binds first, the simulator sends to it
@@ -652,7 +856,7 @@ def complete(name: str, world: World) -> bool:
         return len(devices) == 3 and all(d.geodetic is not None for d in devices.values())
     if name == "vrsp":
         return len(devices) == 4 and all("led_red" in d.telemetry for d in devices.values())
-    if name == "ros2":  # the publisher's robots, each as its topics make it
+    if name in PEERS:  # the publisher's robots, each as its topics make it
         names = {"robot1", "robot1/arm", "dock", "vrpn_mocap/rb1", "rover", "car", "boat"}
         return (
             names <= set(devices)

@@ -55,6 +55,7 @@ POSITIONS = {  # the positions each far end holds, one per device that has one
     "http": {GOOD, F32_HUGE},
     "zenoh": {GOOD, (HUGE, -HUGE, 0.0)},
     "ros2": {GOOD, (HUGE, -HUGE, 0.0)},  # /tf's doubles
+    "ros2+zenoh": {GOOD, (HUGE, -HUGE, 0.0)},
 }
 FIXES = {"ugcs": {GOOD_FIX}}  # the UgCS far end's devices are placed by their fixes
 

@@ -298,7 +298,8 @@ def problems(
             check(abs(math.hypot(*first) - 1.25) < 0.02, f"robot placed at {first}", "pos")
         check(o.telemetry.get("gyro_angle_z", (0, ""))[1] == "deg", "gyro_angle_z in deg")
         check(o.telemetry.get("encoder_0_distance", (0, ""))[1] == "m", "encoder distance in m")
-    elif sink == "ros2":  # a TF frame per device, its own topics, /diagnostics (docs/ros2.md)
+    elif sink in ("ros2", "ros2+zenoh"):  # a TF frame per device, its own topics, /diagnostics
+        # (docs/ros2.md): the same topics over DDS and over rmw_zenoh
         frames = {d.device_id: ros_frame(d, world.tables[d.source].protocol) for d in devices}
         same_keys(
             {

@@ -35,6 +35,18 @@ def attachment(sequence: int) -> bytes:
     return struct.pack("<qqB", sequence, time.time_ns(), 16) + GID
 
 
+def transient_local(session: Any, key: str) -> Any:
+    """A publisher as rmw_zenoh declares a transient-local topic's (/tf_static's): a cache
+    of its last sample for late subscribers, publisher detection, miss detection."""
+    return zenoh.ext.declare_advanced_publisher(
+        session,
+        key,
+        cache=zenoh.ext.CacheConfig(1),
+        publisher_detection=True,
+        sample_miss_detection=zenoh.ext.MissDetectionConfig(heartbeat=None, sporadic_heartbeat=0.5),
+    )
+
+
 def tf(x: float, child: str = "drone7") -> bytes:
     stamp = T["builtin_interfaces/msg/Time"](sec=1_700_000_000, nanosec=0)
     transform = T["geometry_msgs/msg/TransformStamped"](
@@ -52,13 +64,7 @@ async def test_listen_reads_rmw_zenoh_samples_and_names_the_bad_ones() -> None:
     port = free_port()
     router = session(port, "router")
     publisher = session(port, "peer")
-    static = zenoh.ext.declare_advanced_publisher(  # as rmw_zenoh declares /tf_static's
-        publisher,
-        key("tf_static", TF_TYPE),
-        cache=zenoh.ext.CacheConfig(1),
-        publisher_detection=True,
-        sample_miss_detection=zenoh.ext.MissDetectionConfig(heartbeat=None, sporadic_heartbeat=0.5),
-    )
+    static = transient_local(publisher, key("tf_static", TF_TYPE))
     static.put(tf(4.0, "dock"), attachment=attachment(1))  # before the source comes
     source = open_source(f"ros2+zenoh://127.0.0.1:{port}")
     assert isinstance(source, ZenohRos2Source)

@@ -27,7 +27,9 @@ TF_TYPE = "tf2_msgs/msg/TFMessage"
 
 
 def session(port: int, mode: str) -> Any:
-    config: dict[str, Any] = {"mode": mode, "scouting": {"multicast": {"enabled": False}}}
+    # no multicast scouting, so nothing to wait for (its default delay holds `open` 0.5 s)
+    scouting = {"multicast": {"enabled": False}, "delay": 0}
+    config: dict[str, Any] = {"mode": mode, "scouting": scouting}
     key = "listen" if mode == "router" else "connect"
     config[key] = {"endpoints": [f"tcp/127.0.0.1:{port}"]}
     return zenoh.open(zenoh.Config.from_json5(json.dumps(config)))

@@ -104,6 +104,45 @@ async def test_serve_puts_the_worlds_topics_on_rmw_zenoh() -> None:
         router.close()
 
 
+async def test_a_subscriber_that_joins_later_gets_devices_that_no_longer_change() -> None:
+    """A volatile topic gives a new subscriber nothing put before it; when its liveliness
+    token (rmw_zenoh's design document: a subscription of /tf) appears, the sink sends /tf
+    again for every device, though the world has not changed."""
+    port = free_port()
+    router = session(port, "router")
+    peer = session(port, "peer")
+    sink = open_sink(f"ros2+zenoh://127.0.0.1:{port}")
+    gateway = Gateway().add(sink)
+    task = asyncio.create_task(gateway.run())
+    got: list[bytes] = []
+    declared: list[Any] = []
+    try:
+        await until(lambda: sink.ready.is_set(), "the sink at the router")
+        gateway.world.update_device(
+            "lab", "parked", receive_time=time.time(), kind="rover", position=[4.0, 5.0, 6.0]
+        )
+        await until(lambda: "/tf" in sink.writers, "the parked rover on /tf")
+        declared.append(
+            peer.declare_subscriber(key("tf", TF_TYPE), lambda s: got.append(s.payload.to_bytes()))
+        )
+        await asyncio.sleep(0.5)
+        assert got == []  # nothing changed: nothing is sent
+        zid, tf_hash = str(peer.info.zid()), STORE.hash_rihs01(TF_TYPE)
+        token = f"@ros2_lv/0/{zid}/0/1/MS/%/%/listener/%tf/tf2_msgs::msg::dds_::TFMessage_/"
+        declared.append(peer.liveliness().declare_token(f"{token}{tf_hash}/::,10:,:,:,,"))
+        await until(lambda: len(got) >= 1, "/tf again once the subscription is in the graph")
+        (transform,) = STORE.deserialize_cdr(got[0], TF_TYPE).transforms
+        assert transform.child_frame_id == "parked"
+        assert transform.transform.translation.z == 6.0
+    finally:
+        gateway.stop()
+        await task
+        for made in declared:
+            made.undeclare()
+        peer.close()
+        router.close()
+
+
 def test_bad_urls_are_config_errors() -> None:
     with pytest.raises(ConfigError, match="qos must be one of"):
         open_sink("ros2+zenoh://127.0.0.1:7447?qos=fast")

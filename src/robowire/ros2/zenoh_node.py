@@ -13,13 +13,16 @@ the source time, the writer's GID).
 
 The graph (`Graph`) is what the node's liveliness subscriber has seen of the other
 entities in its domain: which subscriptions a writer has (`matched`), and which publishers
-there are (for `listen ros2+zenoh://`).
+there are (for `listen ros2+zenoh://`). `joined(ros_topic)`, if given, is called (on a Zenoh
+thread) each time a subscription's token appears, as `dds.Node`'s is when a reader matches:
+a volatile topic gives a new subscriber nothing put before it.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from robowire.errors import TransportError
@@ -42,7 +45,8 @@ class Graph:
         self._alive: dict[str, Entity] = {}
         self.ignored = 0  # tokens under @ros2_lv that are not an entity rmw_zenoh would take
 
-    def seen(self, key: str, alive: bool) -> None:
+    def seen(self, key: str, alive: bool) -> Entity | None:
+        """Take a token that came (`alive`) or went; its entity (None: not one)."""
         entity = rmw_zenoh.parse_token(key)
         with self._lock:
             if entity is None:
@@ -51,6 +55,7 @@ class Graph:
                 self._alive[key] = entity
             else:
                 self._alive.pop(key, None)
+        return entity
 
     def entities(self, kind: str | None = None) -> list[Entity]:
         with self._lock:
@@ -101,9 +106,15 @@ class ZenohNode:
     """A ROS 2 node on an open Zenoh session (see the module docstring)."""
 
     def __init__(
-        self, session: zenoh.Session, domain: int, name: str = "robowire", namespace: str = "/"
+        self,
+        session: zenoh.Session,
+        domain: int,
+        name: str = "robowire",
+        namespace: str = "/",
+        joined: Callable[[str], None] | None = None,
     ) -> None:
         self.session = session
+        self.joined = joined
         self.domain_id = domain
         self.name = name
         self.namespace = namespace
@@ -123,7 +134,12 @@ class ZenohNode:
     def _token_seen(self, sample: Any) -> None:
         import zenoh
 
-        self.graph.seen(str(sample.key_expr), sample.kind == zenoh.SampleKind.PUT)
+        alive = sample.kind == zenoh.SampleKind.PUT
+        entity = self.graph.seen(str(sample.key_expr), alive)
+        if not alive or entity is None or self.joined is None:
+            return
+        if entity.kind == rmw_zenoh.SUBSCRIPTION:  # a subscriber came: its topic again
+            self.joined(entity.topic)
 
     def _entity(self, kind: str, ros_topic: str, ros_type: str, profile: Profile) -> Entity:
         entity = Entity(

@@ -4,7 +4,10 @@ the world on ROS 2 over rmw_zenoh (docs/ros2.md, "Zenoh").
 The same topics, types, QoS and options as `serve ros2://` (`Ros2Sink`, `topics.Topics`),
 written through a `ZenohNode` at the router at HOST:PORT (rmw_zenohd, 7447 by default)
 instead of a DDS node: keys, attachments and liveliness tokens as rmw_zenoh's. A router that
-is not up yet is waited for (retried with backoff, said once), as the Zenoh sink does.
+is not up yet is waited for (retried with backoff, said once), as the Zenoh sink does. When a
+subscription appears in the graph (its liveliness token), the next pull sends its topic again
+for every device, as `serve ros2://` does when a reader matches: a ROS 2 node started later
+sees the devices that no longer change.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ class ZenohRos2Sink(Ros2Sink):
 
     async def serve(self, world: World) -> None:
         session = self.session = await open_when_up(self.link, self.name)
-        self.node = ZenohNode(session, self.domain)
+        self.node = ZenohNode(session, self.domain, joined=self._joined.add)
         self.listening((self.link.host, self.link.port))
         await asyncio.Future()
 
