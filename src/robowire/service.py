@@ -534,6 +534,11 @@ class Sink(Service):
                         pause = budget.wait(monotonic())
                         if pause > 0.0:  # (a server that ends meanwhile is seen next turn)
                             await asyncio.wait([server], timeout=pause)
+                            continue
+                    if isinstance(changes, Subscription):
+                        # the loop goes round between two turns of a queue: its wait returns
+                        # at once while the queue holds the rest, without yielding
+                        await asyncio.sleep(0)
             finally:
                 server.cancel()
                 await asyncio.gather(server, return_exceptions=True)
