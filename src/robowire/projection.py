@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from robowire import quaternions
 from robowire.service import Service, Sink
 from robowire.world import LogEvent, Update, World
 from robowire.world.model import ATTRIBUTES, GEODETIC, LINKS, ORIENTATION, POSITION, VELOCITY
@@ -50,22 +51,6 @@ def yaw_quaternion(degrees: float) -> Quaternion:
     """The rotation by `degrees` about the Up axis (counter-clockwise seen from above)."""
     half = math.radians(degrees) / 2
     return (math.cos(half), 0.0, 0.0, math.sin(half))
-
-
-def quaternion_multiply(a: FloatArray, b: FloatArray) -> FloatArray:
-    """Hamilton products a * b of quaternions (w, x, y, z), rows broadcast."""
-    aw, ax, ay, az = (a[..., i] for i in range(4))
-    bw, bx, by, bz = (b[..., i] for i in range(4))
-    product: FloatArray = np.stack(
-        [
-            aw * bw - ax * bx - ay * by - az * bz,
-            aw * bx + ax * bw + ay * bz - az * by,
-            aw * by - ax * bz + ay * bw + az * bx,
-            aw * bz + ax * by - ay * bx + az * bw,
-        ],
-        axis=-1,
-    )
-    return product
 
 
 def rotation_matrix(q: Quaternion) -> FloatArray:
@@ -100,7 +85,7 @@ class Transform:
         return out
 
     def orientation(self, q: FloatArray) -> FloatArray:
-        return quaternion_multiply(np.asarray(self.rotation, dtype=np.float64), q)
+        return quaternions.multiply(np.asarray(self.rotation, dtype=np.float64), q)
 
     def geodetic(self, enu: FloatArray) -> FloatArray:
         """WGS84 lat, lon, alt (n, 3) of ENU points of the sink frame (needs `origin`)."""

@@ -51,9 +51,10 @@ import numpy as np
 
 from robowire.endpoints import Endpoint
 from robowire.errors import ConfigError, DecodeError, RobowireError, TransportError
+from robowire.quaternions import rotate
 from robowire.ros2 import dds, decode, names
 from robowire.ros2.decode import Decoded
-from robowire.ros2.tf import TfTree, compose, rotate
+from robowire.ros2.tf import TfTree, compose
 from robowire.service import Source
 from robowire.timebase import monotonic
 from robowire.wire import PacketDropped, Report

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from robowire.quaternions import multiply, rotate
 from robowire.ros2.decode import Decoded
 
 FloatArray = npt.NDArray[np.float64]
@@ -31,30 +32,6 @@ IndexArray = npt.NDArray[np.intp]
 ROW_CACHE = 512  # name tuples whose rows are kept (two per /tf layout: children, parents)
 UNIT_TOLERANCE = 0.01  # tf2 refuses a rotation whose norm is further from 1 than this
 _IDENTITY = np.array([1.0, 0.0, 0.0, 0.0])
-
-
-def multiply(a: FloatArray, b: FloatArray) -> FloatArray:
-    """Quaternion products a * b, rows of (w, x, y, z)."""
-    aw, ax, ay, az = a.T
-    bw, bx, by, bz = b.T
-    return np.stack(
-        (
-            aw * bw - ax * bx - ay * by - az * bz,
-            aw * bx + ax * bw + ay * bz - az * by,
-            aw * by - ax * bz + ay * bw + az * bx,
-            aw * bz + ax * by - ay * bx + az * bw,
-        ),
-        axis=-1,
-    )
-
-
-def rotate(q: FloatArray, v: FloatArray) -> FloatArray:
-    """Vectors v (n, 3) rotated by unit quaternions q (n, 4)."""
-    w = q[:, :1]
-    u = q[:, 1:]
-    twice = 2.0 * np.cross(u, v)
-    result: FloatArray = v + w * twice + np.cross(u, twice)
-    return result
 
 
 def compose(

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from robowire import quaternions
 from robowire.errors import DecodeError
 from robowire.world.table import SlotArray, SourceTable
 
@@ -124,27 +125,13 @@ def beams(table: SourceTable, slots: SlotArray) -> npt.NDArray[np.float64]:
         lit: npt.NDArray[np.bool_] = np.ones(n, dtype=bool)
         if light:
             lit = np.asarray((np.nan_to_num(np.stack(light, axis=1)) > 0).any(axis=1))
-        w, x, y, z = _qmul(body, gimbal).T
+        w, x, y, z = quaternions.multiply(body, gimbal).T
         aim = np.stack(
             [2 * (x * y - w * z), 1 - 2 * (x * x + z * z), 2 * (y * z + w * x)], axis=1
         )  # the rotated +y (North) axis
         use = np.isnan(out[:, 0]) & ~np.isnan(gimbal).any(axis=1) & lit
         out[use] = aim[use]
     return out
-
-
-def _qmul(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    aw, ax, ay, az = a.T
-    bw, bx, by, bz = b.T
-    return np.stack(
-        [
-            aw * bw - ax * bx - ay * by - az * bz,
-            aw * bx + ax * bw + ay * bz - az * by,
-            aw * by - ax * bz + ay * bw + az * bx,
-            aw * bz + ax * by - ay * bx + az * bw,
-        ],
-        axis=1,
-    )
 
 
 def block_size(n: int, beam: bool) -> int:

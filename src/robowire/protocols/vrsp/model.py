@@ -54,6 +54,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
+from robowire import quaternions
 from robowire.errors import ConfigError
 from robowire.protocols.vrsp import font
 from robowire.protocols.vrsp.definitions import (
@@ -174,31 +175,11 @@ def _palette(stops: tuple[tuple[int, int, int], ...]) -> F32:
     return np.stack([np.interp(x, where, ring[:, c]) for c in range(3)], axis=1).astype(np.float32)
 
 
-def qmul(a: F32, b: F32) -> F32:
-    """Hamilton products of rows of (w, x, y, z) quaternions."""
-    aw, ax, ay, az = a[:, 0], a[:, 1], a[:, 2], a[:, 3]
-    bw, bx, by, bz = b[:, 0], b[:, 1], b[:, 2], b[:, 3]
-    out = np.empty(np.broadcast_shapes(a.shape, b.shape), dtype=np.float32)
-    out[:, 0] = aw * bw - ax * bx - ay * by - az * bz
-    out[:, 1] = aw * bx + ax * bw + ay * bz - az * by
-    out[:, 2] = aw * by - ax * bz + ay * bw + az * bx
-    out[:, 3] = aw * bz + ax * by - ay * bx + az * bw
-    return out
-
-
 def yaw_pitch(yaw: F64, pitch: F64) -> F32:
     """Quaternions of a turn `yaw` (rad) about +Y, then `pitch` (rad) about the turned +X."""
     cy, sy = np.cos(yaw * 0.5), np.sin(yaw * 0.5)
     cp, sp = np.cos(pitch * 0.5), np.sin(pitch * 0.5)
     return np.stack([cy * cp, cy * sp, sy * cp, -sy * sp], axis=1).astype(np.float32)
-
-
-def rotate(q: F32, v: F64) -> F64:
-    """Vectors `v` (m, 3) rotated by unit quaternions `q` (m, 4)."""
-    w = q[:, :1].astype(np.float64)
-    u = q[:, 1:].astype(np.float64)
-    t = 2.0 * np.cross(u, v)
-    return np.asarray(v + w * t + np.cross(u, t), dtype=np.float64)
 
 
 # -- formations --------------------------------------------------------------------------------
@@ -632,7 +613,7 @@ class LightShow:
             pitch = np.arctan2(-aim[:, 1], np.hypot(aim[:, 0], aim[:, 2]))
             world = yaw_pitch(yaw, pitch)
             inverse = body[rows] * np.array([1, -1, -1, -1], dtype=np.float32)
-            gimbal[rows, slot] = qmul(inverse, world)
+            gimbal[rows, slot] = quaternions.multiply(inverse, world)
         return light, cue, since, gimbal
 
 
