@@ -71,7 +71,10 @@ def children(pid: int) -> set[int]:
     """The processes `pid` started that are still running."""
     found = set()
     for task in Path(f"/proc/{pid}/task").iterdir():
-        found |= {int(p) for p in (task / "children").read_text().split()}
+        try:
+            found |= {int(p) for p in (task / "children").read_text().split()}
+        except FileNotFoundError:  # a thread that ended since the listing started no one
+            continue
     return found
 
 
