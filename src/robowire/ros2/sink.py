@@ -40,6 +40,10 @@ SINK_OPTIONS = frozenset({"domain", "prefix", "frame", "qos", "device_topics", "
 QOS = {"reliable": dds.RELIABLE, "sensor": dds.SENSOR}
 DEFAULT_RATE = 30.0
 DIAGNOSTICS_PERIOD = 1.0  # seconds between /diagnostics (diagnostic_updater's default rate)
+# A joined topic is sent again this much later: discovery is two-sided, and what the writer
+# sends between matching a new reader and that reader matching the writer is lost to it (a
+# volatile reader starts at the writer's next sample)
+REJOIN_AGAIN = 1.0
 
 
 class Writing(Protocol):
@@ -81,6 +85,7 @@ class Ros2Sink(Sink):
             "rosout": dds.ROSOUT,
         }
         self._joined: set[str] = set()  # topics a reader joined since the last pull (DDS adds)
+        self._again: dict[str, float] = {}  # joined topics to send again, and when
         self.max_rate = rate
         self.url = f"ROS 2 domain {domain} (discovery {scope.lower()}) as node /robowire"
         self.node: Publishing | None = None
@@ -105,9 +110,9 @@ class Ros2Sink(Sink):
             elif len(item) and (table := world.tables.get(item.source)) is not None:
                 for message in self.topics.build(table, item):
                     self._send(message)
-        if self._joined:
-            self._send_state(world)
         now = time.time()
+        if self._joined or (self._again and now >= min(self._again.values())):
+            self._send_state(world, now)
         if now - self._diagnosed >= DIAGNOSTICS_PERIOD:
             self._diagnosed = now
             diagnostics = self.topics.diagnostics(world.tables, now)
@@ -116,11 +121,16 @@ class Ros2Sink(Sink):
         self._report_renamed()
         return True
 
-    def _send_state(self, world: World) -> None:
-        """The topics a reader joined, again, from every device's latest values."""
-        joined = set()
+    def _send_state(self, world: World, now: float) -> None:
+        """The topics a reader joined, again, from every device's latest values: now, and
+        once more `REJOIN_AGAIN` later."""
+        joined = {topic for topic, at in self._again.items() if at <= now}
+        for topic in joined:
+            del self._again[topic]
         while self._joined:  # (DDS's threads add to it meanwhile)
-            joined.add(self._joined.pop())
+            topic = self._joined.pop()
+            joined.add(topic)
+            self._again[topic] = now + REJOIN_AGAIN
         for table in list(world.tables.values()):
             if len(table):
                 for message in self.topics.build(table, snapshot(table)):
