@@ -31,14 +31,18 @@ def sample_capture(name: str) -> Path:
     return found[0]
 
 
-async def until(condition: Callable[[], bool], what: str, seconds: float = 60.0) -> None:
-    """Poll `condition` every 20 ms; AssertionError naming `what` if it does not hold within
-    `seconds` (generous: a loaded 2-core machine is slow, a working one is quick)."""
+async def until(
+    condition: Callable[[], bool], what: str | Callable[[], str], seconds: float = 60.0
+) -> None:
+    """Poll `condition` every 20 ms; AssertionError naming `what` (or what it returns then: the
+    state that explains a failure) if it does not hold within `seconds` (generous: a loaded
+    2-core machine is slow, a working one is quick)."""
     loop = asyncio.get_running_loop()
     end = loop.time() + seconds
     while not condition():
         if loop.time() > end:
-            raise AssertionError(f"not within {seconds:g} s: {what}")
+            said = what if isinstance(what, str) else what()
+            raise AssertionError(f"not within {seconds:g} s: {said}")
         await asyncio.sleep(0.02)
 
 

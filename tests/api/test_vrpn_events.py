@@ -59,7 +59,7 @@ def test_buttons_and_dials_of_the_mainline_server(tmp_path: Path) -> None:
     )
     port = free_port()
     server = subprocess.Popen(
-        [str(SERVER), "-f", str(config), "-q", "-NIC", "127.0.0.1", str(port)],
+        [str(SERVER), "-f", str(config), "-NIC", "127.0.0.1", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
