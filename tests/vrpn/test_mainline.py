@@ -217,9 +217,11 @@ async def test_mainline_client_sees_a_relay_as_the_server_itself(
         wanted = {"Tracker0/0", "Tracker0/1", "Button0", "Dial0", "Jsonnet", "Jsonnet/1"}
         await until(
             lambda: wanted <= set(gateway.world.table(source.name).ids),
-            lambda: f"the relay's world has every device of the server (missing: "
-            f"{sorted(wanted - set(gateway.world.table(source.name).ids))}; the source's "
-            f"connections: {source.connections}; vrpn_server exit status: {server.returncode})",
+            lambda: (
+                f"the relay's world has every device of the server (missing: "
+                f"{sorted(wanted - set(gateway.world.table(source.name).ids))}; the source's "
+                f"connections: {source.connections}; vrpn_server exit status: {server.returncode})"
+            ),
         )
         assert sink.address is not None
         relay = f"tcp://127.0.0.1:{sink.address[1]}"
