@@ -109,6 +109,12 @@ class Process:
                     raise AssertionError(f"no {pattern!r} in the output: {self.lines}")
                 self.changed.wait(min(left, 0.2))
 
+    def __enter__(self) -> Process:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
     def stop(self) -> None:
         self.proc.terminate()
         try:

@@ -39,14 +39,16 @@ def test_a_bad_range_is_one_line() -> None:
 
 
 def test_cyclone_configuration_of_each_range() -> None:
-    assert dds.cyclone_config("SUBNET", {}) is None
+    linger = f"<CycloneDDS><Domain Id='any'>{dds.WRITER_LINGER}</Domain></CycloneDDS>"
+    assert dds.cyclone_config("SUBNET", {}) == linger
     local = dds.cyclone_config("LOCALHOST", {})
-    assert local is not None and "address='127.0.0.1'" in local and "multicast='true'" in local
+    assert "address='127.0.0.1'" in local and "multicast='true'" in local
     off = dds.cyclone_config("OFF", {})
-    assert off is not None and "<AllowMulticast>false</AllowMulticast>" in off
+    assert "<AllowMulticast>false</AllowMulticast>" in off
+    # the user's file overrides our linger, and the range overrides the user's interfaces
     user = dds.cyclone_config("LOCALHOST", {"CYCLONEDDS_URI": "file:///etc/dds.xml"})
-    assert user is not None and user.startswith("file:///etc/dds.xml,<CycloneDDS>")
-    assert dds.cyclone_config("SUBNET", {"CYCLONEDDS_URI": "x.xml"}) == "x.xml"
+    assert user.startswith(f"{linger},file:///etc/dds.xml,<CycloneDDS>")
+    assert dds.cyclone_config("SUBNET", {"CYCLONEDDS_URI": "x.xml"}) == f"{linger},x.xml"
 
 
 def test_profiles_are_tf2s_and_rclcpps() -> None:

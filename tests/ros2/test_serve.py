@@ -12,8 +12,10 @@ import asyncio
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -27,7 +29,7 @@ from robowire.errors import ConfigError
 from robowire.gateway import Gateway, open_sink
 from robowire.ros2.sink import Ros2Sink
 from robowire.world import World
-from support import until
+from support import Process, until
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src"
@@ -365,3 +367,38 @@ def test_the_command_line_says_where_it_publishes(domain: int) -> None:
     bad = robowire("serve", "ros2://?qos=fast", "--from", "vrsp://127.0.0.1:0")
     assert bad.returncode != 0
     assert "Traceback" not in bad.stderr and "qos must be one of" in bad.stderr
+
+
+def test_ctrl_c_ends_serve_at_once_after_its_subscriber_was_killed(domain: int) -> None:
+    """A ROS 2 node killed while reading (its reliable readers never acknowledge again): the
+    gateway still ends within 2 s of Ctrl-C. (Cyclone DDS holds each reliable writer with
+    unacknowledged samples for its linger duration when it is deleted, one writer after
+    another: 1 s each by default, 7 s for this gateway's topics.)"""
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    with Process("sim", "vrpn", "--port", "0", "--count", "2", "--rate", "50") as sim:
+        port = sim.wait_for(r"listening on 127\.0\.0\.1:(\d+)")[1]
+        gateway = Process(
+            "bridge", f"vrpn://Tracker0@127.0.0.1:{port}", "--to", f"ros2://?domain={domain}"
+        )
+        with gateway:
+            gateway.wait_for("publishing on ROS 2 domain")
+            reader = subprocess.Popen(
+                [sys.executable, str(HERE / "subscriber.py"), "--domain", str(domain),
+                 "--duration", "60", "--localhost", "--stream"],
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+            )  # fmt: skip
+            try:
+                assert reader.stdout is not None
+                for _ in range(20):  # some samples read: its readers are matched
+                    assert reader.stdout.readline(), "the subscriber ended"
+            finally:
+                reader.kill()
+                reader.wait()
+            gateway.proc.send_signal(signal.SIGINT)
+            began = time.monotonic()
+            gateway.proc.wait(30)
+            took = time.monotonic() - began
+    print(f"\nserve ros2:// ended {took:.2f} s after Ctrl-C")
+    assert gateway.proc.returncode == 130, gateway.lines  # Ctrl-C's, after a clean end
+    assert not any("Traceback" in line for line in gateway.lines), gateway.lines
+    assert took < 2.0, f"ended {took:.1f} s after Ctrl-C"

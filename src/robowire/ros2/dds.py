@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -109,11 +110,23 @@ def discovery_range(environ: Mapping[str, str] = os.environ) -> str:
     return "SUBNET"
 
 
-def cyclone_config(scope: str, environ: Mapping[str, str] = os.environ) -> str | None:
-    """The Cyclone DDS configuration of a discovery range, after the user's `CYCLONEDDS_URI`
-    (as rmw_cyclonedds_cpp adds its own): SUBNET is Cyclone's default (None when the user set
-    nothing); LOCALHOST keeps discovery and data on the loopback interface; OFF also sends no
-    multicast, so only participants of this process meet."""
+WRITER_LINGER = "<Internal><WriterLingerDuration>0s</WriterLingerDuration></Internal>"
+"""How long a reliable writer being deleted waits for its readers' acknowledgements: none,
+as `Node.close` has waited for all of them at once (`ACKS_AT_CLOSE`). Cyclone's default is 1 s
+a writer, one writer after another, so a reader that died unannounced (killed, its machine
+gone: no acknowledgement ever comes) held the gateway's Ctrl-C for a second per topic until
+its lease ran out. A user's `CYCLONEDDS_URI` may still set its own."""
+
+ACKS_AT_CLOSE = 0.5
+"""Seconds a closing node waits for its live readers to acknowledge what it wrote last."""
+
+
+def cyclone_config(scope: str, environ: Mapping[str, str] = os.environ) -> str:
+    """The Cyclone DDS configuration: our `WRITER_LINGER`, then the user's `CYCLONEDDS_URI`
+    (a later part overrides an earlier one), then the discovery range's own part (as
+    rmw_cyclonedds_cpp adds its own after the user's): SUBNET is Cyclone's default; LOCALHOST
+    keeps discovery and data on the loopback interface; OFF also sends no multicast, so only
+    participants of this process meet."""
     if scope == "SUBNET":
         snippet = ""
     elif scope == "LOCALHOST":
@@ -127,11 +140,12 @@ def cyclone_config(scope: str, environ: Mapping[str, str] = os.environ) -> str |
             "<AllowMulticast>false</AllowMulticast></General>"
             "<Discovery><ParticipantIndex>none</ParticipantIndex></Discovery>"
         )
-    user = environ.get("CYCLONEDDS_URI", "").strip()
-    if not snippet:
-        return user or None
-    xml = f"<CycloneDDS><Domain Id='any'>{snippet}</Domain></CycloneDDS>"
-    return f"{user},{xml}" if user else xml
+    parts = [_xml(WRITER_LINGER), environ.get("CYCLONEDDS_URI", "").strip(), _xml(snippet)]
+    return ",".join(part for part in parts if part)
+
+
+def _xml(settings: str) -> str:
+    return f"<CycloneDDS><Domain Id='any'>{settings}</Domain></CycloneDDS>" if settings else ""
 
 
 _domains: dict[int, Any] = {}
@@ -183,7 +197,7 @@ class Node:
         self.namespace = namespace
         config = cyclone_config(scope, environ)
         try:
-            if config is not None and domain not in _domains:
+            if domain not in _domains:
                 # (fails if this process joined that domain already: it is shared as it is)
                 with contextlib.suppress(DDSException):
                     _domains[domain] = Domain(domain, config)
@@ -275,9 +289,20 @@ class Node:
         self._info_writer.write(sample)
 
     def close(self) -> None:
-        """Leave the domain: every entity of the node is deleted with its participant."""
+        """Leave the domain: every entity of the node is deleted with its participant, once
+        its readers have acknowledged what it wrote (`ACKS_AT_CLOSE` at most, for all of its
+        writers at once)."""
+        from cyclonedds.core import DDSException
+
         participant, self.participant = self.participant, None
         if participant is not None:
+            end = time.monotonic() + ACKS_AT_CLOSE  # (Cyclone waits per writer only)
+            for writer in [self._info_writer, *(w.writer for w in self.writers)]:
+                left = end - time.monotonic()
+                if left <= 0.0:
+                    break
+                with contextlib.suppress(DDSException):
+                    writer.wait_for_acks(int(left * 1e9))
             self.writers.clear()
             self.readers.clear()
             self._topics.clear()
