@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rosbags.typesys import Stores, get_typestore
 
-from robowire.ros2.topics import MAX_STATUSES, Message, Topics, number
+from robowire.ros2.topics import DIAGNOSTICS_REFRESH, MAX_STATUSES, Message, Topics, number
 from robowire.world import World
 
 STORE = get_typestore(Stores.LATEST)
@@ -132,6 +132,10 @@ def test_diagnostics_take_every_device_in_turn_with_units_in_the_keys() -> None:
     second = decoded([topics.diagnostics(world.tables, 6.0)])["/diagnostics"][0]
     assert [s.hardware_id for s in second.status] == [f"show/{i}" for i in range(MAX_STATUSES, n)]
     assert topics.diagnostics(world.tables, 7.0) is None  # nothing changed since
+    # unchanged, each status is sent again before diagnostic_aggregator calls it stale (5 s)
+    again = decoded([topics.diagnostics(world.tables, 5.0 + DIAGNOSTICS_REFRESH)])
+    assert [s.hardware_id for s in again["/diagnostics"][0].status][:2] == ["show/0", "show/1"]
+    assert DIAGNOSTICS_REFRESH < 5.0
 
 
 def test_static_devices_go_to_tf_static_all_in_one_sample() -> None:

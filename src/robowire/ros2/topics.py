@@ -11,8 +11,9 @@
     <ns>/<device>/fix           sensor_msgs/NavSatFix, devices with a geodetic position
     <ns>/<device>/battery       sensor_msgs/BatteryState, devices with a battery (UgCS)
     /diagnostics                diagnostic_msgs/DiagnosticArray, once a second: a status per
-                                device whose telemetry changed (at most 1,000, in turn), a
-                                value per field, units in the keys
+                                device whose telemetry changed, or that was last sent 4 s ago
+                                (before diagnostic_aggregator's 5 s makes it stale), at most
+                                1,000, in turn; a value per field, units in the keys
     /rosout                     rcl_interfaces/Log: the sources' log lines (VRPN text, UgCS
                                 status messages), logger `robowire.<source>`
     <ns>/markers                visualization_msgs/MarkerArray: each source's devices in their
@@ -57,6 +58,7 @@ DEFAULT_NAMESPACE = "/robowire"
 VRPN_NAMESPACE = "/vrpn_mocap"
 WORLD = "world"
 MAX_STATUSES = 1000  # device statuses in one /diagnostics message (one a second)
+DIAGNOSTICS_REFRESH = 4.0  # seconds after which an unchanged device's status is sent again
 NOT_TELEMETRY = frozenset({POSITION, ORIENTATION, VELOCITY, GEODETIC, LINKS, ATTRIBUTES})
 DEFAULT_DEVICES = 100  # devices with topics of their own (10,000 drones: /tf and the markers)
 STATIC_ATTRIBUTE = "static"
@@ -138,6 +140,7 @@ class Topics:
         self._static: dict[str, tuple[float, np.ndarray]] = {}  # frame -> (time, x y z w x y z)
         self._static_dirty = False
         self._diagnosed: dict[str, np.ndarray] = {}  # source -> telemetry changed, per slot
+        self._diagnosed_at: dict[str, np.ndarray] = {}  # source -> when last sent (NaN: never)
         self._diagnosed_last: tuple[str, int] = ("", -1)  # the last (source, slot) sent
         header = {"frame_id": self.frame}
         self._poses = cdr.Repeated(POSE, {"header": header}, sequence=False)
@@ -236,10 +239,10 @@ class Topics:
         if update.fields - NOT_TELEMETRY:
             dirty = self._diagnosed.get(table.source)
             if dirty is None or len(dirty) < len(table):
-                grown = np.zeros(len(table), dtype=bool)
-                if dirty is not None:
-                    grown[: len(dirty)] = dirty
-                dirty = self._diagnosed[table.source] = grown
+                dirty = self._diagnosed[table.source] = _grown(dirty, len(table), False)
+                self._diagnosed_at[table.source] = _grown(
+                    self._diagnosed_at.get(table.source), len(table), np.nan
+                )
             dirty[slots] = True
         if moved or LINKS in update.fields or update.fields & set(LED_FIELDS):
             marker = self._markers(table, state, slots, update)
@@ -389,13 +392,16 @@ class Topics:
 
     def diagnostics(self, tables: dict[str, SourceTable], time: float) -> Message | None:
         """A DiagnosticArray of the devices whose telemetry changed since they were last in
-        one: at most `MAX_STATUSES`, taken in turn from where the last one ended (a
-        10,000-drone show's every device comes round in ten)."""
+        one, or that were last in one `DIAGNOSTICS_REFRESH` ago: at most `MAX_STATUSES`, taken
+        in turn from where the last one ended (a 10,000-drone show's every device comes round
+        in ten)."""
         waiting = [
             (source, slot)
             for source, dirty in sorted(self._diagnosed.items())
             if source in tables
-            for slot in np.flatnonzero(dirty).tolist()
+            for slot in np.flatnonzero(
+                dirty | (self._diagnosed_at[source] <= time - DIAGNOSTICS_REFRESH)
+            ).tolist()
         ]
         if not waiting:
             return None
@@ -406,6 +412,7 @@ class Topics:
         for source, slot in chosen:
             table = tables[source]
             self._diagnosed[source][slot] = False
+            self._diagnosed_at[source][slot] = time
             values = [
                 {"key": f"{name} [{table.units[name]}]" if table.units[name] else name,
                  "value": number(value)}
@@ -577,3 +584,11 @@ def _find_static(table: SourceTable, state: _Source) -> None:
     attributes = table.attributes
     found = [s for s in range(len(table)) if attributes[s].get(STATIC_ATTRIBUTE)]
     state.static = np.array(found, dtype=np.intp)
+
+
+def _grown(column: np.ndarray | None, size: int, fill: object) -> np.ndarray:
+    """`column` (or nothing) grown to `size` rows, the new ones `fill`."""
+    grown = np.full(size, fill)
+    if column is not None:
+        grown[: len(column)] = column
+    return grown
