@@ -8,18 +8,18 @@ cut at its last whole record; a server short of descriptors
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import resource
 import socket
-import struct
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from mcap.exceptions import EndOfFile, McapError
+from mcap.exceptions import EndOfFile
 from mcap.records import Channel, Message, Schema
 from mcap.stream_reader import StreamReader
 from mcap_ros2.decoder import DecoderFactory as Ros2DecoderFactory
@@ -79,13 +79,10 @@ async def test_a_recording_that_cannot_grow_ends_with_one_error_and_replays(
     env = {**os.environ, "PYTHONPATH": str(SRC)}
     assert output.stat().st_size <= LIMIT
 
-    read = 0  # a third-party reader: the messages of the complete chunks are all there
-    with output.open("rb") as stream:
-        try:
-            for record_ in StreamReader(stream, skip_magic=False).records:
-                read += isinstance(record_, Message)
-        except (McapError, EOFError, ValueError, struct.error):
-            pass  # the cut at the end
+    read = 0  # a third-party reader: the messages of the complete chunks are all there, and
+    with output.open("rb") as stream, contextlib.suppress(EndOfFile):  # nothing after them:
+        for record_ in StreamReader(stream, skip_magic=False).records:  # it ends at a record
+            read += isinstance(record_, Message)
 
     replay = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "robowire.cli", "listen", str(output), "--json",
@@ -160,7 +157,7 @@ async def test_a_ros2_bag_that_cannot_grow_ends_with_one_error_at_a_whole_record
     reads every message to the cut and mcap-ros2-support decodes each. (rosbags' reader, like
     a killed bag's, wants the footer the full disk had no room for; `replay` plays it.)"""
     bag = tmp_path / "bag"
-    options = SimOptions(port=0, count=50, rate=20)
+    options = SimOptions(port=0, count=10, rate=5)
     url = "spyglass://127.0.0.1:{port}"
     await _record_until_full("spyglass", options, url, bag, "--format", "rosbag2")
     storage = bag / "bag_0.mcap"
@@ -186,7 +183,7 @@ async def test_a_ros2_bag_that_cannot_grow_ends_with_one_error_at_a_whole_record
                     decoded += 1
         except EndOfFile:
             pass  # at a record's end: no footer
-    assert decoded > 0
+    assert decoded > 50  # (the chunks of 1 s before the file was full)
 
 
 def _few_descriptors() -> None:
