@@ -114,7 +114,10 @@ async def test_a_vrpn_log_that_cannot_grow_ends_with_one_error_and_the_mainline_
     client = start_print_devices(f"Tracker0@file://{output}")  # a log plays at its own pace
     await asyncio.sleep(max(played) - min(played) + 2.0)
     out = stop_print_devices(client)
-    assert sum(line.startswith("     pos (") for line in out.splitlines()) == len(poses), out
+    printed = sum(line.startswith("     pos (") for line in out.splitlines())
+    print(f"\nrun.vrpn cut at {output.stat().st_size} bytes: vrpn_print_devices printed {printed}"
+          f" of its {len(poses)} poses")  # fmt: skip
+    assert printed == len(poses), out
 
 
 def _rec_records(data: bytes) -> int:
@@ -145,6 +148,7 @@ async def test_a_rec_recording_that_cannot_grow_ends_with_one_error_at_a_whole_r
     data = output.read_bytes()
     assert 0 < len(data) <= LIMIT
     records = _rec_records(data)
+    print(f"\nrun.rec cut at {len(data)} bytes: {records} whole records to its end")
     assert records > 100
     assert len(list(rec.read_rec(output))) == records
 
@@ -183,6 +187,7 @@ async def test_a_ros2_bag_that_cannot_grow_ends_with_one_error_at_a_whole_record
                     decoded += 1
         except EndOfFile:
             pass  # at a record's end: no footer
+    print(f"\nbag_0.mcap cut at {storage.stat().st_size} bytes: {decoded} messages decoded")
     assert decoded > 50  # (the chunks of 1 s before the file was full)
 
 
