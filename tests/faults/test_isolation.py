@@ -38,6 +38,22 @@ FULL = os.environ.get("ROBOWIRE_FAULT_MATRIX") == "full"  # make reliability: ev
 SETTLE, WINDOW, ROUNDS = 1.0, 2.0, 3  # seconds after a change; measured; (healthy, faulty)s
 SLACK = 10.0  # ms: with 2 x, what the faulty windows' best p99 may exceed the healthy's worst by
 TESTS = str(SRC.parent)  # where `python -m tests.faults` runs from
+REBOOT = """
+import signal, subprocess, sys, time
+robot = None
+def end(*_):  # ended: its robot too
+    if robot is not None:
+        robot.kill()
+    sys.exit(0)
+signal.signal(signal.SIGTERM, end)
+while True:  # the robot up for 1 s, down for 0.3 s, again: its sequence from 0 each time
+    robot = subprocess.Popen([sys.executable, "-m", "robowire.cli", "sim", "xrp", "--port",
+                              sys.argv[1]], stderr=subprocess.DEVNULL)
+    time.sleep(1.0)
+    robot.kill()
+    robot.wait()
+    time.sleep(0.3)
+"""
 FLOOD = """
 import os, random, socket, sys, time
 sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -94,6 +110,12 @@ PEERS = {
         (),
         (sys.executable, "-c", FLOOD, "{port}", "2000"),
         "vrsp://{listen}",
+    ),
+    "XRP robot rebooting every 1.3 s": Peer(
+        None,
+        (sys.executable, "-m", "robowire.cli", "sim", "xrp", "--port", "{port}"),
+        (sys.executable, "-c", REBOOT, "{port}"),
+        "xrp://{listen}",
     ),
     "SpyGlass server cut (RST) every 0.5 s": Peer(
         "spyglass",
