@@ -20,6 +20,7 @@ from mcap.exceptions import EndOfFile
 from mcap.records import Channel, Message
 from mcap.stream_reader import StreamReader
 
+from robowire.gateway import Gateway, open_recorder, open_source
 from robowire.protocols.vrsp.codec import DATA_NAME, encode_identifier
 from robowire.protocols.vrsp.services import VrspSim
 from robowire.protocols.xrp.services import XrpSim
@@ -124,3 +125,54 @@ async def test_a_recording_through_a_faulty_wire_holds_every_datagram_the_sessio
     # or dropped as stale or a duplicate; every part of the definition taken
     for name in (xrp, vrsp):  # the wire's faults are in the same status
         assert status[name]["duplicated"] > 0 and status[name]["reordered"] > 0, status[name]
+
+
+async def test_a_recording_stopped_mid_stream_holds_every_datagram_its_sessions_took(
+    tmp_path: Path,
+) -> None:
+    """Stopped while the datagrams still come (a user's Ctrl-C in the middle of a show):
+    whatever a session took in before the end is in the file too, to the byte. Built as
+    `record` builds it (`open_source`, `open_recorder`, one `Gateway`), in this process, so
+    that each session's own counters can be read after the end: its raw channel's bytes are
+    its `bytes_in`, its messages the datagrams it took or dropped."""
+    robot = XrpSim(SimOptions(port=0, count=1))
+    robot_task = asyncio.create_task(robot.run(World()))
+    await asyncio.wait_for(robot.ready.wait(), 5)
+    assert robot.addresses[0] is not None
+    xrp_proxy = await UdpProxy(
+        robot.addresses[0], DatagramPlan(FAULTS, seed=61), DatagramPlan(FAULTS, seed=62)
+    ).start()
+    vrsp_port = free_udp_port()
+    frames = DatagramPlan(FAULTS, seed=63, only=lambda datagram: datagram.startswith(DATA))
+    vrsp_proxy = await UdpProxy(("127.0.0.1", vrsp_port), frames).start()  # (DEFs untouched)
+    assert xrp_proxy.address is not None and vrsp_proxy.address is not None
+    urls = [f"xrp://127.0.0.1:{xrp_proxy.address[1]}", f"vrsp://127.0.0.1:{vrsp_port}"]
+    sources = [open_source(url) for url in urls]
+    output = tmp_path / "run.mcap"
+    gateway = Gateway().add(*sources, open_recorder(str(output), urls, sources))
+    run = asyncio.create_task(gateway.run())
+    await asyncio.wait_for(sources[1].ready.wait(), 5)  # (listening: its first DEF is heard)
+    options = SimOptions(count=10, rate=400, target=f"127.0.0.1:{vrsp_proxy.address[1]}")
+    sender = asyncio.create_task(VrspSim(options).run(World()))
+    try:
+        await until(lambda: all(s.session.stats.bytes_in > 0 for s in sources), "both sources")
+        await asyncio.sleep(2.0)
+        gateway.stop()  # while 400 frames a second come
+        await asyncio.gather(run, return_exceptions=True)
+    finally:
+        for task in (sender, robot_task):
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        xrp_proxy.close()
+        vrsp_proxy.close()
+    raw = raw_messages(output)
+    for source in sources:
+        stats = source.session.stats
+        recorded = raw[source.name]
+        print(
+            f"\n{source.name}: {len(recorded)} raw messages, {sum(map(len, recorded))} bytes;"
+            f" its session took {stats.messages_in} and dropped {stats.dropped},"
+            f" {stats.bytes_in} bytes"
+        )
+        assert sum(map(len, recorded)) == stats.bytes_in > 0
+        assert len(recorded) == stats.messages_in + stats.dropped
