@@ -1,27 +1,33 @@
 """The gateway's own resources: a recording whose file cannot grow (RLIMIT_FSIZE, as a full
 disk) ends with one clear error line, no traceback, and a file that replays up to its last
-complete chunk (read by the `mcap` library too); a server short of descriptors
+complete chunk (read by the `mcap` library too), for every target `record` has: MCAP, a VRPN
+log (played by the mainline `vrpn_print_devices`), a SpyGlass `.rec` and a ROS 2 bag, each
+cut at its last whole record; a server short of descriptors
 (RLIMIT_NOFILE) keeps its clients and serves again once the crowd has gone."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import resource
 import socket
-import struct
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from mcap.exceptions import McapError
-from mcap.records import Message
+from mcap.exceptions import EndOfFile
+from mcap.records import Channel, Message, Schema
 from mcap.stream_reader import StreamReader
+from mcap_ros2.decoder import DecoderFactory as Ros2DecoderFactory
 
+from mainline import PRINT_DEVICES, start_print_devices, stop_print_devices
 from robowire.gateway import Gateway, open_sim
+from robowire.protocols.spyglass import rec
+from robowire.protocols.vrpn.dissect import decode_log
 from robowire.service import SimOptions
 from support import SRC
 
@@ -33,20 +39,22 @@ def _limit() -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (LIMIT, LIMIT))
 
 
-async def test_a_recording_that_cannot_grow_ends_with_one_error_and_replays(
-    tmp_path: Path,
-) -> None:
-    sim = open_sim("spyglass", SimOptions(port=0, count=50, rate=5))
+async def _record_until_full(
+    protocol: str, options: SimOptions, url: str, output: Path, *more: str
+) -> str:
+    """`robowire record URL -o OUTPUT` of a `protocol` sim, its file limited to `LIMIT`
+    bytes: what it said on stderr, once checked (one error line, exit 1, no traceback, no
+    "written to"; long before its duration)."""
+    sim = open_sim(protocol, options)
     gateway = Gateway().add(sim)
     run = asyncio.create_task(gateway.run())
-    output = tmp_path / "run.mcap"
     env = {**os.environ, "PYTHONPATH": str(SRC)}
     try:
         await asyncio.wait_for(sim.ready.wait(), 5)
         assert sim.address is not None
         record = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "robowire.cli", "record",
-            f"spyglass://127.0.0.1:{sim.address[1]}", "-o", str(output), "--duration", "60",
+            sys.executable, "-m", "robowire.cli", "record", url.format(port=sim.address[1]),
+            "-o", str(output), "--duration", "60", *more,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             preexec_fn=_limit, env=env,
         )  # fmt: skip
@@ -56,18 +64,25 @@ async def test_a_recording_that_cannot_grow_ends_with_one_error_and_replays(
         await asyncio.gather(run, return_exceptions=True)
     said = err.decode()
     errors = [line for line in said.splitlines() if "cannot write" in line]
-    assert record.returncode != 0
+    assert record.returncode == 1, said
     assert len(errors) == 1 and "File too large" in errors[0], said
     assert "Traceback" not in said and "written to" not in said, said
+    return said
+
+
+async def test_a_recording_that_cannot_grow_ends_with_one_error_and_replays(
+    tmp_path: Path,
+) -> None:
+    output = tmp_path / "run.mcap"
+    options = SimOptions(port=0, count=50, rate=5)
+    await _record_until_full("spyglass", options, "spyglass://127.0.0.1:{port}", output)
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
     assert output.stat().st_size <= LIMIT
 
-    read = 0  # a third-party reader: the messages of the complete chunks are all there
-    with output.open("rb") as stream:
-        try:
-            for record_ in StreamReader(stream, skip_magic=False).records:
-                read += isinstance(record_, Message)
-        except (McapError, EOFError, ValueError, struct.error):
-            pass  # the cut at the end
+    read = 0  # a third-party reader: the messages of the complete chunks are all there, and
+    with output.open("rb") as stream, contextlib.suppress(EndOfFile):  # nothing after them:
+        for record_ in StreamReader(stream, skip_magic=False).records:  # it ends at a record
+            read += isinstance(record_, Message)
 
     replay = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "robowire.cli", "listen", str(output), "--json",
@@ -78,6 +93,102 @@ async def test_a_recording_that_cannot_grow_ends_with_one_error_and_replays(
     assert replay.returncode == 0, err.decode()
     assert messages > 0 and "recording cut" in err.decode()
     assert f"recording cut after {read} messages" in err.decode()  # as many as mcap read
+
+
+async def test_a_vrpn_log_that_cannot_grow_ends_with_one_error_and_the_mainline_plays_it(
+    tmp_path: Path,
+) -> None:
+    """`record -o run.vrpn` on a full disk: one error line, and the log ends at its last
+    whole entry, so the mainline `vrpn_print_devices` plays every pose in it (was: "stopped:
+    OSError", then "N messages written to run.vrpn", and the log cut mid-entry)."""
+    if not PRINT_DEVICES.is_file():
+        pytest.fail(f"no mainline vrpn_print_devices at {PRINT_DEVICES}")
+    output = tmp_path / "run.vrpn"
+    options = SimOptions(port=0, count=5, rate=50)
+    await _record_until_full("vrpn", options, "vrpn://Tracker0@127.0.0.1:{port}", output)
+    entries = list(decode_log(str(output)))
+    assert not any("error" in e for e in entries), entries[-1]  # whole entries to the end
+    poses = [e for e in entries if e.get("type") == "vrpn_Tracker Pos_Quat"]
+    assert len(poses) > 100 and output.stat().st_size <= LIMIT
+    played = [e["time"] for e in entries if e.get("time") is not None]
+    client = start_print_devices(f"Tracker0@file://{output}")  # a log plays at its own pace
+    await asyncio.sleep(max(played) - min(played) + 2.0)
+    out = stop_print_devices(client)
+    printed = sum(line.startswith("     pos (") for line in out.splitlines())
+    print(f"\nrun.vrpn cut at {output.stat().st_size} bytes: vrpn_print_devices printed {printed}"
+          f" of its {len(poses)} poses")  # fmt: skip
+    assert printed == len(poses), out
+
+
+def _rec_records(data: bytes) -> int:
+    """The records of a `.rec` file as the fact sheet gives the format (SpyGlass's
+    `ComplexPacketReader`): a byte N, then N bytes of packet, whose own big-endian uint16
+    length is N - 2 and version 2. Not robowire's reader: how many, to the file's very end."""
+    offset = count = 0
+    while offset < len(data):
+        size = data[offset]
+        packet = data[offset + 1 : offset + 1 + size]
+        assert len(packet) == size, f"a record cut at byte {offset} of {len(data)}"
+        assert int.from_bytes(packet[:2], "big") == size - 2 and packet[2] == 2, offset
+        offset += 1 + size
+        count += 1
+    return count
+
+
+async def test_a_rec_recording_that_cannot_grow_ends_with_one_error_at_a_whole_record(
+    tmp_path: Path,
+) -> None:
+    """`record -o run.rec` on a full disk: one error line, and the file ends at its last
+    whole record (was: "stopped: OSError", "N messages written", a record cut in two). No
+    SpyGlass reader but robowire's runs here (SpyGlass is a Java/SWT program): the format's
+    own walk (`_rec_records`) reads it to the end, and robowire's reader reads as many."""
+    output = tmp_path / "run.rec"
+    options = SimOptions(port=0, count=50, rate=20)
+    await _record_until_full("spyglass", options, "spyglass://127.0.0.1:{port}", output)
+    data = output.read_bytes()
+    assert 0 < len(data) <= LIMIT
+    records = _rec_records(data)
+    print(f"\nrun.rec cut at {len(data)} bytes: {records} whole records to its end")
+    assert records > 100
+    assert len(list(rec.read_rec(output))) == records
+
+
+async def test_a_ros2_bag_that_cannot_grow_ends_with_one_error_at_a_whole_record(
+    tmp_path: Path,
+) -> None:
+    """`record -o bag --format rosbag2` on a full disk: one error line (was: "stopped:
+    OSError", "N messages written"), and its MCAP ends at a whole record: the `mcap` library
+    reads every message to the cut and mcap-ros2-support decodes each. (rosbags' reader, like
+    a killed bag's, wants the footer the full disk had no room for; `replay` plays it.)"""
+    bag = tmp_path / "bag"
+    options = SimOptions(port=0, count=10, rate=5)
+    url = "spyglass://127.0.0.1:{port}"
+    await _record_until_full("spyglass", options, url, bag, "--format", "rosbag2")
+    storage = bag / "bag_0.mcap"
+    assert storage.stat().st_size <= LIMIT
+    decoder = Ros2DecoderFactory()
+    schemas: dict[int, Schema] = {}
+    channels: dict[int, Channel] = {}
+    decoded = 0
+    with storage.open("rb") as stream:
+        try:
+            for record_ in StreamReader(stream, skip_magic=False).records:
+                if isinstance(record_, Schema):
+                    schemas[record_.id] = record_
+                elif isinstance(record_, Channel):
+                    channels[record_.id] = record_
+                elif isinstance(record_, Message):
+                    channel = channels[record_.channel_id]
+                    decode = decoder.decoder_for(
+                        channel.message_encoding, schemas[channel.schema_id]
+                    )
+                    assert decode is not None
+                    decode(record_.data)
+                    decoded += 1
+        except EndOfFile:
+            pass  # at a record's end: no footer
+    print(f"\nbag_0.mcap cut at {storage.stat().st_size} bytes: {decoded} messages decoded")
+    assert decoded > 50  # (the chunks of 1 s before the file was full)
 
 
 def _few_descriptors() -> None:

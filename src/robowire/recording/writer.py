@@ -22,12 +22,11 @@ loses at most about that much. Three kinds of channels:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import heapq
 import operator
 from collections.abc import Callable, Mapping
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 import orjson
@@ -37,7 +36,7 @@ from mcap.records import ChunkIndex
 from mcap.writer import CompressionType, Writer
 
 from robowire import pbwire
-from robowire.errors import ConfigError, TransportError
+from robowire.errors import TransportError
 from robowire.pbwire import Heads, Part
 from robowire.recording import update_pb2
 from robowire.service import Sink, Source
@@ -49,6 +48,7 @@ from robowire.sinks.foxglove_messages import (
 from robowire.sinks.foxglove_messages import schema as foxglove_schema
 from robowire.sinks.jsonlines import log_line
 from robowire.timebase import monotonic
+from robowire.transport.target import FileTarget
 from robowire.wire import Address
 from robowire.world import LogEvent, Update, World
 from robowire.world.feed import DEFAULT_BYTES
@@ -404,7 +404,7 @@ class McapRecorder(Sink):
         self.messages = 0  # world updates and log events written
         self.raw_messages = 0  # raw datagrams / stream chunks written
         self.foxglove_messages = 0
-        self._stream: IO[bytes] | None = None
+        self._stream: FileTarget | None = None
         self._writer: Writer | None = None
         self._channels: dict[Any, int] = {}
         self._schemas: dict[str, int] = {}
@@ -428,11 +428,12 @@ class McapRecorder(Sink):
 
     def open(self) -> None:
         """Create the file and start the MCAP (`run` does; `write` and `finish` follow)."""
-        try:
-            self._stream = open(self.path, "wb")  # noqa: SIM115 - closed in finish()
-        except OSError as exc:
-            raise ConfigError(f"cannot write {self.path}: {exc.strerror}") from None
-        self._writer = Writer(self._stream, chunk_size=CHUNK_BYTES, compression=COMPRESSION)
+        self._stream = FileTarget(self.path, "chunk")  # (whole records: cut after the last)
+        self._writer = Writer(
+            self._stream,  # type: ignore[arg-type]  # (it writes, tells and flushes: all it uses)
+            chunk_size=CHUNK_BYTES,
+            compression=COMPRESSION,
+        )
         PackedChunkIndexes.install(self._writer)
         self._writer.start(profile="", library="robowire")
 
@@ -454,21 +455,18 @@ class McapRecorder(Sink):
             schema = self._schemas[name] = self._writer.register_schema(name, encoding, data)
         return schema
 
-    def _broke(self, exc: OSError) -> None:
-        """The file cannot be written (its disk is full, or RLIMIT_FSIZE): stop writing, once,
-        and keep what is on disk (every chunk closed so far: replay reads up to the last)."""
+    def _broke(self, exc: TransportError) -> None:
+        """The file cannot be written (its disk is full, or RLIMIT_FSIZE: `FileTarget` cut it
+        after its last whole record): stop writing, once, and keep what is on disk (every
+        chunk closed so far: replay reads up to the last)."""
         if self.error is None:
-            self.error = (
-                f"cannot write {self.path}: {exc.strerror or exc}; it holds what came before,"
-                " up to its last complete chunk (replay reads that far)"
-            )
+            self.error = f"{exc} (replay reads that far)"
         if self._chunk_timer is not None:
             self._chunk_timer.cancel()
             self._chunk_timer = None
         self._writer = None
         if self._stream is not None:
-            with contextlib.suppress(OSError):  # its buffer cannot go either
-                self._stream.close()
+            self._stream.close()
             self._stream = None
 
     def _add(self, channel: int, nanos: int, data: bytes) -> None:
@@ -496,13 +494,13 @@ class McapRecorder(Sink):
         if self._writer is not None:
             try:
                 self._writer.flush()  # type: ignore[no-untyped-call]
-            except OSError as exc:
+            except TransportError as exc:
                 self._broke(exc)  # (a timer's call: the next `write` says it)
 
     def finish(self, world: World) -> None:
         try:
             self._finish(world)
-        except OSError as exc:
+        except TransportError as exc:
             self._broke(exc)
         if self.error is not None:
             raise TransportError(self.error)
@@ -543,7 +541,7 @@ class McapRecorder(Sink):
             nanos = int(source.clock.wall(now) * 1e9)
             try:
                 writer.add_message(channel, nanos, data, nanos)
-            except OSError as exc:  # (the source goes on; the next `write` says it)
+            except TransportError as exc:  # (the source goes on; the next `write` says it)
                 self._broke(exc)
                 return
             self.raw_messages += 1
@@ -573,7 +571,7 @@ class McapRecorder(Sink):
             raise TransportError(self.error)
         try:
             return self._write(world, items)
-        except OSError as exc:
+        except TransportError as exc:
             self._broke(exc)
             raise TransportError(self.error) from None
 

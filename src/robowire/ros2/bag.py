@@ -34,6 +34,7 @@ from robowire.errors import ConfigError, DecodeError
 from robowire.recording.reader import DAMAGED
 from robowire.recording.reader import messages as mcap_messages
 from robowire.recording.writer import COMPRESSION, PackedChunkIndexes
+from robowire.transport.target import FileTarget
 from robowire.version import __version__
 
 METADATA = "metadata.yaml"
@@ -394,10 +395,15 @@ class BagWriter:
         self.file = self.path / f"{self.path.name}_0.mcap"
         try:
             self.path.mkdir()
-            self._stream = open(self.file, "wb")  # noqa: SIM115 - closed in close()
         except OSError as exc:
             raise ConfigError(f"cannot write {path}: {exc.strerror}") from None
-        self._writer = Writer(self._stream, chunk_size=CHUNK_BYTES, compression=COMPRESSION)
+        # whole records: a disk that fills ends it with one error, the file cut after the last
+        self._stream = FileTarget(str(self.file), "record")
+        self._writer = Writer(
+            self._stream,  # type: ignore[arg-type]  # (it writes, tells and flushes: all it uses)
+            chunk_size=CHUNK_BYTES,
+            compression=COMPRESSION,
+        )
         PackedChunkIndexes.install(self._writer)
         self._writer.start(profile="ros2", library=f"robowire {__version__}")
         self._schemas: dict[str, int] = {}

@@ -49,6 +49,7 @@ from robowire.service import (
     Source,
 )
 from robowire.timebase import WallClock, monotonic
+from robowire.transport.target import FileTarget
 from robowire.transport.tcp import StreamDriver, connect_stream, serve_stream
 from robowire.wire import SessionStats
 from robowire.world import LogEvent, Update, World
@@ -298,8 +299,9 @@ def _packet_time(packet: bytes) -> bytes:
 
 class RecSink(Sink):
     """`record ... -o run.rec`: every update written as SpyGlass packets (see `WorldEncoder`),
-    one `.rec` record each, timed by the device's source time (else its receive time). The file
-    is flushed after each write, so a killed recording reads up to its last whole record. A
+    one `.rec` record each, timed by the device's source time (else its receive time). Each
+    write goes to the file at once and whole (`FileTarget`), so a killed recording, or one whose
+    disk filled (one error line), reads up to its last whole record. A
     packet over 255 bytes (a neighbourhood of more than 118 nodes) does not fit a record: it
     is dropped and counted."""
 
@@ -310,7 +312,7 @@ class RecSink(Sink):
         self.path = path
         self.encoder = WorldEncoder()
         self.messages = 0
-        self._file = open(path, "wb")  # noqa: SIM115 (closed in finish)
+        self._file = FileTarget(path)
 
     def write(self, world: World, items: list[Update | LogEvent]) -> bool:
         packets = [p for u in items if isinstance(u, Update) for p in self.encoder.update(world, u)]
@@ -324,7 +326,6 @@ class RecSink(Sink):
         if records:
             data = b"".join(records)
             self._file.write(data)
-            self._file.flush()  # what was written survives the process being killed
             self.messages += len(records)
             self.stats.messages_out += len(records)
             self.stats.bytes_out += len(data)

@@ -53,6 +53,7 @@ from robowire.protocols.vrpn.server import VrpnServer
 from robowire.protocols.vrpn.session import VERSION_MISMATCH, Role, VrpnSession
 from robowire.service import RETRY_SECONDS, CaptureSource, Sim, SimOptions, Sink, Source
 from robowire.timebase import WallClock, monotonic
+from robowire.transport.target import FileTarget
 from robowire.wire import Address
 from robowire.world import LogEvent, Update, World
 
@@ -229,7 +230,7 @@ class VrpnLogSink(Sink):
         self._pongs: list[tuple[float, str]] = []  # (when, device): pongs still to write
         self.messages = 0
         self._pending = bytearray()
-        self._file = open(path, "wb")  # noqa: SIM115 (closed in finish)
+        self._file = FileTarget(path)  # whole entries (a full disk: cut after the last)
         self._file.write(encode_cookie())
         self._skip = COOKIE_SIZE  # the session's own cookie is not logged
 
@@ -288,8 +289,7 @@ class VrpnLogSink(Sink):
         entries, used, count = stream_to_log(self._pending)
         del self._pending[:used]
         self.messages += count
-        self._file.write(entries)
-        self._file.flush()  # what was written survives the process being killed
+        self._file.write(entries)  # on disk at once: a killed recording keeps it
 
     def finish(self, world: World) -> None:
         if self._pongs:
