@@ -7,7 +7,8 @@ serials: the same world device ids, no ghost left from the old ids, each device'
 `session_id` the new one, `registered` again. The same when the old connection is half-open
 (a reverse-mode VSM killed with its host: nothing closed) and ends only after the new one has
 registered the vehicles: they stay registered (it unregistered them: the old ids' ending was
-taken for the vehicles'). And our VSM side (`sim ugcs`, `serve ugcs://`) re-registers its
+taken for the vehicles'), and a command to one goes on the new connection (it went on the
+old, dead one, and timed out). And our VSM side (`sim ugcs`, `serve ugcs://`) re-registers its
 vehicles with a UCS that restarts.
 """
 
@@ -18,6 +19,7 @@ import time
 
 import pytest
 
+from robowire.control import OK
 from robowire.gateway import Gateway, open_sim, open_sink, open_source
 from robowire.protocols.ugcs.services import UcsSource
 from robowire.service import SimOptions, Source
@@ -28,13 +30,26 @@ from .proxy import TcpProxy
 from .test_streams import BACK, DOWN, PEERS, Peer, fresh, quiet  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.timeout(120)
-NEW_IDS = {"first_id": "1001"}  # the restarted VSM's counter: ids from 1001, not 1
+NEW_IDS = {"first_id": "1001", "gps_warmup": "0"}  # a restarted VSM's counter: ids from 1001
+# (not 1); its vehicles have a fix at once (they can arm)
 
 
 def session_ids(world: World, source: Source) -> dict[str, int]:
     """Each vehicle's session id as the world shows it (its serial -> its `session_id`)."""
     table = world.table(source.name)
     return {i: world.device(source.name, i).attributes["session_id"] for i in table.ids}
+
+
+async def command(source: UcsSource, serial: str, name: str) -> str:
+    """Command `name` sent to a vehicle as the viewer's controls send it: its final state."""
+    specs = source.device_commands(serial)
+    assert specs is not None, f"{serial} has no commands"
+    (spec,) = [c for c in specs if c.name == name]
+    final = "none"
+    async with asyncio.timeout(5.0):  # (a command lost on a dead link times out in 10 s)
+        async for status in source.run_command(serial, spec, {}):
+            final = status.state
+    return final
 
 
 def registered(world: World, source: Source) -> dict[str, bool]:
@@ -77,7 +92,7 @@ async def test_vehicles_stay_registered_when_a_half_open_link_of_their_old_ids_e
     """A reverse-mode VSM (it dials the UCS, `listen ugcs://…?mode=listen`) whose host dies:
     its connection stays open, silent (the proxy stalls it). The VSM comes back under new ids
     on a new connection; the old one ends later (a reset). The vehicles stay registered and
-    their telemetry keeps coming."""
+    commands to them are answered and their telemetry comes."""
     port = free_port()
     gateway = Gateway()
     source = open_source(f"ugcs://127.0.0.1:{port}?mode=listen")
@@ -108,6 +123,7 @@ async def test_vehicles_stay_registered_when_a_half_open_link_of_their_old_ids_e
             await vsm(port, NEW_IDS)  # back, on a new connection
             took = await fresh(world, source, set(before), restarted, "back under new ids")
             assert len(source.sessions) == 2  # the old link is still open
+            assert await command(source, "SIM-0001", "arm") == OK  # on the new link, not the old
             proxy.cut("rst")  # it ends now, after the new registrations
             await until(lambda: len(source.sessions) == 1, "the old link ends")
             ended = time.time()
@@ -115,11 +131,13 @@ async def test_vehicles_stay_registered_when_a_half_open_link_of_their_old_ids_e
             assert set(registered(world, source).values()) == {True}, registered(world, source)
             assert session_ids(world, source).keys() == before.keys()
             assert all(i >= 1001 for i in session_ids(world, source).values())
-            await until(
-                lambda: all(
-                    (world.device(source.name, s).receive_time or 0) > ended for s in before
+            assert await command(source, "SIM-0001", "disarm") == OK
+            await until(  # its telemetry still comes (a parked fleet says only what changes)
+                lambda: (
+                    world.device(source.name, "SIM-0001").telemetry["is_armed"][0] == 0
+                    and (world.device(source.name, "SIM-0001").receive_time or 0) > ended
                 ),
-                "telemetry after the old link ended",
+                lambda: world.device(source.name, "SIM-0001").telemetry,
             )
         print(f"\nugcs VSM back under new ids beside its half-open old link: {took:.2f} s")
         assert took <= BACK

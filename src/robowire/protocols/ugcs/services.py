@@ -299,7 +299,9 @@ class UcsSource(Source):
         return self._catalog
 
     def _find(self, label: str) -> tuple[UcsSession, UcsDevice] | None:
-        return next(((s, d) for s, d in self._devices() if d.label == label), None)
+        """The device `label` names on the newest connection that has it: a VSM restarted
+        beside its old, half-open link has the vehicle on both, and only the new one answers."""
+        return next(((s, d) for s, d in reversed(list(self._devices())) if d.label == label), None)
 
     def device_commands(self, device: str) -> Sequence[CommandSpec] | None:
         found = self._find(device)
