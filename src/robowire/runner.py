@@ -6,6 +6,8 @@ simulator that fails (a port in use, a file that cannot be written) ends the run
 command cannot do its job without it: `run` raises its error, which the command prints as its
 one error line. The run ends on `stop()`, when `duration` has passed, or when every source has
 finished (files read to the end); then sinks get a moment to drain what the world published.
+While it runs, the process's file descriptors are watched (`transport.descriptors`): running
+out of them (no new connection can be accepted) is said in one line, and their return in one.
 
 It knows services, not URLs: opening them is `robowire.gateway`'s (whose `Gateway` is this
 runner plus `add_sources`), so the library's background thread (`robowire.background`) and a
@@ -32,6 +34,7 @@ from robowire.errors import RobowireError
 from robowire.service import Service, Source
 from robowire.status import RateMeter, Remote, ServiceStatus, service_status
 from robowire.timebase import monotonic
+from robowire.transport.descriptors import watch_descriptors
 from robowire.world import World
 
 log = logging.getLogger("robowire")
@@ -96,6 +99,7 @@ class Runner:
         self._running = True
         if self.pace:
             asyncio.get_running_loop().call_soon(self._rest)
+        watch = asyncio.create_task(watch_descriptors(), name="descriptors")
         try:
             async with asyncio.timeout(duration):
                 await self._start_servers_then_sources()
@@ -104,7 +108,7 @@ class Runner:
             pass
         finally:
             self._running = False
-            tasks = list(self._tasks)
+            tasks = [*self._tasks, watch]
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)

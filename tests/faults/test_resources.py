@@ -3,12 +3,15 @@ disk) ends with one clear error line, no traceback, and a file that replays up t
 complete chunk (read by the `mcap` library too), for every target `record` has: MCAP, a VRPN
 log (played by the mainline `vrpn_print_devices`), a SpyGlass `.rec` and a ROS 2 bag, each
 cut at its last whole record; a server short of descriptors
-(RLIMIT_NOFILE) keeps its clients and serves again once the crowd has gone."""
+(RLIMIT_NOFILE) keeps its clients and serves again once the crowd has gone; a gateway (two
+sources, a sink, a status port) with a limit just above its need says so in one line, keeps its
+client and sources, and serves again."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import resource
@@ -16,6 +19,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -29,7 +33,8 @@ from robowire.gateway import Gateway, open_sim
 from robowire.protocols.spyglass import rec
 from robowire.protocols.vrpn.dissect import decode_log
 from robowire.service import SimOptions
-from support import SRC
+from robowire.transport.descriptors import DescriptorWatch
+from support import SRC, Process, free_udp_port
 
 pytestmark = pytest.mark.timeout(90)
 LIMIT = 60 << 10  # bytes the recording may grow to
@@ -230,3 +235,89 @@ def test_a_server_out_of_descriptors_keeps_its_clients_and_serves_again() -> Non
         server.terminate()
         _, err = server.communicate(timeout=10)
     assert "Traceback" not in err, err[-2000:]
+
+
+HEADROOM = 4  # descriptors the gateway may open beyond what it has once running
+CROWD = 40  # clients that come at once, beyond it
+
+
+def test_a_gateway_out_of_descriptors_says_so_once_keeps_serving_and_serves_again() -> None:
+    """`robowire serve spyglass://` from a SpyGlass and a VRSP simulator, with a status port
+    and one client, has its RLIMIT_NOFILE lowered to HEADROOM above the descriptors it holds
+    (prlimit); CROWD clients come and stay. It says so in one line (not one per connection,
+    nor one a second), its client keeps receiving, its sources stay connected and receiving,
+    and once the crowd has gone it says it is serving again and serves new clients."""
+    vrsp = free_udp_port()
+    spyglass = Process("sim", "spyglass", "--port", "0", "--count", "5")
+    port = spyglass.wait_for(r"127\.0\.0\.1:(\d+)").group(1)
+    sender = Process("sim", "vrsp", "--drones", "5", "--to", f"127.0.0.1:{vrsp}")
+    gateway = Process(
+        "serve", "spyglass://127.0.0.1:0", "--from", f"spyglass://127.0.0.1:{port}",
+        "--from", f"vrsp://127.0.0.1:{vrsp}", "--status-port", "0",
+    )  # fmt: skip
+    crowd: list[socket.socket] = []
+    try:
+        status = gateway.wait_for(r"status on (http://127\.0\.0\.1:\d+)/status").group(1)
+        sink = int(gateway.wait_for(r"listening on 127\.0\.0\.1:(\d+)").group(1))
+        healthy = socket.create_connection(("127.0.0.1", sink), timeout=5)
+        assert healthy.recv(4096)
+        end = time.monotonic() + 30.0
+        before = _sources(status)
+        while not all(s["messages"] > 0 for s in before.values()):
+            assert time.monotonic() < end, before  # (both simulators send within seconds)
+            time.sleep(0.2)
+            before = _sources(status)
+        time.sleep(0.5)
+        held = len(os.listdir(f"/proc/{gateway.proc.pid}/fd"))
+        limit = held + HEADROOM
+        resource.prlimit(gateway.proc.pid, resource.RLIMIT_NOFILE, (limit, limit))
+        crowd = [socket.create_connection(("127.0.0.1", sink), timeout=5) for _ in range(CROWD)]
+        time.sleep(3.0)  # three of the gateway's counts
+        received, end = 0, time.monotonic() + 2.0
+        while time.monotonic() < end:  # its client still gets the world's packets
+            received += len(healthy.recv(65536))
+        assert received > 0
+        for sock in crowd:
+            sock.close()
+        gateway.wait_for(r"file descriptors free again", 10.0)
+        with socket.create_connection(("127.0.0.1", sink), timeout=5) as new:
+            new.settimeout(5)
+            assert new.recv(4096)  # served again
+        after = _sources(status)
+        for name, was in before.items():  # the sources went on all along, on one connection
+            now = after[name]
+            assert now["state"] == "connected" and now["reconnected"] == 0, now
+            assert now["messages"] > was["messages"] + 10, (was, now)
+        healthy.close()
+        assert gateway.proc.poll() is None  # still running
+    finally:
+        for sock in crowd:
+            sock.close()
+        for process in (gateway, sender, spyglass):
+            process.stop()
+    said = [line for line in gateway.lines if "descriptors" in line]
+    print(f"\ngateway at RLIMIT_NOFILE {limit} ({held} held) with {CROWD} more clients: {said}")
+    assert len(said) == 2, gateway.lines[-20:]
+    assert said[0].startswith("robowire: out of file descriptors") and "ulimit -n" in said[0]
+    assert said[1].startswith("robowire: file descriptors free again")
+    assert not any("Traceback" in line for line in gateway.lines), gateway.lines[-40:]
+
+
+def _sources(status: str) -> dict[str, dict[str, object]]:
+    """The gateway's sources in its status, by name."""
+    with urllib.request.urlopen(f"{status}/status", timeout=5) as reply:
+        services = json.load(reply)["services"]
+    return {s["name"]: s for s in services if s["role"] == "source"}
+
+
+def test_running_out_of_descriptors_is_said_at_most_once_a_minute() -> None:
+    """Sans I/O: out at the limit (less the spare libuv keeps), free again one below; a gateway
+    that runs out again and again says it once a minute, and says "free" only after "out"."""
+    watch = DescriptorWatch(limit=100)
+    said = [watch.check(count, now) for now, count in enumerate([90, 98, 100, 99, 97, 96])]
+    assert [line is not None for line in said] == [False, True, False, False, False, True]
+    assert said[1] is not None and said[1].startswith("out of file descriptors (98 open")
+    assert said[5] is not None and said[5].startswith("file descriptors free again (96 open")
+    again = [watch.check(count, 10.0 + k) for k, count in enumerate([99, 90, 99, 90])]
+    assert again == [None] * 4  # within the minute: nothing, out or free
+    assert watch.check(99, 70.0) is not None  # a minute after the first: said again

@@ -69,6 +69,7 @@ class Peer:
     task: asyncio.Task[None] | None = None
     process: asyncio.subprocess.Process | None = None
     config: Path | None = None
+    options: dict[str, str] = field(default_factory=dict)  # the simulator's --set k=v
 
     async def start(self, seed: int) -> None:
         if self.name == "vrpn_server":
@@ -79,7 +80,9 @@ class Peer:
             )  # fmt: skip
             await until(lambda: _listening(self.port), "vrpn_server listens", 10)
             return
-        options = SimOptions(port=self.port, count=self.count, rate=20, seed=seed)
+        options = SimOptions(
+            port=self.port, count=self.count, rate=20, seed=seed, options=dict(self.options)
+        )
         sim = open_sim(self.name, options)
         self.gateway = Gateway().add(sim)
         task = self.task = asyncio.create_task(self.gateway.run())

@@ -242,3 +242,24 @@ async def test_the_golden_capture_replays_into_the_world() -> None:
 
 
 BEGIN_HELLO = 1795336002989  # frame 2's begin_of_epoch
+
+
+def test_a_vehicle_registered_again_under_a_new_id_before_the_old_goes_stays_registered() -> None:
+    """A VSM that finds a vehicle again registers it under a new id (ids are the session's);
+    when the old id's Unregister_device comes after the new registration, the vehicle (its
+    serial) is still registered, under its new session id, and the old id is forgotten."""
+    vsm = Vsm()
+    old = vsm.infos[1]
+    again = register(spec("SN-2"), IdCounter(1000), BEGIN)
+    msg = again.to_message()
+    msg.message_id, msg.response_required = 77, True
+    vsm.feed(codec.encode(msg))
+    gone = pb.Vsm_message(device_id=old.device_id)
+    gone.unregister_device.SetInParent()
+    vsm.feed(codec.encode(gone))
+    device = vsm.world.device("ugcs@test", "SN-2")
+    assert device.attributes["registered"] is True
+    assert device.attributes["session_id"] == again.device_id
+    assert sorted(vsm.world.tables["ugcs@test"].ids) == ["SN-1", "SN-2"]  # no ghost
+    vsm.feed(vsm.status(1, ground_speed=4.0))  # `status(1)` speaks as the old id: unknown now
+    assert "ground_speed" not in vsm.world.device("ugcs@test", "SN-2").telemetry

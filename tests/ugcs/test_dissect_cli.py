@@ -154,11 +154,12 @@ def test_cli_sim_as_a_process_speaks_first() -> None:
         sim.wait(10)
 
 
-def test_cli_sim_bad_setting_is_one_line() -> None:
-    run = robowire("sim", "ugcs", "--set", "keep_alive=-1", "--duration", "1")
+@pytest.mark.parametrize("setting", ["keep_alive=-1", "first_id=0", "first_id=1.5"])
+def test_cli_sim_bad_setting_is_one_line(setting: str) -> None:
+    run = robowire("sim", "ugcs", "--set", setting, "--duration", "1")
     assert run.returncode != 0
     assert len(run.stderr.splitlines()) == 1, run.stderr
-    assert "keep_alive" in run.stderr
+    assert setting.split("=")[0] in run.stderr
 
 
 def test_cli_sim_on_a_busy_port_is_one_line() -> None:

@@ -24,6 +24,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
+import time
 from typing import Any
 
 from websockets.asyncio.client import ClientConnection, connect
@@ -63,7 +65,52 @@ SUBPROTOCOLS = [SDK_SUBPROTOCOL, Subprotocol("foxglove.websocket.v1")]
 MAX_CLIENT_MESSAGE = 16 << 20
 """The largest message a client may send (subscriptions, requests: a few hundred bytes)."""
 log = logging.getLogger("robowire")
+SDK_CLIENT_LOG = "foxglove.websocket.connected_client"
+"""The SDK's logger of what a client sent it (`Invalid message from HOST:PORT: why`)."""
+INVALID = "Invalid message from "
+UNKNOWN_CHANNEL = "Received message for unknown channel"  # (no client named: said once a minute)
+REPEAT = 60.0  # seconds between two lines of UNKNOWN_CHANNEL
 __all__ = ["FoxgloveSink", "frame_id", "open_sink", "snapshot"]
+
+
+class _Unreadable(logging.Filter):
+    """The SDK logs an error line for every message of a client it cannot read: a client
+    sending garbage wrote a hundred a second. This says the first of each of the sink's clients
+    (by its own address, not the relay's) and counts the rest as the sink's errors, unsaid.
+    Its line for data on a channel no client advertised names no client: said once a minute,
+    for every sink of the process (`said_unknown`)."""
+
+    said_unknown = -math.inf  # when UNKNOWN_CHANNEL was said last (the process's SDK logger)
+
+    def __init__(self, sink: FoxgloveSink) -> None:
+        super().__init__()
+        self.sink = sink
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if text.startswith(UNKNOWN_CHANNEL):
+            if time.monotonic() - _Unreadable.said_unknown < REPEAT:
+                return False
+            _Unreadable.said_unknown = time.monotonic()
+            record.msg, record.args = "foxglove: %s (said at most once a minute)", (text,)
+            return True
+        if not text.startswith(INVALID):
+            return True
+        relayed, _, why = text.removeprefix(INVALID).partition(": ")
+        client = self.sink.relayed.get(relayed)
+        if client is None:
+            return True  # not one of this sink's (another sink's filter decides)
+        stats = self.sink.stats
+        stats.extra["errors"] = stats.extra.get("errors", 0) + 1
+        if client[1]:
+            return False
+        self.sink.relayed[relayed] = (client[0], True)
+        record.msg = (
+            "%s: client %s sent what the Foxglove server cannot read (%s); "
+            "counted as errors from now on, not said again"
+        )
+        record.args = (self.sink.name, client[0], why)
+        return True
 
 
 class FoxgloveSink(Sink):
@@ -84,6 +131,9 @@ class FoxgloveSink(Sink):
         self._channels: dict[str, Any] | None = None  # topic -> channel, once serving
         self.messages = FoxgloveMessages(batch_locations=location == "fixes")
         self.context: Any = None  # the foxglove.Context of this sink's channels, once serving
+        self.relayed: dict[str, tuple[str, bool]] = {}
+        """The relay's address at the SDK's server (HOST:PORT) -> its client's, and whether
+        something unreadable of that client was said (`_Unreadable`)."""
         self.snapshot_due = False
 
     async def serve(self, world: World) -> None:
@@ -115,9 +165,11 @@ class FoxgloveSink(Sink):
         self.context = context
         self._channels = {topic: self._channel(topic) for topic in self.messages.schemas}
         upstream = f"ws://127.0.0.1:{self._server.port}"
+        unreadable = _Unreadable(self)
+        logging.getLogger(SDK_CLIENT_LOG).addFilter(unreadable)
         try:
             server = await serve(
-                lambda client: relay(client, upstream),
+                lambda client: relay(client, upstream, self.relayed),
                 self.host,
                 self.port,
                 subprotocols=SUBPROTOCOLS,
@@ -125,6 +177,7 @@ class FoxgloveSink(Sink):
                 max_size=MAX_CLIENT_MESSAGE,
             )
         except OSError as exc:
+            logging.getLogger(SDK_CLIENT_LOG).removeFilter(unreadable)
             raise listen_error(self.host, self.port, exc) from None
         try:
             host, port = next(iter(server.sockets)).getsockname()[:2]
@@ -134,6 +187,7 @@ class FoxgloveSink(Sink):
         finally:
             server.close()
             await server.wait_closed()
+            logging.getLogger(SDK_CLIENT_LOG).removeFilter(unreadable)
 
     def write(self, world: World, items: list[Update | LogEvent]) -> bool:
         if self._channels is None:
@@ -190,11 +244,14 @@ class FoxgloveSink(Sink):
                 channel.log(message)
 
 
-async def relay(client: ServerConnection, upstream: str) -> None:
+async def relay(
+    client: ServerConnection, upstream: str, relayed: dict[str, tuple[str, bool]] | None = None
+) -> None:
     """Pass every message between a client (either subprotocol) and the SDK's server at
     `upstream` (as `foxglove.sdk.v1`), unchanged and in order, until either side closes; the
     other side is then closed with the same code. A client that stops reading stops the relay
-    reading the SDK's server, whose backlog (`BACKLOG`) then drops the oldest messages."""
+    reading the SDK's server, whose backlog (`BACKLOG`) then drops the oldest messages.
+    `relayed` has the relay's address at the SDK's server -> the client's, while it runs."""
     try:
         server = await connect(
             upstream, subprotocols=[SDK_SUBPROTOCOL], compression=None, max_size=None
@@ -203,6 +260,9 @@ async def relay(client: ServerConnection, upstream: str) -> None:
         log.warning("foxglove: cannot reach the Foxglove server at %s: %s", upstream, exc)
         await client.close(1011, "the Foxglove server is not reachable")
         return
+    here = ":".join(map(str, server.local_address[:2]))
+    if relayed is not None:
+        relayed[here] = (":".join(map(str, client.remote_address[:2])), False)
     async with server:
         pipes = [
             asyncio.create_task(pipe(client, server)),
@@ -214,6 +274,8 @@ async def relay(client: ServerConnection, upstream: str) -> None:
             for task in pipes:
                 task.cancel()
             await asyncio.gather(*pipes, return_exceptions=True)
+            if relayed is not None:
+                relayed.pop(here, None)
         code = server.close_code
         if code is not None:  # the SDK ended it: say why to the client (1005, 1006 and 1015
             # mean the SDK sent no code, so there is none to pass on)

@@ -601,7 +601,9 @@ class UcsAdapter:
         label = self._labels.pop((conn, device_id), None)
         self._keys.pop((conn, device_id), None)
         self._lookups.pop(conn, None)
-        if label is not None:
+        # a vehicle found again (a VSM restarted, a link found again) may be registered under
+        # its new id before its old id goes: it is still registered (rare: a scan is fine)
+        if label is not None and label not in self._labels.values():
             self._attributes(label, {"registered": False}, receive_time)
 
     def _availability(self, event: AvailabilityChanged, receive_time: float) -> None:

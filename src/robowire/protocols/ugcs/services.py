@@ -89,7 +89,8 @@ from robowire.world import LogEvent, Update, World
 log = logging.getLogger("robowire.ugcs")
 
 MAX_VEHICLES = 10_000
-SIM_SETTINGS = frozenset(model.SETTINGS) | {"keep_alive", "name", "camera", "gimbal"}
+SIM_SETTINGS = frozenset(model.SETTINGS) | {"keep_alive", "name", "camera", "gimbal", "first_id"}
+MAX_FIRST_ID = 1 << 31  # (ids are uint32 on the wire; a fleet's ids must fit after it)
 
 
 def _options(settings: dict[str, str], where: str) -> tuple[float | None, str]:
@@ -136,7 +137,10 @@ class UgcsSim(VsmSim):
 
     Settings (`--set k=v`): the fleet's (`origin=LAT,LON,ALT`, `patrol=SIDE`, `spacing`,
     `cruise_speed`, ...; see `model.SETTINGS`), `keep_alive=N` (ping every second, close after
-    N s of silence), `name` (the VSM's name in its Register_peer), `camera=0`, `gimbal=0`.
+    N s of silence), `name` (the VSM's name in its Register_peer), `camera=0`, `gimbal=0`,
+    `first_id=N` (the VSM's id counter starts at N, not 1: a restarted VSM that registers its
+    vehicles under new ids, as the SDK's process-wide counter does when it counts other
+    objects first).
     """
 
     def __init__(self, options: SimOptions) -> None:
@@ -152,6 +156,9 @@ class UgcsSim(VsmSim):
         if unknown:
             raise ConfigError(f"{where}: unknown setting {sorted(unknown)[0]!r}")
         keep_alive, name = _options(settings, where)
+        first_id = number(settings, "first_id", 1, where, sign="positive")
+        if first_id != int(first_id) or first_id > MAX_FIRST_ID:
+            raise ConfigError(f"{where}: first_id must be a whole number 1..{MAX_FIRST_ID}")
         for key in ("camera", "gimbal"):
             if settings.get(key, "1") not in ("0", "1"):
                 raise ConfigError(f"{where}: {key} must be 0 or 1, not {settings[key]!r}")
@@ -172,6 +179,7 @@ class UgcsSim(VsmSim):
             keep_alive=keep_alive,
             name=name,
             label="ugcs-sim",
+            first_id=int(first_id),
         )
         self.group = self.session.groups[0]
 
@@ -291,7 +299,9 @@ class UcsSource(Source):
         return self._catalog
 
     def _find(self, label: str) -> tuple[UcsSession, UcsDevice] | None:
-        return next(((s, d) for s, d in self._devices() if d.label == label), None)
+        """The device `label` names on the newest connection that has it: a VSM restarted
+        beside its old, half-open link has the vehicle on both, and only the new one answers."""
+        return next(((s, d) for s, d in reversed(list(self._devices())) if d.label == label), None)
 
     def device_commands(self, device: str) -> Sequence[CommandSpec] | None:
         found = self._find(device)

@@ -18,6 +18,7 @@ from typing import Any
 from robowire.errors import ConfigError, TransportError
 from robowire.protocols.ugcs.codec import DEFAULT_PORT, Value
 from robowire.protocols.ugcs.definitions import ParamValue, Result
+from robowire.protocols.ugcs.device import IdCounter
 from robowire.protocols.ugcs.events import (
     CommandReceived,
     ConnectionEnded,
@@ -209,6 +210,7 @@ class VsmSim(Sim):
         keep_alive: float | None = None,
         name: str = "robowire",
         label: str = "ugcs-vsm",
+        first_id: int = 1,
     ) -> None:
         self.target = target
         if target is not None:
@@ -220,7 +222,9 @@ class VsmSim(Sim):
         self.rate = rate
         super().__init__(f"{label}@{host}:{port}")
         self.clock = WallClock()
-        self.session = VsmSession(peer_id=instance_id(), name=name, keep_alive=keep_alive)
+        self.session = VsmSession(
+            peer_id=instance_id(), name=name, keep_alive=keep_alive, ids=IdCounter(first_id)
+        )
         self.members = list(members)
         self._groups = []
         self._row: dict[int, tuple[Member, int]] = {}

@@ -371,6 +371,7 @@ class VrpnSink(Sink):
             self.stats.dropped += server.skipped - self._skipped
             self.stats.last_drop_reason = "a client too far behind: its reports skipped"
             self._skipped = server.skipped
+        self.stats.extra["errors"] = server.stats.dropped  # what clients sent that was bad
         return True
 
 
