@@ -160,6 +160,66 @@ class Restart:
         return False
 
 
+@dataclass(slots=True)
+class DatagramOrder:
+    """Datagrams of consecutively numbered messages (VRPN's UDP: each message's header `seq`,
+    one counter per channel), told apart by their first message's number. A datagram is taken
+    only if it is newer than every one taken: a copy of one seen is `duplicated`, an older one
+    come late is `reordered`, and both are dropped (the receiver already has newer messages).
+    How many messages a lost datagram held is not known, so there is no `lost`. A leap ahead
+    of more than `window` is taken only once the next datagram follows it within `window` (a
+    flipped bit in a number is not a new sequence), and `resync` datagrams in a row behind
+    the newest but ascending start it again from them (the newest was a damaged number)."""
+
+    modulus: int = 1 << 32
+    window: int = 1 << 16
+    resync: int = 8
+    newest: int | None = None
+    duplicated: int = 0
+    reordered: int = 0
+    _seen: dict[int, None] = field(default_factory=dict)  # recent first numbers, in order
+    _jump: int | None = None  # a number far ahead, not yet followed
+    _behind: int | None = None  # the last number behind the newest ...
+    _behind_run: int = 0  # ... and how many came in a row, each after the one before
+
+    def take(self, n: int) -> bool:
+        """A datagram whose first message is numbered `n` came: whether to take it."""
+        newest, modulus = self.newest, self.modulus
+        seen = n in self._seen
+        self._note(n)
+        if newest is None:
+            return self._take(n)
+        ahead = (n - newest) % modulus
+        if 0 < ahead < modulus >> 1:
+            if ahead > self.window:
+                jump, self._jump = self._jump, n
+                if jump is None or not 0 < (n - jump) % modulus <= self.window:
+                    return False
+            return self._take(n)
+        self._jump = None
+        if seen:
+            self.duplicated += 1
+            return False
+        behind = self._behind
+        ascending = behind is not None and 0 < (n - behind) % modulus <= self.window
+        self._behind_run = self._behind_run + 1 if ascending else 1
+        self._behind = n
+        if self._behind_run >= self.resync:
+            return self._take(n)
+        self.reordered += 1
+        return False
+
+    def _take(self, n: int) -> bool:
+        self.newest, self._jump, self._behind, self._behind_run = n, None, None, 0
+        return True
+
+    def _note(self, n: int) -> None:
+        seen = self._seen
+        seen[n] = None
+        if len(seen) > 256:  # only recent datagrams come again as copies
+            del seen[next(iter(seen))]
+
+
 SUMMARY_SECONDS = 60.0
 FAULTS = {  # a fault count's name -> how a log line says it
     "settled": "lost on the wire",

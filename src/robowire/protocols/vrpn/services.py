@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import Iterator
 
 import numpy as np
@@ -111,6 +112,7 @@ class VrpnSource(Source):
         self.udp = endpoint.scheme == "vrpn" and endpoint.option("udp", "1") != "0"
         self.update_rate = endpoint.float_option("rate", 0.0)
         self.link: VrpnLink | None = None
+        self._wire: Counter[str] = Counter()  # the wire counts of the connections before
 
     def new_adapter(self, world: World) -> VrpnAdapter:
         return VrpnAdapter(world, self.name, devices=self.devices or None, time=self.time_mode)
@@ -118,6 +120,15 @@ class VrpnSource(Source):
     @property
     def time_mode(self) -> str:
         return adapter_time(self)
+
+    def wire_counts(self) -> dict[str, int]:
+        """The UDP datagrams dropped as copies or late, over every connection (each counts
+        its own: the peer's numbers begin again on a new one)."""
+        counts = Counter(self._wire)
+        link = self.link
+        if link is not None and link.session is not None:
+            counts.update(link.session.wire_counts())
+        return dict(counts)
 
     async def connect(self, world: World) -> None:
         offset = self.clock.wall(0.0)
@@ -160,6 +171,8 @@ class VrpnSource(Source):
         finally:
             link.close()
             self.link = None
+            if link.session is not None:
+                self._wire.update(link.session.wire_counts())
         reason = link.session.close_reason if link.session is not None else ""
         if reason.startswith(VERSION_MISMATCH):
             raise SessionError(f"{self.host}:{self.port}: {reason}")
