@@ -169,12 +169,15 @@ class DatagramOrder:
     How many messages a lost datagram held is not known, so there is no `lost`. A leap ahead
     of more than `window` is taken only once the next datagram follows it within `window` (a
     flipped bit in a number is not a new sequence), and `resync` datagrams in a row behind
-    the newest but ascending start it again from them (the newest was a damaged number)."""
+    the newest but ascending start it again from them (the newest was a damaged number). A
+    sender whose numbers have not gone up yet may not number at all: its datagrams are all
+    taken until they do."""
 
     modulus: int = 1 << 32
     window: int = 1 << 16
     resync: int = 8
     newest: int | None = None
+    numbered: bool = False  # the sender's numbers went up: it numbers (till then, all taken)
     duplicated: int = 0
     reordered: int = 0
     _seen: dict[int, None] = field(default_factory=dict)  # recent first numbers, in order
@@ -190,6 +193,9 @@ class DatagramOrder:
         if newest is None:
             return self._take(n)
         ahead = (n - newest) % modulus
+        if not self.numbered:  # (VRPN reads no `seq`: a sender may write 0 in every one)
+            self.numbered = 0 < ahead <= self.window
+            return self._take(n)
         if 0 < ahead < modulus >> 1:
             if ahead > self.window:
                 jump, self._jump = self._jump, n

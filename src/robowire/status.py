@@ -38,6 +38,9 @@ the ones the templates keep, read; nothing but the `StatusServer` reads a socket
 * `clock_offset`: a source's sender clock minus ours, in seconds (the smallest network delay
   included; see `robowire.timebase.ClockOffset`), to the millisecond; null when unknown (no
   stamped message yet, a protocol without stamps, or not a source).
+* `clock_rate`: how many seconds the sender's clock runs a second of ours (1.0; -1.0 for one
+  running backwards; `ClockOffset.rate`), null until a few seconds of stamps. Outside 1 ± 0.5
+  `?time=corrected` gives receive times.
 """
 
 from __future__ import annotations
@@ -86,6 +89,7 @@ class ServiceStatus:
     reordered: int = 0
     reconnected: int = 0
     worker: str | None = None
+    clock_rate: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -159,7 +163,13 @@ def service_status(
         duplicated=wire.get("duplicated", 0),
         reordered=wire.get("reordered", 0),
         reconnected=_reconnected(service),
+        clock_rate=_clock_rate(service),
     )
+
+
+def _clock_rate(service: Service) -> float | None:
+    rate = service.time.offset.rate if isinstance(service, Source) else None
+    return None if rate is None else round(rate, 3)
 
 
 def _reconnected(service: Service) -> int:

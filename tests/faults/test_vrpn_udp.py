@@ -282,6 +282,12 @@ def test_a_number_damaged_far_ahead_is_not_taken_and_one_a_little_ahead_is_resyn
     assert order.newest == 21 + 3 * 8
 
 
+def test_a_sender_that_numbers_nothing_has_every_datagram_taken() -> None:
+    order = DatagramOrder()  # VRPN reads no seq: another implementation may write 0 in all
+    assert all(order.take(0) for _ in range(100))
+    assert (order.duplicated, order.reordered) == (0, 0)
+
+
 def test_a_sequence_wraps_at_2_to_the_32() -> None:
     order = DatagramOrder()
     numbers = [(1 << 32) - 6, (1 << 32) - 3, 0, 3]

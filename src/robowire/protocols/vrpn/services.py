@@ -63,7 +63,7 @@ SOURCE_OPTIONS = frozenset({"retry", "rate", "udp", "devices"})  # and every sou
 FILE_OPTIONS = frozenset({"speed"})
 SINK_OPTIONS = frozenset({"tracker"})
 SIM_SETTINGS = frozenset(
-    {"tracker", "analog", "button", "dial", "reports", "clock_offset", "trackers"}
+    {"tracker", "analog", "button", "dial", "reports", "clock_offset", "clock_rate", "trackers"}
 )
 FIRST_CONNECT_TIMEOUT = 5.0
 PONG_AFTER = 1.0  # seconds after a device's first log entry: its pong (`VrpnLogSink`)
@@ -402,10 +402,12 @@ class VrpnSim(Sim):
     (see `model.py`): `--count` tracker sensors (default 2) at `--rate` Hz (default 60, at most
     1000); `--set tracker=... analog=... button=... dial=...` rename the devices, `--set
     reports=pos` sends Pos_Quat only, `--set clock_offset=SECONDS` stamps every message with a
-    clock that far ahead (negative: behind) of ours. A client's set_update_rate request
-    changes the rate. `--set trackers=N` serves N trackers of `--count` sensors each instead
-    of one (named after `tracker` with its number counting up: Tracker0 ... Tracker<N-1>), all
-    reported in one frame, as a mocap system with many rigid bodies does."""
+    clock that far ahead (negative: behind) of ours, `--set clock_rate=R` stamps the reports
+    with a clock that runs R seconds a second from the start (-1: backwards; a broken clock).
+    A client's set_update_rate request changes the rate. `--set trackers=N` serves N trackers
+    of `--count` sensors each instead of one (named after `tracker` with its number counting
+    up: Tracker0 ... Tracker<N-1>), all reported in one frame, as a mocap system with many
+    rigid bodies does."""
 
     def __init__(self, options: SimOptions) -> None:
         self.host = options.host
@@ -439,6 +441,7 @@ class VrpnSim(Sim):
         self._messages = self.model.count * len(kinds)  # a frame's
         # `--set clock_offset=SECONDS`: a sender whose clock is that far ahead of ours
         self.clock_offset = number(settings, "clock_offset", 0.0, "vrpn sim", sign="any")
+        self.clock_rate = number(settings, "clock_rate", 1.0, "vrpn sim", sign="any")
         self.clock = WallClock()
         served = set(self.trackers)
         self.server = VrpnServer(
@@ -519,7 +522,9 @@ class VrpnSim(Sim):
         self._times = times
         steps = np.array(times)
         self._planned = self.model.frames(steps - self._start)
-        self._walls = (self.clock.wall(0.0) + steps) + self.clock_offset  # as wall(now) each
+        pace = self.clock_rate  # the sender's clock runs `pace` s a second from the start
+        ran = steps if pace == 1.0 else self._start + (steps - self._start) * pace
+        self._walls = (self.clock.wall(0.0) + ran) + self.clock_offset  # as wall(now) each
         self._encoded.clear()
 
     def _batch(self, ids: tuple[int, ...], types: tuple[int, ...]) -> FrameBatch:

@@ -549,12 +549,15 @@ class VrpnSession:
         together, so the reports of one sender and kind become one `TrackerReports` however
         many datagrams carried them. Each datagram is still whole messages or dropped whole
         (if one is not, each is fed on its own, as `feed_datagram` would)."""
+        if len(datagrams) == 1:
+            data, addr = datagrams[0]
+            return self.feed_datagram(data, addr, now)
         self._now = now
         if self.state is not State.CONNECTED:
             return []
         datagrams = [d for d in datagrams if self._in_order(d[0])]
-        if len(datagrams) <= 1:
-            return self._datagram(datagrams[0][0]) if datagrams else []
+        if not datagrams:
+            return []
         sizes = [len(data) for data, _ in datagrams]
         if all(size and not size & 7 for size in sizes):  # whole messages are 8-aligned
             work = b"".join([data for data, _ in datagrams])
