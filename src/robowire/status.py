@@ -27,8 +27,9 @@ the ones the templates keep, read; nothing but the `StatusServer` reads a socket
   token where one is needed; see `robowire.access`).
 * `lost`, `duplicated`, `reordered`: a source's messages lost, duplicated or reordered on
   the wire, counted exactly from the protocol's sequence numbers where it has them (the XRP
-  robot's statuses, VRSP frames: `robowire.sequence`; `Source.wire_counts()`), 0 where it
-  has none (TCP loses nothing; UgCS, SpyGlass and VRPN carry no sequence numbers).
+  robot's statuses, VRSP frames: `robowire.sequence`; `Source.wire_counts()`; VRPN's UDP
+  datagrams dropped as copies or late, by their messages' `seq`, no `lost`), 0 where it has
+  none (TCP loses nothing; UgCS and SpyGlass carry no sequence numbers).
 * `reconnected`: a source's connections after its first, and its peer's restarts seen in
   what it sent (a rebooted XRP robot, a VRSP sender's new instance).
 * `devices`: how many devices the service's own world table holds (sources).
