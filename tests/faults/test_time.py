@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -23,18 +25,36 @@ FULL = os.environ.get("ROBOWIRE_FAULT_MATRIX") == "full"  # make reliability: ev
 RECONVERGE = 4.0  # s: ClockOffset's `confirm` (2 s) for a step back, and the loaded machine
 
 
-@pytest.mark.parametrize("jump", [3600.0, -3600.0])
-@pytest.mark.parametrize("mode", ["corrected", "sender"] if FULL else ["corrected"])
-async def test_a_sender_clock_that_jumps_an_hour(jump: float, mode: str) -> None:
-    sim = VrpnSim(SimOptions(port=0, rate=50.0))
+@asynccontextmanager
+async def vrpn_sim(options: SimOptions) -> AsyncIterator[tuple[Gateway, VrpnSim]]:
+    """Our VRPN simulator running in a gateway, listening."""
+    sim = VrpnSim(options)
     gateway = Gateway().add(sim)
     run = asyncio.create_task(gateway.run())
     try:
         await sim.ready.wait()
+        yield gateway, sim
+    finally:
+        gateway.stop()
+        await asyncio.gather(run, return_exceptions=True)
+
+
+@asynccontextmanager
+async def vrpn_pair(mode: str, **settings: str) -> AsyncIterator[tuple[Gateway, VrpnSim, Source]]:
+    """Our VRPN simulator at 50 Hz (`settings`: its `--set`s) and our source of it with
+    `?time=mode`, in one gateway."""
+    async with vrpn_sim(SimOptions(port=0, rate=50.0, options=settings)) as (gateway, sim):
         assert sim.address is not None
         source = open_source(f"vrpn://Tracker0@127.0.0.1:{sim.address[1]}?time={mode}")
         assert isinstance(source, Source)
         gateway.add(source)
+        yield gateway, sim, source
+
+
+@pytest.mark.parametrize("jump", [3600.0, -3600.0])
+@pytest.mark.parametrize("mode", ["corrected", "sender"] if FULL else ["corrected"])
+async def test_a_sender_clock_that_jumps_an_hour(jump: float, mode: str) -> None:
+    async with vrpn_pair(mode) as (gateway, sim, source):
         await until(lambda: source.stats.messages_in > 50, "reports")
         sim.clock_offset = jump  # the sender's clock steps
         jumped = time.monotonic()
@@ -57,9 +77,6 @@ async def test_a_sender_clock_that_jumps_an_hour(jump: float, mode: str) -> None
             assert abs(lag()) < 0.5  # and stays there
         else:
             await until(lambda: abs(lag() - jump) < 0.5, "the sender's own times", 5)
-    finally:
-        gateway.stop()
-        await asyncio.gather(run, return_exceptions=True)
 
 
 @pytest.mark.parametrize("pace", [-1.0, 2.0])  # a clock running backwards; twice as fast
@@ -71,15 +88,7 @@ async def test_a_sender_clock_that_runs_backwards_or_at_a_wrong_rate(
     seconds of stamps show the rate (the status's `clock_rate`), `?time=corrected` gives the
     receive times: on our clock and never going back (was: a saw-tooth seconds off, going
     back with the stamps between the offset's restarts). The default keeps the sender's."""
-    sim = VrpnSim(SimOptions(port=0, rate=50.0, options={"clock_rate": f"{pace:g}"}))
-    gateway = Gateway().add(sim)
-    run = asyncio.create_task(gateway.run())
-    try:
-        await sim.ready.wait()
-        assert sim.address is not None
-        source = open_source(f"vrpn://Tracker0@127.0.0.1:{sim.address[1]}?time={mode}")
-        assert isinstance(source, Source)
-        gateway.add(source)
+    async with vrpn_pair(mode, clock_rate=f"{pace:g}") as (gateway, _, source):
         began = time.monotonic()
 
         def status() -> Any:
@@ -102,9 +111,6 @@ async def test_a_sender_clock_that_runs_backwards_or_at_a_wrong_rate(
         else:
             went = (times[-1] - times[0]) / (seen[-1][1] - seen[0][1])
             assert abs(went - pace) < 0.3, went  # the sender's own times, at its rate
-    finally:
-        gateway.stop()
-        await asyncio.gather(run, return_exceptions=True)
 
 
 @pytest.mark.parametrize(

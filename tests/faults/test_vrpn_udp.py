@@ -39,7 +39,6 @@ from robowire.gateway import Gateway, open_source
 from robowire.protocols.vrpn import server as vrpn_server
 from robowire.protocols.vrpn import services
 from robowire.protocols.vrpn.events import TrackerReports
-from robowire.protocols.vrpn.services import VrpnSim
 from robowire.protocols.vrpn.session import Role, VrpnSession
 from robowire.sequence import DatagramOrder
 from robowire.service import SimOptions, Source
@@ -48,20 +47,17 @@ from support import free_port, until
 
 from .plan import DatagramFaults, DatagramPlan
 from .proxy import UdpProxy
+from .test_time import vrpn_sim
+from .test_vrsp import FAULTS  # (the same datagram faults as VRSP's cells)
 
 pytestmark = pytest.mark.timeout(90)
 FULL = os.environ.get("ROBOWIRE_FAULT_MATRIX") == "full"  # make reliability: every cell
 POSE = "vrpn_Tracker Pos_Quat"
-RATE = 60.0  # reports/s of each sensor
+RATE = 200.0  # reports/s of each sensor (one datagram a report time)
+DATAGRAMS = 400  # faulty, each cell
 CLEAN = {  # faults that change no byte: every report taken is one the server sent
-    "loss 1%": DatagramFaults(loss=0.01),
-    "loss 10%": DatagramFaults(loss=0.10),
-    "loss 50%": DatagramFaults(loss=0.50),
-    "burst of 100": DatagramFaults(burst=100, burst_every=150),
-    "duplicate 10%": DatagramFaults(duplicate=0.10),
-    "reorder depth 8": DatagramFaults(reorder=0.2, reorder_depth=8),
+    **{name: faults for name, faults in FAULTS.items() if name != "every 10th lost"},
     "jitter 0-50 ms": DatagramFaults(jitter=0.05),
-    "everything": DatagramFaults(loss=0.05, duplicate=0.05, reorder=0.1, jitter=0.01),
 }
 DAMAGE = {
     "truncate 5%": DatagramFaults(truncate=0.05),
@@ -176,16 +172,9 @@ async def cell(
 
 @asynccontextmanager
 async def our_sim() -> AsyncIterator[int]:
-    sim = VrpnSim(SimOptions(port=0, count=2, rate=RATE))
-    gateway = Gateway().add(sim)
-    run = asyncio.create_task(gateway.run())
-    try:
-        await sim.ready.wait()
+    async with vrpn_sim(SimOptions(port=0, count=2, rate=RATE)) as (_, sim):
         assert sim.address is not None
         yield sim.address[1]
-    finally:
-        gateway.stop()
-        await asyncio.gather(run, return_exceptions=True)
 
 
 @asynccontextmanager
@@ -224,7 +213,7 @@ def check_clean(run: Cell, name: str) -> None:
 @pytest.mark.parametrize("name", CLEAN if FULL else FAST)
 async def test_our_client_of_our_server_over_udp(name: str, monkeypatch: pytest.MonkeyPatch):
     async with our_sim() as port, cell(monkeypatch, CLEAN[name], port) as run:
-        await run.fault(600)
+        await run.fault(DATAGRAMS)
         check_clean(run, name)
         assert max(run.plan.counts[k] for k in ("lost", "duplicated", "reordered")) > 0
         print(f"\nvrpn udp {name}: {dict(run.plan.counts)}")
@@ -236,7 +225,7 @@ async def test_our_client_of_the_mainline_server_over_udp(
     name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     async with mainline_server(tmp_path) as port, cell(monkeypatch, CLEAN[name], port) as run:
-        await run.fault(600)
+        await run.fault(DATAGRAMS)
         check_clean(run, name)
         print(f"\nvrpn_server udp {name}: {dict(run.plan.counts)}")
 
@@ -246,7 +235,7 @@ async def test_damaged_datagrams_are_dropped_as_bad_or_taken_as_they_say(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with our_sim() as port, cell(monkeypatch, DAMAGE[name], port) as run:
-        await run.fault(600)
+        await run.fault(DATAGRAMS)
         did, status = run.plan.counts, run.status()
     damaged = did["truncated"] + did["flipped"]
     assert damaged > 10
@@ -325,7 +314,7 @@ async def test_the_mainline_client_of_our_server_over_udp(
     lines: list[float] = []  # when each pose line came
 
     def enough() -> bool:  # (each truncation costs the mainline client a new connection, ~2 s)
-        return plan.counts["received"] >= 600 or plan.counts["truncated"] >= 5
+        return plan.counts["received"] >= DATAGRAMS or plan.counts["truncated"] >= 5
 
     async with UdpProxy(("127.0.0.1", 0), up=plan) as proxy, our_sim() as port:
         route_udp(monkeypatch, proxy)
