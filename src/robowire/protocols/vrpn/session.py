@@ -555,9 +555,15 @@ class VrpnSession:
         self._now = now
         if self.state is not State.CONNECTED:
             return []
-        datagrams = [d for d in datagrams if self._in_order(d[0])]
-        if not datagrams:
-            return []
+        unpack = _SEQ.unpack_from
+        try:
+            firsts = [unpack(data, 20)[0] for data, _ in datagrams]
+        except struct.error:  # a datagram too short to say: one by one
+            firsts = []
+        if not (firsts and self.udp_order.take_run(firsts)):  # a copy, a late one: one by one
+            datagrams = [d for d in datagrams if self._in_order(d[0])]
+            if not datagrams:
+                return []
         sizes = [len(data) for data, _ in datagrams]
         if all(size and not size & 7 for size in sizes):  # whole messages are 8-aligned
             work = b"".join([data for data, _ in datagrams])
