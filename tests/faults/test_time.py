@@ -13,10 +13,13 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from robowire.gateway import Gateway, open_source
 from robowire.protocols.vrpn.services import VrpnSim
 from robowire.service import SimOptions, Source
+from robowire.status import status_message
+from robowire.status_client import status_table
 from robowire.timebase import ClockOffset
 from support import until
 
@@ -96,7 +99,11 @@ async def test_a_sender_clock_that_runs_backwards_or_at_a_wrong_rate(
 
         await until(lambda: status().clock_rate is not None, "the sender clock's rate", 20)
         took = time.monotonic() - began
-        assert abs(status().clock_rate - pace) < 0.1, status()
+        said = status()
+        assert abs(said.clock_rate - pace) < 0.1, said
+        console = Console(width=200, record=True)
+        console.print(status_table(status_message([said])))  # `robowire status`
+        assert f"its clock runs at {said.clock_rate:+.2f}x" in console.export_text()
         seen: list[tuple[float, float]] = []  # (source time, receive time) of Tracker0/0
         for _ in range(100):  # 2 s
             device = gateway.world.device(source.name, "Tracker0/0")

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from mainline import SERVER, needs_client, needs_server, start_print_devices, stop_print_devices
 from robowire.gateway import Gateway, open_source
@@ -42,6 +43,8 @@ from robowire.protocols.vrpn.events import TrackerReports
 from robowire.protocols.vrpn.session import Role, VrpnSession
 from robowire.sequence import DatagramOrder
 from robowire.service import SimOptions, Source
+from robowire.status import status_message
+from robowire.status_client import status_table
 from robowire.wire import Address
 from support import free_port, until
 
@@ -208,6 +211,11 @@ def check_clean(run: Cell, name: str) -> None:
     did, status = run.plan.counts, run.status()
     assert (status.duplicated, status.reordered) == (did["duplicated"], did["reordered"]), did
     assert status.errors == 0
+    console = Console(width=200, record=True)
+    console.print(status_table(status_message([status])))
+    shown = console.export_text()  # `robowire status`'s wire column
+    for kind, short in (("duplicated", "dup"), ("reordered", "reord")):
+        assert (f"{short} {did[kind]:,}" in shown) == (did[kind] > 0), shown
 
 
 @pytest.mark.parametrize("name", CLEAN if FULL else FAST)
