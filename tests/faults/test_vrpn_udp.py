@@ -239,10 +239,14 @@ async def test_our_client_of_the_mainline_server_over_udp(
 
 
 @pytest.mark.parametrize("name", DAMAGE)
+@pytest.mark.parametrize("server", ["ours", "vrpn_server"] if FULL else ["ours"])
 async def test_damaged_datagrams_are_dropped_as_bad_or_taken_as_they_say(
-    name: str, monkeypatch: pytest.MonkeyPatch
+    name: str, server: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    async with our_sim() as port, cell(monkeypatch, DAMAGE[name], port) as run:
+    if server == "vrpn_server" and not SERVER.is_file():
+        pytest.skip(f"no mainline vrpn_server at {SERVER}")  # (as `needs_server` says)
+    serving = our_sim() if server == "ours" else mainline_server(tmp_path)
+    async with serving as port, cell(monkeypatch, DAMAGE[name], port) as run:
         await run.fault(DATAGRAMS)
         did, status = run.plan.counts, run.status()
     damaged = did["truncated"] + did["flipped"]
@@ -251,7 +255,7 @@ async def test_damaged_datagrams_are_dropped_as_bad_or_taken_as_they_say(
     if did["truncated"]:  # cut at a random byte: between two messages only now and then
         assert status.errors >= did["truncated"] // 2
     assert run.faulty.source.connections == 1  # a bad datagram is dropped, not the connection
-    print(f"\nvrpn udp {name}: {dict(did)}; errors {status.errors}")
+    print(f"\n{server} udp {name}: {dict(did)}; errors {status.errors}")
 
 
 # -- the order rule, sans I/O: datagrams of 3 messages each, numbered by their first ----------
