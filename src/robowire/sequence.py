@@ -11,6 +11,9 @@ held back have gone. `restart()` forgets the sequence (its sender restarted with
 the counts stay). It keeps at most `window` numbers. A leap ahead of more than `window` is
 taken only once the next number follows it (within `JUMP_FOLLOWS`): a single number far
 ahead (a bit flipped where no checksum guards it) is `OLD`, not a loss of millions.
+
+`DatagramOrder` is for datagrams numbered by their first message (VRPN's UDP): it says which
+to take (only one newer than every one taken) and counts the copies and late ones it drops.
 """
 
 from __future__ import annotations
