@@ -37,6 +37,8 @@ COUNTS = ("lost", "duplicated", "reordered")
 SETTLE = 64  # numbers: a gap this recent may still be reordering, not loss
 JUMP_FOLLOWS = 8  # a leap ahead is real once a number at most this far past it follows
 RECENT = 64  # `DatagramOrder` tells copies among the numbers of this many recent reads
+UNORDERED_AFTER = 3  # `DatagramOrder` restarts after which the numbers are not one channel's
+UNORDERED_RUN = 64  # `DatagramOrder` drops in a row after which they are not either
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,13 +179,18 @@ class DatagramOrder:
     flipped bit in a number is not a new sequence), and `resync` datagrams in a row behind
     the newest but ascending start it again from them (the newest was a damaged number). A
     sender whose numbers have not gone up yet may not number at all: its datagrams are all
-    taken until they do."""
+    taken until they do. A sender that numbers otherwise (each device from 0, say) gives
+    copies or late ones, `UNORDERED_RUN` in a row, or makes the count start again
+    `UNORDERED_AFTER` times: from then on every datagram is taken as it comes (VRPN's own
+    rule). No network does either (the kernel's UDP checksum drops damaged datagrams)."""
 
     modulus: int = 1 << 32
     window: int = 1 << 16
     resync: int = 8
     newest: int | None = None
     numbered: bool = False  # the sender's numbers went up: it numbers (till then, all taken)
+    unordered: bool = False  # `resyncs` came: it does not number one channel (all taken)
+    resyncs: int = 0
     duplicated: int = 0
     reordered: int = 0
     _seen: deque[list[int]] = field(default_factory=lambda: deque(maxlen=RECENT))  # the
@@ -191,11 +198,12 @@ class DatagramOrder:
     _jump: int | None = None  # a number far ahead, not yet followed
     _behind: int | None = None  # the last number behind the newest ...
     _behind_run: int = 0  # ... and how many came in a row, each after the one before
+    _dropped: int = 0  # datagrams dropped (copies, late ones) since the last one taken
 
     def take(self, n: int) -> bool:
         """A datagram whose first message is numbered `n` came: whether to take it."""
         newest, modulus = self.newest, self.modulus
-        if newest is None:
+        if newest is None or self.unordered:
             self._seen.append([n])
             return self._take(n)
         ahead = (n - newest) % modulus
@@ -211,6 +219,10 @@ class DatagramOrder:
                     return False
             return self._take(n)
         self._jump = None
+        self._dropped += 1
+        if self._dropped >= UNORDERED_RUN:  # (the network never does that: the numbering)
+            self.unordered = True
+            return self._take(n)
         if any(n in run for run in self._seen):
             self.duplicated += 1
             return False
@@ -220,6 +232,8 @@ class DatagramOrder:
         self._behind_run = self._behind_run + 1 if ascending else 1
         self._behind = n
         if self._behind_run >= self.resync:
+            self.resyncs += 1
+            self.unordered = self.resyncs >= UNORDERED_AFTER
             return self._take(n)
         self.reordered += 1
         return False
@@ -230,6 +244,8 @@ class DatagramOrder:
         all), as `take` would take them one by one: the usual read, checked at C speed. False,
         and nothing changed, otherwise (then `take` each)."""
         newest = self.newest
+        if self.unordered:
+            return True
         if (
             newest is None
             or not self.numbered
@@ -243,6 +259,7 @@ class DatagramOrder:
 
     def _take(self, n: int) -> bool:
         self.newest, self._jump, self._behind, self._behind_run = n, None, None, 0
+        self._dropped = 0
         return True
 
 

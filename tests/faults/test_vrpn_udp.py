@@ -298,6 +298,23 @@ def test_a_sender_that_numbers_nothing_has_every_datagram_taken() -> None:
     assert (order.duplicated, order.reordered) == (0, 0)
 
 
+def test_a_sender_that_numbers_each_device_from_0_has_every_datagram_taken_soon() -> None:
+    """Not VRPN's rule (one counter a channel), but a sender could: two trackers' datagrams,
+    each numbered from 0, frame after frame: copies, one after another; after 64 in a row,
+    every datagram is taken as it comes."""
+    order = DatagramOrder()
+    frame = [*range(0, 30 * 16, 16), *range(0, 30 * 16, 16)]
+    taken = [order.take(n) for _ in range(3) for n in frame]
+    assert order.unordered and all(taken[-len(frame) :])
+    assert order.take_run(frame)
+    order = DatagramOrder()  # numbers that start again lower, and again: 3 restarts
+    blocks = [range(base, base + 9 * 16, 16) for base in (4000, 3000, 2000, 1000, 100)]
+    assert [order.take(n) for n in blocks[0]] == [True] * 9
+    for block in blocks[1:4]:
+        assert [order.take(n) for n in block] == [False] * 7 + [True, True]
+    assert order.unordered and all(order.take(n) for n in blocks[4])
+
+
 def test_a_sequence_wraps_at_2_to_the_32() -> None:
     order = DatagramOrder()
     numbers = [(1 << 32) - 6, (1 << 32) - 3, 0, 3]
