@@ -23,6 +23,7 @@ import time
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 import bench
 from robowire.transport import run
@@ -36,6 +37,7 @@ PER_DATAGRAM = 16
 SECONDS = 10.0
 TICK = 0.001
 POS_QUAT = "vrpn_Tracker Pos_Quat"
+REPORT = 88  # bytes: a Pos_Quat message, header and body
 
 
 def _datagrams(sender_ids: list[int], type_id: int) -> list[bytes]:
@@ -61,15 +63,26 @@ def _datagrams(sender_ids: list[int], type_id: int) -> list[bytes]:
     return out
 
 
+def _seqs(datagram: bytearray) -> npt.NDArray[np.uint32]:
+    """A writable view of the header `seq` of each Pos_Quat message of `datagram` (88 bytes
+    each, `seq` at 20)."""
+    return np.frombuffer(datagram, dtype=">u4")[5 :: REPORT // 4]
+
+
 def _paced(
     sock: socket.socket, target: Address, datagrams: list[bytes], seconds: float, drain: Any = None
 ) -> int:
-    """Send the frames' datagrams round-robin at RATE frames/s in TICK steps; returns sent."""
+    """Send the frames' datagrams round-robin at RATE frames/s in TICK steps, each report's
+    header `seq` numbered on as a VRPN server numbers them (a receiver drops a datagram whose
+    numbers it has had: a copy); returns sent."""
     per_second = len(datagrams) * RATE
     start = time.perf_counter()
     sent = 0
     failed = 0
     n = len(datagrams)
+    buffers = [bytearray(d) for d in datagrams]
+    numbered = [(data, _seqs(data)) for data in buffers]
+    seq = 0
     next_drain = start
     while True:
         now = time.perf_counter()
@@ -77,8 +90,11 @@ def _paced(
             break
         due = int((now - start) * per_second)
         while sent < due:
+            data, seqs = numbered[sent % n]
+            seqs[:] = np.arange(seq, seq + len(seqs))
+            seq += len(seqs)
             try:
-                sock.sendto(datagrams[sent % n], target)
+                sock.sendto(data, target)
             except OSError:
                 failed += 1
             sent += 1

@@ -11,12 +11,17 @@ held back have gone. `restart()` forgets the sequence (its sender restarted with
 the counts stay). It keeps at most `window` numbers. A leap ahead of more than `window` is
 taken only once the next number follows it (within `JUMP_FOLLOWS`): a single number far
 ahead (a bit flipped where no checksum guards it) is `OLD`, not a loss of millions.
+
+`DatagramOrder` is for datagrams numbered by their first message (VRPN's UDP): it says which
+to take (only one newer than every one taken) and counts the copies and late ones it drops.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
+import operator
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -31,6 +36,9 @@ class Seen(enum.Enum):
 COUNTS = ("lost", "duplicated", "reordered")
 SETTLE = 64  # numbers: a gap this recent may still be reordering, not loss
 JUMP_FOLLOWS = 8  # a leap ahead is real once a number at most this far past it follows
+RECENT = 64  # `DatagramOrder` tells copies among the numbers of this many recent reads
+UNORDERED_AFTER = 3  # `DatagramOrder` restarts after which the numbers are not one channel's
+UNORDERED_RUN = 64  # `DatagramOrder` drops in a row after which they are not either
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +166,101 @@ class Restart:
             return True
         self._candidate = n
         return False
+
+
+@dataclass(slots=True)
+class DatagramOrder:
+    """Datagrams of consecutively numbered messages (VRPN's UDP: each message's header `seq`,
+    one counter per channel), told apart by their first message's number. A datagram is taken
+    only if it is newer than every one taken: a copy of one seen is `duplicated`, an older one
+    come late is `reordered`, and both are dropped (the receiver already has newer messages).
+    How many messages a lost datagram held is not known, so there is no `lost`. A leap ahead
+    of more than `window` is taken only once the next datagram follows it within `window` (a
+    flipped bit in a number is not a new sequence), and `resync` datagrams in a row behind
+    the newest but ascending start it again from them (the newest was a damaged number). A
+    sender whose numbers have not gone up yet may not number at all: its datagrams are all
+    taken until they do. A sender that numbers otherwise (each device from 0, say) gives
+    copies or late ones, `UNORDERED_RUN` in a row, or makes the count start again
+    `UNORDERED_AFTER` times: from then on every datagram is taken as it comes (VRPN's own
+    rule). No network does either (the kernel's UDP checksum drops damaged datagrams)."""
+
+    modulus: int = 1 << 32
+    window: int = 1 << 16
+    resync: int = 8
+    newest: int | None = None
+    numbered: bool = False  # the sender's numbers went up: it numbers (till then, all taken)
+    unordered: bool = False  # `resyncs` came: it does not number one channel (all taken)
+    resyncs: int = 0
+    duplicated: int = 0
+    reordered: int = 0
+    _seen: deque[list[int]] = field(default_factory=lambda: deque(maxlen=RECENT))  # the
+    # recent numbers, a run of them (`take_run`) or one (`take`) each: copies of them are told
+    _jump: int | None = None  # a number far ahead, not yet followed
+    _behind: int | None = None  # the last number behind the newest ...
+    _behind_run: int = 0  # ... and how many came in a row, each after the one before
+    _dropped: int = 0  # datagrams dropped (copies, late ones) since the last one taken
+
+    def take(self, n: int) -> bool:
+        """A datagram whose first message is numbered `n` came: whether to take it."""
+        newest, modulus = self.newest, self.modulus
+        if newest is None or self.unordered:
+            self._seen.append([n])
+            return self._take(n)
+        ahead = (n - newest) % modulus
+        if not self.numbered:  # (VRPN reads no `seq`: a sender may write 0 in every one)
+            self.numbered = 0 < ahead <= self.window
+            self._seen.append([n])
+            return self._take(n)
+        if 0 < ahead < modulus >> 1:
+            self._seen.append([n])
+            if ahead > self.window:
+                jump, self._jump = self._jump, n
+                if jump is None or not 0 < (n - jump) % modulus <= self.window:
+                    return False
+            return self._take(n)
+        self._jump = None
+        self._dropped += 1
+        if self._dropped >= UNORDERED_RUN:  # (the network never does that: the numbering)
+            self.unordered = True
+            return self._take(n)
+        if any(n in run for run in self._seen):
+            self.duplicated += 1
+            return False
+        self._seen.append([n])
+        behind = self._behind
+        ascending = behind is not None and 0 < (n - behind) % modulus <= self.window
+        self._behind_run = self._behind_run + 1 if ascending else 1
+        self._behind = n
+        if self._behind_run >= self.resync:
+            self.resyncs += 1
+            self.unordered = self.resyncs >= UNORDERED_AFTER
+            return self._take(n)
+        self.reordered += 1
+        return False
+
+    def take_run(self, numbers: list[int]) -> bool:
+        """Datagrams numbered `numbers`, in the order they came, all taken at once if each is
+        newer than the one before and the first newer than the newest (within `window` in
+        all), as `take` would take them one by one: the usual read, checked at C speed. False,
+        and nothing changed, otherwise (then `take` each)."""
+        newest = self.newest
+        if self.unordered:
+            return True
+        if (
+            newest is None
+            or not self.numbered
+            or not 0 < numbers[-1] - newest <= self.window  # (across the wrap: one by one)
+            or not newest < numbers[0]
+            or not all(map(operator.lt, numbers, numbers[1:]))
+        ):
+            return False
+        self._seen.append(numbers)
+        return self._take(numbers[-1])
+
+    def _take(self, n: int) -> bool:
+        self.newest, self._jump, self._behind, self._behind_run = n, None, None, 0
+        self._dropped = 0
+        return True
 
 
 SUMMARY_SECONDS = 60.0

@@ -27,8 +27,9 @@ the ones the templates keep, read; nothing but the `StatusServer` reads a socket
   token where one is needed; see `robowire.access`).
 * `lost`, `duplicated`, `reordered`: a source's messages lost, duplicated or reordered on
   the wire, counted exactly from the protocol's sequence numbers where it has them (the XRP
-  robot's statuses, VRSP frames: `robowire.sequence`; `Source.wire_counts()`), 0 where it
-  has none (TCP loses nothing; UgCS, SpyGlass and VRPN carry no sequence numbers).
+  robot's statuses, VRSP frames: `robowire.sequence`; `Source.wire_counts()`; VRPN's UDP
+  datagrams dropped as copies or late, by their messages' `seq`, no `lost`), 0 where it has
+  none (TCP loses nothing; UgCS and SpyGlass carry no sequence numbers).
 * `reconnected`: a source's connections after its first, and its peer's restarts seen in
   what it sent (a rebooted XRP robot, a VRSP sender's new instance).
 * `devices`: how many devices the service's own world table holds (sources).
@@ -38,6 +39,9 @@ the ones the templates keep, read; nothing but the `StatusServer` reads a socket
 * `clock_offset`: a source's sender clock minus ours, in seconds (the smallest network delay
   included; see `robowire.timebase.ClockOffset`), to the millisecond; null when unknown (no
   stamped message yet, a protocol without stamps, or not a source).
+* `clock_rate`: how many seconds the sender's clock runs a second of ours (1.0; -1.0 for one
+  running backwards; `ClockOffset.rate`), null until a few seconds of stamps. Outside 1 ± 0.5
+  `?time=corrected` gives receive times.
 """
 
 from __future__ import annotations
@@ -86,6 +90,7 @@ class ServiceStatus:
     reordered: int = 0
     reconnected: int = 0
     worker: str | None = None
+    clock_rate: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -159,7 +164,13 @@ def service_status(
         duplicated=wire.get("duplicated", 0),
         reordered=wire.get("reordered", 0),
         reconnected=_reconnected(service),
+        clock_rate=_clock_rate(service),
     )
+
+
+def _clock_rate(service: Service) -> float | None:
+    rate = service.time.offset.rate if isinstance(service, Source) else None
+    return None if rate is None else round(rate, 3)
 
 
 def _reconnected(service: Service) -> int:

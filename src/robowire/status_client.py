@@ -18,6 +18,7 @@ from rich.table import Table
 
 from robowire.access import TOKEN_ENV
 from robowire.errors import ConfigError, TransportError
+from robowire.timebase import RATE_TOLERANCE
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 TIMEOUT = 3.0
@@ -109,7 +110,7 @@ def status_table(message: dict[str, Any], url: str = "") -> Table:
             f"{service.get('dropped', 0):,}",
             f"{service.get('refused', 0):,}",
             f"{service.get('shed', 0):,}",
-            _offset(service.get("clock_offset")),
+            _offset(service.get("clock_offset"), service.get("clock_rate")),
             _wire(service),
             str(service.get("last_drop") or ""),
         ]
@@ -122,8 +123,12 @@ def _wire(service: dict[str, Any]) -> str:
     return ", ".join(f"{short} {service[k]:,}" for k, short in WIRE.items() if service.get(k))
 
 
-def _offset(seconds: object) -> str:
-    """A clock offset in milliseconds, signed; `-` when unknown."""
+def _offset(seconds: object, rate: object = None) -> str:
+    """A clock offset in milliseconds, signed; `-` when unknown; and the sender clock's rate
+    when it is broken (`robowire.timebase.RATE_TOLERANCE`)."""
     if not isinstance(seconds, int | float):
         return "-"
-    return f"{seconds * 1e3:+,.0f} ms"
+    said = f"{seconds * 1e3:+,.0f} ms"
+    if isinstance(rate, int | float) and abs(rate - 1.0) > RATE_TOLERANCE:
+        said += f", its clock runs at {rate:+.2f}x"
+    return said

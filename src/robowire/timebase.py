@@ -16,9 +16,12 @@ within a run even if the system clock is stepped.
 
 from __future__ import annotations
 
+import itertools
 import math
+import statistics
 import time
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -26,6 +29,8 @@ import numpy.typing as npt
 FloatArray = npt.NDArray[np.float64]
 
 monotonic = time.monotonic
+RATE_TOLERANCE = 0.5  # a sender clock's rate outside 1 +- this is broken (`ClockOffset.rate`)
+RATE_SLOPES = 4  # bucket-to-bucket slopes `ClockOffset.rate` needs
 """Monotonic seconds, the `now` every driver gives its sessions (the one clock for intervals)."""
 
 
@@ -112,6 +117,12 @@ class ClockOffset:
     than `jump` above the estimate once it has lasted `confirm` seconds of receive time (a
     burst of late packets after a stall drains faster than that and is ignored).
 
+    `rate` is how fast the sender's clock runs against ours: the median of its slopes from one
+    bucket's newest pair (receive time, source time) to the next's over the window (kept
+    through the resets: a step is one slope among several, not the median). A clock that
+    runs backwards or at a wrong rate (outside `RATE_TOLERANCE`; a real clock's drift is
+    parts per million) makes every offset estimate wrong at once: `broken` says so.
+
     `observe` takes one batch: arrays (or floats) broadcast against each other; NaN source
     times (no stamp) are ignored. One numpy reduction per batch, no loop per device: with one
     receive time for the batch (the usual case) the smallest lag is that of the newest stamp.
@@ -137,6 +148,8 @@ class ClockOffset:
         self._high_since: float | None = None  # receive time a floor above `jump` began
         self.samples = 0
         self.resets = 0
+        self._pairs: dict[int, tuple[float, float]] = {}  # bucket -> its newest (received, source)
+        self._rate: float | Literal[False] | None = False  # False: not computed for this bucket
 
     @property
     def offset(self) -> float:
@@ -166,8 +179,29 @@ class ClockOffset:
         if lag == lag:  # not NaN: at least one stamp
             self._add(lag, received)
 
+    @property
+    def rate(self) -> float | None:
+        """The sender's clock seconds per second of ours (class docstring); None until the
+        window has `RATE_SLOPES` slopes."""
+        if self._rate is not False:  # (computed once a bucket: `retime` asks every batch)
+            return self._rate
+        pairs = sorted(self._pairs.items())
+        slopes = [
+            (s1 - s0) / (r1 - r0)
+            for (_, (r0, s0)), (_, (r1, s1)) in itertools.pairwise(pairs)
+            if r1 - r0 >= 0.5 * self.bucket
+        ]
+        self._rate = statistics.median(slopes) if len(slopes) >= RATE_SLOPES else None
+        return self._rate
+
+    @property
+    def broken(self) -> bool:
+        """The sender's clock runs backwards or at a wrong rate (see `rate`)."""
+        rate = self.rate
+        return rate is not None and abs(rate - 1.0) > RATE_TOLERANCE
+
     def reset(self) -> None:
-        """Forget everything (the sender's clock is not the one it was)."""
+        """Forget the offset (the sender's clock is not the one it was)."""
         n = len(self._index)
         self._index = [-(1 << 62)] * n
         self._floor = [math.inf] * n
@@ -182,6 +216,12 @@ class ClockOffset:
 
     def _add(self, lag: float, received: float) -> None:
         k = int(received // self.bucket)
+        pairs = self._pairs
+        if k not in pairs:
+            self._rate = False
+        pairs[k] = (received, received - lag)
+        if len(pairs) > len(self._index):  # the window's buckets only
+            del pairs[min(pairs)]
         if self.samples and k - self._newest >= len(self._index):
             self.reset()  # nothing for longer than the window: start from what comes now
         if self.samples:
@@ -218,7 +258,9 @@ class SourceClock:
     * `receive`: the source time is the receive time.
     * `corrected`: the sender's stamp minus the estimated offset, so a sender whose clock is
       minutes off lines up with the others (the delay floor is counted as offset: a stamp
-      becomes about its receive time on a fast network).
+      becomes about its receive time on a fast network). While the sender's clock runs
+      backwards or at a wrong rate (`ClockOffset.broken`), the receive time: on our clock,
+      and never going back, where the stamps would.
 
     In every mode the sender's stamps feed `offset` (shown by `Gateway.status()`).
     """
@@ -248,4 +290,6 @@ class SourceClock:
             return receive_time
         if self._mode == "sender" or source_time is None or not self.offset.samples:
             return source_time
+        if self.offset.broken:  # no offset makes such stamps ours: when they came is
+            return receive_time
         return source_time - self.offset.offset

@@ -8,12 +8,19 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
 
 import pytest
+from rich.console import Console
 
 from robowire.gateway import Gateway, open_source
 from robowire.protocols.vrpn.services import VrpnSim
 from robowire.service import SimOptions, Source
+from robowire.status import status_message
+from robowire.status_client import status_table
+from robowire.timebase import ClockOffset
 from support import until
 
 pytestmark = pytest.mark.timeout(60)
@@ -21,18 +28,36 @@ FULL = os.environ.get("ROBOWIRE_FAULT_MATRIX") == "full"  # make reliability: ev
 RECONVERGE = 4.0  # s: ClockOffset's `confirm` (2 s) for a step back, and the loaded machine
 
 
-@pytest.mark.parametrize("jump", [3600.0, -3600.0])
-@pytest.mark.parametrize("mode", ["corrected", "sender"] if FULL else ["corrected"])
-async def test_a_sender_clock_that_jumps_an_hour(jump: float, mode: str) -> None:
-    sim = VrpnSim(SimOptions(port=0, rate=50.0))
+@asynccontextmanager
+async def vrpn_sim(options: SimOptions) -> AsyncIterator[tuple[Gateway, VrpnSim]]:
+    """Our VRPN simulator running in a gateway, listening."""
+    sim = VrpnSim(options)
     gateway = Gateway().add(sim)
     run = asyncio.create_task(gateway.run())
     try:
         await sim.ready.wait()
+        yield gateway, sim
+    finally:
+        gateway.stop()
+        await asyncio.gather(run, return_exceptions=True)
+
+
+@asynccontextmanager
+async def vrpn_pair(mode: str, **settings: str) -> AsyncIterator[tuple[Gateway, VrpnSim, Source]]:
+    """Our VRPN simulator at 50 Hz (`settings`: its `--set`s) and our source of it with
+    `?time=mode`, in one gateway."""
+    async with vrpn_sim(SimOptions(port=0, rate=50.0, options=settings)) as (gateway, sim):
         assert sim.address is not None
         source = open_source(f"vrpn://Tracker0@127.0.0.1:{sim.address[1]}?time={mode}")
         assert isinstance(source, Source)
         gateway.add(source)
+        yield gateway, sim, source
+
+
+@pytest.mark.parametrize("jump", [3600.0, -3600.0])
+@pytest.mark.parametrize("mode", ["corrected", "sender"] if FULL else ["corrected"])
+async def test_a_sender_clock_that_jumps_an_hour(jump: float, mode: str) -> None:
+    async with vrpn_pair(mode) as (gateway, sim, source):
         await until(lambda: source.stats.messages_in > 50, "reports")
         sim.clock_offset = jump  # the sender's clock steps
         jumped = time.monotonic()
@@ -55,6 +80,57 @@ async def test_a_sender_clock_that_jumps_an_hour(jump: float, mode: str) -> None
             assert abs(lag()) < 0.5  # and stays there
         else:
             await until(lambda: abs(lag() - jump) < 0.5, "the sender's own times", 5)
-    finally:
-        gateway.stop()
-        await asyncio.gather(run, return_exceptions=True)
+
+
+@pytest.mark.parametrize("pace", [-1.0, 2.0])  # a clock running backwards; twice as fast
+@pytest.mark.parametrize("mode", ["corrected", "sender"] if FULL else ["corrected"])
+async def test_a_sender_clock_that_runs_backwards_or_at_a_wrong_rate(
+    pace: float, mode: str
+) -> None:
+    """No offset makes such stamps ours (every estimate is wrong a moment later). Once a few
+    seconds of stamps show the rate (the status's `clock_rate`), `?time=corrected` gives the
+    receive times: on our clock and never going back (was: a saw-tooth seconds off, going
+    back with the stamps between the offset's restarts). The default keeps the sender's."""
+    async with vrpn_pair(mode, clock_rate=f"{pace:g}") as (gateway, _, source):
+        began = time.monotonic()
+
+        def status() -> Any:
+            return next(s for s in gateway.status() if s.name == source.name)
+
+        await until(lambda: status().clock_rate is not None, "the sender clock's rate", 20)
+        took = time.monotonic() - began
+        said = status()
+        assert abs(said.clock_rate - pace) < 0.1, said
+        console = Console(width=200, record=True)
+        console.print(status_table(status_message([said])))  # `robowire status`
+        assert f"its clock runs at {said.clock_rate:+.2f}x" in console.export_text()
+        seen: list[tuple[float, float]] = []  # (source time, receive time) of Tracker0/0
+        for _ in range(100):  # 2 s
+            device = gateway.world.device(source.name, "Tracker0/0")
+            assert device.source_time is not None and device.receive_time is not None
+            seen.append((device.source_time, device.receive_time))
+            await asyncio.sleep(0.02)
+        times = [t for t, _ in seen]
+        if mode == "corrected":
+            print(f"\ncorrected, sender clock at {pace:+g}x: on our clock after {took:.1f} s")
+            assert all(abs(t - r) < 0.5 for t, r in seen), seen[:5]
+            assert times == sorted(times)  # never going back
+        else:
+            went = (times[-1] - times[0]) / (seen[-1][1] - seen[0][1])
+            assert abs(went - pace) < 0.3, went  # the sender's own times, at its rate
+
+
+@pytest.mark.parametrize(
+    ("pace", "step", "broken"),
+    [(1.0, 0.0, False), (1.0, 3600.0, False), (1.0001, 0.0, False), (-1.0, 0.0, True),
+     (2.0, 0.0, True), (0.0, 0.0, True)],
+)  # fmt: skip
+def test_the_clock_rate_is_told_from_the_stamps_and_a_step_is_not_a_rate(
+    pace: float, step: float, broken: bool
+) -> None:
+    offset = ClockOffset()
+    for i in range(400):  # 8 s at 50 Hz, a step half way
+        received = 1000.0 + i * 0.02
+        offset.observe(5000.0 + pace * i * 0.02 + (step if i >= 200 else 0.0), received)
+    assert offset.rate is not None and abs(offset.rate - pace) < 1e-6
+    assert offset.broken is broken

@@ -13,11 +13,13 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pytest
 from rich.console import Console
 
 from robowire.addresses import parse_endpoint
-from robowire.gateway import Gateway
+from robowire.gateway import Gateway, open_sink, open_source
+from robowire.protocols.vrpn.services import VrpnSim
 from robowire.protocols.vrsp.codec import DATA_NAME, encode_identifier
 from robowire.protocols.vrsp.events import SwarmFrame
 from robowire.protocols.vrsp.services import VrspSim, VrspSource
@@ -80,13 +82,14 @@ class Run:
         self.source.deliver = watched  # type: ignore[method-assign]
         self.proxy = await UdpProxy(self.source.address, self.plan).start()
         assert self.proxy.address is not None
-        options = SimOptions(
-            count=self.drones, rate=self.rate, target=f"127.0.0.1:{self.proxy.address[1]}"
-        )  # fmt: skip
-        self.sim = VrspSim(options)
-        self.sim_task = asyncio.create_task(self.sim.run(World()))
+        self.sim_task = self.send(f"127.0.0.1:{self.proxy.address[1]}")
         await until(lambda: len(self.frames) >= 10, "clean frames first")
         return self
+
+    def send(self, to: str) -> asyncio.Task[None]:
+        """The sender, sending to `to` (the proxy): robowire's VRSP simulator."""
+        self.sim = VrspSim(SimOptions(count=self.drones, rate=self.rate, target=to))
+        return asyncio.create_task(self.sim.run(World()))
 
     async def faulty(self, datagrams: int) -> None:
         self.proxy.set(enabled=True)
@@ -104,6 +107,39 @@ class Run:
 
     def status(self) -> Any:
         return next(s for s in self.gateway.status() if s.name == self.source.name)
+
+
+class SinkRun(Run):
+    """The gateway's VRSP sink as the sender (`serve vrsp://PROXY --from vrpn+tcp://SIM`): a
+    gateway reading `drones` tracker sensors of a VRPN simulator sends its world as VRSP."""
+
+    def send(self, to: str) -> asyncio.Task[None]:
+        vrpn = self.vrpn = VrpnSim(SimOptions(port=0, count=self.drones, rate=50.0))
+        self.sender = Gateway().add(vrpn)
+        self.sink = open_sink(f"vrsp://{to}?rate={self.rate:g}")
+
+        async def run() -> None:
+            task = asyncio.create_task(self.sender.run())
+            await vrpn.ready.wait()
+            assert vrpn.address is not None
+            self.sender.add(open_source(f"vrpn+tcp://127.0.0.1:{vrpn.address[1]}"))
+            self.sender.add(self.sink)
+            try:
+                await task
+            finally:
+                self.sender.stop()
+                await asyncio.gather(task, return_exceptions=True)
+
+        return asyncio.create_task(run())
+
+    def same_places(self) -> bool:
+        """Whether the receiver's devices are where the sender's are (to float32, which VRSP
+        sends), whatever their ids."""
+        here, there = (
+            np.array(sorted(d.position for d in world.devices() if d.position))
+            for world in (self.gateway.world, self.sender.world)
+        )
+        return here.shape == there.shape == (self.drones, 3) and np.allclose(here, there, 0, 1e-4)
 
 
 @pytest.mark.parametrize("name", FAULTS if FULL else ("every 10th lost", "everything"))
@@ -134,6 +170,26 @@ async def test_the_frames_lost_duplicated_and_reordered_are_what_the_proxy_did(
     for kind in ("lost", "duplicated", "reordered"):  # a line at the first, not one a datagram
         said = [m for m in caplog.messages if f"{kind} on the wire" in m]
         assert len(said) == (1 if did[kind] else 0), said
+
+
+@pytest.mark.parametrize("name", FAULTS if FULL else ("everything",))
+async def test_the_vrsp_sink_as_sender_the_receiver_counts_what_the_proxy_did(name: str) -> None:
+    """`serve vrsp://` (the gateway sending its world) through the faults into a receiver
+    (robowire's own `VrspSource`: no other VRSP receiver runs here): its counts are the
+    proxy's, ±0, every frame it takes is whole, and after the fault it has every device."""
+    async with SinkRun(FAULTS[name], drones=10, rate=100.0) as run:
+        await run.faulty(300)
+        did = run.plan.counts
+        status = run.status()
+        sent = run.sink.stats.messages_out
+        run.vrpn.model.set_rate(1.0)  # the devices move once a second now: a state to compare
+        await until(run.same_places, "the receiver's devices where the sender's are", 10)
+    assert (status.lost, status.duplicated, status.reordered) == (
+        did["lost"], did["duplicated"], did["reordered"],
+    ), name  # fmt: skip
+    assert max(did["lost"], did["duplicated"], did["reordered"]) > 0 and sent > 0
+    assert set(run.frames) == {10}  # every frame whole, every device in it
+    print(f"\nvrsp sink {name}: {dict(did)}")
 
 
 @pytest.mark.parametrize("loss", [0.02, 0.2] if FULL else [0.2])

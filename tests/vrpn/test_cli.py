@@ -47,7 +47,8 @@ def test_the_option_sets_are_what_the_services_read() -> None:
     assert protocol.source_options == {"retry", "rate", "udp", "devices"}
     assert protocol.file_options == {"speed"}
     assert protocol.sink_options == {"tracker"}
-    settings = {"tracker", "analog", "button", "dial", "reports", "clock_offset", "trackers"}
+    settings = {"tracker", "analog", "button", "dial", "reports", "trackers"}
+    settings |= {"clock_offset", "clock_rate"}
     assert protocol.sim_settings == settings
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import Iterator
 
 import numpy as np
@@ -63,7 +64,7 @@ SOURCE_OPTIONS = frozenset({"retry", "rate", "udp", "devices"})  # and every sou
 FILE_OPTIONS = frozenset({"speed"})
 SINK_OPTIONS = frozenset({"tracker"})
 SIM_SETTINGS = frozenset(
-    {"tracker", "analog", "button", "dial", "reports", "clock_offset", "trackers"}
+    {"tracker", "analog", "button", "dial", "reports", "clock_offset", "clock_rate", "trackers"}
 )
 FIRST_CONNECT_TIMEOUT = 5.0
 PONG_AFTER = 1.0  # seconds after a device's first log entry: its pong (`VrpnLogSink`)
@@ -112,6 +113,7 @@ class VrpnSource(Source):
         self.udp = endpoint.scheme == "vrpn" and endpoint.option("udp", "1") != "0"
         self.update_rate = endpoint.float_option("rate", 0.0)
         self.link: VrpnLink | None = None
+        self._wire: Counter[str] = Counter()  # the wire counts of the connections before
 
     def new_adapter(self, world: World) -> VrpnAdapter:
         return VrpnAdapter(world, self.name, devices=self.devices or None, time=self.time_mode)
@@ -119,6 +121,15 @@ class VrpnSource(Source):
     @property
     def time_mode(self) -> str:
         return adapter_time(self)
+
+    def wire_counts(self) -> dict[str, int]:
+        """The UDP datagrams dropped as copies or late, over every connection (each counts
+        its own: the peer's numbers begin again on a new one)."""
+        counts = Counter(self._wire)
+        link = self.link
+        if link is not None and link.session is not None:
+            counts.update(link.session.wire_counts())
+        return dict(counts)
 
     async def connect(self, world: World) -> None:
         offset = self.clock.wall(0.0)
@@ -161,6 +172,8 @@ class VrpnSource(Source):
         finally:
             link.close()
             self.link = None
+            if link.session is not None:
+                self._wire.update(link.session.wire_counts())
         reason = link.session.close_reason if link.session is not None else ""
         if reason.startswith(VERSION_MISMATCH):
             raise SessionError(f"{self.host}:{self.port}: {reason}")
@@ -390,10 +403,12 @@ class VrpnSim(Sim):
     (see `model.py`): `--count` tracker sensors (default 2) at `--rate` Hz (default 60, at most
     1000); `--set tracker=... analog=... button=... dial=...` rename the devices, `--set
     reports=pos` sends Pos_Quat only, `--set clock_offset=SECONDS` stamps every message with a
-    clock that far ahead (negative: behind) of ours. A client's set_update_rate request
-    changes the rate. `--set trackers=N` serves N trackers of `--count` sensors each instead
-    of one (named after `tracker` with its number counting up: Tracker0 ... Tracker<N-1>), all
-    reported in one frame, as a mocap system with many rigid bodies does."""
+    clock that far ahead (negative: behind) of ours, `--set clock_rate=R` stamps the reports
+    with a clock that runs R seconds a second from the start (-1: backwards; a broken clock).
+    A client's set_update_rate request changes the rate. `--set trackers=N` serves N trackers
+    of `--count` sensors each instead of one (named after `tracker` with its number counting
+    up: Tracker0 ... Tracker<N-1>), all reported in one frame, as a mocap system with many
+    rigid bodies does."""
 
     def __init__(self, options: SimOptions) -> None:
         self.host = options.host
@@ -427,6 +442,7 @@ class VrpnSim(Sim):
         self._messages = self.model.count * len(kinds)  # a frame's
         # `--set clock_offset=SECONDS`: a sender whose clock is that far ahead of ours
         self.clock_offset = number(settings, "clock_offset", 0.0, "vrpn sim", sign="any")
+        self.clock_rate = number(settings, "clock_rate", 1.0, "vrpn sim", sign="any")
         self.clock = WallClock()
         served = set(self.trackers)
         self.server = VrpnServer(
@@ -507,7 +523,9 @@ class VrpnSim(Sim):
         self._times = times
         steps = np.array(times)
         self._planned = self.model.frames(steps - self._start)
-        self._walls = (self.clock.wall(0.0) + steps) + self.clock_offset  # as wall(now) each
+        pace = self.clock_rate  # the sender's clock runs `pace` s a second from the start
+        ran = steps if pace == 1.0 else self._start + (steps - self._start) * pace
+        self._walls = (self.clock.wall(0.0) + ran) + self.clock_offset  # as wall(now) each
         self._encoded.clear()
 
     def _batch(self, ids: tuple[int, ...], types: tuple[int, ...]) -> FrameBatch:

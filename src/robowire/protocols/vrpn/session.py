@@ -28,6 +28,7 @@ tables and state (the batch decoder, which does not, is `batch.py`).
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Sequence
 from enum import Enum
 from itertools import accumulate
@@ -80,6 +81,7 @@ from robowire.protocols.vrpn.system import (
     UdpDescription,
     decode_system,
 )
+from robowire.sequence import DatagramOrder
 from robowire.wire import Address, ConnectionLost, PacketDropped, SessionStats, transition
 
 __all__ = [
@@ -95,6 +97,7 @@ __all__ = [
     "VrpnSession",
 ]
 
+_SEQ = struct.Struct(">I")  # a message header's `seq`, at offset 20
 UDP_MTU = 1472  # the C++ UDP out-buffer: one datagram carries whole messages up to this
 PING_INTERVAL = 1.0
 PING_WARN = 3.0
@@ -174,6 +177,7 @@ class VrpnSession:
         self._udp_ends: list[int] = []  # where each of them ends in _udp_out
         self._tcp_seq = 0
         self._udp_seq = 0
+        self.udp_order = DatagramOrder()  # the peer's UDP datagrams, by their messages' seq
         self._order = 0
         # a client pings each device it uses; a pong ends the cycle until `keepalive` later
         self._ping_senders = tuple(ping_senders)
@@ -509,10 +513,19 @@ class VrpnSession:
         return events
 
     def feed_datagram(self, data: bytes, addr: Address, now: float) -> list[VrpnEvent]:
-        """One UDP datagram on our inbound socket: whole messages, else it is dropped."""
+        """One UDP datagram on our inbound socket: whole messages, else it is dropped; a copy
+        or a late one (by its first message's `seq`: `udp_order`) is dropped too."""
         self._now = now
-        if self.state is not State.CONNECTED:
+        if self.state is not State.CONNECTED or not self._in_order(data):
             return []
+        return self._datagram(data)
+
+    def _in_order(self, data: bytes) -> bool:
+        """Whether `data` is newer on the wire than every datagram taken (a datagram too short
+        to say is the decoder's to drop)."""
+        return len(data) < HEADER_SIZE or self.udp_order.take(_SEQ.unpack_from(data, 20)[0])
+
+    def _datagram(self, data: bytes) -> list[VrpnEvent]:
         self.stats.bytes_in += len(data)
         work = bytes(data)
         events: list[VrpnEvent] = []
@@ -540,8 +553,17 @@ class VrpnSession:
             data, addr = datagrams[0]
             return self.feed_datagram(data, addr, now)
         self._now = now
-        if self.state is not State.CONNECTED or not datagrams:
+        if self.state is not State.CONNECTED:
             return []
+        unpack = _SEQ.unpack_from
+        try:
+            firsts = [unpack(data, 20)[0] for data, _ in datagrams]
+        except struct.error:  # a datagram too short to say: one by one
+            firsts = []
+        if not (firsts and self.udp_order.take_run(firsts)):  # a copy, a late one: one by one
+            datagrams = [d for d in datagrams if self._in_order(d[0])]
+            if not datagrams:
+                return []
         sizes = [len(data) for data, _ in datagrams]
         if all(size and not size & 7 for size in sizes):  # whole messages are 8-aligned
             work = b"".join([data for data, _ in datagrams])
@@ -559,8 +581,8 @@ class VrpnSession:
                     self._dispatch(work, index, "udp", events)
                     return events
         events = []
-        for data, addr in datagrams:  # some datagram is not whole messages: one at a time
-            events += self.feed_datagram(data, addr, now)
+        for data, _ in datagrams:  # some datagram is not whole messages: one at a time
+            events += self._datagram(data)
         return events
 
     def _report_run(
@@ -721,6 +743,11 @@ class VrpnSession:
             self._remote_types.clear()
             self._batch.forget()
         # LOG_DESCRIPTION: robowire does no remote logging (it asks a peer to log); ignored
+
+    def wire_counts(self) -> dict[str, int]:
+        """The UDP datagrams dropped as copies or as late (`robowire.sequence.DatagramOrder`)."""
+        order = self.udp_order
+        return {"duplicated": order.duplicated, "reordered": order.reordered}
 
 
 def _bytes_needed(buf: bytearray) -> int:
