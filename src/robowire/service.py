@@ -60,7 +60,6 @@ FAULT_NAMES = ("settled", "duplicated", "reordered")  # a session's wire counts 
 RETRY_SECONDS = 1.0  # first wait before reconnecting (after the at-once retry, see Source)
 MAX_RETRY_SECONDS = 8.0  # the backoff doubles up to this (or `retry`, if that is longer)
 MAX_LAG = 0.1  # a simulator's step this late is skipped, not caught up (see `Sim`)
-BACKLOG_BYTES = 8 << 20  # a capture file pauses while a sink that takes every update is behind
 MAX_PENDING = 20_000  # events a source holds while it waits for credit (stale reports shed,
 # so at most one of each thing it reports, and the rest); the oldest past it go in at once
 MAX_PENDING_BYTES = 16 << 20  # and bytes, for a source that says what its events hold
@@ -456,8 +455,14 @@ class CaptureSource(Source):
                 for record in batch:
                     events += self.feed(record, now)
                 self.deliver(events, now)
-                while world.feed.backlog() > BACKLOG_BYTES:  # a file can wait for its readers
-                    await asyncio.sleep(0.005)
+                # a file waits until the sinks that take every update wrote this batch: a line
+                # prints the fields its update did not write from the table as it is when the
+                # sink writes it, so a batch applied meanwhile (a sink whose turn ended early,
+                # on a loaded machine) changed what `listen --json` printed of a file
+                if world.feed.backlog():
+                    await asyncio.sleep(0)  # (their turn)
+                    while world.feed.backlog():
+                        await asyncio.sleep(0.005)
         except DecodeError as exc:  # the file is cut or damaged here: the rest is lost
             self.stats.drop(exc.reason)
             log.warning("%s: %s", self.name, exc)

@@ -890,6 +890,25 @@ class Outcome:
     errors: dict[str, list[str]]  # what each far end could not read
 
 
+async def settle(gateway: Gateway, quiet: float = 0.2) -> None:
+    """Wait until `gateway`'s world is frozen: its simulator stopped, the sources have written
+    what they still held and nothing changed for `quiet` seconds. While the gateway is behind
+    (shedding), a source's reads wait for credit (`Source.deliver`) and went into the world
+    up to seconds after the simulator stopped, or only as the source ended (after the far ends
+    were read): a far end read before then held a value the world no longer had (a SpyGlass
+    node's telemetry, once in ~22 matrix runs, in the sinks whose far end is read as a copy)."""
+    sources = [s for s in gateway.services if isinstance(s, Source)]
+    end = asyncio.get_running_loop().time() + WAIT  # (a world that keeps moving: the test
+    with gateway.world.subscribe() as changes:  # then says what differs)
+        while asyncio.get_running_loop().time() < end:
+            for source in sources:
+                source.apply(everything=True)  # (as a source does when it ends)
+            changes.pull()
+            await asyncio.sleep(quiet)
+            if not changes.pending():
+                return
+
+
 async def run_source(
     name: str,
     sinks: tuple[str, ...],
@@ -917,6 +936,7 @@ async def run_source(
         await until(lambda: all(leg.caught_up(front.world) for leg in legs))
         await stop_sims()
         stop_sims = None
+        await settle(front)
         frozen = front.world
         agreed = {}
         for leg in legs:

@@ -287,8 +287,9 @@ def problems(
         want = yaw(target.orientation) if target.orientation is not None else 0.0
         got = yaw(o.orientation) if o.orientation is not None else math.nan
         check(angle_gap(got, want) < 0.02, f"robot yaw {got} != {target.device_id}'s {want}", "yaw")
-        # The far end's odometry starts at the origin where the robot was first placed: the
-        # XRP robot starts at the origin itself; a VRPN sensor 1 circles at radius 1.25 m.
+        # The far end's odometry starts at the origin where the robot was put down (docs/xrp.md,
+        # serve sink: where a status first reported it): the XRP robot starts at the origin
+        # itself; a VRPN sensor 1 circles at radius 1.25 m.
         far_xy = (o.position or (math.nan, math.nan))[:2]
         xy = (target.position or (math.nan, math.nan))[:2]
         first = (xy[0] - far_xy[0], xy[1] - far_xy[1])

@@ -299,9 +299,11 @@ async def test_what_a_source_in_a_worker_shed_shows_in_the_gateway_status(monkey
     outside = asyncio.create_task(gateway.run())
     running = asyncio.create_task(inside.run())
     try:
+        # (connected: a worker starts its sources after its servers, the beacon among them,
+        # so its first status message may name its source before the source runs: waiting)
         await until(
-            lambda: any(s.name == "mocap" for s in gateway.status()),
-            "the gateway shows the worker's source",
+            lambda: any(s.name == "mocap" and s.state == "connected" for s in gateway.status()),
+            lambda: f"the gateway shows the worker's source connected: {gateway.status()}",
             seconds=30,
         )
         rows = gateway.status()

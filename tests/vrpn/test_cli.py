@@ -1,8 +1,11 @@
 """`robowire sim|listen|decode vrpn` as separate processes: typos in settings and URL options
-are one error line naming them, and a cut capture decodes to its whole records, then one error."""
+are one error line naming them, and a cut capture decodes to its whole records, then one error;
+what a file prints does not depend on how fast its sink writes."""
 
 from __future__ import annotations
 
+import asyncio
+import io
 import json
 import subprocess
 import sys
@@ -10,7 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from robowire import service
+from robowire.gateway import Gateway, open_source
 from robowire.protocols import vrpn
+from robowire.sinks import JsonLinesSink
 from support import free_port
 
 ROBOWIRE = [sys.executable, "-m", "robowire.cli"]
@@ -116,3 +122,27 @@ def test_a_vrpn_file_name_reads_the_log(captures: Path) -> None:
         ]
         == strip
     )
+
+
+def test_a_file_prints_the_same_lines_however_slowly_its_sink_writes(
+    captures: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A line prints the fields its update did not write from the table as it is when the
+    sink writes it, so the file waits for its every-update sinks after each batch: a sink
+    whose turn ends after one slice (a loaded machine) prints what one that writes its whole
+    queue at once prints. (It did not: a dial's other value came from the next batch, and
+    `test_a_vrpn_file_name_reads_the_log` failed under load.)"""
+
+    def lines() -> list[dict[str, object]]:
+        out = io.StringIO()
+        url = f"vrpn:{captures / 'log_server_out.vrpn'}"
+        asyncio.run(Gateway().add(open_source(url), JsonLinesSink(out)).run())
+        rows = [json.loads(line) for line in out.getvalue().splitlines()]
+        for row in rows:
+            del row["receive_time"]
+        return rows
+
+    monkeypatch.setattr(service, "CALM_TURN", 1.0)  # a turn writes all the sink holds
+    whole = lines()
+    monkeypatch.setattr(service, "CALM_TURN", 0.0)  # one slice a turn
+    assert len(whole) == 39 and lines() == whole

@@ -104,3 +104,48 @@ def test_a_device_of_another_protocol_is_followed_not_copied() -> None:
     assert mirror.target == ("tracker", "xrp") and not mirror.native
     values = mirror.status_values(0, 1.0, 9_375_000)
     assert values[codec.STATUS_FIELDS.index("angle_z")] == 0.0  # the robot's own gyro
+
+
+@pytest.mark.parametrize("updates_before_the_first_status", [1, 2, 3])
+def test_a_followed_device_moved_before_its_placement_was_reported_keeps_the_far_end_true(
+    updates_before_the_first_status: int,
+) -> None:
+    """A device going round a 1.25 m circle, mirrored by the serve sink's robot and read back by
+    a far end (WPILib side + adapter) that had a status before the device came: the far end's
+    odometry is the device's path from a point of the circle, facing as the device does, even
+    when the device moved again before a status reported where it was put down (under load
+    the gateway hands the sink several updates between two 50 ms statuses; the gyro's jump to
+    the device's yaw at placement then bent the first move by half the jump, 3 cm here)."""
+    world = World()
+    fleet = Fleet(1)
+    fleet.frozen = True  # as the serve sink's robot: only the device moves it
+    fleet.drive(0, 0.0, Outputs(enabled=True))  # counting, as a far end enabling it
+    mirror = DeviceMirror(fleet)
+    robot = RobotSession(mirror)
+    robot.seq = 1
+    client = ClientSession(ROBOT)
+    far = XrpAdapter(World(), "xrp@far")
+
+    def report(now: float) -> None:
+        far.apply(client.feed_datagram(robot.status_datagram(now), ROBOT, now), now)
+
+    def circle(t: float) -> tuple[float, float, float]:  # x, y, yaw (tangent)
+        angle = 2.0 + 0.5 * t
+        return 1.25 * math.cos(angle), 1.25 * math.sin(angle), angle + math.pi / 2
+
+    report(0.0)  # the robot before the device: at the origin, facing +x
+    with world.subscribe() as changes:
+        for k in range(1, 40):
+            t = 0.05 * k
+            x, y, yaw = circle(t)
+            half = 0.5 * yaw
+            world.update_device(
+                "tracker", "Tracker0/1", receive_time=t, position=(x, y, 0.0),
+                orientation=(math.cos(half), 0.0, 0.0, math.sin(half)),
+            )  # fmt: skip
+            mirror.write(world, changes.pull())
+            if k >= updates_before_the_first_status:
+                report(t)
+    assert far.heading == pytest.approx(math.remainder(yaw, math.tau), abs=1e-4)
+    origin = (x - far.x, y - far.y)  # where the far end's odometry began, in the world
+    assert math.hypot(*origin) == pytest.approx(1.25, abs=0.002), origin

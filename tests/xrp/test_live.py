@@ -122,9 +122,15 @@ async def test_serve_sink_mirrors_a_world_device() -> None:
         async with XrpClient(host, port) as robot:
             robot.enable()
             await robot.wait_status()
-            # the tracked thing drives a quarter circle of radius 0.5 m, counter-clockwise
+            # the tracked thing drives a quarter circle of radius 0.5 m, counter-clockwise,
+            # from where a status reported the robot put down (docs/xrp.md: until then each
+            # move puts it down again)
             steps = 40
             for k in range(steps + 1):
+                if k == 1:
+                    await until(lambda: sink.target is not None, "the sink mirrors the rover")
+                    for _ in range(2):  # (the first may have been read before the placing)
+                        await robot.wait_status()
                 angle = (math.pi / 2) * k / steps
                 world.update_device(
                     "tracker", "rover", receive_time=loop.time(),

@@ -262,6 +262,13 @@ class DeviceMirror:
         self.target: tuple[str, str] | None = None  # (source, device id) once one is chosen
         self.native = False  # the target is an XRP robot (its table's protocol is "xrp")
         self.reported: Mapping[str, tuple[float, str]] | None = None  # its latest telemetry
+        # Placed: the robot was put down at the device's pose (its gyro jumped to the device's
+        # yaw); Settled: a status has reported it there since. Until then each move puts it
+        # down again: a far end's odometry integrates the moves between two statuses along
+        # their mean gyro heading, so a move sharing a status interval with the placement's
+        # jump would go the wrong way (by half the jump), and the far end's origin with it.
+        self._placed = False
+        self._settled = False
 
     def _matches(self, source: str, device_id: str) -> bool:
         if self.target is not None:
@@ -278,6 +285,7 @@ class DeviceMirror:
 
     def status_values(self, index: int, now: float, divisor: int) -> list[float]:
         """What the robot reports now (`session_robot.StatusSource`)."""
+        self._settled = self._placed
         values = self.fleet.status_values(index, now, divisor)
         if self.reported is None:
             return values
@@ -307,5 +315,8 @@ class DeviceMirror:
             if moved and device.position is not None:
                 yaw = yaw_of(device.orientation) if device.orientation is not None else 0.0
                 x, y = device.position[0], device.position[1]
-                self.fleet.follow(self.index, x, y, yaw, update.receive_time)
+                self.fleet.follow(
+                    self.index, x, y, yaw, update.receive_time, place=not self._settled
+                )
+                self._placed = True
             return

@@ -291,14 +291,17 @@ class Fleet:
         self.advance(now)
         return self.snapshot(divisor)[index]
 
-    def follow(self, index: int, x: float, y: float, yaw: float, time: float) -> None:
+    def follow(
+        self, index: int, x: float, y: float, yaw: float, time: float, *, place: bool = False
+    ) -> None:
         """Move robot `index` to (x, y) facing `yaw` (rad) at `time`, as something else moved
         it (the serve sink's world device; set `frozen` so its motors move nothing): the gyro
         follows the yaw (kept continuous), and the encoders count the forward distance and the
-        turn as a 155 mm-track robot's wheels would (while counting, as on the robot)."""
+        turn as a 155 mm-track robot's wheels would (while counting, as on the robot). The
+        first call, or one with `place`, puts the robot down there instead: nothing counts."""
         last = self._followed.get(index)
         self._followed[index] = (time, x, y)
-        if last is None:
+        if last is None or place:
             self.place(index, x, y, yaw)
             return
         t0, x0, y0 = last
