@@ -10,6 +10,7 @@ from robowire.protocols.xrp.events import Outputs, StatusReceived
 from robowire.protocols.xrp.model import COUNTS_PER_METRE, Fleet
 from robowire.protocols.xrp.session_robot import RobotSession
 from robowire.protocols.xrp.session_wpilib import ClientSession
+from robowire.transport.budget import Held
 from robowire.world import World
 
 from .pair import ROBOT
@@ -149,3 +150,29 @@ def test_a_followed_device_moved_before_its_placement_was_reported_keeps_the_far
     assert far.heading == pytest.approx(math.remainder(yaw, math.tau), abs=1e-4)
     origin = (x - far.x, y - far.y)  # where the far end's odometry began, in the world
     assert math.hypot(*origin) == pytest.approx(1.25, abs=0.002), origin
+
+
+def test_a_source_behind_keeps_every_status_for_its_odometry() -> None:
+    """While the gateway is behind, a source's held events lose the state reports a newer one
+    made stale (`robowire.transport.budget.Held`). A status is not one: the pose integrates
+    the path between statuses, so a robot driving a square arc by arc ends where it ends when
+    the gateway keeps up, however many of its statuses waited."""
+    fleet, client = Fleet(1), ClientSession(ROBOT)
+    robot = RobotSession(fleet)
+    robot.seq = 1
+    statuses = _status(robot, client)  # (the first is where the odometry starts)
+    for step in range(40):  # quarter turns, each after 0.5 m: a 0.5 m square, driven twice
+        if step % 5 == 4:
+            fleet.pose[0, 2] += math.pi / 2
+        else:
+            fleet.counts[0, :2] += 0.125 * COUNTS_PER_METRE
+        fleet.invalidate()
+        statuses += _status(robot, client)
+    kept_up, behind = World(), World()
+    XrpAdapter(kept_up, "xrp@test").apply(statuses, 100.0)
+    held = Held()
+    held.add(statuses, shed=True)
+    XrpAdapter(behind, "xrp@test").apply(held.take(), 100.0)
+    where = kept_up.device("xrp@test", "xrp").position
+    assert where == pytest.approx((0.0, 0.0, 0.0), abs=0.01)  # back at the start
+    assert behind.device("xrp@test", "xrp").position == pytest.approx(where, abs=1e-9)

@@ -106,7 +106,7 @@ def test_a_run_of_statuses_is_one_batch_with_the_generic_decoders_values() -> No
     session, events = _both([first, [(_status(s), ROBOT) for s in seqs[1:]]])
     batch = events[-1]
     assert isinstance(batch, StatusBatch) and len(events) == 3
-    assert batch.message_count() == len(seqs) - 1
+    assert len(batch.rows) == len(seqs) - 1
     assert batch.status.seq == seqs[-1] == session.last_seq
     for row, seq in zip(batch.rows, seqs[1:], strict=True):
         packet = codec.decode_packet(_status(seq))  # the block-by-block decoder's reading

@@ -109,25 +109,23 @@ class RobotStatus:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class StatusReceived(Report):
-    """The WPILib side accepted a status packet from the robot (its whole sensor state: a
-    newer one makes it stale, a `Report`)."""
+class StatusReceived:
+    """The WPILib side accepted a status packet from the robot: its whole sensor state, yet
+    not a `Report` a newer one makes stale, as the pose is integrated over the path from one
+    status to the next (the encoders' distance along the gyro's mean heading): a status shed
+    while the gateway is behind would bend the robot's odometry."""
 
     status: RobotStatus
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class StatusBatch(Report):
+class StatusBatch:
     """The WPILib side accepted a run of status packets at once, in order: `rows` has one
     `codec.STATUS_DTYPE` row each ("seq" and `codec.STATUS_FIELDS`, as on the wire), `status`
-    is what the side knows after the last (`StatusReceived`'s, for that one). Covers the same
-    as `StatusReceived` and counts as that many received."""
+    is what the side knows after the last (`StatusReceived`'s, for that one)."""
 
     rows: npt.NDArray[np.void]
     status: RobotStatus
-
-    def message_count(self) -> int:
-        return len(self.rows)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
