@@ -256,9 +256,7 @@ def _sim_child(count: int, seconds: float, conn: Connection) -> None:
         loop.close()
 
 
-async def _drive_fleet(
-    conn: Connection, count: int
-) -> tuple[float, float, int, int, int, int]:
+async def _drive_fleet(conn: Connection, count: int) -> tuple[float, float, int, int, int, int]:
     """The child's (CPU s, wall s, sent, received), then the statuses these clients took in
     and the wake-ups of their sockets meanwhile."""
     addresses: list[Address] = conn.recv()
