@@ -27,7 +27,7 @@ from bench import table
 # the modules the table is built from (`--quick` runs only these)
 TABLE_MODULES = (
     "vrpn", "serve", "xrp", "ugcs", "vrsp", "spyglass", "ingest", "load", "latency", "mcap",
-    "foxglove", "zenoh",
+    "foxglove", "zenoh", "ros2", "rosbag2",
 )  # fmt: skip
 
 

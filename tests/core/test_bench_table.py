@@ -36,7 +36,8 @@ FIGURES = {
 def test_each_protocol_row_takes_its_figures_and_leaves_missing_cells_empty():
     rows = table.table_rows(FIGURES)
     assert list(rows) == [
-        "VRPN", "VRPN trackers", "VRPN client", "XRP", "UgCS", "VRSP", "SpyGlass", "gateway",
+        "VRPN", "VRPN trackers", "VRPN client", "XRP", "XRP burst", "UgCS", "VRSP", "SpyGlass",
+        "gateway",
         "gateway 1k", "Zenoh", "Zenoh 100", "recorder", "rosbag2", "Foxglove", "ROS 2",
         "ROS 2 listen",
     ]  # fmt: skip
@@ -63,6 +64,29 @@ def test_each_protocol_row_takes_its_figures_and_leaves_missing_cells_empty():
     assert rows["VRPN client"]["ingest_rate"] == 25_000.0
 
 
+def test_xrp_is_judged_as_a_live_robot_feeds_it_and_its_bursts_on_a_row_of_their_own():
+    xrp = {
+        "decode_single_rate": 200_000.0,  # one status a wake-up, what XrpSource meets live
+        "decode_single_ratio": 0.08,
+        "decode_single_ratio_low": 0.07,
+        "decode_single_ratio_high": 0.09,
+        "decode_rate": 3_000_000.0,  # wake-ups of 64: one StatusBatch each
+        "decode_ratio": 1.2,
+        "decode_ratio_low": 1.1,
+        "decode_ratio_high": 1.3,
+    }
+    rows = table.table_rows({"xrp": xrp})
+    live, burst = rows["XRP"], rows["XRP burst"]
+    assert (live["decode_rate"], live["decode_ratio"]) == (200_000.0, 0.08)
+    assert (live["peer_ratio"], live["peer_low"], live["peer_high"]) == (0.08, 0.07, 0.09)
+    assert (burst["decode_rate"], burst["peer_ratio"], burst["peer_low"]) == (3e6, 1.2, 1.1)
+    assert burst["load"] == "wake-ups of 64 statuses" and burst["peer_target"] == ">=0.5"
+    text = table.render({"xrp": xrp})
+    lines = {line.split("|")[1].strip(): line for line in text.splitlines()}
+    assert "0.08x [0.07-0.09] (>=0.5) miss" in lines["XRP"]
+    assert lines["XRP burst"].split("|")[-2].strip() == "1.20x [1.10-1.30] (>=0.5)"  # met
+
+
 def test_the_text_table_has_one_line_per_protocol_in_readable_units():
     text = table.render(FIGURES)
     lines = text.splitlines()
@@ -77,11 +101,11 @@ def test_the_text_table_has_one_line_per_protocol_in_readable_units():
     ]  # fmt: skip
     client = [c.strip() for c in lines[4].split("|")[1:-1]]
     assert client[0] == "VRPN client" and client[-1] == "0.60x (<=1)"
-    vrsp = [c.strip() for c in lines[7].split("|")[1:-1]]
+    vrsp = [c.strip() for c in lines[8].split("|")[1:-1]]
     assert vrsp[2:] == ["-", "-", "-", "6.0", "150", "-", "-"]
-    spyglass = [c.strip() for c in lines[8].split("|")[1:-1]]
+    spyglass = [c.strip() for c in lines[9].split("|")[1:-1]]
     assert spyglass[-1] == "0.50x (>=0.8) miss"  # a missed target says so
-    assert len(lines) == 2 + 16
+    assert len(lines) == 2 + 17
     assert len({len(line) for line in lines}) == 1  # aligned columns
 
 

@@ -23,6 +23,8 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Sequence
+from operator import itemgetter
+from typing import Any
 
 import numpy as np
 
@@ -77,6 +79,9 @@ def wheel_values(left: float, right: float) -> Sequence[float]:
     """Motor outputs for left/right wheel efforts (forward positive): the right motor is
     mounted mirrored, so its output is negated, as `XRPMotor.setInverted(True)` does."""
     return (left, -right)
+
+
+_ENCODER_COUNTS = itemgetter(0, 3, 6, 9)  # in `codec.STATUS_FIELDS` order
 
 
 def _period_seconds(numerator: int, divisor: int) -> float | None:
@@ -263,22 +268,32 @@ class ClientSession:
         self.stats.messages_in += count
         return StatusBatch(rows=rows, status=status)
 
-    def _snapshot(self, seq: int, values: Sequence[float]) -> RobotStatus:
+    def _snapshot(self, seq: int, values: Sequence[Any]) -> RobotStatus:
         """What this side knows after the status `seq` in the firmware's layout (`values` in
-        `codec.STATUS_FIELDS` order): all of it, as that layout says everything."""
-        for i in range(4):
-            self._counts[i] = int(values[3 * i])
-            self._periods[i] = _period_seconds(int(values[3 * i + 1]), int(values[3 * i + 2]))
-        self._analog[:] = values[22:25]
+        `codec.STATUS_FIELDS` order, as `codec.decode_status` unpacks them: the integer
+        fields are ints already): all of it, as that layout says everything."""
+        v = values  # (a lone status's whole cost is a few us: no loop, each tuple made once)
+        counts: tuple[int, ...] = _ENCODER_COUNTS(v)
+        periods = (
+            _period_seconds(v[1], v[2]),
+            _period_seconds(v[4], v[5]),
+            _period_seconds(v[7], v[8]),
+            _period_seconds(v[10], v[11]),
+        )
+        analog = tuple(v[22:25])
+        self._counts[:] = counts
+        self._periods[:] = periods
+        self._analog[:] = analog
+        button = v[12] == 1
         return RobotStatus(
             seq=seq,
-            encoder_counts=tuple(self._counts),
-            encoder_periods=tuple(self._periods),
-            button=values[12] == 1,
-            gyro=tuple(values[13:19]),
-            accel=tuple(values[19:22]),
-            analog=tuple(self._analog),
-            dio={0: values[12] == 1},
+            encoder_counts=counts,
+            encoder_periods=periods,
+            button=button,
+            gyro=tuple(v[13:19]),
+            accel=tuple(v[19:22]),
+            analog=analog,
+            dio={0: button},
         )
 
     @property
