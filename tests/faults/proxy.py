@@ -106,6 +106,13 @@ class UdpProxy:
         self.close()
 
     def close(self) -> None:
+        self.forget()
+        if self._front is not None and self._front.transport is not None:
+            self._front.transport.close()
+
+    def forget(self) -> None:
+        """Close every client's relay socket (as a NAT's mappings expire): a client that
+        sends again gets a new one."""
         loop = asyncio.get_running_loop()
         for sock, up, down in self._backs.values():
             up.close()
@@ -113,8 +120,6 @@ class UdpProxy:
             loop.remove_reader(sock.fileno())
             sock.close()
         self._backs.clear()
-        if self._front is not None and self._front.transport is not None:
-            self._front.transport.close()
 
     def set(self, *, enabled: bool | None = None, outage: bool | None = None) -> None:
         """Faults on or off, an outage on or off, both ways (held datagrams go at once)."""

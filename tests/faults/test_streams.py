@@ -36,11 +36,9 @@ from robowire.service import SimOptions, Source
 from robowire.world import World
 from support import free_port, open_fds, until
 
+from .cycles import CYCLES, RESTARTS, assert_flat, resident
 from .proxy import TcpProxy
 
-CYCLES = int(os.environ.get("ROBOWIRE_FAULT_CYCLES", "1"))
-RESTARTS = int(os.environ.get("ROBOWIRE_FAULT_RESTARTS", "1"))
-RSS_BOUND = 16 << 20  # bytes of resident memory the cycles may add (a leak adds per cycle)
 STALL = float(os.environ.get("ROBOWIRE_FAULT_STALL", "1"))
 pytestmark = pytest.mark.timeout(120 + CYCLES + 10 * RESTARTS + 2 * STALL)
 DOWN = 1.0  # seconds a restarted server is away
@@ -101,12 +99,6 @@ class Peer:
             self.gateway.stop()
             await asyncio.wait_for(self.task, 30)
         self.gateway = self.task = None
-
-
-def resident() -> int:
-    """This process's resident memory, bytes."""
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def _listening(port: int) -> bool:
@@ -208,11 +200,8 @@ async def run_cell(peer: Peer, fault: str, alone: bool = True) -> list[float]:
             assert status.state == "connected"
             await asyncio.sleep(0.3)
             assert not alone or open_fds() <= fds + 2, "descriptors left behind"
-            grown = resident() - rss
             if cycles > 1:
-                said = f"fds {fds} -> {open_fds()}, RSS {grown >> 10:+} KiB"
-                print(f"\n{peer.name} {fault} x{cycles}: {said}")
-                assert grown < RSS_BOUND, f"{peer.name} {fault}: RSS +{grown >> 20} MiB"
+                assert_flat(fds, rss, f"{peer.name} {fault} x{cycles}")
         finally:
             gateway.stop()
             await asyncio.gather(run, return_exceptions=True)

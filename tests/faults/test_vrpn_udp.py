@@ -46,8 +46,9 @@ from robowire.service import SimOptions, Source
 from robowire.status import status_message
 from robowire.status_client import status_table
 from robowire.wire import Address
-from support import free_port, until
+from support import free_port, open_fds, until
 
+from .cycles import CYCLES, assert_flat, resident
 from .plan import DatagramFaults, DatagramPlan
 from .proxy import UdpProxy
 from .test_time import vrpn_sim
@@ -129,10 +130,16 @@ class Cell:
         self.gateway, self.proxy, self.faulty, self.reference = gateway, proxy, faulty, reference
         self.plan = proxy.up
 
-    async def fault(self, datagrams: int) -> None:
-        """Faults on for `datagrams` datagrams, then off; then the latest poses agree."""
+    async def fault(self, datagrams: int, events: int = 0) -> None:
+        """Faults on for `datagrams` datagrams and until the proxy did `events` faults (lost,
+        duplicated, reordered), then off; then the latest poses agree."""
         self.proxy.set(enabled=True)
         await until(lambda: self.plan.counts["received"] >= datagrams, f"{datagrams} through")
+        did = self.plan.counts
+        await until(
+            lambda: did["lost"] + did["duplicated"] + did["reordered"] >= events,
+            lambda: f"{events} faults: {dict(did)}", 10 + events / 10,
+        )  # fmt: skip
         self.proxy.set(enabled=False)  # (what it held back goes now, before the next)
         after = self.plan.counts["received"] + 10
         await until(lambda: self.plan.counts["received"] >= after, "10 clean datagrams after")
@@ -219,9 +226,15 @@ def check_clean(run: Cell, name: str) -> None:
 
 
 @pytest.mark.parametrize("name", CLEAN if FULL else FAST)
+@pytest.mark.timeout(90 + CYCLES / 5)
 async def test_our_client_of_our_server_over_udp(name: str, monkeypatch: pytest.MonkeyPatch):
+    """`ROBOWIRE_FAULT_CYCLES=N`: "everything" until the proxy did N faults, then flat."""
+    cycles = CYCLES if name == "everything" else 1
     async with our_sim() as port, cell(monkeypatch, CLEAN[name], port) as run:
-        await run.fault(DATAGRAMS)
+        fds, rss = open_fds(), resident()
+        await run.fault(DATAGRAMS, cycles)
+        if cycles > 1:  # (the poses both clients took are kept to compare: a few MiB)
+            assert_flat(fds, rss, f"vrpn udp {name}: {dict(run.plan.counts)}")
         check_clean(run, name)
         assert max(run.plan.counts[k] for k in ("lost", "duplicated", "reordered")) > 0
         print(f"\nvrpn udp {name}: {dict(run.plan.counts)}")
