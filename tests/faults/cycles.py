@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import os
 
-from support import open_fds
+from support import open_fds, until
+
+from .plan import DatagramPlan
 
 CYCLES = int(os.environ.get("ROBOWIRE_FAULT_CYCLES", "1"))
 RESTARTS = int(os.environ.get("ROBOWIRE_FAULT_RESTARTS", "1"))
@@ -26,3 +28,16 @@ def assert_flat(fds: int, rss: int, what: str) -> None:
     print(f"\n{what}: fds {fds} -> {now}, RSS {grown >> 10:+} KiB")
     assert now <= fds + 2, f"{what}: descriptors left behind ({fds} -> {now})"
     assert grown < RSS_BOUND, f"{what}: RSS +{grown >> 20} MiB"
+
+
+def faults(*plans: DatagramPlan) -> int:
+    """The faults the plans did that a receiver counts: lost, duplicated, reordered."""
+    return sum(p.counts[k] for p in plans for k in ("lost", "duplicated", "reordered"))
+
+
+async def until_faults(count: int, *plans: DatagramPlan) -> None:
+    """Until the plans did `count` faults (their cells do 25 or more a second)."""
+    await until(
+        lambda: faults(*plans) >= count,
+        lambda: f"{count} faults: {[dict(p.counts) for p in plans]}", 10 + count / 10,
+    )  # fmt: skip

@@ -48,7 +48,7 @@ from robowire.status_client import status_table
 from robowire.wire import Address
 from support import free_port, open_fds, until
 
-from .cycles import CYCLES, assert_flat, resident
+from .cycles import CYCLES, assert_flat, resident, until_faults
 from .plan import DatagramFaults, DatagramPlan
 from .proxy import UdpProxy
 from .test_time import vrpn_sim
@@ -135,11 +135,7 @@ class Cell:
         duplicated, reordered), then off; then the latest poses agree."""
         self.proxy.set(enabled=True)
         await until(lambda: self.plan.counts["received"] >= datagrams, f"{datagrams} through")
-        did = self.plan.counts
-        await until(
-            lambda: did["lost"] + did["duplicated"] + did["reordered"] >= events,
-            lambda: f"{events} faults: {dict(did)}", 10 + events / 10,
-        )  # fmt: skip
+        await until_faults(events, self.plan)
         self.proxy.set(enabled=False)  # (what it held back goes now, before the next)
         after = self.plan.counts["received"] + 10
         await until(lambda: self.plan.counts["received"] >= after, "10 clean datagrams after")

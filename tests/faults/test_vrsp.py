@@ -30,7 +30,7 @@ from robowire.status_client import status_table
 from robowire.world import World
 from support import open_fds, until
 
-from .cycles import CYCLES, RESTARTS, assert_flat, resident
+from .cycles import CYCLES, RESTARTS, assert_flat, resident, until_faults
 from .plan import DatagramFaults, DatagramPlan
 from .proxy import UdpProxy
 
@@ -97,11 +97,7 @@ class Run:
         the receiver counts, then off until 10 clean frames came."""
         self.proxy.set(enabled=True)
         await until(lambda: self.plan.counts["received"] >= datagrams, f"{datagrams} through")
-        did = self.plan.counts
-        await until(
-            lambda: did["lost"] + did["duplicated"] + did["reordered"] >= events,
-            lambda: f"{events} faults: {dict(did)}", 10 + events / 10,
-        )  # fmt: skip
+        await until_faults(events, self.plan)
         self.proxy.set(enabled=False)
         seen = len(self.frames)
         await until(lambda: len(self.frames) >= seen + 10, "clean frames after")

@@ -28,7 +28,7 @@ from robowire.service import SimOptions
 from robowire.world import World
 from support import free_port, open_fds, until
 
-from .cycles import CYCLES, RESTARTS, assert_flat, resident
+from .cycles import CYCLES, RESTARTS, assert_flat, faults, resident, until_faults
 from .plan import DatagramFaults, DatagramPlan
 from .proxy import UdpProxy
 
@@ -130,11 +130,6 @@ async def test_the_gateway_sees_a_rebooted_robot_within_2_s(caplog: pytest.LogCa
 FULL = os.environ.get("ROBOWIRE_FAULT_MATRIX") == "full"  # make reliability: every cell
 
 
-def events(plan: DatagramPlan) -> int:
-    """The faults `plan` did that a session counts."""
-    return sum(plan.counts[k] for k in ("lost", "duplicated", "reordered"))
-
-
 FAULTS = {
     "everything": DatagramFaults(loss=0.1, duplicate=0.1, reorder=0.2, reorder_depth=8),
     "loss 10%": DatagramFaults(loss=0.10),
@@ -169,7 +164,7 @@ async def test_the_counts_both_sides_equal_what_the_proxy_did(name: str) -> None
             proxy.set(enabled=True)
             await until(lambda: down.counts["received"] >= 60, "60 statuses through faults")
             if cycles > 1:  # both ways: ~30 faults a second
-                await until(lambda: events(up) + events(down) >= cycles, "the faults", cycles)
+                await until_faults(cycles, up, down)
             proxy.set(enabled=False)
             await asyncio.sleep(0.5)  # clean again: the last ones counted, the held ones sent
             robot = sim.sessions[0].wire_counts()
@@ -184,7 +179,7 @@ async def test_the_counts_both_sides_equal_what_the_proxy_did(name: str) -> None
             )  # fmt: skip
             assert status.reconnected == 0
             if cycles > 1:
-                did = f"{events(up):,} faults up, {events(down):,} down"
+                did = f"{faults(up):,} faults up, {faults(down):,} down"
                 assert_flat(fds, rss, f"xrp {name}: {did}")
         finally:
             gateway.stop()
