@@ -20,7 +20,10 @@ Checks: the healthy clients keep receiving all along (their counts grow, they ne
 the VRPN sink's client at its rate, reports per frame of the feed), the bad client is dropped
 (when, said) or held bounded (what it costs: its unsent bytes at the server), and once the bad
 clients have gone every server has its one healthy client and the descriptors are back.
-`ROBOWIRE_FAULT_MATRIX=full`: each phase 30 s instead of 3.
+`ROBOWIRE_FAULT_MATRIX=full`: each phase 30 s instead of 3. `ROBOWIRE_FAULT_CYCLES=N` (N > 1):
+then N more bad clients come and go at every server (raw garbage, framed garbage, silent in
+turn, `BATCH` at a time, as test_churn.py), the healthy ones unaffected, descriptors back and
+resident memory flat (measured after a first N/2: what a burst of clients allocates once).
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 from websockets.typing import Subprotocol
 
-from reliability.test_churn import HealthyBrowser
+from reliability.test_churn import HealthyBrowser, churn_once
 from robowire.gateway import Gateway, open_sim, open_sink, open_source
 from robowire.protocols.spyglass.services import SpyglassSink
 from robowire.protocols.ugcs.codec import frame
@@ -56,6 +59,7 @@ from robowire.sinks.foxglove import FoxgloveSink
 from robowire.viewer.server import SUBPROTOCOL, ViewerSink
 from support import free_port, open_fds, until
 
+from .cycles import CYCLES, RSS_BOUND, resident
 from .proxy import TcpProxy
 
 FULL = os.environ.get("ROBOWIRE_FAULT_MATRIX") == "full"
@@ -65,7 +69,8 @@ HANDSHAKE = 10.0  # seconds a server waits for a client's greeting
 STREAM_BOUND = 2 << 20  # bytes: SpyGlass skips a peer past 1 MiB unsent (test_stalled.py)
 BAD_CLIENTS = 16  # raw, framed, silent for each of the 5 servers, and the stalled UCS
 EVERY = 0.01  # seconds between sends
-pytestmark = pytest.mark.timeout(240 + 20 * PHASE)
+BATCH = 10  # bad clients coming and going at once (ROBOWIRE_FAULT_CYCLES)
+pytestmark = pytest.mark.timeout(240 + 20 * PHASE + (CYCLES if CYCLES > 1 else 0))
 
 
 @dataclass
@@ -162,6 +167,35 @@ def closed_by_server(sock: socket.socket) -> bool:
     return any(events & ended for _, events in poller.poll(0))
 
 
+async def bad_once(target: Server, mode: str, rng: random.Random) -> None:
+    """One bad client that comes and goes: `raw` garbage, `framed` garbage (one message in the
+    server's framing), or `silent` (connects, says nothing, leaves)."""
+    if mode == "framed" and target.websocket is not None:
+        path = "/ws" if isinstance(target.service, ViewerSink) else ""
+        url = f"ws://127.0.0.1:{target.port}{path}"
+        with contextlib.suppress(ConnectionClosed, OSError):  # (dropped before its close)
+            async with connect(url, subprotocols=[Subprotocol(target.websocket)]) as ws:
+                await ws.send(_random(rng))
+        return
+    if mode != "framed":  # test_churn.py's garbage (random bytes) and clean (nothing said)
+        await churn_once(target.port, "garbage" if mode == "raw" else "clean", b"", rng)
+        return
+    _, writer = await asyncio.open_connection("127.0.0.1", target.port)
+    writer.write(target.hello + target.message(rng))
+    writer.close()
+    with contextlib.suppress(OSError):  # the server reset first (it refused the garbage)
+        await writer.wait_closed()
+
+
+async def bad_churn(target: Server, cycles: int, seed: int) -> None:
+    """`cycles` bad clients, `BATCH` at a time, the three kinds in turn."""
+    rng = random.Random(seed)
+    modes = ("raw", "framed", "silent")
+    for start in range(0, cycles, BATCH):
+        batch = range(start, min(cycles, start + BATCH))
+        await asyncio.gather(*(bad_once(target, modes[i % 3], rng) for i in batch))
+
+
 class HealthyFoxglove:
     """A Foxglove client subscribed to every channel, counting the messages it reads."""
 
@@ -238,6 +272,7 @@ async def test_clients_that_send_garbage_or_nothing_cost_the_healthy_ones_nothin
     logger.setLevel(logging.INFO)
     logger.addHandler(lines)
     sdk = logging.getLogger("foxglove")  # the Foxglove SDK's (Rust) log
+    sdk_level = sdk.level
     sdk.addHandler(lines)
     logging.getLogger("websockets").setLevel(logging.ERROR)
     feed_port = free_port()
@@ -361,6 +396,31 @@ async def test_clients_that_send_garbage_or_nothing_cost_the_healthy_ones_nothin
         for task in tasks[2:]:
             task.cancel()
         await asyncio.gather(*tasks[2:], return_exceptions=True)
+        if CYCLES > 1:  # bad clients by the thousand, coming and going
+            logger.setLevel(logging.ERROR)  # (pytest keeps every log record of a test: lines
+            sdk.setLevel(logging.CRITICAL)  # per client, by the thousand, would be its memory)
+            rss = resident()  # a first N/2, not counted: a burst of clients allocates some
+            churns = [bad_churn(t, CYCLES // 2, seed) for seed, t in enumerate(targets)]
+            await asyncio.gather(*churns)  # 12 MiB once (300 or 3,000 clients a server alike)
+            warm, rss, before = resident() - rss, resident(), counts()
+            began = time.monotonic()
+            await asyncio.gather(*(bad_churn(t, CYCLES, seed) for seed, t in enumerate(targets)))
+            took = time.monotonic() - began
+            await until(  # they kept receiving (and do: a short churn gives them little time)
+                lambda: all(b > a for a, b in zip(before, counts(), strict=True)),
+                lambda: f"a healthy client stalled: {before} -> {counts()}",
+                5.0,
+            )
+            churned = [b - a for a, b in zip(before, counts(), strict=True)]
+            for target in targets:
+                if target.peers is not None:
+                    await until(lambda t=target: t.peers() == 1, f"{target.name}: churn gone")
+            await until(lambda: open_fds() <= fds + 2, lambda: f"descriptors {open_fds()} > {fds}")
+            grown = resident() - rss
+            print(f"bad clients x{CYCLES} per server in {took:.1f} s: "
+                  f"healthy growth {churned}, fds {fds} -> {open_fds()}, "
+                  f"RSS {grown >> 10:+} KiB (the first N/2: {warm >> 10:+} KiB)")  # fmt: skip
+            assert grown < RSS_BOUND, f"RSS +{grown >> 20} MiB"
         assert all(g > 0 for g in growth), f"a healthy client stalled: {growth}"
         assert connections() == joined, "a healthy client was disconnected"
         assert busy >= 0.9 * quiet, f"VRPN sink's client: {busy:.1f} < {quiet:.1f} per frame"
@@ -384,6 +444,7 @@ async def test_clients_that_send_garbage_or_nothing_cost_the_healthy_ones_nothin
     finally:
         logger.removeHandler(lines)
         sdk.removeHandler(lines)
+        sdk.setLevel(sdk_level)
         logger.setLevel(level)
         for sock in silent:
             sock.close()

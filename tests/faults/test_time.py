@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -20,11 +21,12 @@ from robowire.protocols.vrpn.services import VrpnSim
 from robowire.service import SimOptions, Source
 from robowire.status import status_message
 from robowire.status_client import status_table
-from robowire.timebase import ClockOffset
+from robowire.timebase import ClockOffset, SourceClock
 from support import until
 
 pytestmark = pytest.mark.timeout(60)
 FULL = os.environ.get("ROBOWIRE_FAULT_MATRIX") == "full"  # make reliability: every cell
+CYCLES = int(os.environ.get("ROBOWIRE_FAULT_CYCLES", "1"))  # jumps each way (sans I/O)
 RECONVERGE = 4.0  # s: ClockOffset's `confirm` (2 s) for a step back, and the loaded machine
 
 
@@ -80,6 +82,43 @@ async def test_a_sender_clock_that_jumps_an_hour(jump: float, mode: str) -> None
             assert abs(lag()) < 0.5  # and stays there
         else:
             await until(lambda: abs(lag() - jump) < 0.5, "the sender's own times", 5)
+
+
+def test_a_sender_clock_that_jumps_back_and_forth_is_corrected_after_every_jump() -> None:
+    """`ROBOWIRE_FAULT_CYCLES=N`: the sender's clock jumps an hour ahead and back N times,
+    each as soon as the corrected times are ours again (held 0.5 s): sans I/O, the stamps of
+    a 50 Hz sender fed to `SourceClock("corrected")` (the source's own rule) on a simulated
+    clock (end to end, 1,000 jumps back would take an hour: a step back is confirmed for 2 s).
+    Each jump is corrected within `RECONVERGE` of receive time, never a rate (`broken`)."""
+    clock = SourceClock("corrected")
+    rng = random.Random(1)
+    now, sender = 1000.0, 0.0  # our clock; the sender's minus ours
+    worst = {3600.0: 0.0, -3600.0: 0.0}
+
+    def tick() -> float:
+        """One report 1-3 ms on the wire; its corrected time minus ours."""
+        nonlocal now
+        now += 0.02
+        stamp = now - rng.uniform(0.001, 0.003) + sender
+        corrected = clock.retime(stamp, now)
+        assert isinstance(corrected, float) and not clock.offset.broken
+        return corrected - now
+
+    for _ in range(100):
+        tick()
+    for _ in range(CYCLES):
+        for jump in (3600.0, -3600.0):
+            sender += jump
+            jumped = now
+            while abs(tick()) >= 0.5:
+                assert now - jumped < RECONVERGE, f"{jump:+.0f} s: not ours after {RECONVERGE} s"
+            worst[jump] = max(worst[jump], now - jumped)
+            for _ in range(25):  # and stays ours
+                assert abs(tick()) < 0.5, f"{jump:+.0f} s: off again"
+    print(f"\nsender clock +1 h / -1 h x{CYCLES} (sans I/O, 50 Hz): ours again within "
+          f"{worst[3600.0]:.2f} / {worst[-3600.0]:.2f} s of its receive time; "
+          f"{clock.offset.resets} restarts of the offset")  # fmt: skip
+    assert clock.offset.resets == 2 * CYCLES
 
 
 @pytest.mark.parametrize("pace", [-1.0, 2.0])  # a clock running backwards; twice as fast

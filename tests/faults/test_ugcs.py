@@ -24,12 +24,20 @@ from robowire.gateway import Gateway, open_sim, open_sink, open_source
 from robowire.protocols.ugcs.services import UcsSource
 from robowire.service import SimOptions, Source
 from robowire.world import World
-from support import free_port, until
+from support import free_port, open_fds, until
 
+from .cycles import RESTARTS, assert_flat, resident
 from .proxy import TcpProxy
-from .test_streams import BACK, DOWN, PEERS, Peer, fresh, quiet  # noqa: F401 (a fixture)
+from .test_streams import (
+    BACK,
+    DOWN,
+    PEERS,
+    Peer,
+    fresh,
+    quiet,  # noqa: F401 (a fixture)
+)
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(120 + 10 * RESTARTS)
 NEW_IDS = {"first_id": "1001", "gps_warmup": "0"}  # a restarted VSM's counter: ids from 1001
 # (not 1); its vehicles have a fix at once (they can arm)
 
@@ -58,30 +66,45 @@ def registered(world: World, source: Source) -> dict[str, bool]:
 
 
 async def test_a_vsm_restarted_under_new_ids_has_its_vehicles_back_under_their_serials() -> None:
+    """`ROBOWIRE_FAULT_RESTARTS=N`: N restarts, each under ids none before had (away 0.1 s,
+    the source's `retry` 0.05 s, as test_streams.py's cycles), descriptors and memory flat."""
     peer = Peer("ugcs", PEERS["ugcs"])
     await peer.start(seed=1)
     gateway = Gateway()
     source = open_source(f"ugcs://127.0.0.1:{peer.port}")
+    if RESTARTS > 1:
+        source.retry = 0.05
     run = asyncio.create_task(gateway.add(source).run())
     try:
         world = gateway.world
         await until(lambda: len(world.table(source.name).ids) == peer.count, "the fleet")
-        before = session_ids(world, source)
-        await peer.stop()
-        await asyncio.sleep(DOWN)
-        peer.options = NEW_IDS
-        await peer.start(seed=2)
-        took = await fresh(world, source, set(before), time.monotonic(), "back under new ids")
-        after = session_ids(world, source)
-        print(f"\nugcs VSM restarted under new ids: back in {took:.2f} s, ids {before} -> {after}")
-        assert took <= BACK
-        assert after.keys() == before.keys()  # the same devices, no ghost of the old ids
-        assert all(after[s] >= 1001 for s in after), after  # under their new session ids
-        assert set(registered(world, source).values()) == {True}
-        (session,) = source.sessions.values()  # the old ids are forgotten
-        assert sorted(session.devices) == sorted(after.values())
+        await asyncio.sleep(1.2 if RESTARTS > 1 else 0.0)  # up longer than `retry`
+        before = first = session_ids(world, source)
+        fds, rss = open_fds(), resident()
+        took: list[float] = []
+        for restart in range(RESTARTS):
+            await peer.stop()
+            await asyncio.sleep(DOWN if RESTARTS == 1 else 0.1)
+            floor = 1001 + 1000 * restart  # a restarted VSM's counter: ids none had before
+            peer.options = {**NEW_IDS, "first_id": str(floor)}
+            started = time.monotonic()  # (before: a fast redial registers the parked fleet,
+            await peer.start(seed=2 + restart)  # which sends nothing more, as it starts)
+            took.append(await fresh(world, source, set(before), started,
+                                    f"restart {restart}: back under new ids"))  # fmt: skip
+            after = session_ids(world, source)
+            assert after.keys() == before.keys()  # the same devices, no ghost of the old ids
+            assert all(after[s] >= floor for s in after), after  # under their new session ids
+            assert set(registered(world, source).values()) == {True}
+            (session,) = source.sessions.values()  # the old ids are forgotten
+            assert sorted(session.devices) == sorted(after.values())
+            before = after
+        print(f"\nugcs VSM restarted under new ids: back in {max(took):.2f} s "
+              f"(max of {len(took)}), ids {first} -> {before}")  # fmt: skip
+        assert max(took) <= BACK
         status = next(s for s in gateway.status() if s.name == source.name)
-        assert status.reconnected == 1
+        assert status.reconnected == RESTARTS
+        await asyncio.sleep(0.3)
+        assert_flat(fds, rss, f"ugcs new ids x{RESTARTS}")
     finally:
         gateway.stop()
         await asyncio.gather(run, return_exceptions=True)
