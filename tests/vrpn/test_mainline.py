@@ -12,6 +12,7 @@ log with every pose in it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import signal
@@ -177,6 +178,37 @@ async def _json_feeder(port: int) -> None:
             k += 1
 
 
+async def _listening_server(tmp_path: Path) -> tuple[int, int, asyncio.subprocess.Process]:
+    """The relay test's mainline server, (its port, its JsonNet port, the process), once it
+    listens. A free port is only free when it is looked at: CI once had a live server its
+    client could not reach for 60 s (no connection ever made), so a server that does not
+    listen within 10 s is started again on other ports."""
+    for _ in range(3):
+        port, json_port = free_port(), free_udp_port()
+        config = tmp_path / "vrpn.cfg"
+        config.write_text(
+            "vrpn_Tracker_NULL\tTracker0\t2\t30.0\n"
+            "vrpn_Button_Example\tButton0\t2\t2.0\n"
+            "vrpn_Dial_Example\tDial0\t2\t2.0\t10.0\n"
+            f"vrpn_Tracker_JsonNet\tJsonnet\t{json_port}\n"
+        )
+        server = await asyncio.create_subprocess_exec(
+            str(SERVER), "-f", str(config), "-NIC", "127.0.0.1", str(port),
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+        with contextlib.suppress(AssertionError):
+            await until(lambda port=port: _listens(port), "vrpn_server listens", 10.0)
+            return port, json_port, server
+        server.terminate()
+        await server.wait()
+    raise AssertionError("vrpn_server never listened on a free port")
+
+
+def _listens(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
 @needs_server
 @needs_client
 @pytest.mark.parametrize("relay_mode", ["tcp", "udp"])
@@ -188,24 +220,7 @@ async def test_mainline_client_sees_a_relay_as_the_server_itself(
     tracker, 128 analog channels and 256 buttons): the mainline client prints the same
     devices, sensors and report kinds through the relay as from the server, the tracker
     values alike, and analog values the server sent."""
-    port, json_port = free_port(), free_udp_port()
-    config = tmp_path / "vrpn.cfg"
-    config.write_text(
-        "vrpn_Tracker_NULL\tTracker0\t2\t30.0\n"
-        "vrpn_Button_Example\tButton0\t2\t2.0\n"
-        "vrpn_Dial_Example\tDial0\t2\t2.0\t10.0\n"
-        f"vrpn_Tracker_JsonNet\tJsonnet\t{json_port}\n"
-    )
-    server = await asyncio.create_subprocess_exec(
-        str(SERVER),
-        "-f",
-        str(config),
-        "-NIC",
-        "127.0.0.1",
-        str(port),
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
+    port, json_port, server = await _listening_server(tmp_path)
     feeder = asyncio.create_task(_json_feeder(json_port))
     gateway = Gateway()
     source = open_url(f"vrpn+tcp://{','.join(RELAYED)}@127.0.0.1:{port}?retry=0.2")
@@ -220,7 +235,8 @@ async def test_mainline_client_sees_a_relay_as_the_server_itself(
             lambda: (
                 f"the relay's world has every device of the server (missing: "
                 f"{sorted(wanted - set(gateway.world.table(source.name).ids))}; the source's "
-                f"connections: {source.connections}; vrpn_server exit status: {server.returncode})"
+                f"connections: {source.connections}; vrpn_server exit status: {server.returncode}; "
+                f"gateway failures: {gateway.failures}; its run ended: {running.done()})"
             ),
         )
         assert sink.address is not None
